@@ -1,0 +1,62 @@
+#include "cli/arguments.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace pipetrain::cli {
+namespace {
+bool contains(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+}  // namespace
+
+ConfigArguments parse_config_arguments(const std::vector<std::string>& args,
+                                       const std::vector<std::string>& value_options,
+                                       const std::vector<std::string>& flag_options) {
+  ConfigArguments parsed;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.rfind("--", 0) != 0) {
+      if (!parsed.config_path.empty()) {
+        fail("unexpected argument '{}' (the config file is already '{}')", arg, parsed.config_path);
+      }
+      parsed.config_path = arg;
+      continue;
+    }
+    std::string name = arg, value;
+    const auto equals = arg.find('=');
+    const bool inline_value = equals != std::string::npos;
+    if (inline_value) name = arg.substr(0, equals), value = arg.substr(equals + 1);
+    if (contains(flag_options, name)) {
+      if (inline_value) fail("{} takes no value", name);
+      parsed.flags.push_back(name);
+      continue;
+    }
+    const bool is_field = name.find('.') != std::string::npos;
+    if (!is_field && !contains(value_options, name)) fail("unknown option '{}'", name);
+    if (!inline_value) {
+      if (i + 1 >= args.size()) fail("{} needs a value", name);
+      value = args[++i];
+    }
+    if (is_field) {
+      parsed.overrides.emplace_back(name.substr(2), value);
+    } else {
+      parsed.options[name] = value;
+    }
+  }
+  return parsed;
+}
+
+Config resolve_config(const ConfigArguments& arguments) {
+  Config config = arguments.config_path.empty() ? Config{} : load_config_file(arguments.config_path);
+  for (const auto& [key, value] : arguments.overrides) set_field_from_string(config, key, value);
+  validate(config);
+  return config;
+}
+
+bool has_flag(const ConfigArguments& arguments, const std::string& flag) {
+  return contains(arguments.flags, flag);
+}
+
+}  // namespace pipetrain::cli

@@ -1,0 +1,29 @@
+#pragma once
+// Arguments shared by `train` and `config`: an optional CONFIG.toml, `--section.field VALUE`
+// (or `--section.field=VALUE`) overrides, and command-specific flags.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+
+namespace pipetrain::cli {
+
+struct ConfigArguments {
+  std::string config_path;                               // "" = embedded defaults
+  std::vector<std::pair<std::string, std::string>> overrides;  // in command-line order
+  std::map<std::string, std::string> options;            // known command flags with values
+  std::vector<std::string> flags;                        // known command flags without values
+};
+
+// `value_options` / `flag_options`: the command's own flags (e.g. "--run-dir", "--overwrite").
+ConfigArguments parse_config_arguments(const std::vector<std::string>& args,
+                                       const std::vector<std::string>& value_options,
+                                       const std::vector<std::string>& flag_options);
+
+// Defaults (or the file), then the overrides, then cross-field validation.
+Config resolve_config(const ConfigArguments& arguments);
+
+bool has_flag(const ConfigArguments& arguments, const std::string& flag);
+
+}  // namespace pipetrain::cli

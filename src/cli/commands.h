@@ -1,0 +1,13 @@
+#pragma once
+// Each `pipetrain` subcommand registers itself on the root CLI11 app.
+// A subcommand's callback throws pipetrain::UserError for bad input; main() turns it into
+// one line on stderr and exit code 2.
+#include <CLI/CLI.hpp>
+
+namespace pipetrain::cli {
+
+void add_train_command(CLI::App& app);     // train_command.cpp
+void add_simulate_command(CLI::App& app);  // simulate_command.cpp
+void add_config_command(CLI::App& app);    // config_command.cpp
+
+}  // namespace pipetrain::cli

@@ -1,0 +1,20 @@
+#include <fmt/format.h>
+
+#include "cli/arguments.h"
+#include "cli/commands.h"
+
+namespace pipetrain::cli {
+
+void add_config_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "config", "Print the resolved config as TOML ([CONFIG.toml] [--section.field VALUE ...]), "
+                "or the config reference (--reference)");
+  cmd->prefix_command();
+  cmd->callback([cmd] {
+    const auto arguments = parse_config_arguments(cmd->remaining(), {}, {"--reference"});
+    if (has_flag(arguments, "--reference")) return void(fmt::print("{}", config_reference_markdown()));
+    fmt::print("{}", to_toml(resolve_config(arguments)));
+  });
+}
+
+}  // namespace pipetrain::cli

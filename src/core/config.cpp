@@ -1,0 +1,185 @@
+#include "core/config.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "core/error.h"
+#include "core/text.h"
+
+namespace pipetrain {
+namespace {
+
+std::string unknown_field_message(const std::string& key, const std::string& origin) {
+  std::vector<std::string> keys;
+  for (const auto& field : config_fields()) keys.push_back(field.key);
+  std::string message = fmt::format("{}: unknown config field '{}'", origin, key);
+  const std::string near = closest_match(key, keys);
+  if (!near.empty()) message += fmt::format(" (did you mean '{}'?)", near);
+  return message;
+}
+
+void check_bounds(const FieldSpec& field, double value, const std::string& origin) {
+  if (!std::isfinite(value)) fail("{}: {} must be a finite number", origin, field.key);
+  if (value < field.min) fail("{}: {} must be >= {:g}, got {:g}", origin, field.key, field.min, value);
+}
+
+void check_choice(const FieldSpec& field, const std::string& value, const std::string& origin) {
+  if (field.choices.empty()) return;
+  for (const auto& choice : field.choices) {
+    if (choice == value) return;
+  }
+  fail("{}: {} must be one of {}, got '{}'", origin, field.key, join(field.choices, ", "), value);
+}
+
+void set_from_toml(Config& config, const FieldSpec& field, const toml::node& node,
+                   const std::string& origin) {
+  FieldPtr ptr = field.locate(config);
+  if (auto** i = std::get_if<int64_t*>(&ptr)) {
+    if (!node.is_integer()) fail("{}: {} must be an integer", origin, field.key);
+    **i = node.as_integer()->get();
+    check_bounds(field, static_cast<double>(**i), origin);
+  } else if (auto** d = std::get_if<double*>(&ptr)) {
+    if (node.is_integer()) {
+      **d = static_cast<double>(node.as_integer()->get());
+    } else if (node.is_floating_point()) {
+      **d = node.as_floating_point()->get();
+    } else {
+      fail("{}: {} must be a number", origin, field.key);
+    }
+    check_bounds(field, **d, origin);
+  } else {
+    if (!node.is_string()) fail("{}: {} must be a string", origin, field.key);
+    auto** s = std::get_if<std::string*>(&ptr);
+    **s = node.as_string()->get();
+    check_choice(field, **s, origin);
+  }
+}
+
+}  // namespace
+
+Config parse_config_toml(const std::string& text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& error) {
+    fail("{}:{}:{}: malformed TOML: {}", origin, error.source().begin.line,
+         error.source().begin.column, error.description());
+  }
+  Config config;
+  for (const auto& [section_key, section_node] : root) {
+    const std::string section(section_key.str());
+    const auto* table = section_node.as_table();
+    if (table == nullptr) {
+      fail("{}: '{}' must be a [section] table of fields", origin, section);
+    }
+    for (const auto& [name_key, node] : *table) {
+      const std::string key = section + "." + std::string(name_key.str());
+      const FieldSpec* field = find_field(key);
+      if (field == nullptr) throw UserError(unknown_field_message(key, origin));
+      set_from_toml(config, *field, node, origin);
+    }
+  }
+  validate(config);
+  return config;
+}
+
+Config load_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("cannot read config file '{}': {}", path, std::strerror(errno));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parse_config_toml(buffer.str(), path);
+}
+
+void set_field_from_string(Config& config, const std::string& key, const std::string& value) {
+  const FieldSpec* field = find_field(key);
+  const std::string origin = "--" + key;
+  if (field == nullptr) throw UserError(unknown_field_message(key, "command line"));
+  FieldPtr ptr = field->locate(config);
+  if (auto** i = std::get_if<int64_t*>(&ptr)) {
+    auto parsed = parse_int(value);
+    if (!parsed) fail("{}: expected an integer, got '{}'", origin, value);
+    **i = *parsed;
+    check_bounds(*field, static_cast<double>(**i), origin);
+  } else if (auto** d = std::get_if<double*>(&ptr)) {
+    auto parsed = parse_double(value);
+    if (!parsed) fail("{}: expected a number, got '{}'", origin, value);
+    **d = *parsed;
+    check_bounds(*field, **d, origin);
+  } else {
+    **std::get_if<std::string*>(&ptr) = value;
+    check_choice(*field, value, origin);
+  }
+}
+
+void validate(const Config& c) {
+  if (c.model.d_model % c.model.heads != 0) {
+    fail("model.heads ({}) must divide model.d_model ({})", c.model.heads, c.model.d_model);
+  }
+  if (c.train.batch_size % c.train.microbatches != 0) {
+    fail("train.microbatches ({}) must divide train.batch_size ({})", c.train.microbatches,
+         c.train.batch_size);
+  }
+  if (c.data.val_fraction <= 0 || c.data.val_fraction >= 1) {
+    fail("data.val_fraction must be between 0 and 1 (exclusive), got {:g}", c.data.val_fraction);
+  }
+  if (c.train.min_lr > c.train.lr) {
+    fail("train.min_lr ({:g}) must not exceed train.lr ({:g})", c.train.min_lr, c.train.lr);
+  }
+  if (c.train.beta1 >= 1 || c.train.beta2 >= 1) fail("train.beta1 and train.beta2 must be < 1");
+  if (c.sample.temperature <= 0) fail("sample.temperature must be > 0");
+  if (c.data.path.empty()) fail("data.path must not be empty");
+}
+
+std::string field_value_string(const Config& config, const FieldSpec& field) {
+  FieldPtr ptr = field.locate(const_cast<Config&>(config));
+  if (auto** i = std::get_if<int64_t*>(&ptr)) return std::to_string(**i);
+  if (auto** d = std::get_if<double*>(&ptr)) return format_toml_double(**d);
+  return toml_quote(**std::get_if<std::string*>(&ptr));
+}
+
+std::string to_toml(const Config& config) {
+  std::string out;
+  std::string section;
+  for (const auto& field : config_fields()) {
+    const auto dot = field.key.find('.');
+    const std::string this_section = field.key.substr(0, dot);
+    if (this_section != section) {
+      out += (section.empty() ? "" : "\n") + fmt::format("[{}]\n", this_section);
+      section = this_section;
+    }
+    out += fmt::format("{} = {}\n", field.key.substr(dot + 1), field_value_string(config, field));
+  }
+  return out;
+}
+
+std::string config_reference_markdown() {
+  const Config defaults;
+  std::string out =
+      "# Configuration reference\n\n"
+      "Generated by `pipetrain config --reference`; a test keeps this file equal to it.\n"
+      "Every field can be set in a TOML file (`[section]` then `field = value`) or on the\n"
+      "command line as `--section.field VALUE`. Unknown fields and wrong types are errors.\n\n"
+      "| field | type | default | meaning |\n|---|---|---|---|\n";
+  for (const auto& field : config_fields()) {
+    FieldPtr ptr = field.locate(const_cast<Config&>(defaults));
+    std::string type = std::holds_alternative<int64_t*>(ptr)  ? "integer"
+                       : std::holds_alternative<double*>(ptr) ? "number"
+                                                              : "string";
+    std::string meaning = field.help;
+    if (!field.choices.empty()) meaning += " (one of: " + join(field.choices, ", ") + ")";
+    if (field.min > -1e300 && !std::holds_alternative<std::string*>(ptr)) {
+      meaning += fmt::format("; >= {:g}", field.min);
+    }
+    out += fmt::format("| `{}` | {} | `{}` | {} |\n", field.key, type,
+                       field_value_string(defaults, field), meaning);
+  }
+  return out;
+}
+
+}  // namespace pipetrain

@@ -1,0 +1,94 @@
+#pragma once
+// The run configuration: plain structs, one per TOML section, plus a registry of every field
+// (key, type, default, meaning, bounds). The registry drives TOML parsing (unknown keys are
+// errors), command-line overrides (`--model.layers 8`), the TOML dump written into each run
+// folder, and the generated config reference (docs/config.md).
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace pipetrain {
+
+struct ModelConfig {
+  int64_t layers = 4;       // transformer blocks
+  int64_t d_model = 128;    // hidden size
+  int64_t heads = 4;        // attention heads (must divide d_model)
+  int64_t seq_len = 128;    // context length in tokens
+  int64_t vocab_size = 256; // byte-level vocabulary
+};
+
+struct TrainConfig {
+  int64_t steps = 600;
+  int64_t batch_size = 32;   // sequences per optimizer step (global batch)
+  int64_t microbatches = 1;  // the batch is split into this many equal microbatches
+  std::string optimizer = "adamw";  // sgd | adam | adamw
+  double lr = 3e-3;
+  double min_lr = 3e-4;
+  int64_t warmup_steps = 50;
+  double momentum = 0.9;      // sgd
+  double beta1 = 0.9;         // adam / adamw
+  double beta2 = 0.99;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+  double grad_clip = 1.0;     // global gradient-norm clip; 0 disables
+  int64_t seed = 1234;
+  int64_t threads = 0;        // compute threads; 0 = one per core
+};
+
+struct DataConfig {
+  std::string path = "data/tinyshakespeare.txt";
+  double val_fraction = 0.1;  // the tail of the file held out for validation
+};
+
+struct EvalConfig {
+  int64_t every = 100;    // validation every N steps (and at the last step); 0 = only at the end
+  int64_t batches = 8;    // validation batches per evaluation
+};
+
+struct LogConfig {
+  int64_t every = 10;     // metrics.jsonl line every N steps (progress line updates every step)
+};
+
+struct SampleConfig {
+  int64_t tokens = 300;   // characters printed from the trained model at the end; 0 = none
+  double temperature = 0.8;
+  std::string prompt = "ROMEO:";
+};
+
+struct Config {
+  ModelConfig model;
+  TrainConfig train;
+  DataConfig data;
+  EvalConfig eval;
+  LogConfig log;
+  SampleConfig sample;
+};
+
+using FieldPtr = std::variant<int64_t*, double*, std::string*>;
+
+struct FieldSpec {
+  std::string key;   // "section.name"
+  std::string help;  // meaning, one line
+  std::function<FieldPtr(Config&)> locate;
+  double min = -1e300;               // numbers: inclusive lower bound
+  std::vector<std::string> choices;  // strings: allowed values (empty = any)
+};
+
+// Every configurable field, in documentation order.
+const std::vector<FieldSpec>& config_fields();
+const FieldSpec* find_field(const std::string& key);
+
+// Parsing. All throw UserError with a message naming the field / file / line.
+Config parse_config_toml(const std::string& text, const std::string& origin);
+Config load_config_file(const std::string& path);
+void set_field_from_string(Config& config, const std::string& key, const std::string& value);
+void validate(const Config& config);  // cross-field rules (heads | d_model, ...)
+
+// Serialisation.
+std::string to_toml(const Config& config);
+std::string field_value_string(const Config& config, const FieldSpec& field);
+std::string config_reference_markdown();  // docs/config.md
+
+}  // namespace pipetrain

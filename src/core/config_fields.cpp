@@ -1,0 +1,78 @@
+// The registry of configuration fields. Adding a field = one struct member + one line here.
+#include "core/config.h"
+
+namespace pipetrain {
+namespace {
+
+template <typename Section, typename T>
+std::function<FieldPtr(Config&)> at(Section Config::*section, T Section::*member) {
+  return [section, member](Config& c) -> FieldPtr { return &((c.*section).*member); };
+}
+
+FieldSpec spec(std::string key, std::string help, std::function<FieldPtr(Config&)> locate,
+               double min = -1e300, std::vector<std::string> choices = {}) {
+  return FieldSpec{std::move(key), std::move(help), std::move(locate), min, std::move(choices)};
+}
+
+std::vector<FieldSpec> make_fields() {
+  using C = Config;
+  using M = ModelConfig;
+  using T = TrainConfig;
+  return {
+      spec("model.layers", "number of transformer blocks", at(&C::model, &M::layers), 1),
+      spec("model.d_model", "hidden size", at(&C::model, &M::d_model), 1),
+      spec("model.heads", "attention heads; must divide model.d_model", at(&C::model, &M::heads), 1),
+      spec("model.seq_len", "context length in tokens (bytes)", at(&C::model, &M::seq_len), 2),
+      spec("model.vocab_size", "vocabulary size; 256 for byte-level text",
+       at(&C::model, &M::vocab_size), 2),
+      spec("train.steps", "optimizer steps", at(&C::train, &T::steps), 1),
+      spec("train.batch_size", "sequences per optimizer step (the global batch)",
+       at(&C::train, &T::batch_size), 1),
+      spec("train.microbatches", "equal microbatches the batch is split into (gradient accumulation)",
+       at(&C::train, &T::microbatches), 1),
+      spec("train.optimizer", "optimizer", at(&C::train, &T::optimizer), 0, {"sgd", "adam", "adamw"}),
+      spec("train.lr", "peak learning rate", at(&C::train, &T::lr), 0),
+      spec("train.min_lr", "final learning rate of the cosine decay", at(&C::train, &T::min_lr), 0),
+      spec("train.warmup_steps", "linear warm-up steps before the cosine decay",
+       at(&C::train, &T::warmup_steps), 0),
+      spec("train.momentum", "SGD momentum", at(&C::train, &T::momentum), 0),
+      spec("train.beta1", "Adam/AdamW beta1", at(&C::train, &T::beta1), 0),
+      spec("train.beta2", "Adam/AdamW beta2", at(&C::train, &T::beta2), 0),
+      spec("train.eps", "Adam/AdamW epsilon", at(&C::train, &T::eps), 0),
+      spec("train.weight_decay", "weight decay (decoupled for AdamW, L2 for SGD/Adam)",
+       at(&C::train, &T::weight_decay), 0),
+      spec("train.grad_clip", "clip the global gradient norm to this value; 0 disables",
+       at(&C::train, &T::grad_clip), 0),
+      spec("train.seed", "seed for initialisation, data order and sampling", at(&C::train, &T::seed), 0),
+      spec("train.threads", "compute threads; 0 = one per core", at(&C::train, &T::threads), 0),
+      spec("data.path", "training text (bytes); relative paths are tried against the working "
+       "directory, then the install's data folder", at(&C::data, &DataConfig::path)),
+      spec("data.val_fraction", "fraction of the file (its tail) held out for validation",
+       at(&C::data, &DataConfig::val_fraction), 0),
+      spec("eval.every", "validate every N steps and at the last step; 0 = only at the end",
+       at(&C::eval, &EvalConfig::every), 0),
+      spec("eval.batches", "batches per validation", at(&C::eval, &EvalConfig::batches), 1),
+      spec("log.every", "write a metrics.jsonl line every N steps", at(&C::log, &LogConfig::every), 1),
+      spec("sample.tokens", "characters to generate from the trained model at the end; 0 = none",
+       at(&C::sample, &SampleConfig::tokens), 0),
+      spec("sample.temperature", "sampling temperature", at(&C::sample, &SampleConfig::temperature),
+       0),
+      spec("sample.prompt", "text the sample starts from", at(&C::sample, &SampleConfig::prompt)),
+  };
+}
+
+}  // namespace
+
+const std::vector<FieldSpec>& config_fields() {
+  static const std::vector<FieldSpec> fields = make_fields();
+  return fields;
+}
+
+const FieldSpec* find_field(const std::string& key) {
+  for (const auto& field : config_fields()) {
+    if (field.key == key) return &field;
+  }
+  return nullptr;
+}
+
+}  // namespace pipetrain

@@ -1,0 +1,90 @@
+#include "core/files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace fs = std::filesystem;
+
+namespace pipetrain {
+
+void write_file_atomically(const std::string& path, std::string_view bytes) {
+  const std::string temp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) fail("cannot write '{}': {}", path, std::strerror(errno));
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(temp.c_str());
+      fail("cannot write '{}': {}", path, std::strerror(err));
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(temp.c_str());
+    fail("cannot write '{}': {}", path, std::strerror(err));
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(temp.c_str());
+    fail("cannot write '{}': {}", path, std::strerror(err));
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read '{}': {}", path, std::strerror(errno));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+void prepare_run_dir(const std::string& dir, bool overwrite) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) fail("cannot create run folder '{}': {}", dir, error.message());
+  if (!overwrite && fs::exists(fs::path(dir) / "metrics.jsonl")) {
+    fail("run folder '{}' already holds a run; choose another --run-dir or pass --overwrite", dir);
+  }
+  const std::string probe = (fs::path(dir) / ".write-test").string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) fail("run folder '{}' is not writable: {}", dir, std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+std::string new_run_dir_name(const std::string& parent) {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  ::localtime_r(&now, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "run-%Y%m%d-%H%M%S", &local);
+  fs::path candidate = fs::path(parent) / stamp;
+  for (int n = 2; fs::exists(candidate); ++n) {
+    candidate = fs::path(parent) / (std::string(stamp) + "-" + std::to_string(n));
+  }
+  return candidate.string();
+}
+
+std::string resolve_existing_path(const std::string& path, const std::string& fallback_root) {
+  if (fs::exists(path)) return path;
+  if (!fs::path(path).is_absolute()) {
+    const fs::path alternative = fs::path(fallback_root) / path;
+    if (fs::exists(alternative)) return alternative.string();
+  }
+  fail("data file '{}' not found (also looked in '{}')", path, fallback_root);
+}
+
+}  // namespace pipetrain

@@ -1,0 +1,24 @@
+#pragma once
+// File-system helpers with user-facing errors: nothing half-written is ever left behind.
+#include <string>
+#include <string_view>
+
+namespace pipetrain {
+
+// Writes `bytes` to `path` via a temporary file in the same folder, fsync, then rename,
+// so a crash leaves either the old file or the new one, never a torn one.
+void write_file_atomically(const std::string& path, std::string_view bytes);
+
+std::string read_file(const std::string& path);  // UserError if missing/unreadable
+
+// Creates `dir` (and parents) and checks that a file can be written in it.
+// Refuses a folder that already holds a run (metrics.jsonl) unless `overwrite`.
+void prepare_run_dir(const std::string& dir, bool overwrite);
+
+// A fresh folder name under `parent`: parent/run-YYYYmmdd-HHMMSS[-N].
+std::string new_run_dir_name(const std::string& parent);
+
+// Resolves a data path: as given if it exists, else relative to `fallback_root`.
+std::string resolve_existing_path(const std::string& path, const std::string& fallback_root);
+
+}  // namespace pipetrain

@@ -1,0 +1,31 @@
+#include "core/machine.h"
+
+#include <fstream>
+#include <thread>
+
+namespace pipetrain {
+
+BlasInfo loaded_blas() {
+  BlasInfo info;
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    const auto slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string path = line.substr(slash);
+    if (path.find("openblas") != std::string::npos) {
+      info.path = path;
+      info.openblas = true;
+      return info;
+    }
+    if (path.find("libblas") != std::string::npos) info.path = path;
+  }
+  return info;
+}
+
+int cpu_cores() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+}  // namespace pipetrain

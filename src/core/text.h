@@ -1,0 +1,26 @@
+#pragma once
+// Small string helpers shared by config parsing, logging and reports.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipetrain {
+
+std::string join(const std::vector<std::string>& parts, const std::string& separator);
+std::vector<std::string> split(const std::string& text, char separator);
+
+// Strict parses: the whole string must be a number.
+std::optional<int64_t> parse_int(const std::string& text);
+std::optional<double> parse_double(const std::string& text);
+
+// The candidate with the smallest edit distance, if it is close enough to be a likely typo.
+std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
+
+std::string format_toml_double(double value);  // always has a '.' or exponent: "3.0", "0.0003"
+std::string toml_quote(const std::string& value);
+std::string format_duration(double seconds);    // "42s", "3m05s", "1h02m"
+std::string format_count(double value);         // "950", "12.3k", "4.56M"
+std::string format_bytes(double bytes);         // "512 B", "3.2 MiB"
+
+}  // namespace pipetrain

@@ -1,0 +1,100 @@
+#include "data/text_dataset.h"
+
+#include <random>
+
+#include "core/error.h"
+#include "core/files.h"
+
+namespace pipetrain {
+
+TokenBatch TokenBatch::rows(int64_t first, int64_t count) const {
+  TokenBatch out;
+  out.batch_size = count;
+  out.seq_len = seq_len;
+  const auto begin = first * seq_len, end = (first + count) * seq_len;
+  out.inputs.assign(inputs.begin() + begin, inputs.begin() + end);
+  out.targets.assign(targets.begin() + begin, targets.begin() + end);
+  return out;
+}
+
+TextDataset::TextDataset(const std::string& path, double val_fraction, int64_t seq_len)
+    : TextDataset(
+          [&] {
+            const std::string text = read_file(path);
+            return std::vector<uint8_t>(text.begin(), text.end());
+          }(),
+          val_fraction, seq_len, path) {}
+
+TextDataset TextDataset::from_text(const std::string& text, double val_fraction,
+                                   int64_t seq_len) {
+  return TextDataset(std::vector<uint8_t>(text.begin(), text.end()), val_fraction, seq_len,
+                     "<text>");
+}
+
+TextDataset::TextDataset(std::vector<uint8_t> bytes, double val_fraction, int64_t seq_len,
+                         const std::string& origin)
+    : seq_len_(seq_len) {
+  const auto val_size = static_cast<size_t>(static_cast<double>(bytes.size()) * val_fraction);
+  const size_t train_size = bytes.size() - val_size;
+  train_.assign(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(train_size));
+  val_.assign(bytes.begin() + static_cast<std::ptrdiff_t>(train_size), bytes.end());
+  // A window needs seq_len + 1 bytes (inputs plus the shifted targets).
+  const auto need = static_cast<size_t>(seq_len) + 1;
+  if (train_.size() < need || val_.size() < need) {
+    fail("{}: {} bytes are too few for sequences of {} tokens with {:g} held out for validation",
+         origin, bytes.size(), seq_len, val_fraction);
+  }
+}
+
+TokenBatch TextDataset::windows(const std::vector<uint8_t>& split,
+                                const std::vector<int64_t>& starts) const {
+  TokenBatch batch;
+  batch.batch_size = static_cast<int64_t>(starts.size());
+  batch.seq_len = seq_len_;
+  batch.inputs.reserve(starts.size() * static_cast<size_t>(seq_len_));
+  batch.targets.reserve(batch.inputs.capacity());
+  for (int64_t start : starts) {
+    for (int64_t t = 0; t < seq_len_; ++t) {
+      batch.inputs.push_back(split[static_cast<size_t>(start + t)]);
+      batch.targets.push_back(split[static_cast<size_t>(start + t + 1)]);
+    }
+  }
+  return batch;
+}
+
+TokenBatch TextDataset::train_batch(uint64_t seed, int64_t step, int64_t batch_size) const {
+  // seed_seq mixes (seed, step) well; mt19937_64 is specified exactly by the standard, so the
+  // batches are the same on every platform.
+  std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
+                    static_cast<uint32_t>(step), static_cast<uint32_t>(uint64_t(step) >> 32)};
+  std::mt19937_64 rng(seq);
+  const auto max_start = static_cast<uint64_t>(train_tokens() - seq_len_ - 1);
+  std::vector<int64_t> starts(static_cast<size_t>(batch_size));
+  for (auto& start : starts) start = static_cast<int64_t>(rng() % (max_start + 1));
+  return windows(train_, starts);
+}
+
+TokenBatch TextDataset::val_batch(int64_t index, int64_t batch_size) const {
+  const int64_t max_start = val_tokens() - seq_len_ - 1;
+  std::vector<int64_t> starts(static_cast<size_t>(batch_size));
+  // Spread windows over the whole validation split; batch `index` is offset by a prime stride.
+  for (int64_t i = 0; i < batch_size; ++i) {
+    const int64_t k = index * batch_size + i;
+    starts[static_cast<size_t>(i)] = (k * 7919 * (seq_len_ + 1)) % (max_start + 1);
+  }
+  return windows(val_, starts);
+}
+
+std::string decode_bytes(const std::vector<int64_t>& tokens) {
+  std::string text;
+  for (int64_t token : tokens) text += static_cast<char>(static_cast<uint8_t>(token));
+  return text;
+}
+
+std::vector<int64_t> encode_bytes(const std::string& text) {
+  std::vector<int64_t> tokens;
+  for (char c : text) tokens.push_back(static_cast<uint8_t>(c));
+  return tokens;
+}
+
+}  // namespace pipetrain

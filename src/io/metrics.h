@@ -1,0 +1,26 @@
+#pragma once
+// metrics.jsonl: one JSON object per line, flushed as written so a crash loses nothing.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace pipetrain {
+
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& path);  // appends; UserError if not writable
+  ~MetricsWriter();
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+  void write(const nlohmann::json& record);
+
+ private:
+  std::string path_;
+  std::FILE* file_;
+};
+
+std::vector<nlohmann::json> read_metrics(const std::string& path);
+
+}  // namespace pipetrain

@@ -1,0 +1,97 @@
+#include "io/plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace pipetrain {
+namespace {
+
+constexpr double kWidth = 720, kHeight = 420;
+constexpr double kLeft = 70, kRight = 160, kTop = 40, kBottom = 50;
+
+std::string escape_xml(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+struct Range {
+  double low = std::numeric_limits<double>::infinity();
+  double high = -std::numeric_limits<double>::infinity();
+  void include(double v) {
+    if (!std::isfinite(v)) return;
+    low = std::min(low, v);
+    high = std::max(high, v);
+  }
+  void settle() {
+    if (!std::isfinite(low)) low = 0, high = 1;
+    if (high - low < 1e-12) high = low + 1;
+  }
+};
+
+}  // namespace
+
+std::string render_line_plot_svg(const std::vector<PlotSeries>& series, const std::string& title,
+                                 const std::string& x_label, const std::string& y_label) {
+  Range xs, ys;
+  for (const auto& s : series) {
+    for (const auto& [x, y] : s.points) xs.include(x), ys.include(y);
+  }
+  xs.settle();
+  ys.settle();
+  const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
+  auto px = [&](double x) { return kLeft + (x - xs.low) / (xs.high - xs.low) * plot_w; };
+  auto py = [&](double y) { return kTop + (1 - (y - ys.low) / (ys.high - ys.low)) * plot_h; };
+
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
+      "fill=\"white\"/>\n<text x=\"{}\" y=\"24\" font-size=\"15\">{}</text>\n",
+      kWidth, kHeight, kLeft, escape_xml(title));
+  for (int i = 0; i <= 5; ++i) {  // grid lines with tick labels
+    const double fy = ys.low + (ys.high - ys.low) * i / 5, fx = xs.low + (xs.high - xs.low) * i / 5;
+    svg += fmt::format(
+        "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"#ddd\"/>"
+        "<text x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">{5:.3g}</text>\n",
+        kLeft, kLeft + plot_w, py(fy), kLeft - 6, py(fy) + 4, fy);
+    svg += fmt::format(
+        "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#ddd\"/>"
+        "<text x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\">{4:.4g}</text>\n",
+        px(fx), kTop, kTop + plot_h, kTop + plot_h + 16, fx);
+  }
+  svg += fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#444\"/>\n"
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n"
+      "<text transform=\"translate(18,{}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
+      kLeft, kTop, plot_w, plot_h, kLeft + plot_w / 2, kHeight - 10, escape_xml(x_label),
+      kTop + plot_h / 2, escape_xml(y_label));
+  for (size_t i = 0; i < series.size(); ++i) {
+    const auto& s = series[i];
+    std::string points;
+    for (const auto& [x, y] : s.points) {
+      if (std::isfinite(y)) points += fmt::format("{:.1f},{:.1f} ", px(x), py(y));
+    }
+    svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\" points=\"{}\"/>\n",
+                       s.color, points);
+    const double ly = kTop + 16 + 20 * static_cast<double>(i);
+    svg += fmt::format(
+        "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"3\"/>"
+        "<text x=\"{4}\" y=\"{5}\">{6}</text>\n",
+        kLeft + plot_w + 12, kLeft + plot_w + 32, ly, s.color, kLeft + plot_w + 38, ly + 4,
+        escape_xml(s.label));
+  }
+  return svg + "</svg>\n";
+}
+
+}  // namespace pipetrain

@@ -1,0 +1,160 @@
+#include "model/gpt.h"
+
+#include <cmath>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "core/error.h"
+
+namespace pipetrain {
+namespace {
+
+constexpr double kInitStd = 0.02;
+
+torch::Generator layer_generator(uint64_t seed, int64_t layer) {
+  // splitmix-style mixing so neighbouring seeds/layers give unrelated streams
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(layer + 1) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 30)) * 0x94D049BB133111EBull;
+  return at::detail::createCPUGenerator(z ^ (z >> 31));
+}
+
+void init_linear(torch::nn::Linear& linear, double std, torch::Generator& generator) {
+  torch::NoGradGuard no_grad;
+  linear->weight.normal_(0.0, std, generator);
+  linear->bias.zero_();
+}
+
+}  // namespace
+
+TokenEmbedding::TokenEmbedding(const GptConfig& config, torch::Generator& generator) {
+  torch::NoGradGuard no_grad;
+  token_weight = register_parameter(
+      "token_weight", torch::empty({config.vocab_size, config.d_model}).normal_(0.0, kInitStd, generator));
+  position_weight = register_parameter(
+      "position_weight", torch::empty({config.seq_len, config.d_model}).normal_(0.0, kInitStd, generator));
+}
+
+torch::Tensor TokenEmbedding::forward(const torch::Tensor& tokens) {
+  const int64_t length = tokens.size(1);
+  return torch::embedding(token_weight, tokens) + position_weight.slice(0, 0, length);
+}
+
+TransformerBlock::TransformerBlock(const GptConfig& config, torch::Generator& generator)
+    : heads_(config.heads) {
+  const int64_t d = config.d_model;
+  ln1_ = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+  qkv_ = register_module("qkv", torch::nn::Linear(d, 3 * d));
+  attn_out_ = register_module("attn_out", torch::nn::Linear(d, d));
+  ln2_ = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+  fc_ = register_module("fc", torch::nn::Linear(d, 4 * d));
+  fc_out_ = register_module("fc_out", torch::nn::Linear(4 * d, d));
+  // GPT-2: residual projections scaled down by sqrt(2 * layers) to keep the stream's variance.
+  const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(config.layers));
+  init_linear(qkv_, kInitStd, generator);
+  init_linear(attn_out_, residual_std, generator);
+  init_linear(fc_, kInitStd, generator);
+  init_linear(fc_out_, residual_std, generator);
+}
+
+torch::Tensor TransformerBlock::attention(const torch::Tensor& x) {
+  const int64_t batch = x.size(0), length = x.size(1), d = x.size(2), head_dim = d / heads_;
+  auto qkv = qkv_->forward(x).view({batch, length, 3, heads_, head_dim}).permute({2, 0, 3, 1, 4});
+  const auto q = qkv[0], k = qkv[1], v = qkv[2];  // [B, H, T, hd]
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
+  const auto future = torch::ones({length, length}, torch::dtype(torch::kBool)).triu(1);
+  scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+  auto mixed = torch::matmul(torch::softmax(scores, -1), v);  // [B, H, T, hd]
+  return attn_out_->forward(mixed.transpose(1, 2).reshape({batch, length, d}));
+}
+
+torch::Tensor TransformerBlock::forward(const torch::Tensor& x) {
+  auto h = x + attention(ln1_->forward(x));
+  return h + fc_out_->forward(torch::gelu(fc_->forward(ln2_->forward(h))));
+}
+
+LmHead::LmHead(const GptConfig& config, torch::Generator&) {
+  ln_f_ = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model})));
+}
+
+torch::Tensor LmHead::forward(const torch::Tensor& x) {
+  if (!tied_weight_.defined()) throw std::logic_error("LmHead used before tie_to/own_copy_of");
+  return torch::matmul(ln_f_->forward(x), tied_weight_.t());
+}
+
+void LmHead::tie_to(const torch::Tensor& token_weight) { tied_weight_ = token_weight; }
+
+void LmHead::own_copy_of(const torch::Tensor& token_weight) {
+  tied_weight_ = register_parameter("tied_weight", token_weight.detach().clone());
+}
+
+GptStack::GptStack(const GptConfig& config, uint64_t seed, int64_t first, int64_t last)
+    : config_(config), first_(first), last_(last) {
+  if (first < 0 || last > config.layer_count() || first >= last) {
+    fail("layer range [{}, {}) is outside the model's {} layers", first, last, config.layer_count());
+  }
+  const int64_t head_index = config.layer_count() - 1;
+  for (int64_t i = first; i < last; ++i) {
+    auto generator = layer_generator(seed, i);
+    std::shared_ptr<GptLayer> layer;
+    if (i == 0) {
+      layer = std::make_shared<TokenEmbedding>(config, generator);
+    } else if (i == head_index) {
+      layer = std::make_shared<LmHead>(config, generator);
+    } else {
+      layer = std::make_shared<TransformerBlock>(config, generator);
+    }
+    layers_.push_back(register_module("layer" + std::to_string(i), layer));
+  }
+  if (last == config.layer_count()) {
+    auto head = std::static_pointer_cast<LmHead>(layers_.back());
+    if (first == 0) {
+      head->tie_to(std::static_pointer_cast<TokenEmbedding>(layers_.front())->token_weight);
+    } else {  // rebuild the embedding's initial weight so both copies start equal
+      auto generator = layer_generator(seed, 0);
+      head->own_copy_of(TokenEmbedding(config, generator).token_weight);
+    }
+  }
+}
+
+torch::Tensor GptStack::forward(const torch::Tensor& x) {
+  torch::Tensor h = x;
+  for (auto& layer : layers_) h = layer->forward(h);
+  return h;
+}
+
+std::shared_ptr<GptStack> make_gpt(const GptConfig& config, uint64_t seed) {
+  return std::make_shared<GptStack>(config, seed, 0, config.layer_count());
+}
+
+torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                              targets.reshape({-1}));
+}
+
+std::vector<int64_t> generate(GptStack& model, std::vector<int64_t> prompt, int64_t count,
+                              double temperature, uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  auto generator = at::detail::createCPUGenerator(seed);
+  if (prompt.empty()) prompt.push_back('\n');
+  const int64_t context = model.config().seq_len;
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t begin = std::max<int64_t>(0, static_cast<int64_t>(prompt.size()) - context);
+    auto window = torch::tensor(std::vector<int64_t>(prompt.begin() + begin, prompt.end()),
+                                torch::kInt64).unsqueeze(0);
+    auto logits = model.forward(window).select(1, window.size(1) - 1).squeeze(0);
+    auto probabilities = torch::softmax(logits.to(torch::kFloat64) / temperature, -1);
+    const int64_t next = torch::multinomial(probabilities, 1, false, generator).item<int64_t>();
+    prompt.push_back(next);
+    out.push_back(next);
+  }
+  return out;
+}
+
+int64_t parameter_count(torch::nn::Module& module) {
+  int64_t count = 0;
+  for (const auto& p : module.parameters()) count += p.numel();
+  return count;
+}
+
+}  // namespace pipetrain

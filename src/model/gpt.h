@@ -1,0 +1,95 @@
+#pragma once
+// A GPT written as an ordered list of layers: [embedding, block 0 .. block L-1, head], so a
+// pipeline can cut it into stages at any layer boundary. Layer i is initialised from its own
+// generator seeded by (seed, i): any subset of layers built anywhere gets the same weights.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace pipetrain {
+
+struct GptConfig {
+  int64_t vocab_size = 256;
+  int64_t d_model = 128;
+  int64_t heads = 4;
+  int64_t layers = 4;  // transformer blocks
+  int64_t seq_len = 128;
+
+  int64_t layer_count() const { return layers + 2; }  // embedding + blocks + head
+};
+
+class GptLayer : public torch::nn::Module {
+ public:
+  // Embedding: int64 tokens [B, T] -> [B, T, D]; block: [B, T, D] -> [B, T, D];
+  // head: [B, T, D] -> logits [B, T, V].
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+};
+
+class TokenEmbedding : public GptLayer {
+ public:
+  TokenEmbedding(const GptConfig& config, torch::Generator& generator);
+  torch::Tensor forward(const torch::Tensor& tokens) override;
+  torch::Tensor token_weight;     // [V, D], tied to the head
+  torch::Tensor position_weight;  // [seq_len, D]
+};
+
+class TransformerBlock : public GptLayer {
+ public:
+  TransformerBlock(const GptConfig& config, torch::Generator& generator);
+  torch::Tensor forward(const torch::Tensor& x) override;
+
+ private:
+  torch::Tensor attention(const torch::Tensor& x);
+  int64_t heads_;
+  torch::nn::LayerNorm ln1_{nullptr}, ln2_{nullptr};
+  torch::nn::Linear qkv_{nullptr}, attn_out_{nullptr}, fc_{nullptr}, fc_out_{nullptr};
+};
+
+class LmHead : public GptLayer {
+ public:
+  LmHead(const GptConfig& config, torch::Generator& generator);
+  torch::Tensor forward(const torch::Tensor& x) override;
+  // Logits use the token embedding's weight directly (weight tying). When the embedding lives in
+  // the same module it is shared; a pipeline stage without the embedding owns a copy instead.
+  void tie_to(const torch::Tensor& token_weight);
+  void own_copy_of(const torch::Tensor& token_weight);
+  const torch::Tensor& tied_weight() const { return tied_weight_; }
+
+ private:
+  torch::nn::LayerNorm ln_f_{nullptr};
+  torch::Tensor tied_weight_;
+};
+
+// The layers [first, last) of a GPT, registered as "layer<i>" so parameter names are the same
+// whatever the partition.
+class GptStack : public torch::nn::Module {
+ public:
+  GptStack(const GptConfig& config, uint64_t seed, int64_t first, int64_t last);
+  torch::Tensor forward(const torch::Tensor& x);
+  int64_t first() const { return first_; }
+  int64_t last() const { return last_; }
+  const GptConfig& config() const { return config_; }
+  std::vector<std::shared_ptr<GptLayer>>& layers() { return layers_; }
+
+ private:
+  GptConfig config_;
+  int64_t first_, last_;
+  std::vector<std::shared_ptr<GptLayer>> layers_;
+};
+
+std::shared_ptr<GptStack> make_gpt(const GptConfig& config, uint64_t seed);
+
+// Mean next-token cross-entropy of logits [B, T, V] against targets [B, T].
+torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets);
+
+// Samples `count` tokens after `prompt` (temperature sampling, seeded).
+std::vector<int64_t> generate(GptStack& model, std::vector<int64_t> prompt, int64_t count,
+                              double temperature, uint64_t seed);
+
+int64_t parameter_count(torch::nn::Module& module);
+
+}  // namespace pipetrain

@@ -1,0 +1,77 @@
+#include "model/state_io.h"
+
+#include <map>
+
+#include "core/error.h"
+
+namespace pipetrain {
+namespace {
+
+std::string dtype_name(torch::ScalarType type) {
+  switch (type) {
+    case torch::kFloat32: return "F32";
+    case torch::kFloat64: return "F64";
+    case torch::kInt64: return "I64";
+    case torch::kInt32: return "I32";
+    case torch::kUInt8: return "U8";
+    default: fail("cannot store tensors of type {}", c10::toString(type));
+  }
+}
+
+torch::ScalarType scalar_type(const std::string& dtype) {
+  if (dtype == "F32") return torch::kFloat32;
+  if (dtype == "F64") return torch::kFloat64;
+  if (dtype == "I64") return torch::kInt64;
+  if (dtype == "I32") return torch::kInt32;
+  if (dtype == "U8") return torch::kUInt8;
+  fail("cannot load tensors of dtype {}", dtype);
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+}  // namespace
+
+TensorEntry to_entry(const std::string& name, const torch::Tensor& tensor) {
+  const auto contiguous = tensor.detach().to(torch::kCPU).contiguous();
+  TensorEntry entry;
+  entry.name = name;
+  entry.dtype = dtype_name(contiguous.scalar_type());
+  entry.shape = contiguous.sizes().vec();
+  entry.bytes.assign(static_cast<const char*>(contiguous.data_ptr()), contiguous.nbytes());
+  return entry;
+}
+
+torch::Tensor from_entry(const TensorEntry& entry) {
+  auto tensor = torch::empty(entry.shape, torch::dtype(scalar_type(entry.dtype)));
+  std::memcpy(tensor.data_ptr(), entry.bytes.data(), entry.bytes.size());
+  return tensor;
+}
+
+std::vector<TensorEntry> module_entries(torch::nn::Module& module, const std::string& prefix) {
+  std::vector<TensorEntry> entries;
+  for (const auto& item : module.named_parameters()) entries.push_back(to_entry(prefix + item.key(), item.value()));
+  return entries;
+}
+
+void load_module_entries(torch::nn::Module& module, const std::vector<TensorEntry>& entries,
+                         const std::string& origin, const std::string& prefix) {
+  std::map<std::string, const TensorEntry*> by_name;
+  for (const auto& entry : entries) by_name[entry.name] = &entry;
+  torch::NoGradGuard no_grad;
+  for (auto& item : module.named_parameters()) {
+    const auto it = by_name.find(prefix + item.key());
+    if (it == by_name.end()) fail("{}: has no tensor '{}' (checkpoint of a different model?)", origin, prefix + item.key());
+    const auto loaded = from_entry(*it->second);
+    if (loaded.sizes() != item.value().sizes()) {
+      fail("{}: tensor '{}' has shape {}, the model needs {}", origin, it->first,
+           shape_text(it->second->shape), shape_text(item.value().sizes().vec()));
+    }
+    item.value().copy_(loaded);
+  }
+}
+
+}  // namespace pipetrain

@@ -1,0 +1,27 @@
+#pragma once
+// Optimizers (libtorch's SGD-momentum, Adam, AdamW) built from the config, and the gradient
+// utilities a pipeline also needs per stage (squared norm, so stages can sum before clipping).
+#include <memory>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "core/config.h"
+
+namespace pipetrain {
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<torch::Tensor>& params,
+                                                        const TrainConfig& train);
+void set_learning_rate(torch::optim::Optimizer& optimizer, double lr);
+
+double squared_grad_norm(const std::vector<torch::Tensor>& params);
+// Scales gradients so their global norm is at most `max_norm` (no-op if max_norm <= 0), given
+// the global norm (which a pipeline sums over stages). Same formula as torch's clip_grad_norm_.
+void scale_grads_to_norm(const std::vector<torch::Tensor>& params, double global_norm,
+                         double max_norm);
+
+// Optimizer state as named tensors ("<param name>.<state>") for checkpoints.
+std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
+    torch::optim::Optimizer& optimizer, torch::nn::Module& module);
+
+}  // namespace pipetrain

@@ -1,0 +1,148 @@
+#include "train/run.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "core/machine.h"
+#include "core/progress.h"
+#include "core/text.h"
+#include "io/metrics.h"
+#include "io/plot.h"
+#include "model/state_io.h"
+#include "train/optim.h"
+#include "train/trainer.h"
+
+namespace fs = std::filesystem;
+
+namespace pipetrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void write_checkpoint(const std::string& dir, Trainer& trainer, const Config& config, int64_t step,
+                      double val_loss) {
+  fs::create_directories(dir);
+  write_file_atomically((fs::path(dir) / "model.safetensors").string(),
+                        encode_safetensors(module_entries(trainer.model())));
+  std::vector<TensorEntry> state;
+  for (const auto& [name, tensor] : optimizer_state_tensors(trainer.optimizer(), trainer.model())) {
+    state.push_back(to_entry(name, tensor));
+  }
+  write_file_atomically((fs::path(dir) / "optimizer.safetensors").string(),
+                        encode_safetensors(state));
+  const nlohmann::json sidecar = {{"format", "pipetrain-checkpoint-1"},
+                                  {"step", step},
+                                  {"val_loss", val_loss},
+                                  {"optimizer", config.train.optimizer},
+                                  {"layers", config.model.layers + 2},
+                                  {"config", to_toml(config)}};
+  write_file_atomically((fs::path(dir) / "checkpoint.json").string(), sidecar.dump(2) + "\n");
+}
+
+void write_loss_plot(const std::string& path, const std::vector<std::pair<double, double>>& train,
+                     const std::vector<std::pair<double, double>>& val) {
+  const std::vector<PlotSeries> series = {{"train loss", "#1f77b4", train},
+                                          {"validation loss", "#d62728", val}};
+  write_file_atomically(path, render_line_plot_svg(series, "pipetrain: loss", "step", "loss (nats/token)"));
+}
+
+}  // namespace
+
+int configure_compute_threads(int64_t requested) {
+  const int threads = requested > 0 ? static_cast<int>(requested) : cpu_cores();
+  torch::set_num_threads(threads);
+  return threads;
+}
+
+RunSummary run_training(const Config& config, const RunOptions& options) {
+  const std::string data_path = resolve_existing_path(config.data.path, options.data_root);
+  const TextDataset data(data_path, config.data.val_fraction, config.model.seq_len);
+  prepare_run_dir(options.run_dir, options.overwrite);
+  const fs::path dir(options.run_dir);
+  write_file_atomically((dir / "config.toml").string(), to_toml(config));
+
+  const int threads = configure_compute_threads(config.train.threads);
+  const BlasInfo blas = loaded_blas();
+  fmt::print(stderr, "pipetrain: {} compute thread(s); BLAS: {}\n", threads,
+             blas.openblas ? "OpenBLAS (" + blas.path + ")"
+                           : "WARNING not OpenBLAS, expect ~16x slower GEMMs (" + blas.path + ")");
+  Trainer trainer(config, data);
+  fmt::print(stderr, "pipetrain: GPT {} layers, d_model {}, {} parameters; data {} ({} train / {} val bytes); run folder {}\n",
+             config.model.layers, config.model.d_model, format_count(double(parameter_count(trainer.model()))),
+             data_path, data.train_tokens(), data.val_tokens(), options.run_dir);
+
+  MetricsWriter metrics((dir / "metrics.jsonl").string());
+  ProgressLine progress(config.train.steps, config.log.every);
+  const double tokens_per_step = double(config.train.batch_size * config.model.seq_len);
+  std::vector<std::pair<double, double>> train_curve, val_curve;
+  RunSummary summary;
+  const auto start = Clock::now();
+  double val_loss = std::nan("");
+  for (int64_t step = 0; step < config.train.steps; ++step) {
+    const auto step_start = Clock::now();
+    const StepResult result = trainer.train_step(step);
+    const double step_seconds = seconds_since(step_start);
+    const int64_t done = step + 1;
+    if (!std::isfinite(result.loss)) {
+      progress.finish();
+      fail("loss became {} at step {}; the run stops (try a lower train.lr)", result.loss, done);
+    }
+    const bool last = done == config.train.steps;
+    const bool validate = last || (config.eval.every > 0 && done % config.eval.every == 0);
+    const double elapsed = seconds_since(start);
+    const double tokens_per_s = tokens_per_step * double(done) / elapsed;
+    nlohmann::json record = {{"step", done},          {"loss", result.loss},
+                             {"lr", result.lr},       {"grad_norm", result.grad_norm},
+                             {"tokens_per_s", tokens_per_s}, {"step_seconds", step_seconds},
+                             {"elapsed_s", elapsed}};
+    if (validate) {
+      val_loss = trainer.evaluate();
+      record["val_loss"] = val_loss;
+      val_curve.emplace_back(double(done), val_loss);
+    }
+    train_curve.emplace_back(double(done), result.loss);
+    if (validate || done % config.log.every == 0 || done == 1) metrics.write(record);
+    if (options.progress) {
+      std::string fields = fmt::format("loss {:.4f}", result.loss);
+      if (std::isfinite(val_loss)) fields += fmt::format(" | val {:.4f}", val_loss);
+      fields += fmt::format(" | lr {:.2e} | {} tok/s", result.lr, format_count(tokens_per_s));
+      progress.update(done, fields, elapsed / double(done));
+    }
+    summary.final_loss = result.loss;
+    summary.tokens_per_s = tokens_per_s;
+  }
+  progress.finish();
+  summary.steps = config.train.steps;
+  summary.final_val_loss = val_loss;
+  summary.seconds = seconds_since(start);
+
+  write_checkpoint((dir / "checkpoint").string(), trainer, config, config.train.steps, val_loss);
+  write_loss_plot((dir / "loss.svg").string(), train_curve, val_curve);
+  if (config.sample.tokens > 0) {
+    trainer.model().eval();
+    const auto tokens = generate(trainer.model(), encode_bytes(config.sample.prompt),
+                                 config.sample.tokens, config.sample.temperature,
+                                 static_cast<uint64_t>(config.train.seed));
+    summary.sample = config.sample.prompt + decode_bytes(tokens);
+    write_file_atomically((dir / "sample.txt").string(), summary.sample + "\n");
+  }
+  const nlohmann::json summary_json = {{"steps", summary.steps},
+                                       {"final_loss", summary.final_loss},
+                                       {"final_val_loss", summary.final_val_loss},
+                                       {"tokens_per_s", summary.tokens_per_s},
+                                       {"seconds", summary.seconds}};
+  write_file_atomically((dir / "summary.json").string(), summary_json.dump(2) + "\n");
+  return summary;
+}
+
+}  // namespace pipetrain

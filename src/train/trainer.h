@@ -1,0 +1,41 @@
+#pragma once
+// The single-process trainer: the reference every pipelined run is compared against.
+// One step = the global batch split into equal microbatches, each microbatch's mean loss scaled
+// by 1/m and back-propagated (gradient accumulation), global-norm clipping, then one update.
+#include <memory>
+
+#include <torch/torch.h>
+
+#include "core/config.h"
+#include "data/text_dataset.h"
+#include "model/gpt.h"
+
+namespace pipetrain {
+
+struct StepResult {
+  double loss = 0;       // mean over the batch's tokens
+  double grad_norm = 0;  // before clipping
+  double lr = 0;
+};
+
+GptConfig gpt_config_from(const ModelConfig& model);
+torch::Tensor to_tensor(const std::vector<int64_t>& values, int64_t rows, int64_t cols);
+
+class Trainer {
+ public:
+  Trainer(const Config& config, const TextDataset& data);
+  StepResult train_step(int64_t step);
+  double evaluate();  // mean validation loss over eval.batches fixed batches
+
+  GptStack& model() { return *model_; }
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  std::vector<torch::Tensor> parameters() { return model_->parameters(); }
+
+ private:
+  Config config_;
+  const TextDataset& data_;
+  std::shared_ptr<GptStack> model_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+};
+
+}  // namespace pipetrain
