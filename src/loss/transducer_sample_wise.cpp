@@ -1,0 +1,225 @@
+// Sample-wise transducer loss: the joint output exists for one sample (or one small group of
+// similar-sized samples) at a time; its gradient is written over it in place and pushed through
+// the joint at once, so peak memory follows the largest sample, not B * Tmax * Umax.
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/nn/functional/activation.h>
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.h"
+#include "loss/joint_network.h"
+
+namespace pipetrain::loss {
+
+JointNetworkImpl::JointNetworkImpl(int64_t joint_dim, int64_t vocab_size) {
+  if (joint_dim < 1 || vocab_size < 1) {
+    fail("joint network: joint_dim {} and vocab_size {} must be positive", joint_dim, vocab_size);
+  }
+  output = register_module("output", torch::nn::Linear(joint_dim, vocab_size));
+}
+
+at::Tensor JointNetworkImpl::forward(const at::Tensor& enc, const at::Tensor& pred) {
+  return output->forward(at::tanh(enc.unsqueeze(2) + pred.unsqueeze(1)));
+}
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Everything the forward needs besides the differentiable tensors.
+struct SampleWiseCall {
+  const JointFunction* joint;
+  at::Tensor targets;
+  TransducerLengths lengths;
+  SampleWiseOptions options;
+  bool want_grad;
+};
+
+// Sample order and grouping: largest first, so each group's padding is small and the first
+// group (a single sample) tells us V before any budget decision is needed.
+std::vector<int64_t> order_by_size(const TransducerLengths& lengths) {
+  std::vector<int64_t> order(lengths.logit_lengths.size());
+  std::iota(order.begin(), order.end(), 0);
+  auto size = [&](int64_t b) { return lengths.logit_lengths[b] * (lengths.target_lengths[b] + 1); };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return size(a) > size(b); });
+  return order;
+}
+
+class SampleWiseTransducerFunction
+    : public torch::autograd::Function<SampleWiseTransducerFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& enc, const at::Tensor& pred,
+                            at::TensorList params, const SampleWiseCall& call) {
+    const int64_t B = enc.size(0), J = enc.size(2);
+    const auto& len = call.lengths;
+    const double grad_scale = call.options.reduction == Reduction::Mean ? 1.0 / B : 1.0;
+    at::Tensor d_enc, d_pred;
+    std::vector<at::Tensor> d_params(params.size());
+    std::vector<at::Tensor> grad_inputs;  // params that need a gradient
+    std::vector<size_t> grad_param_slot;
+    if (call.want_grad) {
+      d_enc = at::zeros_like(enc);
+      d_pred = at::zeros_like(pred);
+      for (size_t k = 0; k < params.size(); ++k) {
+        if (params[k].requires_grad()) {
+          d_params[k] = at::zeros_like(params[k]);
+          grad_inputs.push_back(params[k]);
+          grad_param_slot.push_back(k);
+        }
+      }
+    }
+    const std::vector<int64_t> order = order_by_size(len);
+    double loss_sum = 0.0;
+    int64_t bytes_per_position = -1;  // known after the first group has shown us V
+    const at::Tensor targets = call.targets.to(at::kLong);
+    for (size_t first = 0; first < order.size();) {
+      // Grow the group while the padded footprint fits the budget.
+      int64_t t_max = len.logit_lengths[order[first]], u1_max = len.target_lengths[order[first]] + 1;
+      size_t last = first + 1;
+      while (last < order.size() && call.options.memory_budget_bytes > 0 && bytes_per_position > 0) {
+        const int64_t t = std::max(t_max, len.logit_lengths[order[last]]);
+        const int64_t u1 = std::max(u1_max, len.target_lengths[order[last]] + 1);
+        const int64_t group = static_cast<int64_t>(last - first + 1);
+        if (group * t * u1 * bytes_per_position > call.options.memory_budget_bytes) break;
+        t_max = t;
+        u1_max = u1;
+        ++last;
+      }
+      const int64_t G = static_cast<int64_t>(last - first);
+      const at::Tensor index = at::tensor(
+          std::vector<int64_t>(order.begin() + first, order.begin() + last), at::kLong);
+      at::Tensor enc_g = enc.index_select(0, index).narrow(1, 0, t_max).detach();
+      at::Tensor pred_g = pred.index_select(0, index).narrow(1, 0, u1_max).detach();
+
+      at::AutoGradMode grad_mode(call.want_grad);
+      if (call.want_grad) {
+        enc_g.requires_grad_(true);
+        pred_g.requires_grad_(true);
+      }
+      at::Tensor logits = (*call.joint)(enc_g, pred_g);
+      if (logits.dim() != 4 || logits.size(0) != G || logits.size(1) != t_max ||
+          logits.size(2) != u1_max) {
+        fail("sample-wise transducer loss: joint must return [G, T, U+1, V] = [{}, {}, {}, V]", G,
+             t_max, u1_max);
+      }
+      const int64_t V = logits.size(3);
+      if (bytes_per_position < 0) {
+        check_transducer_batch(B, enc.size(1), targets.size(1), V, targets,
+                               at::tensor(len.logit_lengths), at::tensor(len.target_lengths),
+                               call.options.blank);
+        bytes_per_position = static_cast<int64_t>(logits.element_size()) * (V + 3 * J);
+      }
+      const at::Tensor grad = logits.detach();  // same storage: gradient overwrites logits
+      for (int64_t g = 0; g < G; ++g) {
+        const int64_t b = order[first + g];
+        const int64_t T = len.logit_lengths[b], U1 = len.target_lengths[b] + 1;
+        at::Tensor sample = grad[g];
+        loss_sum += transducer_loss_and_grad_(sample.narrow(0, 0, T).narrow(1, 0, U1),
+                                              targets[b].narrow(0, 0, U1 - 1), call.options.blank,
+                                              call.want_grad, grad_scale);
+        if (call.want_grad) {  // padding positions are not part of the loss
+          sample.narrow(0, T, t_max - T).zero_();
+          sample.narrow(0, 0, T).narrow(1, U1, u1_max - U1).zero_();
+        }
+      }
+      if (call.want_grad) {
+        std::vector<at::Tensor> inputs{enc_g, pred_g};
+        inputs.insert(inputs.end(), grad_inputs.begin(), grad_inputs.end());
+        const variable_list grads =
+            torch::autograd::grad({logits}, inputs, {grad}, /*retain_graph=*/false,
+                                  /*create_graph=*/false, /*allow_unused=*/true);
+        if (grads[0].defined()) d_enc.narrow(1, 0, t_max).index_copy_(0, index, grads[0]);
+        if (grads[1].defined()) d_pred.narrow(1, 0, u1_max).index_copy_(0, index, grads[1]);
+        for (size_t k = 0; k < grad_param_slot.size(); ++k) {
+          if (grads[2 + k].defined()) d_params[grad_param_slot[k]].add_(grads[2 + k]);
+        }
+      }
+      first = last;
+      if (call.options.on_progress) call.options.on_progress(static_cast<int64_t>(first), B);
+    }
+    if (call.want_grad) {
+      ctx->saved_data["d_enc"] = d_enc;
+      ctx->saved_data["d_pred"] = d_pred;
+      ctx->saved_data["num_params"] = static_cast<int64_t>(d_params.size());
+      for (size_t k = 0; k < d_params.size(); ++k) {
+        if (d_params[k].defined()) ctx->saved_data["d_param_" + std::to_string(k)] = d_params[k];
+      }
+    }
+    const double loss = call.options.reduction == Reduction::Mean ? loss_sum / B : loss_sum;
+    return at::scalar_tensor(loss, enc.options().requires_grad(false));
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    if (ctx->saved_data.count("d_enc") == 0) {
+      fail("sample-wise transducer loss: backward can run once (its gradients are released)");
+    }
+    // Move the kept gradients out so autograd can adopt them without a copy.
+    at::Tensor d_enc = ctx->saved_data["d_enc"].toTensor();
+    at::Tensor d_pred = ctx->saved_data["d_pred"].toTensor();
+    variable_list out{d_enc, d_pred};
+    const int64_t num_params = ctx->saved_data["num_params"].toInt();
+    for (int64_t k = 0; k < num_params; ++k) {
+      auto found = ctx->saved_data.find("d_param_" + std::to_string(k));
+      out.push_back(found == ctx->saved_data.end() ? at::Tensor() : found->second.toTensor());
+    }
+    ctx->saved_data.clear();
+    const at::Tensor& g = grad_outputs[0];
+    const bool unit = !g.defined() || g.item<double>() == 1.0;
+    if (!unit) {
+      for (auto& d : out) {
+        if (d.defined()) d.mul_(g);
+      }
+    }
+    out.emplace_back();  // SampleWiseCall: not differentiable
+    return out;
+  }
+};
+
+}  // namespace
+
+at::Tensor sample_wise_transducer_loss(const JointFunction& joint,
+                                       const std::vector<at::Tensor>& joint_params,
+                                       const at::Tensor& enc, const at::Tensor& pred,
+                                       const at::Tensor& targets, const at::Tensor& logit_lengths,
+                                       const at::Tensor& target_lengths,
+                                       const SampleWiseOptions& options) {
+  if (!enc.defined() || enc.dim() != 3) fail("sample-wise transducer loss: enc must be [B, T, J]");
+  if (!pred.defined() || pred.dim() != 3) {
+    fail("sample-wise transducer loss: pred must be [B, U+1, J]");
+  }
+  if (pred.size(0) != enc.size(0)) {
+    fail("sample-wise transducer loss: enc batch {} != pred batch {}", enc.size(0), pred.size(0));
+  }
+  if (enc.size(0) < 1) fail("sample-wise transducer loss: empty batch");
+  if (options.reduction == Reduction::None) {
+    fail("sample-wise transducer loss: reduction None is not supported (joint weight gradients "
+         "are summed over samples); use Mean or Sum");
+  }
+  SampleWiseCall call{&joint, targets, {}, options, false};
+  call.lengths = check_transducer_batch(enc.size(0), enc.size(1), pred.size(1) - 1, -1, targets,
+                                        logit_lengths, target_lengths, options.blank);
+  bool any_requires_grad = enc.requires_grad() || pred.requires_grad();
+  for (const auto& p : joint_params) any_requires_grad = any_requires_grad || p.requires_grad();
+  call.want_grad = at::GradMode::is_enabled() && any_requires_grad;
+  return SampleWiseTransducerFunction::apply(enc, pred, at::TensorList(joint_params), call);
+}
+
+at::Tensor sample_wise_transducer_loss(JointNetwork& joint, const at::Tensor& enc,
+                                       const at::Tensor& pred, const at::Tensor& targets,
+                                       const at::Tensor& logit_lengths,
+                                       const at::Tensor& target_lengths,
+                                       const SampleWiseOptions& options) {
+  JointFunction fn = [&joint](const at::Tensor& e, const at::Tensor& p) {
+    return joint->forward(e, p);
+  };
+  return sample_wise_transducer_loss(fn, joint->parameters(), enc, pred, targets, logit_lengths,
+                                     target_lengths, options);
+}
+
+}  // namespace pipetrain::loss
