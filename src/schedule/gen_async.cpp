@@ -1,0 +1,53 @@
+// 1F1B without flush: the same order of compute for PipeDream-2BW, PipeDream, PipeOptim and
+// SpecTrain; they differ only in when updates land and which weights each action reads.
+#include "core/error.h"
+#include "schedule/gen_common.h"
+#include "schedule/staleness.h"
+
+namespace pipetrain::schedule {
+namespace {
+
+Schedule async_1f1b(const ScheduleSpec& spec, WeightPolicyKind policy, const char* name) {
+  const int p = spec.stages, total = spec.microbatches * spec.iterations;
+  ComputeOrder order(p);
+  for (int w = 0; w < p; ++w) order[w] = detail::one_f_one_b(w, p, total, spec.microbatches);
+  Schedule s = lower_schedule(detail::make_header(spec, name, policy), order, spec);
+  if (policy == WeightPolicyKind::Predicted) derive_staleness(s);
+  return s;
+}
+
+}  // namespace
+
+Schedule make_async_1f1b_schedule(const ScheduleSpec& spec, WeightPolicyKind policy) {
+  return async_1f1b(spec, policy, spec.name.c_str());
+}
+
+Schedule make_2bw_schedule(const ScheduleSpec& spec) {
+  detail::check_spec(spec, detail::Allowed{});
+  // With m < d the version made after group g would be needed by group g+2 before group g's
+  // backwards are done: a third version, or a stall. The paper requires m >= d.
+  if (spec.microbatches < spec.stages)
+    fail("schedule 2bw: needs microbatches >= stages (m >= d) for 2 weight versions; got m={} "
+         "d={}", spec.microbatches, spec.stages);
+  return async_1f1b(spec, WeightPolicyKind::DoubleBuffer, "2bw");
+}
+
+Schedule make_pipedream_schedule(const ScheduleSpec& spec) {
+  detail::check_spec(spec, detail::Allowed{});
+  return async_1f1b(spec, WeightPolicyKind::Stash, "pipedream");
+}
+
+Schedule make_pipeoptim_schedule(const ScheduleSpec& spec) {
+  detail::check_spec(spec, detail::Allowed{});
+  return async_1f1b(spec, WeightPolicyKind::Predicted, "pipeoptim");
+}
+
+Schedule make_spectrain_schedule(const ScheduleSpec& spec) {
+  detail::check_spec(spec, detail::Allowed{});
+  Schedule s = async_1f1b(spec, WeightPolicyKind::Predicted, "spectrain");
+  s.policy.predict_backward = true;
+  derive_staleness(s);
+  return s;
+}
+
+}  // namespace pipetrain::schedule

@@ -1,0 +1,32 @@
+#pragma once
+// Schedule generators: pure functions from a ScheduleSpec to a Schedule. Bad parameters are
+// UserError (they come from the command line or a config).
+#include <string>
+#include <vector>
+
+#include "schedule/schedule.h"
+
+namespace pipetrain::schedule {
+
+// Names accepted by make_schedule (and `pipetrain simulate --schedule`).
+const std::vector<std::string>& schedule_names();
+Schedule make_schedule(const ScheduleSpec& spec);
+
+// Synchronous (flush every iteration, one weight version).
+Schedule make_gpipe_schedule(const ScheduleSpec& spec);        // slices >= 1 (TeraPipe-style)
+Schedule make_1f1b_flush_schedule(const ScheduleSpec& spec);   // PipeDream-Flush
+Schedule make_interleaved_schedule(const ScheduleSpec& spec);  // Megatron, v chunks, m % p == 0
+Schedule make_looped_bfs_schedule(const ScheduleSpec& spec);   // looping placement, breadth-first
+Schedule make_zb_h1_schedule(const ScheduleSpec& spec);        // split backward, 1F1B memory
+
+// 1F1B without flush across all iterations (one fill, one drain).
+Schedule make_2bw_schedule(const ScheduleSpec& spec);          // m >= p, 2 versions
+Schedule make_pipedream_schedule(const ScheduleSpec& spec);    // stash, update per microbatch
+Schedule make_pipeoptim_schedule(const ScheduleSpec& spec);    // predicted forward weights
+Schedule make_spectrain_schedule(const ScheduleSpec& spec);    // predicted forward + backward
+
+// The no-flush 1F1B with any policy and no parameter checks: lets tests build schedules the
+// checked generators refuse (2BW with m < p) to show that the validator rejects them too.
+Schedule make_async_1f1b_schedule(const ScheduleSpec& spec, WeightPolicyKind policy);
+
+}  // namespace pipetrain::schedule

@@ -1,0 +1,192 @@
+#include "schedule/lower.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <tuple>
+
+namespace pipetrain::schedule {
+namespace {
+
+constexpr double kUnset = std::numeric_limits<double>::infinity();
+
+bool per_microbatch_updates(WeightPolicyKind kind) {
+  return kind == WeightPolicyKind::Stash || kind == WeightPolicyKind::Predicted;
+}
+
+// Appends AllReduceGrads (when dp_width > 1) and OptimizerStep after the action that completes
+// the last gradient of an update group on a chunk: an iteration for sync/2BW, a microbatch for
+// PipeDream-style per-microbatch updates.
+std::vector<std::vector<Action>> insert_updates(const Schedule& s, const ComputeOrder& order) {
+  const bool per_mb = per_microbatch_updates(s.policy.kind);
+  const int per_group = per_mb ? s.slices : s.microbatches * s.slices;
+  std::vector<std::vector<Action>> lists(s.workers);
+  for (int w = 0; w < s.workers; ++w) {
+    std::map<std::pair<int, int>, int> done;  // (group, chunk) -> gradients completed
+    for (const ComputeItem& item : order[w]) {
+      Action a{item.kind, item.iteration, item.microbatch, item.slice, item.chunk, -1, -1};
+      lists[w].push_back(a);
+      if (!is_gradient_producer(item.kind)) continue;
+      int group = per_mb ? item.iteration * s.microbatches + item.microbatch : item.iteration;
+      if (++done[{group, item.chunk}] != per_group) continue;
+      Action update = a;
+      update.slice = 0;
+      if (!per_mb) update.microbatch = 0;
+      if (s.dp_width > 1) {
+        update.kind = ActionKind::AllReduceGrads;
+        lists[w].push_back(update);
+      }
+      update.kind = ActionKind::OptimizerStep;
+      lists[w].push_back(update);
+    }
+  }
+  return lists;
+}
+
+// Fills Action::version following the policy (see WeightPolicyKind).
+void assign_versions(const Schedule& s, std::vector<std::vector<Action>>& lists) {
+  for (int w = 0; w < s.workers; ++w) {
+    std::vector<int> steps(s.chunks, 0);
+    std::map<std::tuple<int, int, int>, int> forward_version;  // (gmb, slice, chunk)
+    for (Action& a : lists[w]) {
+      if (a.kind == ActionKind::OptimizerStep) {
+        a.version = ++steps[a.chunk];
+        continue;
+      }
+      if (!is_compute(a.kind)) continue;
+      auto key = std::make_tuple(s.global_microbatch(a), a.slice, a.chunk);
+      switch (s.policy.kind) {
+        case WeightPolicyKind::Sync:
+        case WeightPolicyKind::Predicted:
+          a.version = steps[a.chunk];
+          break;
+        case WeightPolicyKind::DoubleBuffer:
+          a.version = std::max(0, a.iteration - 1);
+          break;
+        case WeightPolicyKind::Stash:
+          if (a.kind == ActionKind::Forward) forward_version[key] = steps[a.chunk];
+          a.version = forward_version.count(key) ? forward_version[key] : steps[a.chunk];
+          break;
+      }
+    }
+  }
+}
+
+// Index of the "forward done" / "input gradient done" marker of (stage, gmb, slice).
+struct Markers {
+  int stages, microbatches, slices;
+  std::vector<double> end;
+  Markers(int stages_, int microbatches_, int slices_)
+      : stages(stages_), microbatches(microbatches_), slices(slices_),
+        end(2 * stages_ * microbatches_ * slices_, kUnset) {}
+  double& at(bool grad, int stage, int gmb, int slice) {
+    return end[((grad * stages + stage) * microbatches + gmb) * slices + slice];
+  }
+};
+
+}  // namespace
+
+std::vector<std::vector<Timed>> dataflow_times(const Schedule& s, const DurationOf& duration_of) {
+  const auto& lists = s.actions;
+  const int S = s.stages();
+  Markers mark(S, s.total_microbatches(), s.slices);
+  std::vector<std::vector<Timed>> times(s.workers);
+  std::vector<size_t> next(s.workers, 0);
+  std::vector<double> free(s.workers, 0.0);
+  for (int w = 0; w < s.workers; ++w) times[w].resize(lists[w].size());
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int w = 0; w < s.workers; ++w) {
+      for (; next[w] < lists[w].size(); ++next[w]) {
+        const Action& a = lists[w][next[w]];
+        int stage = s.stage_of(w, a), gmb = s.global_microbatch(a);
+        double ready = free[w];
+        if (a.kind == ActionKind::Forward && stage > 0) {
+          ready = std::max(ready, mark.at(false, stage - 1, gmb, a.slice));
+        } else if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput) {
+          ready = std::max(ready, mark.at(false, stage, gmb, a.slice));
+          if (stage + 1 < S) ready = std::max(ready, mark.at(true, stage + 1, gmb, a.slice));
+        } else if (a.kind == ActionKind::BackwardWeight) {
+          ready = std::max(ready, mark.at(true, stage, gmb, a.slice));
+        }
+        if (ready == kUnset) break;  // waits for another worker
+        double duration = is_comm(a.kind) ? 0.0 : duration_of(a);
+        times[w][next[w]] = {ready, ready + duration};
+        free[w] = ready + duration;
+        if (a.kind == ActionKind::Forward) mark.at(false, stage, gmb, a.slice) = free[w];
+        if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput)
+          mark.at(true, stage, gmb, a.slice) = free[w];
+        progress = true;
+      }
+    }
+  }
+  for (int w = 0; w < s.workers; ++w) {
+    if (next[w] != lists[w].size())
+      throw std::logic_error("schedule generator produced an infeasible compute order");
+  }
+  return times;
+}
+
+double nominal_duration(const ScheduleSpec& spec, ActionKind kind, int slices) {
+  double d = 0;
+  switch (kind) {
+    case ActionKind::Forward: d = spec.nominal_forward; break;
+    case ActionKind::Backward: d = spec.nominal_backward; break;
+    case ActionKind::BackwardInput: d = spec.nominal_backward - spec.nominal_weight; break;
+    case ActionKind::BackwardWeight: d = spec.nominal_weight; break;
+    default: return 0.0;
+  }
+  return d / slices;
+}
+
+Schedule lower_schedule(Schedule s, const ComputeOrder& order, const ScheduleSpec& spec) {
+  if (!(spec.nominal_forward > 0 && spec.nominal_weight > 0 &&
+        spec.nominal_backward > spec.nominal_weight))
+    throw std::invalid_argument("nominal costs must satisfy forward > 0, backward > weight > 0");
+  std::vector<std::vector<Action>> lists = insert_updates(s, order);
+  assign_versions(s, lists);
+  s.actions = lists;
+  auto times = dataflow_times(
+      s, [&](const Action& a) { return nominal_duration(spec, a.kind, s.slices); });
+
+  // Events: (time, 0 = transfer / 1 = action start, worker, position).
+  std::vector<std::tuple<double, int, int, size_t>> events;
+  const int S = s.stages();
+  for (int w = 0; w < s.workers; ++w) {
+    for (size_t k = 0; k < lists[w].size(); ++k) {
+      events.emplace_back(times[w][k].start, 1, w, k);
+      const Action& a = lists[w][k];
+      int stage = s.stage_of(w, a);
+      bool sends_activation = a.kind == ActionKind::Forward && stage + 1 < S;
+      bool sends_grad = (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput) &&
+                        stage > 0;
+      int peer_stage = sends_activation ? stage + 1 : stage - 1;
+      if ((sends_activation || sends_grad) && s.worker_of_stage(peer_stage) != w)
+        events.emplace_back(times[w][k].end, 0, w, k);
+    }
+  }
+  std::sort(events.begin(), events.end());
+
+  s.actions.assign(s.workers, {});
+  for (const auto& [time, type, w, k] : events) {
+    const Action& a = lists[w][k];
+    if (type == 1) {
+      s.actions[w].push_back(a);
+      continue;
+    }
+    bool activation = a.kind == ActionKind::Forward;
+    int peer_stage = s.stage_of(w, a) + (activation ? 1 : -1);
+    int peer = s.worker_of_stage(peer_stage);
+    Action send{activation ? ActionKind::SendActivation : ActionKind::SendGrad,
+                a.iteration, a.microbatch, a.slice, a.chunk, -1, peer};
+    Action recv{activation ? ActionKind::RecvActivation : ActionKind::RecvGrad,
+                a.iteration, a.microbatch, a.slice, s.chunk_of_stage(peer_stage), -1, w};
+    s.actions[w].push_back(send);
+    s.actions[peer].push_back(recv);
+  }
+  return s;
+}
+
+}  // namespace pipetrain::schedule

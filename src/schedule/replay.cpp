@@ -1,0 +1,118 @@
+#include "schedule/replay.h"
+
+#include <algorithm>
+#include <deque>
+#include <fmt/format.h>
+#include <map>
+
+namespace pipetrain::schedule {
+namespace {
+
+ActionKind matching_recv(ActionKind send) {
+  return send == ActionKind::SendActivation ? ActionKind::RecvActivation : ActionKind::RecvGrad;
+}
+
+// What a transfer carries, as the receiving stage sees it.
+bool same_payload(const Schedule& s, int sender, const Action& send, int receiver,
+                  const Action& recv) {
+  int from = s.stage_of(sender, send), to = s.stage_of(receiver, recv);
+  int expected = send.kind == ActionKind::SendActivation ? from + 1 : from - 1;
+  return recv.kind == matching_recv(send.kind) && to == expected &&
+         send.iteration == recv.iteration && send.microbatch == recv.microbatch &&
+         send.slice == recv.slice;
+}
+
+}  // namespace
+
+TransferMatch match_transfers(const Schedule& s) {
+  TransferMatch m;
+  m.partner.resize(s.workers);
+  std::map<std::pair<int, int>, std::deque<int>> sends, recvs;  // (from, to) -> positions
+  for (int w = 0; w < s.workers; ++w) {
+    m.partner[w].assign(s.actions[w].size(), -1);
+    for (size_t k = 0; k < s.actions[w].size(); ++k) {
+      const Action& a = s.actions[w][k];
+      if (is_send(a.kind)) sends[{w, a.peer}].push_back(static_cast<int>(k));
+      if (is_recv(a.kind)) recvs[{a.peer, w}].push_back(static_cast<int>(k));
+    }
+  }
+  auto flag = [&](int w, int k, std::string problem) {
+    // Keep the problem that comes first in the lists (lowest position, then worker).
+    if (m.bad_worker < 0 || k < m.bad_position || (k == m.bad_position && w < m.bad_worker)) {
+      m.bad_worker = w;
+      m.bad_position = k;
+      m.problem = std::move(problem);
+    }
+  };
+  for (auto& [channel, send_positions] : sends) {
+    auto [from, to] = channel;
+    auto& recv_positions = recvs[channel];
+    size_t n = std::min(send_positions.size(), recv_positions.size());
+    for (size_t i = 0; i < n; ++i) {
+      int ks = send_positions[i], kr = recv_positions[i];
+      if (!same_payload(s, from, s.actions[from][ks], to, s.actions[to][kr])) {
+        flag(from, ks,
+             fmt::format("send number {} from worker {} to worker {} is received by a recv that "
+                         "expects something else (worker {}, position {})",
+                         i, from, to, to, kr));
+        continue;
+      }
+      m.partner[from][ks] = kr;
+      m.partner[to][kr] = ks;
+    }
+    for (size_t i = n; i < send_positions.size(); ++i)
+      flag(from, send_positions[i],
+           fmt::format("send to worker {} has no matching recv on worker {} (missing recv)", to,
+                       to));
+  }
+  for (auto& [channel, recv_positions] : recvs) {
+    size_t sent = sends.count(channel) ? sends[channel].size() : 0;
+    for (size_t i = sent; i < recv_positions.size(); ++i)
+      flag(channel.second, recv_positions[i],
+           fmt::format("recv from worker {} has no matching send (missing send)", channel.first));
+  }
+  return m;
+}
+
+ReplayResult replay(const Schedule& s, const TransferMatch& match,
+                    const ActionDuration& duration) {
+  ReplayResult r;
+  r.times.resize(s.workers);
+  r.stopped_at.assign(s.workers, 0);
+  std::vector<double> free(s.workers, 0.0);
+  for (int w = 0; w < s.workers; ++w) r.times[w].resize(s.actions[w].size());
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int w = 0; w < s.workers; ++w) {
+      auto& k = r.stopped_at[w];
+      while (k < s.actions[w].size()) {
+        const Action& a = s.actions[w][k];
+        if (!is_comm(a.kind)) {
+          double d = duration(w, a);
+          r.times[w][k] = {free[w], free[w] + d};
+          free[w] += d;
+          ++k;
+          progress = true;
+          continue;
+        }
+        int peer = a.peer, kp = match.partner[w][k];
+        if (kp < 0 || r.stopped_at[peer] != static_cast<size_t>(kp)) break;  // blocked
+        const Action& send = is_send(a.kind) ? a : s.actions[peer][kp];
+        double start = std::max(free[w], free[peer]);
+        double end = start + duration(is_send(a.kind) ? w : peer, send);
+        r.times[w][k] = {start, end};
+        r.times[peer][kp] = {start, end};
+        free[w] = free[peer] = end;
+        ++k;
+        ++r.stopped_at[peer];
+        progress = true;
+      }
+    }
+  }
+  r.finished = true;
+  for (int w = 0; w < s.workers; ++w) r.finished &= r.stopped_at[w] == s.actions[w].size();
+  return r;
+}
+
+}  // namespace pipetrain::schedule

@@ -1,0 +1,41 @@
+#pragma once
+// Executes a Schedule's lists the way the runtime will: each worker runs its actions in order;
+// a send and its matching recv BLOCK until both workers have reached them (c10d Gloo), then take
+// the same time on both. Used by the validator (deadlock check) and by the simulator (timing).
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "schedule/schedule.h"
+
+namespace pipetrain::schedule {
+
+// Pairs the k-th send from worker a to worker b with the k-th recv on b from a (FIFO per
+// channel, like tagged point-to-point messages).
+struct TransferMatch {
+  std::vector<std::vector<int>> partner;  // [worker][position] -> position on the peer, or -1
+  // First transfer without a partner or whose partner carries something else ("" if none).
+  int bad_worker = -1;
+  int bad_position = -1;
+  std::string problem;
+};
+TransferMatch match_transfers(const Schedule& schedule);
+
+struct ActionTime {
+  double start = 0;
+  double end = 0;
+};
+
+struct ReplayResult {
+  std::vector<std::vector<ActionTime>> times;  // [worker][position]
+  bool finished = false;                       // false: deadlock
+  std::vector<size_t> stopped_at;              // per worker: first position not executed
+};
+
+// duration(worker, action): time of a compute/update action, or of the transfer for a send
+// (the matching recv takes the same time). Requires a match without problems.
+using ActionDuration = std::function<double(int worker, const Action& action)>;
+ReplayResult replay(const Schedule& schedule, const TransferMatch& match,
+                    const ActionDuration& duration);
+
+}  // namespace pipetrain::schedule

@@ -1,0 +1,68 @@
+#pragma once
+// The Schedule value: what every worker does, in order, plus the facts needed to interpret it
+// (stage placement, data-parallel width, weight-version policy). Pure data: no tensors, no I/O.
+#include <string>
+#include <vector>
+
+#include "schedule/action.h"
+
+namespace pipetrain::schedule {
+
+// How compute actions choose the weights they read. The versions themselves are in the actions;
+// the policy says which rule they follow (the validator checks it) and what the runtime keeps.
+enum class WeightPolicyKind {
+  Sync,          // one version; every iteration reads the weights of the previous flush
+  DoubleBuffer,  // PipeDream-2BW: group g reads version max(0, g-1); at most 2 live versions
+  Stash,         // PipeDream: forward reads the latest; backward reuses the forward's version
+  Predicted,     // PipeOptim / SpecTrain: read the latest, extrapolate it s updates ahead
+};
+
+std::string_view policy_name(WeightPolicyKind kind);
+bool parse_policy(std::string_view name, WeightPolicyKind* kind);
+
+struct WeightPolicy {
+  WeightPolicyKind kind = WeightPolicyKind::Sync;
+  // Predicted only: per pipeline stage, how many optimizer updates ahead the forward (and the
+  // backward) should predict. Derived from the schedule by derive_staleness(), never typed in.
+  std::vector<int> forward_staleness;
+  std::vector<int> backward_staleness;
+  bool predict_backward = false;  // SpecTrain also predicts for the backward; PipeOptim not
+};
+
+struct Schedule {
+  std::string name;       // generator name ("1f1b", "2bw", ...)
+  int workers = 1;        // p: pipeline workers (one replica)
+  int chunks = 1;         // v: model chunks per worker (looping placement)
+  int microbatches = 1;   // m: microbatches per iteration (per weight-update group for 2BW)
+  int slices = 1;         // token slices per microbatch
+  int iterations = 1;     // training iterations covered by the lists
+  int dp_width = 1;       // w: replicas of every worker; AllReduceGrads runs among them
+  WeightPolicy policy;
+  std::vector<std::vector<Action>> actions;  // [worker][position]
+
+  int stages() const { return workers * chunks; }
+  // Megatron looping placement: stage = chunk * workers + worker.
+  int stage_of(int worker, int chunk) const { return chunk * workers + worker; }
+  int worker_of_stage(int stage) const { return stage % workers; }
+  int chunk_of_stage(int stage) const { return stage / workers; }
+  int stage_of(int worker, const Action& a) const { return stage_of(worker, a.chunk); }
+  int total_microbatches() const { return iterations * microbatches; }
+  int global_microbatch(const Action& a) const { return a.iteration * microbatches + a.microbatch; }
+};
+
+// Parameters of a generator. Nominal costs only order the send/recv pairs (see lower.h); the
+// simulator takes its own cost model.
+struct ScheduleSpec {
+  std::string name = "1f1b";
+  int stages = 4;        // p (workers)
+  int microbatches = 8;  // m
+  int chunks = 1;        // v (interleaved, bfs)
+  int slices = 1;        // token slices per microbatch (gpipe)
+  int iterations = 1;
+  int dp_width = 1;
+  double nominal_forward = 1.0;   // relative forward time of one chunk
+  double nominal_backward = 2.0;  // relative full backward time (input + weight)
+  double nominal_weight = 1.0;    // part of the backward that is the weight gradient
+};
+
+}  // namespace pipetrain::schedule

@@ -1,0 +1,41 @@
+#pragma once
+// The simulator's cost model: a plain struct so the planner and TeraPipe can fill it from a
+// profile (per pipeline stage, possibly non-uniform).
+#include <vector>
+
+#include "schedule/schedule.h"
+
+namespace pipetrain::sim {
+
+struct StageCost {
+  double forward_ms = 1.0;
+  double backward_ms = 2.0;  // full backward: input gradient + weight gradient
+  double weight_ms = 1.0;    // the weight-gradient part of backward_ms (split backward, ZB)
+  double optimizer_ms = 0.0;
+  double allreduce_ms = 0.0;       // gradient all-reduce across the dp_width replicas
+  double activation_bytes = 1.0;   // held per microbatch from forward to end of backward
+  double weight_bytes = 1.0;       // one weight version
+  double transfer_bytes = 0.0;     // activation sent to the next stage (gradient: same size)
+};
+
+struct CostModel {
+  // One entry per pipeline stage (chunk * workers + worker), or a single entry for all stages.
+  std::vector<StageCost> stages{StageCost{}};
+  double p2p_latency_ms = 0.0;
+  double bandwidth_bytes_per_ms = 0.0;  // 0: transfers cost only the latency
+  double samples_per_microbatch = 1.0;
+  // Optional share of a microbatch's compute taken by each token slice (sums to 1); empty:
+  // slices share evenly. TeraPipe slices differ in length and context, hence in cost.
+  std::vector<double> slice_fraction;
+
+  const StageCost& stage(int stage_index) const;
+  double slice_share(int slice, int slices) const;
+  // Duration of any action (transfers: of the send) on `worker`.
+  double duration_ms(const schedule::Schedule& s, int worker, const schedule::Action& a) const;
+};
+
+// Costs given per worker's share of the model (one pipeline stage of a v = 1 schedule), spread
+// over `chunks` chunks: times, activations and weights divided by v; transfers keep their size.
+CostModel uniform_cost_model(const StageCost& per_worker, int chunks = 1);
+
+}  // namespace pipetrain::sim

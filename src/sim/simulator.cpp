@@ -1,0 +1,97 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace pipetrain::sim {
+using schedule::Action;
+using schedule::ActionKind;
+
+namespace {
+
+bool counts_as_busy(ActionKind kind) {
+  return schedule::is_compute(kind) || kind == ActionKind::OptimizerStep;
+}
+
+// Peak bytes of activations held: from the start of a forward to the end of the action that
+// completes the unit's gradients (Backward, or BackwardWeight for a split backward).
+double peak_activations(const schedule::Schedule& s, const CostModel& costs, int w,
+                        const std::vector<schedule::ActionTime>& times) {
+  std::vector<std::pair<double, double>> changes;  // (time, bytes); frees sort first at ties
+  for (size_t k = 0; k < s.actions[w].size(); ++k) {
+    const Action& a = s.actions[w][k];
+    double bytes = costs.stage(s.stage_of(w, a.chunk)).activation_bytes *
+                   costs.slice_share(a.slice, s.slices);
+    if (a.kind == ActionKind::Forward) changes.push_back({times[k].start, bytes});
+    if (schedule::is_gradient_producer(a.kind)) changes.push_back({times[k].end, -bytes});
+  }
+  std::sort(changes.begin(), changes.end());
+  double held = 0, peak = 0;
+  for (const auto& [time, bytes] : changes) peak = std::max(peak, held += bytes);
+  return peak;
+}
+
+}  // namespace
+
+SimResult simulate(const schedule::Schedule& s, const CostModel& costs) {
+  SimResult r;
+  r.stats = schedule::validate_or_throw(s);
+  for (int st = 0; st < s.stages(); ++st) {
+    const StageCost& c = costs.stage(st);
+    if (c.forward_ms < 0 || c.backward_ms < 0 || c.weight_ms < 0 || c.weight_ms > c.backward_ms ||
+        c.optimizer_ms < 0 || c.allreduce_ms < 0 || c.activation_bytes < 0 || c.weight_bytes < 0 ||
+        c.transfer_bytes < 0)
+      fail("cost model of stage {}: times and sizes must be >= 0 and weight <= backward", st);
+  }
+  if (costs.p2p_latency_ms < 0 || costs.bandwidth_bytes_per_ms < 0)
+    fail("cost model: p2p latency and bandwidth must be >= 0");
+
+  schedule::TransferMatch match = schedule::match_transfers(s);
+  schedule::ReplayResult replay = schedule::replay(
+      s, match, [&](int w, const Action& a) { return costs.duration_ms(s, w, a); });
+  r.times = std::move(replay.times);
+
+  std::vector<double> iteration_end(s.iterations, 0.0);
+  for (int w = 0; w < s.workers; ++w) {
+    for (size_t k = 0; k < s.actions[w].size(); ++k) {
+      r.makespan_ms = std::max(r.makespan_ms, r.times[w][k].end);
+      const Action& a = s.actions[w][k];
+      if (counts_as_busy(a.kind))
+        iteration_end[a.iteration] = std::max(iteration_end[a.iteration], r.times[w][k].end);
+    }
+  }
+  int window_iterations = s.iterations;
+  r.window_end_ms = r.makespan_ms;
+  if (s.iterations >= 4) {
+    r.window_start_ms = iteration_end[0];
+    r.window_end_ms = iteration_end[s.iterations - 2];
+    window_iterations = s.iterations - 2;
+  }
+  const double window = r.window_end_ms - r.window_start_ms;
+  r.iteration_ms = window / window_iterations;
+  if (r.iteration_ms > 0) {
+    r.microbatches_per_s = s.microbatches / r.iteration_ms * 1000.0;
+    r.samples_per_s = r.microbatches_per_s * costs.samples_per_microbatch * s.dp_width;
+  }
+
+  for (int w = 0; w < s.workers; ++w) {
+    double busy = 0;
+    for (size_t k = 0; k < s.actions[w].size(); ++k) {
+      if (!counts_as_busy(s.actions[w][k].kind)) continue;
+      double start = std::max(r.times[w][k].start, r.window_start_ms);
+      double end = std::min(r.times[w][k].end, r.window_end_ms);
+      busy += std::max(0.0, end - start);
+    }
+    r.busy_ms.push_back(busy);
+    r.bubble_fraction.push_back(window > 0 ? 1.0 - busy / window : 0.0);
+    double activations = peak_activations(s, costs, w, r.times[w]);
+    double weights = 0;
+    for (int c = 0; c < s.chunks; ++c) weights += costs.stage(s.stage_of(w, c)).weight_bytes;
+    r.peak_activation_bytes.push_back(activations);
+    r.peak_memory_bytes.push_back(activations + weights * r.stats.peak_live_versions[w]);
+  }
+  return r;
+}
+
+}  // namespace pipetrain::sim

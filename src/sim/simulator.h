@@ -1,0 +1,33 @@
+#pragma once
+// Event-driven simulation of a Schedule under a cost model: the lists are replayed with blocking
+// send/recv (both ends start when both are ready), so the timeline is that of the runtime.
+#include <vector>
+
+#include "schedule/replay.h"
+#include "schedule/schedule.h"
+#include "schedule/validate.h"
+#include "sim/cost_model.h"
+
+namespace pipetrain::sim {
+
+struct SimResult {
+  std::vector<std::vector<schedule::ActionTime>> times;  // [worker][position], ms
+  double makespan_ms = 0;
+  // Time per iteration. With 4 or more iterations it is measured over the middle ones (from
+  // the end of iteration 0 to the end of iteration n-2): the steady state of no-flush
+  // schedules, free of the first fill and the last drain. Otherwise makespan / iterations.
+  double iteration_ms = 0;
+  double window_start_ms = 0, window_end_ms = 0;
+  double microbatches_per_s = 0;  // per pipeline replica
+  double samples_per_s = 0;       // all dp_width replicas
+  std::vector<double> busy_ms;          // per worker: compute + optimizer time in the window
+  std::vector<double> bubble_fraction;  // per worker: idle share of the window
+  std::vector<double> peak_activation_bytes;  // per worker
+  std::vector<double> peak_memory_bytes;      // activations + weight versions kept
+  schedule::ScheduleStats stats;              // from the validator
+};
+
+// Validates first (UserError on an invalid schedule).
+SimResult simulate(const schedule::Schedule& schedule, const CostModel& costs);
+
+}  // namespace pipetrain::sim

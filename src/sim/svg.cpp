@@ -1,0 +1,124 @@
+// SVG drawing of a Timeline (see timeline.h).
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "sim/timeline.h"
+
+namespace pipetrain::sim {
+namespace {
+
+std::string escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (c == '&') out += "&amp;";
+    else if (c == '"') out += "&quot;";
+    else out += c;
+  }
+  return out;
+}
+
+// Lightness by kind: forward light, backward darker, weight gradient darkest.
+double lightness(const std::string& category) {
+  if (category == "Forward") return 72;
+  if (category == "BackwardWeight") return 32;
+  return 50;  // Backward, BackwardInput
+}
+
+std::string fill(const TimedEvent& e) {
+  bool compute = e.category == "Forward" || e.category == "Backward" ||
+                 e.category == "BackwardInput" || e.category == "BackwardWeight";
+  if (!compute || e.microbatch < 0) return "#8c8c8c";
+  double hue = std::fmod(e.microbatch * 137.508, 360.0);  // golden angle: neighbours differ
+  return fmt::format("hsl({:.0f},70%,{:.0f}%)", hue, lightness(e.category));
+}
+
+// A "nice" tick step (1, 2 or 5 times a power of ten) giving about `ticks` ticks.
+double tick_step(double span, int ticks) {
+  double raw = span / ticks, power = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0})
+    if (m * power >= raw) return m * power;
+  return 10 * power;
+}
+
+bool is_transfer(const std::string& category) {
+  return category.rfind("Send", 0) == 0 || category.rfind("Recv", 0) == 0;
+}
+
+}  // namespace
+
+std::string render_svg(const Timeline& t, const SvgOptions& o) {
+  const double left = 80, right = 20, top = 36, lane_gap = 6;
+  double end_ms = 0;
+  for (const auto& lane : t.events)
+    for (const auto& e : lane) end_ms = std::max(end_ms, e.start_ms + e.duration_ms);
+  if (end_ms <= 0) end_ms = 1;
+  const double plot_w = o.width_px - left - right, scale = plot_w / end_ms;
+  const double lanes_h = t.lanes.size() * (o.lane_height_px + lane_gap);
+  const double axis_y = top + lanes_h + 4, height = axis_y + 70;
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" "
+      "font-family=\"monospace\" font-size=\"11\">\n"
+      "<defs><pattern id=\"idle\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+      "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#f6f6f6\"/>"
+      "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#dddddd\" stroke-width=\"2\"/>"
+      "</pattern></defs>\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      "<text x=\"{:.0f}\" y=\"20\" font-size=\"14\">{}</text>\n",
+      o.width_px, height, left, escape(t.title));
+  for (size_t lane = 0; lane < t.lanes.size(); ++lane) {
+    double y = top + lane * (o.lane_height_px + lane_gap);
+    svg += fmt::format(
+        "<text x=\"4\" y=\"{:.1f}\">{}</text>\n<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
+        "height=\"{:.1f}\" fill=\"url(#idle)\"/>\n",
+        y + o.lane_height_px * 0.65, escape(t.lanes[lane]), left, y, plot_w, o.lane_height_px);
+    if (lane >= t.events.size()) continue;
+    for (const TimedEvent& e : t.events[lane]) {
+      bool transfer = is_transfer(e.category);
+      if (transfer && !o.show_transfers) continue;
+      if (e.duration_ms <= 0) continue;
+      double x = left + e.start_ms * scale, w = std::max(0.5, e.duration_ms * scale);
+      double h = transfer ? 4 : o.lane_height_px, by = transfer ? y + o.lane_height_px - 4 : y;
+      svg += fmt::format(
+          "<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\" fill=\"{}\" "
+          "stroke=\"white\" stroke-width=\"0.5\"><title>{} {} {:.3f}+{:.3f} ms</title></rect>\n",
+          x, by, w, h, fill(e), escape(e.name), escape(e.category), e.start_ms, e.duration_ms);
+      if (!transfer && w >= 7.0 * e.name.size())
+        svg += fmt::format("<text x=\"{:.2f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"{}\">"
+                           "{}</text>\n",
+                           x + w / 2, y + o.lane_height_px * 0.65,
+                           e.category == "Forward" ? "black" : "white", escape(e.name));
+    }
+  }
+  // Time axis.
+  svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
+                     "stroke=\"black\"/>\n", left, axis_y, left + plot_w, axis_y);
+  double step = tick_step(end_ms, 10);
+  for (double tick = 0; tick <= end_ms + 1e-9; tick += step) {
+    double x = left + tick * scale;
+    svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" "
+                       "stroke=\"black\"/><text x=\"{0:.1f}\" y=\"{3:.1f}\" "
+                       "text-anchor=\"middle\">{4:g}</text>\n",
+                       x, axis_y, axis_y + 4, axis_y + 16, tick);
+  }
+  svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">time (ms)</text>\n",
+                     left + plot_w, axis_y + 30);
+  // Legend.
+  double ly = axis_y + 44, lx = left;
+  const std::pair<const char*, std::string> legend[] = {
+      {"forward", "hsl(0,70%,72%)"},         {"backward / input grad", "hsl(0,70%,50%)"},
+      {"weight grad", "hsl(0,70%,32%)"},     {"update / all-reduce", "#8c8c8c"},
+      {"idle", "url(#idle)"}};
+  for (const auto& [label, colour] : legend) {
+    svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"14\" height=\"12\" fill=\"{}\" "
+                       "stroke=\"#999\"/><text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n",
+                       lx, ly, colour, lx + 18, ly + 10, label);
+    lx += 30 + 7.0 * std::string(label).size();
+  }
+  svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">hue = microbatch</text>\n", lx, ly + 10);
+  return svg + "</svg>\n";
+}
+
+}  // namespace pipetrain::sim

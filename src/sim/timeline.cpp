@@ -1,0 +1,56 @@
+#include "sim/timeline.h"
+
+#include <nlohmann/json.hpp>
+
+#include "schedule/text_format.h"
+
+namespace pipetrain::sim {
+
+Timeline timeline_from_simulation(const schedule::Schedule& s, const SimResult& result) {
+  Timeline t;
+  t.title = s.name;
+  for (int w = 0; w < s.workers; ++w) {
+    t.lanes.push_back("worker " + std::to_string(w));
+    t.events.emplace_back();
+    for (size_t k = 0; k < s.actions[w].size(); ++k) {
+      const schedule::Action& a = s.actions[w][k];
+      const auto& time = result.times[w][k];
+      bool per_microbatch = a.kind != schedule::ActionKind::OptimizerStep &&
+                            a.kind != schedule::ActionKind::AllReduceGrads;
+      t.events[w].push_back({schedule::action_token(s, w, a),
+                             std::string(schedule::kind_name(a.kind)), time.start,
+                             time.end - time.start,
+                             per_microbatch ? s.global_microbatch(a) : -1});
+    }
+  }
+  return t;
+}
+
+std::string chrome_trace_json(const Timeline& timeline) {
+  nlohmann::json events = nlohmann::json::array();
+  for (size_t lane = 0; lane < timeline.lanes.size(); ++lane) {
+    events.push_back({{"name", "process_name"},
+                      {"ph", "M"},
+                      {"pid", lane},
+                      {"tid", 0},
+                      {"args", {{"name", timeline.lanes[lane]}}}});
+    if (lane >= timeline.events.size()) continue;
+    for (const TimedEvent& e : timeline.events[lane]) {
+      nlohmann::json event = {{"name", e.name},
+                              {"cat", e.category},
+                              {"ph", "X"},
+                              {"pid", lane},
+                              {"tid", 0},
+                              {"ts", e.start_ms * 1000.0},
+                              {"dur", e.duration_ms * 1000.0}};
+      if (e.microbatch >= 0) event["args"] = {{"microbatch", e.microbatch}};
+      events.push_back(std::move(event));
+    }
+  }
+  nlohmann::json trace = {{"traceEvents", events},
+                          {"displayTimeUnit", "ms"},
+                          {"otherData", {{"title", timeline.title}}}};
+  return trace.dump(1);
+}
+
+}  // namespace pipetrain::sim

@@ -1,0 +1,41 @@
+#pragma once
+// Timelines of workers, from a simulation or (later) from a real run, and their two pictures:
+// Chrome-trace JSON (chrome://tracing, ui.perfetto.dev) and an SVG drawing.
+#include <string>
+#include <vector>
+
+#include "schedule/schedule.h"
+#include "sim/simulator.h"
+
+namespace pipetrain::sim {
+
+struct TimedEvent {
+  std::string name;      // short label, e.g. the grid token "1F3"
+  std::string category;  // action kind name: "Forward", "Backward", "SendGrad", ...
+  double start_ms = 0;
+  double duration_ms = 0;
+  int microbatch = -1;  // colour key in the SVG; -1 for none
+};
+
+struct Timeline {
+  std::string title;
+  std::vector<std::string> lanes;               // one per worker, e.g. "worker 0"
+  std::vector<std::vector<TimedEvent>> events;  // [lane]
+};
+
+Timeline timeline_from_simulation(const schedule::Schedule& s, const SimResult& result);
+
+// {"traceEvents": [...]} with one "X" event per action: pid = lane (a worker is a process in
+// the runtime), tid 0, ts/dur in microseconds, plus process_name metadata.
+std::string chrome_trace_json(const Timeline& timeline);
+
+struct SvgOptions {
+  double width_px = 1200;
+  double lane_height_px = 26;
+  bool show_transfers = false;  // draw send/recv as thin bars under the compute boxes
+};
+// Colour per microbatch; forward light, backward mid, weight-gradient dark; updates grey;
+// idle time shows as the striped lane background; time axis in ms; legend at the bottom.
+std::string render_svg(const Timeline& timeline, const SvgOptions& options = {});
+
+}  // namespace pipetrain::sim
