@@ -1,0 +1,99 @@
+// Runs the real `pipetrain` binary: what a user types, what a user sees.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "io/metrics.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code;
+  std::string output;  // stdout + stderr
+};
+
+Result run(const std::string& args) {
+  const std::string command =
+      std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string output;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+fs::path temp_dir(const std::string& name) {
+  const auto dir = fs::temp_directory_path() / ("pipetrain_cli_" + name);
+  fs::remove_all(dir);
+  return dir;
+}
+
+void expect_one_line_error(const std::string& args, const std::string& expected_fragment) {
+  const Result result = run(args);
+  EXPECT_EQ(result.exit_code, 2) << args << "\n" << result.output;
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
+  EXPECT_EQ(result.output.rfind("pipetrain: error: ", 0), 0u) << result.output;
+  EXPECT_NE(result.output.find(expected_fragment), std::string::npos) << result.output;
+}
+
+TEST(Cli, BadInputGetsOneClearLine) {
+  expect_one_line_error("train --model.layerz 2", "did you mean 'model.layers'?");
+  expect_one_line_error("train --model.layers two", "expected an integer, got 'two'");
+  expect_one_line_error("train --train.batch_size -4", "must be >= 1, got -4");
+  expect_one_line_error("train --data.path /nonexistent/text.txt", "not found");
+  expect_one_line_error("train --run-dir /proc/pipetrain/x", "cannot create run folder");
+  expect_one_line_error("train /nonexistent/config.toml", "cannot read config file");
+  expect_one_line_error("train --bogus", "unknown option '--bogus'");
+  expect_one_line_error("train --train.steps", "--train.steps needs a value");
+}
+
+TEST(Cli, MalformedAndMistypedConfigFiles) {
+  const auto dir = temp_dir("configs");
+  fs::create_directories(dir);
+  std::ofstream(dir / "bad.toml") << "[model]\nlayers = = 2\n";
+  std::ofstream(dir / "typed.toml") << "[train]\nlr = \"fast\"\n";
+  expect_one_line_error("train " + (dir / "bad.toml").string(), "malformed TOML");
+  expect_one_line_error("train " + (dir / "typed.toml").string(), "train.lr must be a number");
+  fs::remove_all(dir);
+}
+
+TEST(Cli, TinyTrainingRunWritesTheRunFolder) {
+  const auto dir = temp_dir("run");
+  const Result result = run(
+      "train --model.layers 1 --model.d_model 16 --model.heads 2 --model.seq_len 16 "
+      "--train.batch_size 4 --train.steps 6 --train.warmup_steps 2 --eval.every 3 "
+      "--eval.batches 1 --log.every 2 --sample.tokens 20 --quiet --run-dir " + dir.string());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("--- sample ---\nROMEO:"), std::string::npos) << result.output;
+  for (const char* file : {"metrics.jsonl", "loss.svg", "config.toml", "sample.txt",
+                           "summary.json", "checkpoint/model.safetensors",
+                           "checkpoint/optimizer.safetensors", "checkpoint/checkpoint.json"}) {
+    EXPECT_TRUE(fs::exists(dir / file)) << file;
+  }
+  const auto records = pipetrain::read_metrics((dir / "metrics.jsonl").string());
+  std::vector<int> steps, val_steps;
+  for (const auto& record : records) {
+    for (const char* key : {"step", "loss", "lr", "tokens_per_s"}) EXPECT_TRUE(record.contains(key)) << key;
+    steps.push_back(record["step"]);
+    if (record.contains("val_loss")) val_steps.push_back(record["step"]);
+  }
+  EXPECT_EQ(steps, (std::vector<int>{1, 2, 3, 4, 6}));
+  EXPECT_EQ(val_steps, (std::vector<int>{3, 6}));
+  // the dumped config reproduces the run's settings
+  const Result shown = run("config " + (dir / "config.toml").string());
+  EXPECT_NE(shown.output.find("layers = 1"), std::string::npos) << shown.output;
+  // the same folder is not silently overwritten
+  const Result again = run("train --train.steps 1 --run-dir " + dir.string());
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.output.find("already holds a run"), std::string::npos) << again.output;
+  fs::remove_all(dir);
+}
+
+}  // namespace

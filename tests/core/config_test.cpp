@@ -1,0 +1,105 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/files.h"
+
+namespace pipetrain {
+namespace {
+
+std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const UserError& error) {
+    return error.what();
+  }
+  return "<no error>";
+}
+
+TEST(Config, DefaultsSurviveTomlRoundTrip) {
+  Config config;
+  config.train.lr = 0.125;
+  config.sample.prompt = "a \"quoted\"\nline";
+  const Config parsed = parse_config_toml(to_toml(config), "roundtrip");
+  EXPECT_EQ(to_toml(parsed), to_toml(config));
+  EXPECT_DOUBLE_EQ(parsed.train.lr, 0.125);
+  EXPECT_EQ(parsed.sample.prompt, "a \"quoted\"\nline");
+}
+
+TEST(Config, ParsesSectionsAndIntegersAsNumbers) {
+  const Config c = parse_config_toml("[model]\nlayers = 6\n[train]\nlr = 1\noptimizer = \"sgd\"\n", "t");
+  EXPECT_EQ(c.model.layers, 6);
+  EXPECT_DOUBLE_EQ(c.train.lr, 1.0);
+  EXPECT_EQ(c.train.optimizer, "sgd");
+  EXPECT_EQ(c.model.d_model, Config{}.model.d_model);
+}
+
+TEST(Config, UnknownFieldSuggestsTheClosestName) {
+  const auto message = error_of([] { parse_config_toml("[model]\nlayer = 3\n", "x.toml"); });
+  EXPECT_EQ(message, "x.toml: unknown config field 'model.layer' (did you mean 'model.layers'?)");
+}
+
+TEST(Config, WrongTypesAreRejected) {
+  EXPECT_EQ(error_of([] { parse_config_toml("[model]\nlayers = \"four\"\n", "t"); }),
+            "t: model.layers must be an integer");
+  EXPECT_EQ(error_of([] { parse_config_toml("[train]\nlr = \"big\"\n", "t"); }),
+            "t: train.lr must be a number");
+  EXPECT_EQ(error_of([] { parse_config_toml("model = 3\n", "t"); }),
+            "t: 'model' must be a [section] table of fields");
+}
+
+TEST(Config, BoundsAndChoicesAreChecked) {
+  EXPECT_EQ(error_of([] { parse_config_toml("[model]\nlayers = -2\n", "t"); }),
+            "t: model.layers must be >= 1, got -2");
+  EXPECT_EQ(error_of([] { parse_config_toml("[train]\noptimizer = \"lion\"\n", "t"); }),
+            "t: train.optimizer must be one of sgd, adam, adamw, got 'lion'");
+}
+
+TEST(Config, MalformedTomlNamesTheLine) {
+  const auto message = error_of([] { parse_config_toml("[model]\nlayers = = 3\n", "bad.toml"); });
+  EXPECT_EQ(message.rfind("bad.toml:2:", 0), 0u) << message;
+  EXPECT_NE(message.find("malformed TOML"), std::string::npos);
+}
+
+TEST(Config, CrossFieldRules) {
+  EXPECT_EQ(error_of([] { parse_config_toml("[model]\nheads = 5\n", "t"); }),
+            "model.heads (5) must divide model.d_model (128)");
+  EXPECT_EQ(error_of([] { parse_config_toml("[train]\nmicrobatches = 5\n", "t"); }),
+            "train.microbatches (5) must divide train.batch_size (32)");
+}
+
+TEST(Config, CommandLineOverrides) {
+  Config config;
+  set_field_from_string(config, "model.layers", "8");
+  set_field_from_string(config, "train.lr", "2e-4");
+  set_field_from_string(config, "data.path", "x.txt");
+  EXPECT_EQ(config.model.layers, 8);
+  EXPECT_DOUBLE_EQ(config.train.lr, 2e-4);
+  EXPECT_EQ(config.data.path, "x.txt");
+  EXPECT_EQ(error_of([&] { set_field_from_string(config, "model.layers", "8.5"); }),
+            "--model.layers: expected an integer, got '8.5'");
+  EXPECT_EQ(error_of([&] { set_field_from_string(config, "train.steps", "-1"); }),
+            "--train.steps: train.steps must be >= 1, got -1");
+}
+
+TEST(Config, MissingFileIsAUserError) {
+  EXPECT_EQ(error_of([] { load_config_file("/nonexistent/run.toml"); }),
+            "cannot read config file '/nonexistent/run.toml': No such file or directory");
+}
+
+TEST(Config, DocsReferenceMatchesTheRegistry) {
+  const std::string path = std::string(PIPETRAIN_SOURCE_DIR) + "/docs/config.md";
+  EXPECT_EQ(read_file(path), config_reference_markdown())
+      << "regenerate with: ./build/pipetrain config --reference > docs/config.md";
+}
+
+TEST(Config, ExampleConfigsParse) {
+  const std::string path = std::string(PIPETRAIN_SOURCE_DIR) + "/examples/default.toml";
+  EXPECT_EQ(to_toml(load_config_file(path)), to_toml(Config{}))
+      << "examples/default.toml must spell out the embedded default";
+}
+
+}  // namespace
+}  // namespace pipetrain

@@ -1,0 +1,68 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "core/text.h"
+
+namespace pipetrain {
+namespace {
+
+TEST(Text, StrictNumberParsing) {
+  EXPECT_EQ(parse_int("42"), 42);
+  EXPECT_EQ(parse_int("-7"), -7);
+  EXPECT_FALSE(parse_int("4x"));
+  EXPECT_FALSE(parse_int(""));
+  EXPECT_FALSE(parse_int("99999999999999999999"));
+  EXPECT_DOUBLE_EQ(*parse_double("1e-3"), 1e-3);
+  EXPECT_FALSE(parse_double("nan"));
+  EXPECT_FALSE(parse_double("1.0.0"));
+}
+
+TEST(Text, Formatting) {
+  EXPECT_EQ(format_duration(42), "42s");
+  EXPECT_EQ(format_duration(185), "3m05s");
+  EXPECT_EQ(format_duration(3720), "1h02m");
+  EXPECT_EQ(format_count(12345), "12.3k");
+  EXPECT_EQ(format_bytes(3 * 1024 * 1024), "3.0 MiB");
+  EXPECT_EQ(format_toml_double(3), "3.0");
+  EXPECT_EQ(format_toml_double(0.0003), "0.0003");
+  EXPECT_EQ(toml_quote("a\"b\\"), "\"a\\\"b\\\\\"");
+}
+
+TEST(Text, ClosestMatchOnlyForTypos) {
+  EXPECT_EQ(closest_match("model.layer", {"model.layers", "train.lr"}), "model.layers");
+  EXPECT_EQ(closest_match("zzzzzz", {"model.layers", "train.lr"}), "");
+}
+
+TEST(Files, AtomicWriteReplacesWholeFile) {
+  const auto dir = std::filesystem::temp_directory_path() / "pipetrain_files_test";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "a.txt").string();
+  write_file_atomically(path, "first version, long");
+  write_file_atomically(path, "second");
+  EXPECT_EQ(read_file(path), "second");
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    EXPECT_EQ(entry.path().filename(), "a.txt") << "temporary file left behind";
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Files, RunFolderIsNeverReusedSilently) {
+  const auto dir = std::filesystem::temp_directory_path() / "pipetrain_run_dir_test";
+  std::filesystem::remove_all(dir);
+  prepare_run_dir(dir.string(), false);
+  write_file_atomically((dir / "metrics.jsonl").string(), "{}\n");
+  EXPECT_THROW(prepare_run_dir(dir.string(), false), UserError);
+  EXPECT_NO_THROW(prepare_run_dir(dir.string(), true));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Files, UnwritableFolderIsAUserError) {
+  EXPECT_THROW(prepare_run_dir("/proc/pipetrain-cannot-exist", false), UserError);
+  EXPECT_THROW(read_file("/nonexistent/file"), UserError);
+}
+
+}  // namespace
+}  // namespace pipetrain
