@@ -1,0 +1,139 @@
+// Every generator yields a valid schedule; derived quantities (in-flight activations, live
+// versions, staleness) have their closed forms.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "schedule/generators.h"
+#include "schedule/text_format.h"
+#include "schedule/validate.h"
+
+namespace pipetrain::schedule {
+namespace {
+
+ScheduleSpec spec_of(const std::string& name, int p, int m, int v = 1, int iterations = 1) {
+  ScheduleSpec spec;
+  spec.name = name;
+  spec.stages = p;
+  spec.microbatches = m;
+  spec.chunks = v;
+  spec.iterations = iterations;
+  return spec;
+}
+
+TEST(Generators, AllNamesValidForManySizes) {
+  for (const std::string& name : schedule_names()) {
+    for (int p = 1; p <= 6; ++p) {
+      for (int m = 1; m <= 9; ++m) {
+        int v = (name == "interleaved" || name == "bfs") ? 2 : 1;
+        if (name == "interleaved" && m % p != 0) continue;
+        if (name == "2bw" && m < p) continue;
+        for (int w : {1, 2}) {
+          ScheduleSpec spec = spec_of(name, p, m, v, 2);
+          spec.dp_width = w;
+          Schedule s = make_schedule(spec);
+          Validation check = validate(s);
+          ASSERT_TRUE(check.ok) << name << " p=" << p << " m=" << m << "\n" << check.error;
+        }
+      }
+    }
+  }
+}
+
+TEST(Generators, GpipeSlicesRunForwardInOrderAndBackwardInReverse) {
+  ScheduleSpec spec = spec_of("gpipe", 3, 2);
+  spec.slices = 4;
+  Schedule s = make_schedule(spec);
+  ASSERT_TRUE(validate(s).ok) << validate(s).error;
+  std::vector<int> forward, backward;
+  for (const Action& a : s.actions[0]) {
+    if (a.microbatch != 0) continue;
+    if (a.kind == ActionKind::Forward) forward.push_back(a.slice);
+    if (a.kind == ActionKind::Backward) backward.push_back(a.slice);
+  }
+  EXPECT_EQ(forward, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(backward, (std::vector<int>{3, 2, 1, 0}));
+}
+
+TEST(Generators, InflightActivations1f1bVsGpipe) {
+  for (int p = 1; p <= 8; ++p) {
+    for (int m = 1; m <= 16; ++m) {
+      auto one = validate_or_throw(make_schedule(spec_of("1f1b", p, m)));
+      auto gpipe = validate_or_throw(make_schedule(spec_of("gpipe", p, m)));
+      for (int s = 0; s < p; ++s) {
+        EXPECT_EQ(one.peak_inflight[s], std::min(p - s, m)) << "p=" << p << " m=" << m;
+        EXPECT_EQ(gpipe.peak_inflight[s], m);
+      }
+    }
+  }
+}
+
+TEST(Generators, LiveWeightVersions) {
+  for (int p = 1; p <= 8; ++p) {
+    for (int m = p; m <= 16; m += 3) {
+      auto flush = validate_or_throw(make_schedule(spec_of("1f1b", p, m, 1, 3)));
+      auto two = validate_or_throw(make_schedule(spec_of("2bw", p, m, 1, 4)));
+      auto stash = validate_or_throw(make_schedule(spec_of("pipedream", p, m, 1, 3)));
+      for (int s = 0; s < p; ++s) {
+        EXPECT_EQ(flush.peak_live_versions[s], 1);
+        EXPECT_EQ(two.peak_live_versions[s], 2) << "p=" << p << " m=" << m;
+        EXPECT_EQ(stash.peak_live_versions[s], p - s) << "p=" << p << " stage " << s;
+      }
+    }
+  }
+}
+
+TEST(Generators, TwoBwGroupsReadTheVersionBeforeTheLast) {
+  Schedule s = make_schedule(spec_of("2bw", 4, 4, 1, 4));
+  for (int w = 0; w < 4; ++w)
+    for (const Action& a : s.actions[w])
+      if (is_compute(a.kind)) {
+        EXPECT_EQ(a.version, std::max(0, a.iteration - 1));
+      }
+}
+
+TEST(Generators, PipeOptimStalenessIsDerivedAsDMinusRMinus1) {
+  for (int p = 1; p <= 8; ++p) {
+    Schedule s = make_schedule(spec_of("pipeoptim", p, 8, 1, 3));
+    ASSERT_EQ(static_cast<int>(s.policy.forward_staleness.size()), p);
+    for (int r = 0; r < p; ++r) {
+      EXPECT_EQ(s.policy.forward_staleness[r], p - r - 1) << "p=" << p << " r=" << r;
+      EXPECT_EQ(s.policy.backward_staleness[r], 0);
+    }
+  }
+}
+
+TEST(Generators, SpecTrainStalenessMatchesThePaper) {
+  for (int p = 1; p <= 8; ++p) {
+    ScheduleSpec spec = spec_of("spectrain", p, 8, 1, 3);
+    spec.nominal_backward = 1.0;  // SpecTrain's model: one slot per forward and per backward
+    spec.nominal_weight = 0.5;
+    Schedule s = make_schedule(spec);
+    for (int r = 0; r < p; ++r) {
+      EXPECT_EQ(s.policy.backward_staleness[r], r / 2) << "p=" << p << " r=" << r;
+      EXPECT_EQ(s.policy.forward_staleness[r], r / 2 + p - r - 1) << "p=" << p << " r=" << r;
+    }
+  }
+}
+
+TEST(Generators, BadParametersAreUserErrors) {
+  EXPECT_THROW(make_schedule(spec_of("nope", 4, 8)), UserError);
+  EXPECT_THROW(make_schedule(spec_of("2bw", 4, 3)), UserError);
+  EXPECT_THROW(make_schedule(spec_of("1f1b", 0, 8)), UserError);
+  EXPECT_THROW(make_schedule(spec_of("gpipe", 4, -1)), UserError);
+  EXPECT_THROW(make_schedule(spec_of("interleaved", 4, 6, 2)), UserError);
+  EXPECT_THROW(make_schedule(spec_of("1f1b", 4, 8, 2)), UserError);
+  try {
+    make_schedule(spec_of("2bw", 4, 2));
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("m >= d"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Generators, GridShowsOneRowPerWorker) {
+  Schedule s = make_schedule(spec_of("1f1b", 2, 3));
+  EXPECT_EQ(format_grid(s), "w0: 0F0 0F1 0B0 0F2 0B1 0B2\nw1: 1F0 1B0 1F1 1B1 1F2 1B2\n");
+}
+
+}  // namespace
+}  // namespace pipetrain::schedule

@@ -1,0 +1,121 @@
+// The simulator against the closed forms of each schedule, uniform costs, p in 1..8, m in 1..16.
+#include <gtest/gtest.h>
+
+#include "schedule/generators.h"
+#include "sim/simulator.h"
+
+namespace pipetrain::sim {
+namespace {
+using schedule::ScheduleSpec;
+
+struct Costs {
+  double tf, tb, tw;  // per worker's share of the model; tb is the full backward, tw within it
+};
+const Costs kCostSets[] = {{1.0, 2.0, 1.0}, {1.0, 1.0, 0.5}, {2.0, 3.0, 1.0}};
+
+ScheduleSpec spec_of(const std::string& name, int p, int m, const Costs& c, int v = 1,
+                     int iterations = 1) {
+  ScheduleSpec spec;
+  spec.name = name;
+  spec.stages = p;
+  spec.microbatches = m;
+  spec.chunks = v;
+  spec.iterations = iterations;
+  spec.nominal_forward = c.tf;
+  spec.nominal_backward = c.tb;
+  spec.nominal_weight = c.tw;
+  return spec;
+}
+
+SimResult run(const ScheduleSpec& spec, const Costs& c) {
+  StageCost cost;
+  cost.forward_ms = c.tf;
+  cost.backward_ms = c.tb;
+  cost.weight_ms = c.tw;
+  return simulate(schedule::make_schedule(spec), uniform_cost_model(cost, spec.chunks));
+}
+
+constexpr double kEps = 1e-9;
+
+TEST(ClosedForms, GpipeAnd1f1bIterationTimeAndBubble) {
+  for (const Costs& c : kCostSets)
+    for (const char* name : {"gpipe", "1f1b"})
+      for (int p = 1; p <= 8; ++p)
+        for (int m = 1; m <= 16; ++m) {
+          SimResult r = run(spec_of(name, p, m, c), c);
+          ASSERT_NEAR(r.iteration_ms, (m + p - 1) * (c.tf + c.tb), kEps)
+              << name << " p=" << p << " m=" << m;
+          for (int w = 0; w < p; ++w)
+            ASSERT_NEAR(r.bubble_fraction[w], double(p - 1) / (m + p - 1), kEps);
+        }
+}
+
+TEST(ClosedForms, OneF1bPeakActivationsVsGpipe) {
+  const Costs c = kCostSets[0];
+  for (int p = 1; p <= 8; ++p)
+    for (int m = 1; m <= 16; ++m) {
+      SimResult one = run(spec_of("1f1b", p, m, c), c);
+      SimResult gpipe = run(spec_of("gpipe", p, m, c), c);
+      for (int s = 0; s < p; ++s) {
+        EXPECT_NEAR(one.peak_activation_bytes[s], std::min(p - s, m), kEps);
+        EXPECT_NEAR(gpipe.peak_activation_bytes[s], m, kEps);
+      }
+    }
+}
+
+// Megatron: bubble time (p-1)(tf+tb)/v, i.e. (p-1)/(v m) of the ideal m (tf+tb); as a share of
+// the iteration (p-1)/(v m + p - 1). Holds for interleaved (m % p == 0) and looped BFS (m >= p).
+TEST(ClosedForms, InterleavedAndLoopedBfsBubble) {
+  for (const Costs& c : kCostSets)
+    for (const char* name : {"interleaved", "bfs"})
+      for (int v : {1, 2, 3, 4})
+        for (int p = 1; p <= 8; ++p)
+          for (int m = p; m <= 16; m += (std::string(name) == "bfs" ? 1 : p)) {
+            SimResult r = run(spec_of(name, p, m, c, v), c);
+            double ideal = m * (c.tf + c.tb);
+            ASSERT_NEAR(r.iteration_ms, ideal + (p - 1) * (c.tf + c.tb) / v, kEps)
+                << name << " v=" << v << " p=" << p << " m=" << m;
+            for (int w = 0; w < p; ++w)
+              ASSERT_NEAR(r.bubble_fraction[w], double(p - 1) / (v * m + p - 1), kEps);
+          }
+}
+
+// Zero bubble ZB-H1: idle time per worker (p-1)(tf + tb_input - tw), tb_input = tb - tw.
+TEST(ClosedForms, ZbH1Bubble) {
+  for (const Costs& c : kCostSets)
+    for (int p = 1; p <= 8; ++p)
+      for (int m = p; m <= 16; ++m) {
+        SimResult r = run(spec_of("zb-h1", p, m, c), c);
+        double input = c.tb - c.tw;
+        ASSERT_NEAR(r.iteration_ms, m * (c.tf + c.tb) + (p - 1) * (c.tf + input - c.tw), kEps)
+            << "tf=" << c.tf << " tb=" << c.tb << " tw=" << c.tw << " p=" << p << " m=" << m;
+      }
+}
+
+TEST(ClosedForms, NoFlushSchedulesHaveNoSteadyStateBubble) {
+  for (const Costs& c : kCostSets)
+    for (const char* name : {"2bw", "pipedream", "pipeoptim", "spectrain"})
+      for (int p = 1; p <= 8; ++p)
+        for (int m = p; m <= 16; m += 3) {
+          SimResult r = run(spec_of(name, p, m, c, 1, 6), c);
+          ASSERT_NEAR(r.iteration_ms, m * (c.tf + c.tb), kEps) << name << " p=" << p;
+          for (int w = 0; w < p; ++w) ASSERT_NEAR(r.bubble_fraction[w], 0.0, kEps);
+          ASSERT_NEAR(r.microbatches_per_s, 1000.0 / (c.tf + c.tb), 1e-6);
+        }
+}
+
+TEST(ClosedForms, TransfersAndUpdatesCostTime) {
+  const Costs c = kCostSets[0];
+  StageCost cost;
+  cost.transfer_bytes = 100;
+  cost.optimizer_ms = 0.5;
+  CostModel model = uniform_cost_model(cost);
+  model.p2p_latency_ms = 0.1;
+  model.bandwidth_bytes_per_ms = 1000;
+  SimResult r = simulate(schedule::make_schedule(spec_of("gpipe", 2, 1, c)), model);
+  // F0, transfer, F1 B1, transfer, B0, optimizer step on worker 0.
+  EXPECT_NEAR(r.makespan_ms, 1 + 0.2 + 3 + 0.2 + 2 + 0.5, kEps);
+}
+
+}  // namespace
+}  // namespace pipetrain::sim
