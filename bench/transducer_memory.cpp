@@ -1,0 +1,171 @@
+// Transducer loss memory and time: batched reference vs the sample-wise method.
+//
+//   transducer_memory                  sweep over B and T, one child process per run (table)
+//   transducer_memory --headline [--batch B] [--frames T] [--labels U] [--vocab V] [--joint J]
+//                     [--budget-mb M]  the paper's headline: B=1024, T=1000, U=100, V=256, J=256
+//
+// Every run computes the loss and all gradients (encoder output, predictor output, joint).
+#include <sys/resource.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "loss/joint_network.h"
+#include "peak_memory_child.h"
+
+using namespace pipetrain::loss;
+
+namespace {
+
+struct Config {
+  int64_t batch = 8, frames = 100, labels = 50, vocab = 256, joint = 256;
+  bool ragged = true;  // lengths uniform in [max/2, max]
+};
+
+struct Inputs {
+  at::Tensor enc, pred, targets, t_len, u_len;
+};
+
+Inputs make_inputs(const Config& c) {
+  torch::manual_seed(0);
+  Inputs in;
+  in.enc = (torch::randn({c.batch, c.frames, c.joint}) * 0.5).requires_grad_();
+  in.pred = (torch::randn({c.batch, c.labels + 1, c.joint}) * 0.5).requires_grad_();
+  in.targets = torch::randint(1, c.vocab, {c.batch, c.labels}, torch::kLong);
+  if (c.ragged) {
+    in.t_len = torch::randint(c.frames / 2, c.frames + 1, {c.batch}, torch::kLong);
+    in.u_len = torch::randint(c.labels / 2, c.labels + 1, {c.batch}, torch::kLong);
+    in.t_len[0] = c.frames;
+    in.u_len[0] = c.labels;
+  } else {
+    in.t_len = torch::full({c.batch}, c.frames, torch::kLong);
+    in.u_len = torch::full({c.batch}, c.labels, torch::kLong);
+  }
+  return in;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// method: "inputs" (allocate inputs only: the baseline), "batched", "sample-wise",
+// "sample-wise-256MB" (groups of samples within a 256 MB joint budget).
+std::string run_method(const Config& c, const std::string& method) {
+  Inputs in = make_inputs(c);
+  torch::manual_seed(1);
+  JointNetwork joint(c.joint, c.vocab);
+  if (method == "inputs") return "0 0";
+  const auto start = std::chrono::steady_clock::now();
+  at::Tensor loss;
+  if (method == "batched") {
+    loss = transducer_loss_batched(joint(in.enc, in.pred), in.targets, in.t_len, in.u_len);
+  } else {
+    SampleWiseOptions options;
+    if (method == "sample-wise-256MB") options.memory_budget_bytes = int64_t{256} << 20;
+    loss = sample_wise_transducer_loss(joint, in.enc, in.pred, in.targets, in.t_len, in.u_len,
+                                       options);
+  }
+  loss.backward();
+  return std::to_string(seconds_since(start)) + " " + std::to_string(loss.item<double>());
+}
+
+int sweep() {
+  std::printf("| B | T | U | V | J | method | peak RSS (MB) | over inputs (MB) | time (s) | loss |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  for (int64_t batch : {8, 32}) {
+    for (int64_t frames : {100, 200, 400}) {
+      Config c;
+      c.batch = batch;
+      c.frames = frames;
+      const auto base = pipetrain::bench::run_in_child([&] { return run_method(c, "inputs"); });
+      for (const char* method : {"batched", "sample-wise", "sample-wise-256MB"}) {
+        const auto r = pipetrain::bench::run_in_child([&] { return run_method(c, method); });
+        double seconds = 0, loss = 0;
+        std::sscanf(r.report.c_str(), "%lf %lf", &seconds, &loss);
+        if (!r.ok) {
+          std::printf("| %ld | %ld | %ld | %ld | %ld | %s | failed | | | |\n", batch, frames,
+                      c.labels, c.vocab, c.joint, method);
+          continue;
+        }
+        std::printf("| %ld | %ld | %ld | %ld | %ld | %s | %.0f | %.0f | %.2f | %.4f |\n", batch,
+                    frames, c.labels, c.vocab, c.joint, method, r.peak_rss_mb,
+                    r.peak_rss_mb - base.peak_rss_mb, seconds, loss);
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
+
+int headline(const Config& c, int64_t budget_mb) {
+  std::printf("sample-wise transducer loss + gradients: B=%ld T=%ld U=%ld V=%ld J=%ld, %d threads\n",
+              c.batch, c.frames, c.labels, c.vocab, c.joint, at::get_num_threads());
+  const double batched_gb = double(c.batch) * c.frames * (c.labels + 1) * (c.vocab + c.joint) * 4 / 1e9;
+  std::printf("(a batched joint would hold [B,T,U+1,V+J] = %.0f GB per copy)\n", batched_gb);
+  Inputs in = make_inputs(c);
+  torch::manual_seed(1);
+  JointNetwork joint(c.joint, c.vocab);
+  SampleWiseOptions options;
+  options.memory_budget_bytes = budget_mb << 20;
+  const auto start = std::chrono::steady_clock::now();
+  int64_t last_percent = -1;
+  options.on_progress = [&](int64_t done, int64_t total) {
+    const int64_t percent = done * 100 / total;
+    if (percent == last_percent) return;
+    last_percent = percent;
+    const double elapsed = seconds_since(start);
+    std::fprintf(stderr, "\r%ld/%ld samples  %.0f s elapsed  ETA %.0f s   ", done, total, elapsed,
+                 elapsed / double(done) * double(total - done));
+  };
+  const at::Tensor loss = sample_wise_transducer_loss(joint, in.enc, in.pred, in.targets,
+                                                      in.t_len, in.u_len, options);
+  const double forward_s = seconds_since(start);
+  loss.backward();
+  const double total_s = seconds_since(start);
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  std::fprintf(stderr, "\n");
+  std::printf("loss %.4f  |d(enc)| %.4g  |d(pred)| %.4g  |d(W)| %.4g\n", loss.item<double>(),
+              in.enc.grad().norm().item<double>(), in.pred.grad().norm().item<double>(),
+              joint->output->weight.grad().norm().item<double>());
+  std::printf("time %.1f s (loss + joint gradients %.1f s, hand-off %.1f s), %.2f s/sample\n",
+              total_s, forward_s, total_s - forward_s, total_s / double(c.batch));
+  std::printf("peak resident memory %.2f GB (ru_maxrss, whole process incl. inputs)\n",
+              double(usage.ru_maxrss) / 1024.0 / 1024.0);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool run_headline = false;
+  Config c;
+  int64_t budget_mb = 0;
+  for (int i = 1; i < argc; ++i) {  // --headline sets the defaults the other flags change
+    if (!std::strcmp(argv[i], "--headline")) c = Config{1024, 1000, 100, 256, 256, false};
+  }
+  for (int i = 1; i < argc; ++i) {
+    auto value = [&] { return i + 1 < argc ? std::atol(argv[++i]) : 0L; };
+    if (!std::strcmp(argv[i], "--headline")) {
+      run_headline = true;
+    } else if (!std::strcmp(argv[i], "--batch")) c.batch = value();
+    else if (!std::strcmp(argv[i], "--frames")) c.frames = value();
+    else if (!std::strcmp(argv[i], "--labels")) c.labels = value();
+    else if (!std::strcmp(argv[i], "--vocab")) c.vocab = value();
+    else if (!std::strcmp(argv[i], "--joint")) c.joint = value();
+    else if (!std::strcmp(argv[i], "--budget-mb")) budget_mb = value();
+    else {
+      std::fprintf(stderr, "usage: %s [--headline [--batch B] [--frames T] [--labels U] "
+                           "[--vocab V] [--joint J] [--budget-mb M]]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (c.batch < 1 || c.frames < 2 || c.labels < 1 || c.vocab < 2 || c.joint < 1) {
+    std::fprintf(stderr, "error: sizes must be positive\n");
+    return 2;
+  }
+  return run_headline ? headline(c, budget_mb) : sweep();
+}
