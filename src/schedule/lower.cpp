@@ -85,6 +85,44 @@ struct Markers {
   }
 };
 
+// Compute intervals of one worker, sorted, to find moments when it is between two actions.
+class BusyIntervals {
+ public:
+  void add(double start, double end) {
+    if (end > start) spans_.push_back({start, end});
+  }
+  void sort() { std::sort(spans_.begin(), spans_.end()); }
+  bool inside(double t) const {  // strictly inside some compute
+    auto it = std::upper_bound(spans_.begin(), spans_.end(), std::make_pair(t, kUnset));
+    for (int back = 0; back < 2 && it != spans_.begin(); ++back) {
+      --it;
+      if (it->first < t - 1e-12 && t < it->second - 1e-12) return true;
+    }
+    return false;
+  }
+  // End times in (from, to].
+  void ends_in(double from, double to, std::vector<double>& out) const {
+    for (const auto& span : spans_)
+      if (span.second > from && span.second <= to) out.push_back(span.second);
+  }
+
+ private:
+  std::vector<std::pair<double, double>> spans_;
+};
+
+// Earliest moment in [ready, needed] when neither worker is in the middle of a compute, so the
+// blocking transfer stalls nobody; `ready` (the sender waits) when there is none.
+double transfer_time(const BusyIntervals& a, const BusyIntervals& b, double ready, double needed) {
+  if (!a.inside(ready) && !b.inside(ready)) return ready;
+  std::vector<double> candidates;
+  a.ends_in(ready, needed, candidates);
+  b.ends_in(ready, needed, candidates);
+  std::sort(candidates.begin(), candidates.end());
+  for (double t : candidates)
+    if (!a.inside(t) && !b.inside(t)) return t;
+  return ready;
+}
+
 }  // namespace
 
 std::vector<std::vector<Timed>> dataflow_times(const Schedule& s, const DurationOf& duration_of) {
@@ -130,21 +168,22 @@ std::vector<std::vector<Timed>> dataflow_times(const Schedule& s, const Duration
 }
 
 double nominal_duration(const ScheduleSpec& spec, ActionKind kind, int slices) {
+  // Nominal costs only order things; keep them positive whatever the user's costs are.
+  double f = spec.nominal_forward > 0 ? spec.nominal_forward : 1.0;
+  double b = spec.nominal_backward > 0 ? spec.nominal_backward : 2.0 * f;
+  double w = std::clamp(spec.nominal_weight > 0 ? spec.nominal_weight : 0.0, 0.01 * b, 0.99 * b);
   double d = 0;
   switch (kind) {
-    case ActionKind::Forward: d = spec.nominal_forward; break;
-    case ActionKind::Backward: d = spec.nominal_backward; break;
-    case ActionKind::BackwardInput: d = spec.nominal_backward - spec.nominal_weight; break;
-    case ActionKind::BackwardWeight: d = spec.nominal_weight; break;
+    case ActionKind::Forward: d = f; break;
+    case ActionKind::Backward: d = b; break;
+    case ActionKind::BackwardInput: d = b - w; break;
+    case ActionKind::BackwardWeight: d = w; break;
     default: return 0.0;
   }
   return d / slices;
 }
 
 Schedule lower_schedule(Schedule s, const ComputeOrder& order, const ScheduleSpec& spec) {
-  if (!(spec.nominal_forward > 0 && spec.nominal_weight > 0 &&
-        spec.nominal_backward > spec.nominal_weight))
-    throw std::invalid_argument("nominal costs must satisfy forward > 0, backward > weight > 0");
   std::vector<std::vector<Action>> lists = insert_updates(s, order);
   assign_versions(s, lists);
   s.actions = lists;
@@ -154,6 +193,19 @@ Schedule lower_schedule(Schedule s, const ComputeOrder& order, const ScheduleSpe
   // Events: (time, 0 = transfer / 1 = action start, worker, position).
   std::vector<std::tuple<double, int, int, size_t>> events;
   const int S = s.stages();
+  std::vector<BusyIntervals> busy(s.workers);
+  std::map<std::tuple<bool, int, int, int>, double> consumer_start;  // (grad, stage, gmb, slice)
+  for (int w = 0; w < s.workers; ++w) {
+    for (size_t k = 0; k < lists[w].size(); ++k) {
+      const Action& a = lists[w][k];
+      busy[w].add(times[w][k].start, times[w][k].end);
+      int stage = s.stage_of(w, a), gmb = s.global_microbatch(a);
+      if (a.kind == ActionKind::Forward) consumer_start[{false, stage, gmb, a.slice}] = times[w][k].start;
+      if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput)
+        consumer_start[{true, stage, gmb, a.slice}] = times[w][k].start;
+    }
+    busy[w].sort();
+  }
   for (int w = 0; w < s.workers; ++w) {
     for (size_t k = 0; k < lists[w].size(); ++k) {
       events.emplace_back(times[w][k].start, 1, w, k);
@@ -163,8 +215,10 @@ Schedule lower_schedule(Schedule s, const ComputeOrder& order, const ScheduleSpe
       bool sends_grad = (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput) &&
                         stage > 0;
       int peer_stage = sends_activation ? stage + 1 : stage - 1;
-      if ((sends_activation || sends_grad) && s.worker_of_stage(peer_stage) != w)
-        events.emplace_back(times[w][k].end, 0, w, k);
+      if (!(sends_activation || sends_grad) || s.worker_of_stage(peer_stage) == w) continue;
+      int peer = s.worker_of_stage(peer_stage);
+      double needed = consumer_start.at({sends_grad, peer_stage, s.global_microbatch(a), a.slice});
+      events.emplace_back(transfer_time(busy[w], busy[peer], times[w][k].end, needed), 0, w, k);
     }
   }
   std::sort(events.begin(), events.end());

@@ -52,9 +52,9 @@ TransferMatch match_transfers(const Schedule& s) {
       int ks = send_positions[i], kr = recv_positions[i];
       if (!same_payload(s, from, s.actions[from][ks], to, s.actions[to][kr])) {
         flag(from, ks,
-             fmt::format("send number {} from worker {} to worker {} is received by a recv that "
-                         "expects something else (worker {}, position {})",
-                         i, from, to, to, kr));
+             fmt::format("this send to worker {} meets a recv for something else there "
+                         "(position {}) in FIFO order: a recv is missing or out of order",
+                         to, kr));
         continue;
       }
       m.partner[from][ks] = kr;

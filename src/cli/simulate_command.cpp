@@ -1,0 +1,167 @@
+// `pipetrain simulate`: build (or load) a schedule, validate it, simulate it under a cost model,
+// print the grid and the summary, optionally write the SVG timeline, Chrome trace and CSV.
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "schedule/generators.h"
+#include "schedule/staleness.h"
+#include "schedule/text_format.h"
+#include "schedule/validate.h"
+#include "sim/simulator.h"
+#include "sim/timeline.h"
+
+namespace pipetrain::cli {
+namespace {
+
+struct SimulateOptions {
+  schedule::ScheduleSpec spec;
+  int iterations = 0;  // 0: 1 for flush schedules, 4 for no-flush ones (steady state)
+  sim::StageCost cost;
+  double latency_ms = 0, bandwidth = 0, samples_per_microbatch = 1;
+  std::string svg, trace, csv_out, csv_in;
+  bool show_transfers = false, show_versions = false;
+};
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) fail("cannot write '{}'", path);
+  out << text;
+  if (!out) fail("failed writing '{}'", path);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read '{}'", path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+bool is_no_flush(const std::string& name) {
+  return name == "2bw" || name == "pipedream" || name == "pipeoptim" || name == "spectrain";
+}
+
+schedule::Schedule build(SimulateOptions& o) {
+  if (!o.csv_in.empty()) {
+    schedule::Schedule s = schedule::parse_csv(read_file(o.csv_in));
+    schedule::Validation check = schedule::validate(s);
+    if (!check.ok) {
+      // The grid goes to stderr; the error itself stays one line.
+      fmt::print(stderr, "{}\n", check.error);
+      fail("{}", check.error.substr(0, check.error.find('\n')));
+    }
+    if (s.policy.kind == schedule::WeightPolicyKind::Predicted) schedule::derive_staleness(s);
+    return s;
+  }
+  if (o.iterations < 0) fail("--iterations must be >= 1 (got {})", o.iterations);
+  o.spec.iterations = o.iterations > 0 ? o.iterations : (is_no_flush(o.spec.name) ? 4 : 1);
+  o.spec.nominal_forward = o.cost.forward_ms;
+  o.spec.nominal_backward = o.cost.backward_ms;
+  o.spec.nominal_weight = o.cost.weight_ms;
+  return schedule::make_schedule(o.spec);
+}
+
+std::string summary(const schedule::Schedule& s, const sim::SimResult& r, bool steady) {
+  std::string out = fmt::format(
+      "schedule {}: {} workers x {} chunk(s), {} microbatches x {} slice(s), {} iteration(s), "
+      "dp width {}, weights: {}\n",
+      s.name, s.workers, s.chunks, s.microbatches, s.slices, s.iterations, s.dp_width,
+      schedule::policy_name(s.policy.kind));
+  out += fmt::format("iteration time   {:.3f} ms{}\n", r.iteration_ms,
+                     steady ? fmt::format(" (steady state, iterations 1..{})", s.iterations - 2)
+                            : "");
+  out += fmt::format("makespan         {:.3f} ms\n", r.makespan_ms);
+  out += fmt::format("throughput       {:.2f} microbatches/s per pipeline, {:.2f} samples/s\n",
+                     r.microbatches_per_s, r.samples_per_s);
+  out += "worker  bubble   peak-activations  peak-memory  weight-versions";
+  const bool predicted = s.policy.kind == schedule::WeightPolicyKind::Predicted;
+  out += predicted ? "  staleness(fwd/bwd)\n" : "\n";
+  for (int w = 0; w < s.workers; ++w) {
+    out += fmt::format("{:<7} {:>6.2f}%  {:>16}  {:>11.3g}  {:>15}", w,
+                       100.0 * r.bubble_fraction[w], r.stats.peak_inflight[w],
+                       r.peak_memory_bytes[w], r.stats.peak_live_versions[w]);
+    if (predicted && w < static_cast<int>(s.policy.forward_staleness.size()))
+      out += fmt::format("  {}/{}", s.policy.forward_staleness[w],
+                         s.policy.backward_staleness[w]);
+    out += "\n";
+  }
+  return out;
+}
+
+void run(SimulateOptions& o) {
+  schedule::Schedule s = build(o);
+  sim::CostModel costs = sim::uniform_cost_model(o.cost, s.chunks);
+  costs.p2p_latency_ms = o.latency_ms;
+  costs.bandwidth_bytes_per_ms = o.bandwidth;
+  costs.samples_per_microbatch = o.samples_per_microbatch;
+  if (o.samples_per_microbatch <= 0) fail("--samples-per-microbatch must be > 0");
+  sim::SimResult r = sim::simulate(s, costs);
+
+  schedule::GridOptions grid;
+  grid.show_transfers = o.show_transfers;
+  grid.show_versions = o.show_versions;
+  fmt::print("{}\n{}", schedule::format_grid(s, grid), summary(s, r, s.iterations >= 4));
+
+  sim::Timeline timeline = sim::timeline_from_simulation(s, r);
+  timeline.title = fmt::format("{}: p={} v={} m={} iterations={}  iteration {:.2f} ms", s.name,
+                               s.workers, s.chunks, s.microbatches, s.iterations, r.iteration_ms);
+  if (!o.svg.empty()) write_file(o.svg, sim::render_svg(timeline));
+  if (!o.trace.empty()) write_file(o.trace, sim::chrome_trace_json(timeline));
+  if (!o.csv_out.empty()) write_file(o.csv_out, schedule::to_csv(s));
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto o = std::make_shared<SimulateOptions>();
+  auto* cmd = app.add_subcommand("simulate", "Generate, validate and simulate a pipeline schedule");
+  std::string names;
+  for (const auto& name : schedule::schedule_names()) names += (names.empty() ? "" : ", ") + name;
+  cmd->add_option("--schedule", o->spec.name, "Schedule: " + names)->capture_default_str();
+  cmd->add_option("--stages,-p", o->spec.stages, "Pipeline workers p")->capture_default_str();
+  cmd->add_option("--microbatches,-m", o->spec.microbatches, "Microbatches per iteration")
+      ->capture_default_str();
+  cmd->add_option("--chunks,-v", o->spec.chunks, "Model chunks per worker (interleaved, bfs)")
+      ->capture_default_str();
+  cmd->add_option("--slices", o->spec.slices, "Token slices per microbatch (gpipe)")
+      ->capture_default_str();
+  cmd->add_option("--iterations", o->iterations,
+                  "Iterations (default: 1; 4 for no-flush schedules to see the steady state)");
+  cmd->add_option("--dp-width,-w", o->spec.dp_width, "Data-parallel replicas of each worker")
+      ->capture_default_str();
+  cmd->add_option("--forward-ms", o->cost.forward_ms, "Forward time of one worker's share")
+      ->capture_default_str();
+  cmd->add_option("--backward-ms", o->cost.backward_ms, "Full backward time (input + weight)")
+      ->capture_default_str();
+  cmd->add_option("--weight-ms", o->cost.weight_ms, "Weight-gradient part of the backward")
+      ->capture_default_str();
+  cmd->add_option("--optimizer-ms", o->cost.optimizer_ms, "Optimizer step time")
+      ->capture_default_str();
+  cmd->add_option("--allreduce-ms", o->cost.allreduce_ms, "Gradient all-reduce time (w > 1)")
+      ->capture_default_str();
+  cmd->add_option("--activation-bytes", o->cost.activation_bytes, "Activations per microbatch")
+      ->capture_default_str();
+  cmd->add_option("--weight-bytes", o->cost.weight_bytes, "Bytes of one weight version")
+      ->capture_default_str();
+  cmd->add_option("--transfer-bytes", o->cost.transfer_bytes, "Bytes sent between stages")
+      ->capture_default_str();
+  cmd->add_option("--latency-ms", o->latency_ms, "Point-to-point latency")->capture_default_str();
+  cmd->add_option("--bandwidth", o->bandwidth, "Link bandwidth in bytes/ms (0: infinite)")
+      ->capture_default_str();
+  cmd->add_option("--samples-per-microbatch", o->samples_per_microbatch, "For samples/s")
+      ->capture_default_str();
+  cmd->add_option("--svg", o->svg, "Write the SVG timeline here");
+  cmd->add_option("--trace", o->trace, "Write the Chrome-trace JSON here (Perfetto)");
+  cmd->add_option("--csv", o->csv_out, "Write the schedule as CSV here");
+  cmd->add_option("--load", o->csv_in, "Simulate this CSV schedule instead of generating one");
+  cmd->add_flag("--show-transfers", o->show_transfers, "Grid: also show send/recv/updates");
+  cmd->add_flag("--show-versions", o->show_versions, "Grid: show the weight version read");
+  cmd->callback([o] { run(*o); });
+}
+
+}  // namespace pipetrain::cli
