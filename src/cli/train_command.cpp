@@ -29,7 +29,7 @@ void run_train(const std::vector<std::string>& args) {
   options.run_dir = run_dir != arguments.options.end() ? run_dir->second : new_run_dir_name("runs");
   options.overwrite = has_flag(arguments, "--overwrite");
   options.progress = !has_flag(arguments, "--quiet");
-  options.data_root = PIPETRAIN_DATA_DIR;
+  options.data_root = PIPETRAIN_SOURCE_DIR;  // so data/... works from any folder
   const RunSummary summary = run_training(config, options);
   if (!summary.sample.empty()) fmt::print("\n--- sample ---\n{}\n--------------\n", summary.sample);
   fmt::print("done: {} steps in {:.0f} s, {:.0f} tokens/s, final loss {:.4f}, validation loss {:.4f}\n",

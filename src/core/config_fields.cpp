@@ -46,7 +46,7 @@ std::vector<FieldSpec> make_fields() {
       spec("train.seed", "seed for initialisation, data order and sampling", at(&C::train, &T::seed), 0),
       spec("train.threads", "compute threads; 0 = one per core", at(&C::train, &T::threads), 0),
       spec("data.path", "training text (bytes); relative paths are tried against the working "
-       "directory, then the install's data folder", at(&C::data, &DataConfig::path)),
+       "directory, then the pipetrain source folder", at(&C::data, &DataConfig::path)),
       spec("data.val_fraction", "fraction of the file (its tail) held out for validation",
        at(&C::data, &DataConfig::val_fraction), 0),
       spec("eval.every", "validate every N steps and at the last step; 0 = only at the end",
