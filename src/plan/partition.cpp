@@ -1,0 +1,91 @@
+#include "plan/partition.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+
+namespace pipetrain::plan {
+namespace {
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+}
+
+double stage_time(const std::vector<LayerCost>& layers, int first, int last, bool last_stage,
+                  const StageLimits& limits) {
+  double compute = 0;
+  for (int i = first; i < last; ++i) compute += layers[i].forward_s + layers[i].backward_s;
+  if (last_stage) return compute;
+  // The boundary activation goes forward and its gradient (same size) comes back.
+  const double transfer = limits.link_latency_s + layers[last - 1].output_bytes / limits.link_bandwidth;
+  return compute + 2 * transfer;
+}
+
+double stage_memory(const std::vector<LayerCost>& layers, int first, int last, int stage,
+                    int stages, const StageLimits& limits) {
+  const int in_flight = limits.gpipe_memory ? limits.microbatches
+                                            : std::min(stages - stage, limits.microbatches);
+  double weights = 0, activations = 0;
+  for (int i = first; i < last; ++i) {
+    weights += limits.weight_versions * layers[i].param_bytes + layers[i].optimizer_bytes;
+    activations += layers[i].activation_bytes;
+  }
+  return weights + in_flight * activations;
+}
+
+std::optional<Partition> balanced_partition(const std::vector<LayerCost>& layers, int stages,
+                                            const StageLimits& limits) {
+  const int n = static_cast<int>(layers.size());
+  if (stages < 1 || stages > n) fail("cannot cut {} layers into {} stages", n, stages);
+  // best[k][i]: the smallest bottleneck putting layers [0, i) on stages 0..k-1.
+  std::vector<std::vector<double>> best(stages + 1, std::vector<double>(n + 1, kInfinity));
+  std::vector<std::vector<int>> cut(stages + 1, std::vector<int>(n + 1, -1));
+  best[0][0] = 0;
+  for (int k = 1; k <= stages; ++k) {
+    const bool last_stage = k == stages;
+    for (int i = k; i <= n - (stages - k); ++i) {
+      if (last_stage && i != n) continue;
+      for (int j = k - 1; j < i; ++j) {
+        if (best[k - 1][j] == kInfinity) continue;
+        if (stage_memory(layers, j, i, k - 1, stages, limits) > limits.memory_bytes) continue;
+        const double value = std::max(best[k - 1][j], stage_time(layers, j, i, last_stage, limits));
+        if (value < best[k][i]) best[k][i] = value, cut[k][i] = j;
+      }
+    }
+  }
+  if (best[stages][n] == kInfinity) return std::nullopt;
+  std::vector<int> counts(stages);
+  for (int k = stages, i = n; k > 0; i = cut[k][i], --k) counts[k - 1] = i - cut[k][i];
+  return evaluate_partition(layers, counts, limits);
+}
+
+Partition evaluate_partition(const std::vector<LayerCost>& layers,
+                             const std::vector<int>& layer_counts, const StageLimits& limits) {
+  Partition partition;
+  partition.layer_counts = layer_counts;
+  const int stages = static_cast<int>(layer_counts.size());
+  int first = 0;
+  for (int s = 0; s < stages; ++s) {
+    const int last = first + layer_counts[s];
+    if (layer_counts[s] < 1 || last > static_cast<int>(layers.size())) {
+      fail("partition gives stage {} {} layers; every stage needs at least one of the {}", s,
+           layer_counts[s], layers.size());
+    }
+    partition.stage_time_s.push_back(stage_time(layers, first, last, s == stages - 1, limits));
+    partition.stage_memory_bytes.push_back(stage_memory(layers, first, last, s, stages, limits));
+    first = last;
+  }
+  if (first != static_cast<int>(layers.size())) {
+    fail("partition covers {} layers, the model has {}", first, layers.size());
+  }
+  partition.bottleneck_s =
+      *std::max_element(partition.stage_time_s.begin(), partition.stage_time_s.end());
+  return partition;
+}
+
+std::vector<int> equal_layer_counts(int layers, int stages) {
+  std::vector<int> counts(stages, layers / stages);
+  for (int s = 0; s < layers % stages; ++s) ++counts[stages - 1 - s];
+  return counts;
+}
+
+}  // namespace pipetrain::plan

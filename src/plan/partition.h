@@ -1,0 +1,53 @@
+#pragma once
+// Balanced partitioning of a layer list into contiguous pipeline stages (BaPipe): minimise the
+// slowest stage, counting its compute and the send of its output activation, subject to each
+// stage fitting in device memory. Exact dynamic programming, O(stages * layers^2).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipetrain::plan {
+
+struct LayerCost {
+  std::string name;
+  double forward_s = 0;         // per microbatch
+  double backward_s = 0;        // per microbatch (input + weight gradient)
+  double param_bytes = 0;       // weights of one version
+  double optimizer_bytes = 0;   // optimizer state for those weights
+  double activation_bytes = 0;  // stashed per in-flight microbatch
+  double output_bytes = 0;      // activation sent to the next stage per microbatch
+};
+
+struct StageLimits {
+  double memory_bytes = 1e300;   // per device
+  double link_bandwidth = 1e300; // bytes/s between consecutive stages
+  double link_latency_s = 0;
+  // Memory model of the schedule: stage s keeps in_flight(s) microbatches of activations and
+  // `weight_versions` copies of its weights (1F1B: in_flight = stages - s; GPipe: microbatches).
+  int weight_versions = 1;
+  int microbatches = 1;
+  bool gpipe_memory = false;  // in-flight = microbatches on every stage instead of stages - s
+};
+
+struct Partition {
+  std::vector<int> layer_counts;  // per stage, summing to the number of layers
+  double bottleneck_s = 0;        // slowest stage: compute + sending its output (fwd + bwd)
+  std::vector<double> stage_time_s, stage_memory_bytes;
+};
+
+// Time and memory of stage `stage` (0-based of `stages`) holding layers [first, last).
+double stage_time(const std::vector<LayerCost>& layers, int first, int last, bool last_stage,
+                  const StageLimits& limits);
+double stage_memory(const std::vector<LayerCost>& layers, int first, int last, int stage,
+                    int stages, const StageLimits& limits);
+
+// nullopt when no partition fits in memory.
+std::optional<Partition> balanced_partition(const std::vector<LayerCost>& layers, int stages,
+                                            const StageLimits& limits);
+// Scores a given partition with the same model (for comparisons and the planner).
+Partition evaluate_partition(const std::vector<LayerCost>& layers,
+                             const std::vector<int>& layer_counts, const StageLimits& limits);
+std::vector<int> equal_layer_counts(int layers, int stages);
+
+}  // namespace pipetrain::plan

@@ -1,0 +1,119 @@
+#include "plan/token_slicer.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+
+namespace pipetrain::plan {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// The slice boundaries allowed: multiples of the granularity, plus L itself.
+std::vector<int64_t> boundaries(int64_t length, int64_t granularity) {
+  std::vector<int64_t> points;
+  for (int64_t p = 0; p < length; p += granularity) points.push_back(p);
+  points.push_back(length);
+  return points;
+}
+
+}  // namespace
+
+double slicing_objective(const std::vector<int64_t>& slices, const SliceCost& cost, int stages) {
+  double sum = 0, slowest = 0;
+  int64_t context = 0;
+  for (int64_t length : slices) {
+    const double t = cost(length, context);
+    sum += t;
+    slowest = std::max(slowest, t);
+    context += length;
+  }
+  return sum + (stages - 1) * slowest;
+}
+
+Slicing optimal_token_slicing(int64_t sequence_length, int stages, const SliceCost& cost,
+                              int64_t granularity) {
+  if (sequence_length < 1 || stages < 1 || granularity < 1) {
+    fail("token slicing needs a positive sequence length, stage count and granularity");
+  }
+  const auto points = boundaries(sequence_length, granularity);
+  const size_t n = points.size();
+  // t[j][i]: time of the slice [points[j], points[i]) (context points[j]).
+  std::vector<std::vector<double>> t(n, std::vector<double>(n, kInfinity));
+  std::vector<double> candidates;
+  for (size_t j = 0; j < n; ++j) {
+    for (size_t i = j + 1; i < n; ++i) {
+      t[j][i] = cost(points[i] - points[j], points[j]);
+      candidates.push_back(t[j][i]);
+    }
+  }
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+
+  Slicing best;
+  best.total_s = kInfinity;
+  std::vector<double> sum(n);
+  std::vector<size_t> previous(n);
+  for (double t_max : candidates) {
+    if ((stages - 1) * t_max > best.total_s) break;  // the stopping rule
+    ++best.candidates_tried;
+    std::fill(sum.begin(), sum.end(), kInfinity);
+    sum[0] = 0;
+    for (size_t i = 1; i < n; ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (t[j][i] > t_max || sum[j] == kInfinity) continue;
+        if (sum[j] + t[j][i] < sum[i]) sum[i] = sum[j] + t[j][i], previous[i] = j;
+      }
+    }
+    if (sum[n - 1] == kInfinity) continue;
+    const double total = sum[n - 1] + (stages - 1) * t_max;
+    if (total < best.total_s) {
+      best.total_s = total;
+      best.slices.clear();
+      for (size_t i = n - 1; i > 0; i = previous[i]) best.slices.push_back(points[i] - points[previous[i]]);
+      std::reverse(best.slices.begin(), best.slices.end());
+    }
+  }
+  // Report the true objective (the slowest slice may be below the t_max that found it).
+  best.total_s = slicing_objective(best.slices, cost, stages);
+  int64_t context = 0;
+  for (int64_t length : best.slices) {
+    best.max_slice_s = std::max(best.max_slice_s, cost(length, context));
+    context += length;
+  }
+  return best;
+}
+
+Slicing uniform_token_slicing(int64_t sequence_length, int64_t slice_count, int stages,
+                              const SliceCost& cost) {
+  if (slice_count < 1 || slice_count > sequence_length) {
+    fail("cannot cut {} tokens into {} slices", sequence_length, slice_count);
+  }
+  Slicing slicing;
+  for (int64_t i = 0; i < slice_count; ++i) {
+    slicing.slices.push_back(sequence_length / slice_count + (i < sequence_length % slice_count ? 1 : 0));
+  }
+  slicing.total_s = slicing_objective(slicing.slices, cost, stages);
+  return slicing;
+}
+
+BatchSplit optimal_batch_split(int64_t batch,
+                               const std::function<double(int64_t)>& microbatch_time) {
+  if (batch < 1) fail("batch size must be positive, got {}", batch);
+  std::vector<double> best(batch + 1, kInfinity);
+  std::vector<int64_t> choice(batch + 1, 0);
+  best[0] = 0;
+  for (int64_t total = 1; total <= batch; ++total) {
+    for (int64_t size = 1; size <= total; ++size) {
+      const double value = best[total - size] + microbatch_time(size);
+      if (value < best[total]) best[total] = value, choice[total] = size;
+    }
+  }
+  BatchSplit split;
+  split.total_s = best[batch];
+  for (int64_t rest = batch; rest > 0; rest -= choice[rest]) split.microbatch_sizes.push_back(choice[rest]);
+  return split;
+}
+
+}  // namespace pipetrain::plan

@@ -1,0 +1,38 @@
+#pragma once
+// TeraPipe's token slicing (REFERENCE.md section 3): cut a sequence of L tokens into slices
+// l_1..l_n minimising T = sum_i t(l_i, c_i) + (K - 1) * max_j t(l_j, c_j), where c_i is the
+// context before slice i. Exact: for every candidate t_max (ascending) a DP finds the cheapest
+// slicing whose slices all take <= t_max; stop once (K - 1) * t_max alone exceeds the best T.
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace pipetrain::plan {
+
+// Latency of a slice of `length` tokens after `context` earlier tokens of the same sequence.
+using SliceCost = std::function<double(int64_t length, int64_t context)>;
+
+struct Slicing {
+  std::vector<int64_t> slices;  // lengths, in sequence order
+  double total_s = 0;           // the objective T
+  double max_slice_s = 0;
+  int candidates_tried = 0;     // t_max values examined before the stopping rule
+};
+
+double slicing_objective(const std::vector<int64_t>& slices, const SliceCost& cost, int stages);
+
+// Slices are multiples of `granularity` tokens (the last may be shorter if L is not a multiple).
+Slicing optimal_token_slicing(int64_t sequence_length, int stages, const SliceCost& cost,
+                              int64_t granularity = 8);
+Slicing uniform_token_slicing(int64_t sequence_length, int64_t slice_count, int stages,
+                              const SliceCost& cost);
+
+// TeraPipe's batch DP: split `batch` sequences into microbatches of possibly different sizes,
+// minimising sum of f(b) where f(b) is the best pipeline time of one microbatch of size b.
+struct BatchSplit {
+  std::vector<int64_t> microbatch_sizes;
+  double total_s = 0;
+};
+BatchSplit optimal_batch_split(int64_t batch, const std::function<double(int64_t)>& microbatch_time);
+
+}  // namespace pipetrain::plan

@@ -1,0 +1,100 @@
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "core/error.h"
+#include "plan/partition.h"
+
+namespace pipetrain::plan {
+namespace {
+
+// Every way to cut n layers into k non-empty contiguous stages.
+void compositions(int n, int k, std::vector<int>& prefix, std::vector<std::vector<int>>& out) {
+  if (k == 1) {
+    prefix.push_back(n);
+    out.push_back(prefix);
+    prefix.pop_back();
+    return;
+  }
+  for (int first = 1; first <= n - (k - 1); ++first) {
+    prefix.push_back(first);
+    compositions(n - first, k - 1, prefix, out);
+    prefix.pop_back();
+  }
+}
+
+std::vector<LayerCost> random_layers(std::mt19937& rng, int n) {
+  std::uniform_real_distribution<double> time(0.1, 5.0), bytes(1, 100);
+  std::vector<LayerCost> layers(n);
+  for (auto& layer : layers) {
+    layer.forward_s = time(rng);
+    layer.backward_s = 2 * time(rng);
+    layer.param_bytes = bytes(rng);
+    layer.optimizer_bytes = 2 * layer.param_bytes;
+    layer.activation_bytes = bytes(rng);
+    layer.output_bytes = bytes(rng);
+  }
+  return layers;
+}
+
+TEST(BalancedPartition, MatchesBruteForceOnRandomInstances) {
+  std::mt19937 rng(7);
+  int infeasible = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = 2 + trial % 9, stages = 1 + trial % std::min(n, 5);
+    const auto layers = random_layers(rng, n);
+    StageLimits limits;
+    limits.link_bandwidth = 50;
+    limits.link_latency_s = 0.05;
+    limits.microbatches = 1 + trial % 6;
+    limits.weight_versions = 1 + trial % 2;
+    limits.gpipe_memory = trial % 3 == 0;
+    limits.memory_bytes = trial % 4 == 0 ? 1e300 : 300 + 50 * (trial % 7);
+    std::vector<std::vector<int>> all;
+    std::vector<int> prefix;
+    compositions(n, stages, prefix, all);
+    double brute = std::numeric_limits<double>::infinity();
+    for (const auto& counts : all) {
+      const Partition p = evaluate_partition(layers, counts, limits);
+      const bool fits = std::all_of(p.stage_memory_bytes.begin(), p.stage_memory_bytes.end(),
+                                    [&](double m) { return m <= limits.memory_bytes; });
+      if (fits) brute = std::min(brute, p.bottleneck_s);
+    }
+    const auto dp = balanced_partition(layers, stages, limits);
+    if (brute == std::numeric_limits<double>::infinity()) {
+      EXPECT_FALSE(dp.has_value()) << "trial " << trial;
+      ++infeasible;
+      continue;
+    }
+    ASSERT_TRUE(dp.has_value()) << "trial " << trial;
+    EXPECT_NEAR(dp->bottleneck_s, brute, 1e-12) << "trial " << trial;
+    for (double memory : dp->stage_memory_bytes) EXPECT_LE(memory, limits.memory_bytes);
+  }
+  EXPECT_GT(infeasible, 0);  // the memory limit really bites in some trials
+}
+
+TEST(BalancedPartition, TiedHeadGetsFewerBlocksThanEqualCounts) {
+  // A GPT-like list: cheap embedding, 8 equal blocks, a head whose vocab matmul costs 3 blocks.
+  std::vector<LayerCost> layers(10);
+  layers[0].forward_s = 0.1, layers[0].backward_s = 0.1;
+  for (int i = 1; i <= 8; ++i) layers[i].forward_s = 1, layers[i].backward_s = 2;
+  layers[9].forward_s = 3, layers[9].backward_s = 6;
+  const StageLimits limits;
+  const auto balanced = balanced_partition(layers, 4, limits);
+  ASSERT_TRUE(balanced.has_value());
+  const Partition equal = evaluate_partition(layers, equal_layer_counts(10, 4), limits);
+  EXPECT_EQ(equal.layer_counts, (std::vector<int>{2, 2, 3, 3}));
+  EXPECT_DOUBLE_EQ(equal.bottleneck_s, 15);  // two blocks + the head
+  EXPECT_DOUBLE_EQ(balanced->bottleneck_s, 9);  // three blocks, or the head alone
+  EXPECT_EQ(balanced->layer_counts, (std::vector<int>{3, 3, 3, 1}));
+}
+
+TEST(BalancedPartition, BadRequestsAreUserErrors) {
+  const std::vector<LayerCost> layers(3);
+  EXPECT_THROW(balanced_partition(layers, 4, {}), UserError);
+  EXPECT_THROW(evaluate_partition(layers, {1, 1}, {}), UserError);
+  EXPECT_THROW(evaluate_partition(layers, {3, 0}, {}), UserError);
+}
+
+}  // namespace
+}  // namespace pipetrain::plan
