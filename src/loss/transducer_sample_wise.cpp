@@ -113,7 +113,7 @@ class SampleWiseTransducerFunction
         check_transducer_batch(B, enc.size(1), targets.size(1), V, targets,
                                at::tensor(len.logit_lengths), at::tensor(len.target_lengths),
                                call.options.blank);
-        bytes_per_position = static_cast<int64_t>(logits.element_size()) * (V + 3 * J);
+        bytes_per_position = static_cast<int64_t>(logits.element_size()) * (2 * V + 4 * J);
       }
       const at::Tensor grad = logits.detach();  // same storage: gradient overwrites logits
       for (int64_t g = 0; g < G; ++g) {
