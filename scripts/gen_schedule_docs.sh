@@ -47,10 +47,9 @@ SCHEDULES=(
   echo "tb != tf cannot always find such a point and then runs above Megatron's formula (e.g. p=4,"
   echo "m=16, v=2, tf=2, tb=3: 117.5 ms vs 87.5 ms); with tb = 2 tf (below) it is exact."
   echo
-  echo "**ZB-H1 memory.** Activations count as held until the W pass of their microbatch. Our"
-  echo "ZB-H1 keeps 1F1B's limit of p - r microbatches between F and B, but deferred W passes keep"
-  echo "more microbatches alive (up to m on worker 0 here); capping F - W at p - r instead costs"
-  echo "bubble (30 ms instead of 27 ms for this setting)."
+  echo "**ZB-H1 memory.** Activations count as held until the W pass of their microbatch. Worker"
+  echo "r runs 1F1B's order of F and B and defers each W by r B-passes, so no worker holds more"
+  echo "than p microbatches (1F1B's peak, on worker 0) and the bubble is (p-1)(tf + tb - tw)."
   echo
   echo "| schedule | iteration (ms) | bubble (worker 0) | peak activations (w0) | weight versions (w0) |"
   echo "|---|---|---|---|---|"
