@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   pipetrain::cli::add_train_command(app);
   pipetrain::cli::add_simulate_command(app);
+  pipetrain::cli::add_plan_command(app);
   pipetrain::cli::add_config_command(app);
   try {
     app.parse(argc, argv);

@@ -29,7 +29,7 @@ double stage_memory(const std::vector<LayerCost>& layers, int first, int last, i
     weights += limits.weight_versions * layers[i].param_bytes + layers[i].optimizer_bytes;
     activations += layers[i].activation_bytes;
   }
-  return weights + in_flight * activations;
+  return weights + in_flight * activations + limits.extra_bytes;
 }
 
 std::optional<Partition> balanced_partition(const std::vector<LayerCost>& layers, int stages,

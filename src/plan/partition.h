@@ -28,6 +28,7 @@ struct StageLimits {
   int weight_versions = 1;
   int microbatches = 1;
   bool gpipe_memory = false;  // in-flight = microbatches on every stage instead of stages - s
+  double extra_bytes = 0;     // per stage, whatever it holds (e.g. a recomputation workspace)
 };
 
 struct Partition {

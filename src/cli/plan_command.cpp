@@ -1,0 +1,49 @@
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/files.h"
+#include "core/text.h"
+#include "plan/planner.h"
+
+namespace pipetrain::cli {
+
+void add_plan_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "plan", "Plan pipeline depth, data-parallel width, microbatch size, recomputation and "
+              "schedule for a model on a cluster (analytic profile + simulator)");
+  static std::string model = "gpt-3.9b", cluster = "p3-16xlarge-x8", out, schedules;
+  static int64_t global_batch = 256;
+  static int top = 10;
+  cmd->add_option("--model", model, "gpt-355m, gpt-2.2b, gpt-3.9b, gpt3-1b, gpt3-13b, gpt3-44b, gpt3-175b")
+      ->capture_default_str();
+  cmd->add_option("--cluster", cluster, "a name in clusters/ or a cluster .toml path")->capture_default_str();
+  cmd->add_option("--global-batch", global_batch, "sequences per optimizer step")->capture_default_str();
+  cmd->add_option("--schedules", schedules, "comma-separated subset of 2bw,1f1b,gpipe,interleaved");
+  cmd->add_option("--top", top, "alternatives to show")->capture_default_str();
+  cmd->add_option("--out", out, "write the best plan as JSON here");
+  cmd->callback([] {
+    plan::PlanRequest request;
+    request.model = plan::find_gpt_shape(model);
+    request.cluster = plan::load_cluster(cluster, std::string(PIPETRAIN_SOURCE_DIR) + "/clusters");
+    request.global_batch = global_batch;
+    if (!schedules.empty()) request.schedules = split(schedules, ',');
+    for (const auto& name : request.schedules) {
+      if (name != "2bw" && name != "1f1b" && name != "gpipe" && name != "interleaved") {
+        throw UserError(fmt::format("--schedules: unknown schedule '{}' (2bw, 1f1b, gpipe, interleaved)", name));
+      }
+    }
+    const plan::PlanResult result = plan::plan_training(request);
+    fmt::print("{}", plan::format_plan_report(request, result, top));
+    if (result.ranked.empty()) fail("no plan fits in memory; try a larger cluster or smaller batch");
+    const auto& best = result.ranked.front();
+    fmt::print("\nbest: {} with d={} stages x w={} replicas, microbatch {} x {} microbatches, "
+               "recomputation {}, partition {}: {:.1f} samples/s predicted\n",
+               best.schedule, best.stages, best.dp_width, best.microbatch, best.microbatches,
+               best.recompute ? "on" : "off", fmt::join(best.partition, ","), best.samples_per_s);
+    if (!out.empty()) write_file_atomically(out, plan::plan_to_json(request, best).dump(2) + "\n");
+  });
+}
+
+}  // namespace pipetrain::cli

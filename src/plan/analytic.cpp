@@ -1,0 +1,92 @@
+#include "plan/analytic.h"
+
+#include "core/error.h"
+#include "core/text.h"
+
+namespace pipetrain::plan {
+
+double GptShape::parameters() const {
+  const double h = double(hidden);
+  return double(vocab) * h + double(seq_len) * h + double(layers) * (12 * h * h + 13 * h) + 2 * h;
+}
+
+const std::vector<GptShape>& known_gpt_shapes() {
+  static const std::vector<GptShape> shapes = {
+      {"gpt-355m", 24, 1024, 16, 512},  {"gpt-2.2b", 32, 2304, 32, 512},
+      {"gpt-3.9b", 32, 3072, 32, 512},  {"gpt3-1b", 24, 2048, 16, 2048},
+      {"gpt3-13b", 40, 5120, 40, 2048}, {"gpt3-44b", 96, 6144, 48, 2048},
+      {"gpt3-175b", 96, 12288, 96, 2048}};
+  return shapes;
+}
+
+GptShape find_gpt_shape(const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& shape : known_gpt_shapes()) {
+    if (shape.name == name) return shape;
+    names.push_back(shape.name);
+  }
+  fail("unknown model '{}' (known: {})", name, join(names, ", "));
+}
+
+double block_forward_flops(const GptShape& s, int64_t batch) {
+  const double b = double(batch), n = double(s.seq_len), h = double(s.hidden);
+  return 24 * b * n * h * h + 4 * b * n * n * h;
+}
+
+double head_forward_flops(const GptShape& s, int64_t batch) {
+  return 2 * double(batch) * double(s.seq_len) * double(s.hidden) * double(s.vocab);
+}
+
+std::vector<LayerCost> analytic_gpt_layers(const GptShape& shape, const ClusterSpec& cluster,
+                                           const AnalyticOptions& options) {
+  const double flops_per_s = cluster.device_flops * cluster.compute_efficiency;
+  const double value = cluster.bytes_per_value;
+  const double optimizer_per_param = value + (value < 4 ? 12.0 : 8.0);  // grads + states
+  const double b = double(options.microbatch), n = double(shape.seq_len), h = double(shape.hidden),
+               a = double(shape.heads), v = double(shape.vocab);
+  const double boundary_bytes = value * b * n * h;
+  // Activation bytes a block stashes per microbatch (Korthikanti et al. 2022, 16-bit):
+  // s b h (34 + 5 a s / h); scaled by value / 2 for other widths.
+  const double block_activations = n * b * h * (34 + 5 * a * n / h) * value / 2;
+
+  std::vector<LayerCost> layers;
+  LayerCost embedding{"embedding", 0, 0, value * (v * h + n * h), optimizer_per_param * (v * h + n * h),
+                      boundary_bytes, boundary_bytes};
+  embedding.forward_s = 2 * boundary_bytes / (cluster.intra_node_bandwidth * 8);  // a gather
+  embedding.backward_s = 2 * embedding.forward_s;
+  layers.push_back(embedding);
+  const double block_params = 12 * h * h + 13 * h;
+  const double forward = block_forward_flops(shape, options.microbatch) / flops_per_s;
+  for (int64_t i = 0; i < shape.layers; ++i) {
+    LayerCost block;
+    block.name = "block" + std::to_string(i);
+    block.forward_s = forward;
+    block.backward_s = (options.recompute ? 3 : 2) * forward;
+    block.param_bytes = value * block_params;
+    block.optimizer_bytes = optimizer_per_param * block_params;
+    block.activation_bytes = options.recompute ? boundary_bytes : block_activations;
+    block.output_bytes = boundary_bytes;
+    layers.push_back(block);
+  }
+  // The head: final norm + logits with the tied weight (its own copy on the last stage), plus
+  // the logits and their gradient in fp32 for the softmax.
+  LayerCost head;
+  head.name = "head";
+  head.forward_s = head_forward_flops(shape, options.microbatch) / flops_per_s;
+  head.backward_s = 2 * head.forward_s;
+  head.param_bytes = value * (v * h + 2 * h);
+  head.optimizer_bytes = optimizer_per_param * (v * h + 2 * h);
+  head.activation_bytes = 8 * b * n * v + 2 * boundary_bytes;
+  head.output_bytes = 0;
+  layers.push_back(head);
+  return layers;
+}
+
+double recompute_workspace_bytes(const GptShape& shape, const ClusterSpec& cluster,
+                                 const AnalyticOptions& options) {
+  if (!options.recompute) return 0;
+  const double b = double(options.microbatch), n = double(shape.seq_len), h = double(shape.hidden);
+  return n * b * h * (34 + 5 * double(shape.heads) * n / h) * cluster.bytes_per_value / 2;
+}
+
+}  // namespace pipetrain::plan

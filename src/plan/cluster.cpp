@@ -1,0 +1,78 @@
+#include "plan/cluster.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include <toml++/toml.h>
+
+#include "core/error.h"
+#include "core/files.h"
+
+namespace pipetrain::plan {
+namespace {
+
+double number(const toml::table& table, const char* key, double fallback, double minimum,
+              const std::string& origin) {
+  const toml::node* node = table.get(key);
+  if (node == nullptr) return fallback;
+  double value = 0;
+  if (node->is_integer()) {
+    value = static_cast<double>(node->as_integer()->get());
+  } else if (node->is_floating_point()) {
+    value = node->as_floating_point()->get();
+  } else {
+    fail("{}: {} must be a number", origin, key);
+  }
+  if (!(value >= minimum)) fail("{}: {} must be >= {:g}, got {:g}", origin, key, minimum, value);
+  return value;
+}
+
+}  // namespace
+
+ClusterSpec parse_cluster_toml(const std::string& text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& error) {
+    fail("{}:{}: malformed TOML: {}", origin, error.source().begin.line, error.description());
+  }
+  static const char* known[] = {"name", "description", "nodes", "devices_per_node",
+                                "device_memory_gb", "device_tflops", "compute_efficiency",
+                                "bytes_per_value", "intra_node_gbps", "intra_node_latency_us",
+                                "inter_node_gbps", "inter_node_latency_us"};
+  for (const auto& [key, node] : root) {
+    if (std::find(std::begin(known), std::end(known), key.str()) == std::end(known)) {
+      fail("{}: unknown cluster field '{}'", origin, key.str());
+    }
+  }
+  ClusterSpec c;
+  c.name = root["name"].value_or(std::string("unnamed"));
+  c.description = root["description"].value_or(std::string());
+  c.nodes = static_cast<int>(number(root, "nodes", 1, 1, origin));
+  c.devices_per_node = static_cast<int>(number(root, "devices_per_node", 1, 1, origin));
+  c.device_memory_bytes = number(root, "device_memory_gb", 16, 1e-3, origin) * 1e9;
+  c.device_flops = number(root, "device_tflops", 125, 1e-6, origin) * 1e12;
+  c.compute_efficiency = number(root, "compute_efficiency", 0.5, 1e-3, origin);
+  if (c.compute_efficiency > 1) fail("{}: compute_efficiency must be <= 1", origin);
+  c.bytes_per_value = number(root, "bytes_per_value", 2, 1, origin);
+  // Links are given in gigabits per second, as vendors quote them.
+  c.intra_node_bandwidth = number(root, "intra_node_gbps", 1200, 1e-3, origin) * 1e9 / 8;
+  c.intra_node_latency_s = number(root, "intra_node_latency_us", 5, 0, origin) * 1e-6;
+  c.inter_node_bandwidth = number(root, "inter_node_gbps", 25, 1e-3, origin) * 1e9 / 8;
+  c.inter_node_latency_s = number(root, "inter_node_latency_us", 20, 0, origin) * 1e-6;
+  return c;
+}
+
+ClusterSpec load_cluster(const std::string& name_or_path, const std::string& clusters_dir) {
+  std::string path = name_or_path;
+  if (!std::filesystem::exists(path)) {
+    path = (std::filesystem::path(clusters_dir) / (name_or_path + ".toml")).string();
+    if (!std::filesystem::exists(path)) {
+      fail("cluster '{}' not found (neither a file nor {}/<name>.toml)", name_or_path, clusters_dir);
+    }
+  }
+  return parse_cluster_toml(read_file(path), path);
+}
+
+}  // namespace pipetrain::plan

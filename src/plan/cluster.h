@@ -1,0 +1,29 @@
+#pragma once
+// A cluster description (TOML, see clusters/*.toml): what the planner and the analytic profile
+// need to know about the devices and the links between them.
+#include <string>
+
+namespace pipetrain::plan {
+
+struct ClusterSpec {
+  std::string name;
+  std::string description;
+  int nodes = 1;
+  int devices_per_node = 1;
+  double device_memory_bytes = 16e9;
+  double device_flops = 125e12;       // peak for the training dtype
+  double compute_efficiency = 0.5;    // share of peak large transformer GEMMs reach
+  double bytes_per_value = 2;         // 2: fp16/bf16 mixed precision, 4: fp32
+  double intra_node_bandwidth = 150e9;  // bytes/s per device (NVLink)
+  double intra_node_latency_s = 5e-6;
+  double inter_node_bandwidth = 3.125e9;  // bytes/s per node (25 Gbps)
+  double inter_node_latency_s = 20e-6;
+
+  int devices() const { return nodes * devices_per_node; }
+};
+
+ClusterSpec parse_cluster_toml(const std::string& text, const std::string& origin);
+// `name_or_path`: a .toml path, or a name looked up as <clusters_dir>/<name>.toml.
+ClusterSpec load_cluster(const std::string& name_or_path, const std::string& clusters_dir);
+
+}  // namespace pipetrain::plan

@@ -1,0 +1,225 @@
+#include "plan/planner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/text.h"
+#include "schedule/generators.h"
+#include "sim/simulator.h"
+
+namespace pipetrain::plan {
+namespace {
+
+// Ring all-reduce of `bytes` over `width` ranks.
+double allreduce_seconds(double bytes, int width, double bandwidth, double latency) {
+  if (width <= 1) return 0;
+  return 2.0 * (width - 1) / width * bytes / bandwidth + 2.0 * (width - 1) * latency;
+}
+
+struct Placement {
+  bool allreduce_inside_node, pipeline_crosses_nodes;
+  double p2p_bandwidth, p2p_latency, allreduce_bandwidth, allreduce_latency;
+};
+
+// Topology-aware placement: the w replicas of a stage share a node when they fit (all-reduce on
+// NVLink), consecutive stages fill a node before the next (pipeline traffic crosses nodes only
+// at node boundaries, where the node's replicas share its network link).
+Placement place(const ClusterSpec& c, int stages, int width) {
+  Placement p{};
+  p.allreduce_inside_node = width <= c.devices_per_node;
+  const int stages_per_node = p.allreduce_inside_node ? c.devices_per_node / width : 0;
+  p.pipeline_crosses_nodes = stages > 1 && (stages_per_node == 0 || stages > stages_per_node);
+  if (p.pipeline_crosses_nodes) {
+    p.p2p_bandwidth = c.inter_node_bandwidth / std::min(width, c.devices_per_node);
+    p.p2p_latency = c.inter_node_latency_s;
+  } else {
+    p.p2p_bandwidth = c.intra_node_bandwidth;
+    p.p2p_latency = c.intra_node_latency_s;
+  }
+  p.allreduce_bandwidth = p.allreduce_inside_node ? c.intra_node_bandwidth
+                                                  : c.inter_node_bandwidth / c.devices_per_node;
+  p.allreduce_latency = p.allreduce_inside_node ? c.intra_node_latency_s : c.inter_node_latency_s;
+  return p;
+}
+
+}  // namespace
+
+PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& schedule,
+                                 int stages, int64_t microbatch, bool recompute) {
+  const ClusterSpec& cluster = request.cluster;
+  PlanCandidate c;
+  c.schedule = schedule;
+  c.stages = stages;
+  c.dp_width = cluster.devices() / stages;
+  c.microbatch = microbatch;
+  c.recompute = recompute;
+  c.microbatches = request.global_batch / (microbatch * c.dp_width);
+  const int chunks = schedule == "interleaved" ? 2 : 1;
+  if (schedule == "2bw" && c.microbatches < stages) {
+    c.rejected = fmt::format("m = {} < d = {} (2BW needs m >= d)", c.microbatches, stages);
+    return c;
+  }
+  if (schedule == "interleaved" && (c.microbatches % stages != 0 || stages == 1)) {
+    c.rejected = "interleaved needs d > 1 and m divisible by d";
+    return c;
+  }
+  AnalyticOptions options{microbatch, recompute};
+  const auto layers = analytic_gpt_layers(request.model, cluster, options);
+  const Placement placement = place(cluster, stages, c.dp_width);
+  StageLimits limits;
+  limits.memory_bytes = cluster.device_memory_bytes;
+  limits.link_bandwidth = placement.p2p_bandwidth;
+  limits.link_latency_s = placement.p2p_latency;
+  limits.weight_versions = schedule == "2bw" ? 2 : 1;
+  limits.microbatches = static_cast<int>(c.microbatches);
+  limits.gpipe_memory = schedule == "gpipe";
+  limits.extra_bytes = recompute_workspace_bytes(request.model, cluster, options);
+  if (stages > static_cast<int>(layers.size())) {
+    c.rejected = fmt::format("{} stages for {} layers", stages, layers.size());
+    return c;
+  }
+  auto partition = balanced_partition(layers, stages, limits);
+  if (!partition) {
+    // Report how far the best-balanced partition is from fitting.
+    StageLimits unlimited = limits;
+    unlimited.memory_bytes = 1e300;
+    const auto best = balanced_partition(layers, stages, unlimited);
+    const double need = *std::max_element(best->stage_memory_bytes.begin(), best->stage_memory_bytes.end());
+    c.peak_memory_bytes = need;
+    c.rejected = fmt::format("memory: needs {} per device, has {}", format_bytes(need),
+                             format_bytes(cluster.device_memory_bytes));
+    return c;
+  }
+  c.partition = partition->layer_counts;
+  c.peak_memory_bytes = *std::max_element(partition->stage_memory_bytes.begin(),
+                                          partition->stage_memory_bytes.end());
+
+  sim::CostModel costs;
+  costs.stages.clear();
+  costs.p2p_latency_ms = placement.p2p_latency * 1e3;
+  costs.bandwidth_bytes_per_ms = placement.p2p_bandwidth / 1e3;
+  costs.samples_per_microbatch = double(microbatch);
+  double slowest_compute = 0, slowest_allreduce = 0;
+  int first = 0;
+  for (int s = 0; s < stages; ++s) {
+    sim::StageCost stage;
+    stage.forward_ms = stage.backward_ms = stage.weight_ms = 0;
+    stage.weight_bytes = stage.activation_bytes = 0;
+    double gradient_bytes = 0;
+    for (int i = first; i < first + c.partition[s]; ++i) {
+      stage.forward_ms += layers[i].forward_s * 1e3;
+      stage.backward_ms += layers[i].backward_s * 1e3;
+      stage.weight_bytes += layers[i].param_bytes;
+      stage.activation_bytes += layers[i].activation_bytes;
+      gradient_bytes += layers[i].param_bytes;
+    }
+    first += c.partition[s];
+    stage.weight_ms = stage.backward_ms / 2;
+    stage.transfer_bytes = layers[first - 1].output_bytes;
+    const double allreduce = allreduce_seconds(gradient_bytes, c.dp_width, placement.allreduce_bandwidth,
+                                               placement.allreduce_latency);
+    stage.allreduce_ms = allreduce * 1e3;
+    slowest_compute = std::max(slowest_compute, (stage.forward_ms + stage.backward_ms) / 1e3);
+    slowest_allreduce = std::max(slowest_allreduce, allreduce);
+    for (int v = 0; v < chunks; ++v) {  // interleaved: each stage's layers split over v chunks
+      sim::StageCost chunk = stage;
+      chunk.forward_ms /= chunks, chunk.backward_ms /= chunks, chunk.weight_ms /= chunks;
+      chunk.weight_bytes /= chunks, chunk.activation_bytes /= chunks, chunk.allreduce_ms /= chunks;
+      costs.stages.push_back(chunk);
+    }
+  }
+  if (chunks > 1) {  // CostModel stages are indexed chunk * p + worker
+    std::vector<sim::StageCost> ordered(costs.stages.size());
+    for (int s = 0; s < stages; ++s)
+      for (int v = 0; v < chunks; ++v) ordered[v * stages + s] = costs.stages[s * chunks + v];
+    costs.stages = ordered;
+  }
+  schedule::ScheduleSpec spec;
+  spec.name = schedule;
+  spec.stages = stages;
+  spec.microbatches = static_cast<int>(c.microbatches);
+  spec.chunks = chunks;
+  spec.iterations = schedule == "2bw" ? 4 : 1;
+  spec.dp_width = c.dp_width;
+  const sim::SimResult result = sim::simulate(schedule::make_schedule(spec), costs);
+  c.fits = true;
+  c.samples_per_s = result.samples_per_s;
+  c.iteration_s = result.iteration_ms / 1e3;
+  const double samples = double(request.global_batch);
+  c.compute_s_per_sample = slowest_compute * double(c.microbatches) / samples;
+  c.allreduce_s_per_sample = slowest_allreduce / samples;
+  c.other_s_per_sample = std::max(0.0, c.iteration_s / samples - c.compute_s_per_sample - c.allreduce_s_per_sample);
+  return c;
+}
+
+PlanResult plan_training(const PlanRequest& request) {
+  const int devices = request.cluster.devices();
+  if (request.global_batch < 1) fail("global batch must be positive");
+  PlanResult result;
+  for (int stages = 1; stages <= devices; ++stages) {
+    if (devices % stages != 0 || stages > request.model.layers + 2) continue;
+    const int width = devices / stages;
+    for (int64_t b : request.microbatch_sizes) {
+      if (request.global_batch % (b * width) != 0) continue;
+      for (bool recompute : request.recompute) {
+        for (const auto& schedule : request.schedules) {
+          if (stages == 1 && schedule != "1f1b") continue;  // d = 1 is plain data parallelism
+          PlanCandidate c = evaluate_candidate(request, schedule, stages, b, recompute);
+          (c.fits ? result.ranked : result.infeasible).push_back(std::move(c));
+        }
+      }
+    }
+  }
+  std::sort(result.ranked.begin(), result.ranked.end(),
+            [](const PlanCandidate& a, const PlanCandidate& b) { return a.samples_per_s > b.samples_per_s; });
+  if (result.ranked.empty()) return result;
+  const PlanCandidate& best = result.ranked.front();
+  for (auto& c : result.ranked) {
+    const double compute = c.compute_s_per_sample - best.compute_s_per_sample;
+    const double allreduce = c.allreduce_s_per_sample - best.allreduce_s_per_sample;
+    const double other = c.other_s_per_sample - best.other_s_per_sample;
+    if (&c == &best) {
+      c.lost_because = "best";
+    } else if (compute >= allreduce && compute >= other) {
+      c.lost_because = c.recompute ? "compute (recomputation, balance)" : "compute (balance, microbatch size)";
+    } else if (allreduce >= other) {
+      c.lost_because = "communication (gradient all-reduce)";
+    } else {
+      c.lost_because = "bubble / pipeline transfers";
+    }
+  }
+  return result;
+}
+
+std::string format_plan_report(const PlanRequest& request, const PlanResult& result, int top) {
+  std::string out = fmt::format(
+      "model {} ({:.2f}B parameters), cluster {} ({} devices, {} per device), global batch {}\n"
+      "{} candidate plans fit in memory, {} do not\n\n",
+      request.model.name, request.model.parameters() / 1e9, request.cluster.name,
+      request.cluster.devices(), format_bytes(request.cluster.device_memory_bytes),
+      request.global_batch, result.ranked.size(), result.infeasible.size());
+  out += "| rank | schedule | d | w | b | m | recompute | samples/s | peak memory | lost because |\n";
+  out += "|---|---|---|---|---|---|---|---|---|---|\n";
+  for (size_t i = 0; i < result.ranked.size() && static_cast<int>(i) < top; ++i) {
+    const auto& c = result.ranked[i];
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.1f} | {} | {} |\n", i + 1, c.schedule,
+                       c.stages, c.dp_width, c.microbatch, c.microbatches, c.recompute ? "yes" : "no",
+                       c.samples_per_s, format_bytes(c.peak_memory_bytes), c.lost_because);
+  }
+  return out;
+}
+
+nlohmann::json plan_to_json(const PlanRequest& request, const PlanCandidate& plan) {
+  return {{"model", request.model.name},          {"cluster", request.cluster.name},
+          {"global_batch", request.global_batch}, {"schedule", plan.schedule},
+          {"stages", plan.stages},                {"dp_width", plan.dp_width},
+          {"microbatch_size", plan.microbatch},   {"microbatches", plan.microbatches},
+          {"recompute", plan.recompute},          {"partition", plan.partition},
+          {"predicted_samples_per_s", plan.samples_per_s},
+          {"predicted_peak_memory_bytes", plan.peak_memory_bytes}};
+}
+
+}  // namespace pipetrain::plan

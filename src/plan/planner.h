@@ -1,0 +1,52 @@
+#pragma once
+// The 2BW planner: for a model, a cluster and a global batch, search pipeline depth d,
+// data-parallel width w (d * w = devices), microbatch size b, recomputation and schedule;
+// partition each candidate with the balanced partitioner, simulate its schedule, drop what does
+// not fit in device memory, and rank the rest by predicted throughput.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "plan/analytic.h"
+#include "plan/cluster.h"
+
+namespace pipetrain::plan {
+
+struct PlanRequest {
+  GptShape model;
+  ClusterSpec cluster;
+  int64_t global_batch = 256;
+  std::vector<std::string> schedules = {"2bw", "1f1b", "gpipe", "interleaved"};
+  std::vector<int64_t> microbatch_sizes = {1, 2, 4, 8, 16, 32};
+  std::vector<bool> recompute = {false, true};
+};
+
+struct PlanCandidate {
+  std::string schedule;
+  int stages = 1, dp_width = 1;
+  int64_t microbatch = 1, microbatches = 1;
+  bool recompute = false;
+  std::vector<int> partition;     // layers per stage over [embedding, blocks, head]
+  bool fits = false;
+  std::string rejected;           // why it cannot run (memory, m < d, ...)
+  double samples_per_s = 0;
+  double iteration_s = 0;
+  double peak_memory_bytes = 0;   // worst device
+  double compute_s_per_sample = 0, allreduce_s_per_sample = 0, other_s_per_sample = 0;
+  std::string lost_because;       // against the best plan
+};
+
+struct PlanResult {
+  std::vector<PlanCandidate> ranked;      // feasible, best first
+  std::vector<PlanCandidate> infeasible;
+};
+
+PlanResult plan_training(const PlanRequest& request);
+PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& schedule,
+                                 int stages, int64_t microbatch, bool recompute);
+std::string format_plan_report(const PlanRequest& request, const PlanResult& result, int top);
+nlohmann::json plan_to_json(const PlanRequest& request, const PlanCandidate& plan);
+
+}  // namespace pipetrain::plan

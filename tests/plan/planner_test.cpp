@@ -1,0 +1,77 @@
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "plan/planner.h"
+
+namespace pipetrain::plan {
+namespace {
+
+ClusterSpec p3_cluster() {
+  return load_cluster("p3-16xlarge-x8", std::string(PIPETRAIN_SOURCE_DIR) + "/clusters");
+}
+
+TEST(Analytic, ParameterCountsAndFlopsFollowTheShapes) {
+  const GptShape shape = find_gpt_shape("gpt-3.9b");
+  EXPECT_NEAR(shape.parameters() / 1e9, 3.78, 0.01);  // 32 x 12h^2 + vocab x h, h = 3072
+  EXPECT_NEAR(find_gpt_shape("gpt3-175b").parameters() / 1e9, 174.6, 0.5);
+  const GptShape tiny{"tiny", 2, 4, 2, 8, 16};
+  EXPECT_DOUBLE_EQ(block_forward_flops(tiny, 3), 24.0 * 3 * 8 * 16 + 4.0 * 3 * 64 * 4);
+  EXPECT_DOUBLE_EQ(head_forward_flops(tiny, 3), 2.0 * 3 * 8 * 4 * 16);
+  EXPECT_THROW(find_gpt_shape("gpt-9"), UserError);
+}
+
+TEST(Analytic, LayerListAndRecomputation) {
+  const GptShape shape = find_gpt_shape("gpt-2.2b");
+  const auto plain = analytic_gpt_layers(shape, p3_cluster(), {8, false});
+  const auto recompute = analytic_gpt_layers(shape, p3_cluster(), {8, true});
+  ASSERT_EQ(plain.size(), 34u);  // embedding, 32 blocks, head
+  EXPECT_DOUBLE_EQ(recompute[5].backward_s, 1.5 * plain[5].backward_s);  // one more forward
+  EXPECT_LT(recompute[5].activation_bytes, plain[5].activation_bytes / 10);
+  EXPECT_DOUBLE_EQ(plain[5].output_bytes, 2.0 * 8 * 512 * 2304);  // fp16 activations
+}
+
+TEST(Planner, RanksFeasiblePlansAndExplainsTheRest) {
+  PlanRequest request;
+  request.model = find_gpt_shape("gpt-3.9b");
+  request.cluster = p3_cluster();
+  request.global_batch = 256;
+  const PlanResult result = plan_training(request);
+  ASSERT_FALSE(result.ranked.empty());
+  for (size_t i = 1; i < result.ranked.size(); ++i) {
+    EXPECT_GE(result.ranked[i - 1].samples_per_s, result.ranked[i].samples_per_s);
+  }
+  for (const auto& c : result.ranked) {
+    EXPECT_LE(c.peak_memory_bytes, request.cluster.device_memory_bytes);
+    EXPECT_EQ(c.stages * c.dp_width, 64);
+    EXPECT_EQ(c.microbatch * c.microbatches * c.dp_width, 256);
+    if (c.schedule == "2bw") EXPECT_GE(c.microbatches, c.stages);
+    EXPECT_FALSE(c.lost_because.empty());
+  }
+  // 3.9B parameters with Adam (16 bytes each) cannot be replicated on 16 GB devices.
+  bool data_parallel_rejected = false;
+  for (const auto& c : result.infeasible) {
+    if (c.stages == 1) {
+      data_parallel_rejected = true;
+      EXPECT_NE(c.rejected.find("memory"), std::string::npos) << c.rejected;
+    }
+  }
+  EXPECT_TRUE(data_parallel_rejected);
+  // No flush beats a flush at the same configuration.
+  const auto two_bw = evaluate_candidate(request, "2bw", 8, 1, false);
+  const auto flush = evaluate_candidate(request, "1f1b", 8, 1, false);
+  ASSERT_TRUE(two_bw.fits && flush.fits);
+  EXPECT_GT(two_bw.samples_per_s, flush.samples_per_s);
+}
+
+TEST(Cluster, DescriptionsParseAndErrorsAreClear) {
+  const ClusterSpec c = p3_cluster();
+  EXPECT_EQ(c.devices(), 64);
+  EXPECT_DOUBLE_EQ(c.inter_node_bandwidth, 25e9 / 8);
+  EXPECT_THROW(parse_cluster_toml("nodes = \"many\"\n", "t"), UserError);
+  EXPECT_THROW(parse_cluster_toml("gpus = 3\n", "t"), UserError);
+  EXPECT_THROW(parse_cluster_toml("nodes = 0\n", "t"), UserError);
+  EXPECT_THROW(load_cluster("no-such-cluster", "/nonexistent"), UserError);
+}
+
+}  // namespace
+}  // namespace pipetrain::plan
