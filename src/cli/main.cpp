@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   pipetrain::cli::add_train_command(app);
   pipetrain::cli::add_simulate_command(app);
   pipetrain::cli::add_plan_command(app);
+  pipetrain::cli::add_terapipe_command(app);
   pipetrain::cli::add_config_command(app);
   try {
     app.parse(argc, argv);

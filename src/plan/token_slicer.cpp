@@ -34,7 +34,13 @@ double slicing_objective(const std::vector<int64_t>& slices, const SliceCost& co
 
 Slicing optimal_token_slicing(int64_t sequence_length, int stages, const SliceCost& cost,
                               int64_t granularity) {
-  if (sequence_length < 1 || stages < 1 || granularity < 1) {
+  if (stages < 1) fail("token slicing needs at least one stage");
+  return optimal_token_slicing_weighted(sequence_length, stages - 1, cost, granularity);
+}
+
+Slicing optimal_token_slicing_weighted(int64_t sequence_length, double max_weight,
+                                       const SliceCost& cost, int64_t granularity) {
+  if (sequence_length < 1 || max_weight < 0 || granularity < 1) {
     fail("token slicing needs a positive sequence length, stage count and granularity");
   }
   const auto points = boundaries(sequence_length, granularity);
@@ -56,7 +62,7 @@ Slicing optimal_token_slicing(int64_t sequence_length, int stages, const SliceCo
   std::vector<double> sum(n);
   std::vector<size_t> previous(n);
   for (double t_max : candidates) {
-    if ((stages - 1) * t_max > best.total_s) break;  // the stopping rule
+    if (max_weight * t_max > best.total_s) break;  // the stopping rule
     ++best.candidates_tried;
     std::fill(sum.begin(), sum.end(), kInfinity);
     sum[0] = 0;
@@ -67,7 +73,7 @@ Slicing optimal_token_slicing(int64_t sequence_length, int stages, const SliceCo
       }
     }
     if (sum[n - 1] == kInfinity) continue;
-    const double total = sum[n - 1] + (stages - 1) * t_max;
+    const double total = sum[n - 1] + max_weight * t_max;
     if (total < best.total_s) {
       best.total_s = total;
       best.slices.clear();
@@ -76,12 +82,15 @@ Slicing optimal_token_slicing(int64_t sequence_length, int stages, const SliceCo
     }
   }
   // Report the true objective (the slowest slice may be below the t_max that found it).
-  best.total_s = slicing_objective(best.slices, cost, stages);
+  double sum_s = 0;
   int64_t context = 0;
   for (int64_t length : best.slices) {
-    best.max_slice_s = std::max(best.max_slice_s, cost(length, context));
+    const double t = cost(length, context);
+    sum_s += t;
+    best.max_slice_s = std::max(best.max_slice_s, t);
     context += length;
   }
+  best.total_s = sum_s + max_weight * best.max_slice_s;
   return best;
 }
 

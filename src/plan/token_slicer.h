@@ -24,6 +24,10 @@ double slicing_objective(const std::vector<int64_t>& slices, const SliceCost& co
 // Slices are multiples of `granularity` tokens (the last may be shorter if L is not a multiple).
 Slicing optimal_token_slicing(int64_t sequence_length, int stages, const SliceCost& cost,
                               int64_t granularity = 8);
+// The same DP for T = sum_i t_i + max_weight * max_j t_j with any max_weight >= 0 (M microbatches
+// sliced alike: M * sum + (K - 1) * max = M * (sum + (K - 1) / M * max)). `total_s` is this T.
+Slicing optimal_token_slicing_weighted(int64_t sequence_length, double max_weight,
+                                       const SliceCost& cost, int64_t granularity = 8);
 Slicing uniform_token_slicing(int64_t sequence_length, int64_t slice_count, int stages,
                               const SliceCost& cost);
 

@@ -1,0 +1,47 @@
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "cli/commands.h"
+#include "plan/terapipe.h"
+
+namespace pipetrain::cli {
+
+void add_terapipe_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "terapipe-plan", "Token-slicing plan (TeraPipe DP) on an analytic latency model: slices, "
+                       "predicted time vs. no slicing and vs. uniform slicing");
+  static std::string model = "gpt3-175b", cluster = "p3-16xlarge-x48";
+  static int stages = 48, tensor_parallel = 8;
+  static int64_t batch = 2, microbatch = 1, seq = 0, granularity = 8;
+  cmd->add_option("--model", model, "gpt3-1b, gpt3-13b, gpt3-44b, gpt3-175b, gpt-3.9b, ...")->capture_default_str();
+  cmd->add_option("--cluster", cluster, "a name in clusters/ or a cluster .toml path")->capture_default_str();
+  cmd->add_option("--stages", stages, "pipeline stages K")->capture_default_str();
+  cmd->add_option("--tensor-parallel", tensor_parallel, "devices per stage (Megatron)")->capture_default_str();
+  cmd->add_option("--batch", batch, "sequences per step")->capture_default_str();
+  cmd->add_option("--microbatch", microbatch, "sequences per microbatch in the sliced run")->capture_default_str();
+  cmd->add_option("--seq", seq, "sequence length (default: the model's)");
+  cmd->add_option("--granularity", granularity, "slice lengths are multiples of this")->capture_default_str();
+  cmd->callback([] {
+    plan::TeraPipeSetup setup;
+    setup.model = plan::find_gpt_shape(model);
+    if (seq > 0) setup.model.seq_len = seq;
+    setup.cluster = plan::load_cluster(cluster, std::string(PIPETRAIN_SOURCE_DIR) + "/clusters");
+    setup.stages = stages;
+    setup.tensor_parallel = tensor_parallel;
+    setup.batch = batch;
+    setup.microbatch = microbatch;
+    setup.granularity = granularity;
+    const plan::TeraPipeComparison r = plan::compare_terapipe(setup);
+    fmt::print("{} on {} stages x {} devices, batch {}, sequence {}\n", setup.model.name, stages,
+               tensor_parallel, batch, setup.model.seq_len);
+    fmt::print("DP slices ({}): {}\n", r.dp.slices.size(), fmt::join(r.dp.slices, " "));
+    fmt::print("| method | predicted step time (s) | speedup over microbatches only |\n|---|---|---|\n");
+    fmt::print("| microbatches only (size 1) | {:.3f} | 1.00x |\n", r.microbatch_only_s);
+    fmt::print("| uniform slicing, {} slices | {:.3f} | {:.2f}x |\n", r.best_uniform.slices.size(),
+               r.uniform_s, r.microbatch_only_s / r.uniform_s);
+    fmt::print("| DP slicing, {} slices | {:.3f} | {:.2f}x |\n", r.dp.slices.size(), r.dp_s,
+               r.microbatch_only_s / r.dp_s);
+  });
+}
+
+}  // namespace pipetrain::cli

@@ -1,0 +1,58 @@
+#include "plan/terapipe.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace pipetrain::plan {
+
+double slice_latency_s(const TeraPipeSetup& setup, int64_t batch, int64_t length, int64_t context) {
+  const double b = double(batch), l = double(length), c = double(context),
+               h = double(setup.model.hidden);
+  const double layers = double(setup.model.layers) / setup.stages;
+  const double forward = layers * (24 * b * l * h * h + 4 * b * l * (c + l / 2) * h);
+  const double tokens = b * l;
+  const double efficiency =
+      setup.cluster.compute_efficiency * tokens / (tokens + setup.half_efficiency_tokens);
+  const double rate = setup.cluster.device_flops * efficiency * setup.tensor_parallel;
+  return 3 * forward / rate;
+}
+
+TeraPipeComparison compare_terapipe(const TeraPipeSetup& setup) {
+  const int64_t length = setup.model.seq_len;
+  if (setup.stages < 1 || setup.stages > setup.model.layers) {
+    fail("--stages must be between 1 and the model's {} layers", setup.model.layers);
+  }
+  if (setup.microbatch < 1 || setup.batch % setup.microbatch != 0) {
+    fail("--microbatch ({}) must divide --batch ({})", setup.microbatch, setup.batch);
+  }
+  const int k = setup.stages;
+  const double microbatches = double(setup.batch / setup.microbatch);
+  TeraPipeComparison out;
+  // Baseline: GPipe-style pipelining of whole sequences, one per microbatch.
+  out.microbatch_only_s =
+      (double(setup.batch) + k - 1) * slice_latency_s(setup, 1, length, 0);
+  const SliceCost cost = [&](int64_t l, int64_t c) { return slice_latency_s(setup, setup.microbatch, l, c); };
+  // With M microbatches sliced alike the pipeline runs every (microbatch, slice) once and fills
+  // and drains once: T = M * sum(t_i) + (K - 1) max(t_i) = M * (sum + (K - 1) / M * max).
+  auto total = [&](const Slicing& s) {
+    double sum = 0, slowest = 0;
+    int64_t context = 0;
+    for (int64_t l : s.slices) {
+      const double t = cost(l, context);
+      sum += t, slowest = std::max(slowest, t), context += l;
+    }
+    return microbatches * sum + (k - 1) * slowest;
+  };
+  out.dp = optimal_token_slicing_weighted(length, (k - 1) / microbatches, cost, setup.granularity);
+  out.dp_s = total(out.dp);
+  out.uniform_s = 1e300;
+  for (int64_t count = 1; count <= length / setup.granularity; count *= 2) {
+    Slicing uniform = uniform_token_slicing(length, count, k, cost);
+    const double t = total(uniform);
+    if (t < out.uniform_s) out.uniform_s = t, out.best_uniform = uniform;
+  }
+  return out;
+}
+
+}  // namespace pipetrain::plan
