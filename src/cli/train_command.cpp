@@ -3,6 +3,7 @@
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "core/files.h"
+#include "runtime/pipeline.h"
 #include "train/run.h"
 
 namespace pipetrain::cli {
@@ -14,6 +15,15 @@ Trains a GPT. With no arguments: the embedded default (byte-level GPT on
 data/tinyshakespeare.txt, a few minutes on 2 cores). Any config field can be
 overridden, e.g. --model.layers 8 --train.steps 200 (see docs/config.md).
 
+Pipeline shorthands (see docs/config.md, [pipeline]):
+  --stages P          pipeline stages, one worker process each (pipeline.stages)
+  --schedule NAME     gpipe | 1f1b (pipeline.schedule)
+  --microbatches M    microbatches per step (train.microbatches)
+  --dp-width W        data-parallel replicas (pipeline.dp_width)
+  --partition LIST    layer counts per stage, e.g. 3,3, or balanced (pipeline.partition)
+With --stages > 1 pipetrain spawns the workers itself; under torchrun (RANK,
+WORLD_SIZE, MASTER_ADDR, MASTER_PORT set) each process is one worker.
+
 Options:
   --run-dir DIR   run folder (default: runs/run-<date>-<time>)
   --overwrite     allow a run folder that already holds a run
@@ -21,7 +31,28 @@ Options:
   -h, --help      this text
 )";
 
-void run_train(const std::vector<std::string>& args) {
+// `--stages 2` -> `--pipeline.stages 2`, and so on.
+std::vector<std::string> expand_shorthands(const std::vector<std::string>& args) {
+  static const std::vector<std::pair<std::string, std::string>> shorthands = {
+      {"--stages", "--pipeline.stages"},       {"--schedule", "--pipeline.schedule"},
+      {"--microbatches", "--train.microbatches"}, {"--dp-width", "--pipeline.dp_width"},
+      {"--partition", "--pipeline.partition"}};
+  std::vector<std::string> out;
+  for (const auto& arg : args) {
+    std::string expanded = arg;
+    for (const auto& [shorthand, key] : shorthands) {
+      if (arg == shorthand) expanded = key;
+      if (arg.rfind(shorthand + "=", 0) == 0) expanded = key + arg.substr(shorthand.size());
+    }
+    out.push_back(expanded);
+  }
+  return out;
+}
+
+void report(const RunSummary& summary, const RunOptions& options);
+
+void run_train(const std::vector<std::string>& raw_args) {
+  const auto args = expand_shorthands(raw_args);
   const auto arguments = parse_config_arguments(args, {"--run-dir"}, {"--overwrite", "--quiet"});
   const Config config = resolve_config(arguments);
   RunOptions options;
@@ -30,7 +61,16 @@ void run_train(const std::vector<std::string>& args) {
   options.overwrite = has_flag(arguments, "--overwrite");
   options.progress = !has_flag(arguments, "--quiet");
   options.data_root = PIPETRAIN_SOURCE_DIR;  // so data/... works from any folder
-  const RunSummary summary = run_training(config, options);
+  if (runtime::is_pipeline_run(config)) {
+    const auto pipeline_summary = runtime::run_pipeline(config, options, raw_args);
+    if (!pipeline_summary) return;  // a worker: the launcher or the last stage reports
+    report(*pipeline_summary, options);
+    return;
+  }
+  report(run_training(config, options), options);
+}
+
+void report(const RunSummary& summary, const RunOptions& options) {
   if (!summary.sample.empty()) fmt::print("\n--- sample ---\n{}\n--------------\n", summary.sample);
   fmt::print("done: {} steps in {:.0f} s, {:.0f} tokens/s, final loss {:.4f}, validation loss {:.4f}\n",
              summary.steps, summary.seconds, summary.tokens_per_s, summary.final_loss,

@@ -57,6 +57,17 @@ struct SampleConfig {
   std::string prompt = "ROMEO:";
 };
 
+// Pipeline-parallel runs (src/runtime): one worker process per stage, spawned by `pipetrain
+// train` itself or by torchrun (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT in the environment).
+struct PipelineConfig {
+  int64_t stages = 1;               // p; 1 = the single-process trainer
+  std::string schedule = "1f1b";    // gpipe | 1f1b (synchronous schedules)
+  std::string partition = "balanced";  // "balanced" (by parameter count) or counts "3,3"
+  int64_t dp_width = 1;             // data-parallel replicas of every stage
+  double timeout_s = 120;           // rendezvous and every send/recv/all-reduce
+  std::string master_addr = "127.0.0.1";  // rendezvous address when spawning workers
+};
+
 struct Config {
   ModelConfig model;
   TrainConfig train;
@@ -64,6 +75,7 @@ struct Config {
   EvalConfig eval;
   LogConfig log;
   SampleConfig sample;
+  PipelineConfig pipeline;
 };
 
 using FieldPtr = std::variant<int64_t*, double*, std::string*>;

@@ -58,6 +58,18 @@ std::vector<FieldSpec> make_fields() {
       spec("sample.temperature", "sampling temperature", at(&C::sample, &SampleConfig::temperature),
        0),
       spec("sample.prompt", "text the sample starts from", at(&C::sample, &SampleConfig::prompt)),
+      spec("pipeline.stages", "pipeline stages (one worker process each); 1 = single process",
+       at(&C::pipeline, &PipelineConfig::stages), 1),
+      spec("pipeline.schedule", "pipeline schedule", at(&C::pipeline, &PipelineConfig::schedule), 0,
+       {"gpipe", "1f1b"}),
+      spec("pipeline.partition", "\"balanced\" (by parameter count) or layer counts per stage over "
+       "embedding + blocks + head, e.g. \"3,3\"", at(&C::pipeline, &PipelineConfig::partition)),
+      spec("pipeline.dp_width", "data-parallel replicas of every stage",
+       at(&C::pipeline, &PipelineConfig::dp_width), 1),
+      spec("pipeline.timeout_s", "seconds before rendezvous or a send/recv/all-reduce gives up",
+       at(&C::pipeline, &PipelineConfig::timeout_s), 1),
+      spec("pipeline.master_addr", "rendezvous address when pipetrain spawns the workers itself",
+       at(&C::pipeline, &PipelineConfig::master_addr)),
   };
 }
 

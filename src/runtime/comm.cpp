@@ -1,0 +1,161 @@
+#include "runtime/comm.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/torch.h>
+
+#include "core/error.h"
+
+namespace pipetrain::runtime {
+namespace {
+
+std::string first_line(const std::exception& error) {
+  std::string message = error.what();
+  return message.substr(0, message.find('\n'));  // libtorch appends a backtrace
+}
+
+}  // namespace
+
+struct StoreHost::Impl {
+  c10::intrusive_ptr<c10d::TCPStore> store;
+};
+
+StoreHost::StoreHost(const std::string& addr, std::chrono::milliseconds timeout)
+    : impl_(std::make_unique<Impl>()) {
+  c10d::TCPStoreOptions options;
+  options.port = 0;  // the OS picks a free port: parallel runs never collide
+  options.isServer = true;
+  options.waitWorkers = false;
+  options.timeout = timeout;
+  try {
+    impl_->store = c10::make_intrusive<c10d::TCPStore>(addr, options);
+  } catch (const std::exception& error) {
+    fail("cannot host the rendezvous store on {}: {}", addr, first_line(error));
+  }
+}
+
+StoreHost::~StoreHost() = default;
+int StoreHost::port() const { return impl_->store->getPort(); }
+
+struct Comm::Impl {
+  int rank = 0, world = 1;
+  std::chrono::milliseconds timeout;
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> options;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group, pair_group;
+  int pair_peer = -1;
+  struct PendingSend {
+    at::Tensor tensor;
+    c10::intrusive_ptr<c10d::Work> work;
+    int peer;
+  };
+  std::vector<PendingSend> pending;
+
+  [[noreturn]] void lost(const std::string& what, int peer, const std::exception& error) const {
+    fail("rank {}: {} {} failed (a worker died or the {} s timeout passed): {}", rank, what,
+         peer >= 0 ? fmt::format("with rank {}", peer) : std::string("across ranks"),
+         timeout.count() / 1000, first_line(error));
+  }
+};
+
+Comm::Comm(const WorkerEnvironment& env, std::chrono::milliseconds timeout)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->rank = env.rank;
+  impl_->world = env.world_size;
+  impl_->timeout = timeout;
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<uint16_t>(env.master_port);
+  store_options.isServer = env.rank == 0 && !env.store_hosted_elsewhere;
+  store_options.numWorkers = env.world_size;
+  store_options.waitWorkers = false;
+  store_options.timeout = timeout;
+  try {
+    impl_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
+    impl_->options = c10d::ProcessGroupGloo::Options::create(timeout);
+    impl_->options->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForHostname(env.master_addr));
+    impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env.rank,
+                                                               env.world_size, impl_->options);
+  } catch (const std::exception& error) {
+    fail("rank {}: rendezvous at {}:{} failed within {} s: {}", env.rank, env.master_addr,
+         env.master_port, timeout.count() / 1000, first_line(error));
+  }
+}
+
+Comm::~Comm() = default;
+int Comm::rank() const { return impl_->rank; }
+int Comm::world_size() const { return impl_->world; }
+
+void Comm::send(const at::Tensor& tensor, int peer, int tag) {
+  std::vector<at::Tensor> tensors{tensor.detach().contiguous()};
+  try {
+    auto work = impl_->group->send(tensors, peer, tag);
+    impl_->pending.push_back({tensors[0], work, peer});
+  } catch (const std::exception& error) {
+    impl_->lost("send", peer, error);
+  }
+}
+
+void Comm::wait_sends() {
+  for (auto& send : impl_->pending) {
+    try {
+      send.work->wait(impl_->timeout);
+    } catch (const std::exception& error) {
+      impl_->lost("send", send.peer, error);
+    }
+  }
+  impl_->pending.clear();
+}
+
+at::Tensor Comm::recv(std::vector<int64_t> shape, at::ScalarType dtype, int peer, int tag) {
+  std::vector<at::Tensor> tensors{torch::empty(shape, torch::dtype(dtype))};
+  try {
+    impl_->group->recv(tensors, peer, tag)->wait(impl_->timeout);
+  } catch (const std::exception& error) {
+    impl_->lost("receive", peer, error);
+  }
+  return tensors[0];
+}
+
+double Comm::all_reduce_sum(double value) {
+  std::vector<at::Tensor> tensors{torch::full({1}, value, torch::kFloat64)};
+  try {
+    impl_->group->allreduce(tensors)->wait(impl_->timeout);
+  } catch (const std::exception& error) {
+    impl_->lost("all-reduce", -1, error);
+  }
+  return tensors[0].item<double>();
+}
+
+void Comm::barrier() {
+  try {
+    impl_->group->barrier()->wait(impl_->timeout);
+  } catch (const std::exception& error) {
+    impl_->lost("barrier", -1, error);
+  }
+}
+
+void Comm::join_pair_group(int a, int b) {
+  const int me = impl_->rank == a ? 0 : 1;
+  impl_->pair_peer = me == 0 ? b : a;
+  try {
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(fmt::format("pair-{}-{}", a, b),
+                                                           impl_->store);
+    impl_->pair_group =
+        c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, me, 2, impl_->options);
+  } catch (const std::exception& error) {
+    impl_->lost("tied-weight group setup", impl_->pair_peer, error);
+  }
+}
+
+void Comm::pair_all_reduce_sum(at::Tensor& tensor) {
+  std::vector<at::Tensor> tensors{tensor};
+  try {
+    impl_->pair_group->allreduce(tensors)->wait(impl_->timeout);
+  } catch (const std::exception& error) {
+    impl_->lost("tied-weight all-reduce", impl_->pair_peer, error);
+  }
+}
+
+}  // namespace pipetrain::runtime

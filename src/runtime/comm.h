@@ -1,0 +1,62 @@
+#pragma once
+// Point-to-point and collective communication between pipeline workers: c10d TCPStore for the
+// rendezvous and ProcessGroupGloo over TCP. Every failure (dead peer, timeout) becomes a
+// UserError naming the rank, never an abort. c10d headers stay in comm.cpp.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace pipetrain::runtime {
+
+// The torchrun contract: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK.
+struct WorkerEnvironment {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  bool store_hosted_elsewhere = false;  // pipetrain's launcher hosts the store (no port race)
+};
+
+// Hosts the rendezvous store on an OS-chosen free port (the launcher keeps it alive).
+class StoreHost {
+ public:
+  StoreHost(const std::string& addr, std::chrono::milliseconds timeout);
+  ~StoreHost();
+  int port() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+class Comm {
+ public:
+  Comm(const WorkerEnvironment& env, std::chrono::milliseconds timeout);
+  ~Comm();
+  int rank() const;
+  int world_size() const;
+
+  // Asynchronous send: the tensor is kept alive until wait_sends(), so compute overlaps the
+  // transfer. Shapes on both sides come from the config, so Gloo never sees a size mismatch.
+  void send(const at::Tensor& tensor, int peer, int tag);
+  void wait_sends();
+  // Blocking receive into a fresh tensor of the given shape and dtype.
+  at::Tensor recv(std::vector<int64_t> shape, at::ScalarType dtype, int peer, int tag);
+
+  double all_reduce_sum(double value);  // over all ranks
+  void barrier();
+
+  // A two-rank group for the tied embedding/head weight. Collective among `a` and `b` only.
+  void join_pair_group(int a, int b);
+  void pair_all_reduce_sum(at::Tensor& tensor);  // in place, both members of the pair
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pipetrain::runtime

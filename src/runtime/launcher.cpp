@@ -1,0 +1,199 @@
+// The launcher: spawns one worker process per stage, watches them, stops all on a failure.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "runtime/comm.h"
+#include "runtime/pipeline.h"
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+
+namespace pipetrain::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Worker {
+  int rank = 0;
+  pid_t pid = -1;
+  bool done = false;
+  int status = 0;
+  Clock::time_point ended;
+};
+
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) {
+    return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  }
+  return fmt::format("exited with status {}", WEXITSTATUS(status));
+}
+
+bool failed(const Worker& w) { return w.done && !(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0); }
+
+// The environment of one worker: ours plus the torchrun variables.
+std::vector<std::string> worker_environment(int rank, int world, const std::string& addr,
+                                            int port, const std::string& run_dir, bool progress) {
+  std::vector<std::string> env;
+  const std::vector<std::string> ours = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                         "MASTER_PORT", "PIPETRAIN_"};
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    bool replaced = false;
+    for (const auto& name : ours) replaced |= entry.rfind(name, 0) == 0;
+    if (!replaced || entry.rfind("PIPETRAIN_FAULT", 0) == 0) env.push_back(entry);
+  }
+  env.push_back(fmt::format("RANK={}", rank));
+  env.push_back(fmt::format("LOCAL_RANK={}", rank));
+  env.push_back(fmt::format("WORLD_SIZE={}", world));
+  env.push_back("MASTER_ADDR=" + addr);
+  env.push_back(fmt::format("MASTER_PORT={}", port));
+  env.push_back("PIPETRAIN_STORE_HOSTED=1");
+  env.push_back("PIPETRAIN_RUN_DIR=" + run_dir);
+  env.push_back(fmt::format("PIPETRAIN_PROGRESS={}", progress ? 1 : 0));
+  return env;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+pid_t spawn(std::vector<std::string> argv, std::vector<std::string> env) {
+  auto c_argv = c_strings(argv);
+  auto c_env = c_strings(env);  // built before fork: the child only calls exec
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) fail("cannot start a worker process: {}", std::strerror(errno));
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // no orphans if the launcher dies
+    if (getppid() != parent) _exit(127);
+    execve("/proc/self/exe", c_argv.data(), c_env.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+void reap(std::vector<Worker>& workers) {
+  for (auto& w : workers) {
+    if (w.done) continue;
+    if (waitpid(w.pid, &w.status, WNOHANG) == w.pid) w.done = true, w.ended = Clock::now();
+  }
+}
+
+bool all_done(const std::vector<Worker>& workers) {
+  for (const auto& w : workers) if (!w.done) return false;
+  return true;
+}
+
+// Waits up to `limit` for every worker to end; true if all did.
+bool wait_all(std::vector<Worker>& workers, std::chrono::milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  while (true) {
+    reap(workers);
+    if (all_done(workers)) return true;
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void signal_all(const std::vector<Worker>& workers, int sig) {
+  for (const auto& w : workers) if (!w.done) kill(w.pid, sig);
+}
+
+// The root cause: a worker killed by a signal we did not send, else the first to fail.
+const Worker& first_failure(const std::vector<Worker>& workers) {
+  const Worker* best = nullptr;
+  for (const auto& w : workers) {
+    if (!failed(w)) continue;
+    const bool signalled = WIFSIGNALED(w.status);
+    const bool best_signalled = best != nullptr && WIFSIGNALED(best->status);
+    if (best == nullptr || (signalled && !best_signalled) ||
+        (signalled == best_signalled && w.ended < best->ended)) {
+      best = &w;
+    }
+  }
+  return *best;
+}
+
+}  // namespace
+
+RunSummary launch_pipeline_workers(const Config& config, const RunOptions& options,
+                                   const std::vector<std::string>& train_args) {
+  prepare_run_dir(options.run_dir, options.overwrite);
+  write_file_atomically((fs::path(options.run_dir) / "config.toml").string(), to_toml(config));
+  const int world = int(config.pipeline.stages * config.pipeline.dp_width);
+  const auto timeout = std::chrono::milliseconds(int64_t(config.pipeline.timeout_s * 1000));
+  StoreHost store(config.pipeline.master_addr, timeout);
+
+  std::vector<std::string> argv = {"pipetrain", "train"};
+  argv.insert(argv.end(), train_args.begin(), train_args.end());
+  std::vector<Worker> workers;
+  std::ofstream pids(fs::path(options.run_dir) / "workers.pid");
+  for (int rank = 0; rank < world; ++rank) {
+    Worker w;
+    w.rank = rank;
+    w.pid = spawn(argv, worker_environment(rank, world, config.pipeline.master_addr, store.port(),
+                                           options.run_dir, options.progress));
+    pids << w.pid << "\n";
+    workers.push_back(w);
+  }
+  pids.close();
+
+  while (true) {
+    reap(workers);
+    if (all_done(workers)) break;
+    bool any_failed = false;
+    for (const auto& w : workers) any_failed |= failed(w);
+    if (any_failed) {
+      // Peers of a dead worker usually notice at once (closed socket); give them a moment to
+      // report, then stop the rest.
+      if (!wait_all(workers, std::chrono::seconds(2))) {
+        signal_all(workers, SIGTERM);
+        if (!wait_all(workers, std::chrono::seconds(3))) {
+          signal_all(workers, SIGKILL);
+          wait_all(workers, std::chrono::seconds(10));
+        }
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (const auto& w : workers) {
+    if (failed(w)) {
+      const Worker& cause = first_failure(workers);
+      fail("pipeline worker rank {} (stage {}) {}; all {} workers stopped", cause.rank,
+           cause.rank % config.pipeline.stages, describe_status(cause.status), world);
+    }
+  }
+  std::ifstream in(fs::path(options.run_dir) / "summary.json");
+  const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  RunSummary summary;
+  summary.steps = config.train.steps;
+  if (json.is_object()) {
+    summary.final_loss = json.value("final_loss", 0.0);
+    summary.final_val_loss = json.value("final_val_loss", 0.0);
+    summary.tokens_per_s = json.value("tokens_per_s", 0.0);
+    summary.seconds = json.value("seconds", 0.0);
+  }
+  std::ifstream sample_in(fs::path(options.run_dir) / "sample.txt");
+  summary.sample.assign((std::istreambuf_iterator<char>(sample_in)), std::istreambuf_iterator<char>());
+  while (!summary.sample.empty() && summary.sample.back() == '\n') summary.sample.pop_back();
+  return summary;
+}
+
+}  // namespace pipetrain::runtime

@@ -1,0 +1,32 @@
+#pragma once
+// Entry points of a pipeline-parallel run, free of libtorch headers so the CLI compiles fast.
+//
+// `pipetrain train --stages 2` (no RANK in the environment) is the launcher: it hosts the
+// rendezvous store on a free port, spawns one worker per stage by re-executing the same binary
+// with the torchrun variables set, watches them, and stops all of them if one fails.
+// With RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set (torchrun, or our launcher) the process is
+// one worker: rank = pipeline stage.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "train/run.h"
+
+namespace pipetrain::runtime {
+
+bool is_pipeline_run(const Config& config);  // stages * dp_width > 1
+bool started_as_worker();                    // RANK is set in the environment
+
+// Launcher or worker, whichever this process is. `train_args` are the arguments after
+// `pipetrain train`, passed unchanged to the workers. Returns the run's summary where this
+// process should report it (the launcher; a torchrun worker holding the last stage).
+std::optional<RunSummary> run_pipeline(const Config& config, const RunOptions& options,
+                                       const std::vector<std::string>& train_args);
+
+// Internal pieces, exposed for tests.
+std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOptions& options);
+RunSummary launch_pipeline_workers(const Config& config, const RunOptions& options,
+                                   const std::vector<std::string>& train_args);
+
+}  // namespace pipetrain::runtime

@@ -1,0 +1,245 @@
+// One pipeline worker's whole run: rendezvous, the training loop, metrics and progress (on the
+// last stage, which alone knows the loss), validation, per-stage checkpoints, the sample.
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "core/machine.h"
+#include "core/progress.h"
+#include "core/text.h"
+#include "io/metrics.h"
+#include "io/plot.h"
+#include "model/state_io.h"
+#include "runtime/comm.h"
+#include "runtime/pipeline.h"
+#include "runtime/stage_executor.h"
+#include "schedule/generators.h"
+
+namespace fs = std::filesystem;
+
+namespace pipetrain::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? std::string(value) : fallback;
+}
+
+int env_int(const char* name, int fallback) {
+  const std::string text = env_or(name, "");
+  if (text.empty()) return fallback;
+  try {
+    return std::stoi(text);
+  } catch (const std::exception&) {
+    fail("environment variable {}: expected an integer, got '{}'", name, text);
+  }
+}
+
+WorkerEnvironment environment_from_env(const Config& config) {
+  WorkerEnvironment env;
+  env.rank = env_int("RANK", 0);
+  env.world_size = env_int("WORLD_SIZE", 1);
+  env.local_rank = env_int("LOCAL_RANK", env.rank);
+  env.master_addr = env_or("MASTER_ADDR", config.pipeline.master_addr);
+  env.master_port = env_int("MASTER_PORT", 29500);
+  env.store_hosted_elsewhere = env_or("PIPETRAIN_STORE_HOSTED", "0") == "1";
+  const int expected = int(config.pipeline.stages * config.pipeline.dp_width);
+  if (env.world_size != expected) {
+    fail("WORLD_SIZE is {} but pipeline.stages x pipeline.dp_width is {}", env.world_size, expected);
+  }
+  if (env.rank < 0 || env.rank >= env.world_size) fail("RANK {} outside 0..{}", env.rank, env.world_size - 1);
+  return env;
+}
+
+schedule::Schedule make_run_schedule(const Config& config) {
+  schedule::ScheduleSpec spec;
+  spec.name = config.pipeline.schedule;
+  spec.stages = int(config.pipeline.stages);
+  spec.microbatches = int(config.train.microbatches);
+  auto s = schedule::make_schedule(spec);
+  if (s.policy.kind != schedule::WeightPolicyKind::Sync || s.chunks != 1) {
+    fail("pipeline.schedule '{}' is not supported by the runtime yet (synchronous, one chunk per "
+         "worker only)", config.pipeline.schedule);
+  }
+  return s;
+}
+
+// Test hook: PIPETRAIN_FAULT=RANK:STEP makes that rank kill itself before that step.
+void maybe_inject_fault(int rank, int64_t step) {
+  const std::string fault = env_or("PIPETRAIN_FAULT", "");
+  if (fault.empty()) return;
+  const auto colon = fault.find(':');
+  if (std::stoi(fault.substr(0, colon)) == rank && std::stoll(fault.substr(colon + 1)) == step) {
+    std::raise(SIGKILL);
+  }
+}
+
+void write_loss_plot(const std::string& path, const std::vector<std::pair<double, double>>& train,
+                     const std::vector<std::pair<double, double>>& val) {
+  const std::vector<PlotSeries> series = {{"train loss", "#1f77b4", train},
+                                          {"validation loss", "#d62728", val}};
+  write_file_atomically(path, render_line_plot_svg(series, "pipetrain: loss (pipeline)", "step",
+                                                   "loss (nats/token)"));
+}
+
+// The last stage rebuilds the whole model from every stage's file: one model.safetensors, the
+// same as a single-process run's, and the text sample.
+std::string assemble_model_and_sample(const Config& config, const fs::path& checkpoint_dir,
+                                      int stages, double val_loss) {
+  auto model = make_gpt(gpt_config_from(config.model), uint64_t(config.train.seed));
+  std::vector<TensorEntry> all;
+  for (int s = 0; s < stages; ++s) {
+    const auto path = checkpoint_dir / fmt::format("stage{}.safetensors", s);
+    for (auto& entry : decode_safetensors(read_file(path.string()), path.string())) {
+      all.push_back(std::move(entry));
+    }
+  }
+  load_module_entries(*model, all, checkpoint_dir.string());
+  write_file_atomically((checkpoint_dir / "model.safetensors").string(),
+                        encode_safetensors(module_entries(*model)));
+  const nlohmann::json sidecar = {{"format", "pipetrain-checkpoint-1"},
+                                  {"step", config.train.steps},
+                                  {"val_loss", val_loss},
+                                  {"optimizer", config.train.optimizer},
+                                  {"layers", config.model.layers + 2},
+                                  {"stages", stages},
+                                  {"config", to_toml(config)}};
+  write_file_atomically((checkpoint_dir / "checkpoint.json").string(), sidecar.dump(2) + "\n");
+  if (config.sample.tokens <= 0) return "";
+  model->eval();
+  const auto tokens = generate(*model, encode_bytes(config.sample.prompt), config.sample.tokens,
+                               config.sample.temperature, uint64_t(config.train.seed));
+  return config.sample.prompt + decode_bytes(tokens);
+}
+
+}  // namespace
+
+bool is_pipeline_run(const Config& config) {
+  return config.pipeline.stages * config.pipeline.dp_width > 1;
+}
+
+bool started_as_worker() { return std::getenv("RANK") != nullptr; }
+
+std::optional<RunSummary> run_pipeline(const Config& config, const RunOptions& options,
+                                       const std::vector<std::string>& train_args) {
+  if (config.pipeline.dp_width > 1) fail("pipeline.dp_width > 1 is not supported by the runtime yet");
+  stage_ranges(config);  // partition errors before any process starts
+  make_run_schedule(config);
+  if (started_as_worker()) return run_pipeline_worker(config, options);
+  return launch_pipeline_workers(config, options, train_args);
+}
+
+std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOptions& options) {
+  const WorkerEnvironment env = environment_from_env(config);
+  const bool launched = env.store_hosted_elsewhere;  // our launcher prepared the run folder
+  const fs::path dir(env_or("PIPETRAIN_RUN_DIR", options.run_dir));
+  const bool progress_wanted = launched ? env_or("PIPETRAIN_PROGRESS", "1") == "1" : options.progress;
+  const auto ranges = stage_ranges(config);
+  const auto schedule = make_run_schedule(config);
+  const int stages = int(ranges.size());
+  const bool first = env.rank == 0, last = env.rank == stages - 1;
+
+  // Workers usually outnumber cores: one compute thread each unless told otherwise.
+  const int64_t threads = config.train.threads > 0
+                              ? config.train.threads
+                              : std::max<int64_t>(1, cpu_cores() / env.world_size);
+  configure_compute_threads(threads);
+  std::optional<TextDataset> data;
+  if (first || last) {
+    data.emplace(resolve_existing_path(config.data.path, options.data_root),
+                 config.data.val_fraction, config.model.seq_len);
+  }
+  if (last && !launched) fs::create_directories(dir);
+
+  const auto timeout = std::chrono::milliseconds(int64_t(config.pipeline.timeout_s * 1000));
+  Comm comm(env, timeout);
+  if (stages > 1 && (first || last)) comm.join_pair_group(0, stages - 1);
+  StageExecutor executor(config, data ? &*data : nullptr, comm, ranges, schedule);
+  if (last) {
+    fmt::print(stderr, "pipetrain: pipeline of {} stages ({}), schedule {}, {} microbatches, {} "
+               "thread(s) per worker; run folder {}\n", stages, describe_partition(ranges),
+               config.pipeline.schedule, config.train.microbatches, threads, dir.string());
+  }
+
+  std::optional<MetricsWriter> metrics;
+  std::optional<ProgressLine> progress;
+  if (last) metrics.emplace((dir / "metrics.jsonl").string());
+  if (last && progress_wanted) progress.emplace(config.train.steps, config.log.every);
+  const double tokens_per_step = double(config.train.batch_size * config.model.seq_len);
+  std::vector<std::pair<double, double>> train_curve, val_curve;
+  RunSummary summary;
+  double val_loss = std::nan("");
+  const auto start = Clock::now();
+  for (int64_t step = 0; step < config.train.steps; ++step) {
+    maybe_inject_fault(env.rank, step);
+    const auto step_start = Clock::now();
+    const StepResult result = executor.train_step(step);
+    const double step_seconds = seconds_since(step_start);
+    const int64_t done = step + 1;
+    const bool final_step = done == config.train.steps;
+    const bool validate = final_step || (config.eval.every > 0 && done % config.eval.every == 0);
+    if (validate) val_loss = executor.evaluate();
+    if (!last) continue;
+    if (!std::isfinite(result.loss)) {
+      if (progress) progress->finish();
+      fail("loss became {} at step {}; the run stops (try a lower train.lr)", result.loss, done);
+    }
+    const double elapsed = seconds_since(start);
+    const double tokens_per_s = tokens_per_step * double(done) / elapsed;
+    nlohmann::json record = {{"step", done}, {"loss", result.loss}, {"lr", result.lr},
+                             {"grad_norm", result.grad_norm}, {"tokens_per_s", tokens_per_s},
+                             {"step_seconds", step_seconds}, {"elapsed_s", elapsed}};
+    if (validate) {
+      record["val_loss"] = val_loss;
+      val_curve.emplace_back(double(done), val_loss);
+    }
+    train_curve.emplace_back(double(done), result.loss);
+    if (validate || done % config.log.every == 0 || done == 1) metrics->write(record);
+    if (progress) {
+      std::string fields = fmt::format("loss {:.4f}", result.loss);
+      if (std::isfinite(val_loss)) fields += fmt::format(" | val {:.4f}", val_loss);
+      fields += fmt::format(" | lr {:.2e} | {} tok/s", result.lr, format_count(tokens_per_s));
+      progress->update(done, fields, elapsed / double(done));
+    }
+    summary.final_loss = result.loss;
+    summary.tokens_per_s = tokens_per_s;
+  }
+  if (progress) progress->finish();
+
+  const fs::path checkpoint_dir = dir / "checkpoint";
+  fs::create_directories(checkpoint_dir);
+  write_file_atomically((checkpoint_dir / fmt::format("stage{}.safetensors", env.rank)).string(),
+                        encode_safetensors(module_entries(executor.model())));
+  comm.barrier();  // every stage's file is written
+  if (!last) return std::nullopt;
+  summary.steps = config.train.steps;
+  summary.final_val_loss = val_loss;
+  summary.seconds = seconds_since(start);
+  summary.sample = assemble_model_and_sample(config, checkpoint_dir, stages, val_loss);
+  if (!summary.sample.empty()) write_file_atomically((dir / "sample.txt").string(), summary.sample + "\n");
+  write_loss_plot((dir / "loss.svg").string(), train_curve, val_curve);
+  const nlohmann::json summary_json = {{"steps", summary.steps},
+                                       {"final_loss", summary.final_loss},
+                                       {"final_val_loss", summary.final_val_loss},
+                                       {"tokens_per_s", summary.tokens_per_s},
+                                       {"seconds", summary.seconds},
+                                       {"stages", stages}};
+  write_file_atomically((dir / "summary.json").string(), summary_json.dump(2) + "\n");
+  if (launched) return std::nullopt;  // the launcher reports
+  return summary;
+}
+
+}  // namespace pipetrain::runtime

@@ -1,0 +1,49 @@
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "runtime/partition.h"
+
+namespace pipetrain::runtime {
+namespace {
+
+Config config_with(int64_t layers, int64_t stages, const std::string& partition) {
+  Config c;
+  c.model.layers = layers;
+  c.pipeline.stages = stages;
+  c.pipeline.partition = partition;
+  return c;
+}
+
+TEST(Partition, BalancedMinimisesTheHeaviestStage) {
+  EXPECT_EQ(balanced_layer_counts({1, 1, 1, 1}, 2), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(balanced_layer_counts({5, 1, 1, 1, 1, 1}, 2), (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(balanced_layer_counts({1, 2, 3}, 3), (std::vector<int64_t>{1, 1, 1}));
+}
+
+TEST(Partition, ExplicitCountsBecomeContiguousRanges) {
+  const auto ranges = stage_ranges(config_with(4, 2, "2,4"));
+  ASSERT_EQ(ranges.size(), 2u);
+  EXPECT_EQ(ranges[0].first, 0);
+  EXPECT_EQ(ranges[0].last, 2);
+  EXPECT_EQ(ranges[1].first, 2);
+  EXPECT_EQ(ranges[1].last, 6);
+}
+
+TEST(Partition, BalancedCoversEveryLayerOnce) {
+  const auto ranges = stage_ranges(config_with(6, 4, "balanced"));
+  ASSERT_EQ(ranges.size(), 4u);
+  EXPECT_EQ(ranges.front().first, 0);
+  EXPECT_EQ(ranges.back().last, 8);
+  for (size_t s = 1; s < ranges.size(); ++s) EXPECT_EQ(ranges[s].first, ranges[s - 1].last);
+}
+
+TEST(Partition, BadPartitionsAreUserErrors) {
+  EXPECT_THROW(stage_ranges(config_with(4, 2, "3,4")), UserError);  // sums to 7, not 6
+  EXPECT_THROW(stage_ranges(config_with(4, 2, "6")), UserError);    // one count for 2 stages
+  EXPECT_THROW(stage_ranges(config_with(4, 2, "a,b")), UserError);
+  EXPECT_THROW(stage_ranges(config_with(4, 2, "0,6")), UserError);
+  EXPECT_THROW(stage_ranges(config_with(1, 4, "balanced")), UserError);  // 3 layers, 4 stages
+}
+
+}  // namespace
+}  // namespace pipetrain::runtime

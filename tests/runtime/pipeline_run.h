@@ -1,0 +1,41 @@
+#pragma once
+// Helpers for tests that run the real `pipetrain` binary (launcher + worker processes).
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace pipetrain::testing {
+
+struct ProcessResult {
+  int exit_code = -1;
+  std::string output;  // stdout + stderr
+  double seconds = 0;
+};
+
+// `timeout 300` guards CI against a hang whatever the bug.
+inline ProcessResult run_pipetrain(const std::string& args, const std::string& env = "") {
+  const std::string command = env + " timeout 300 " + std::string(PIPETRAIN_BINARY_DIR) +
+                              "/pipetrain " + args + " 2>&1";
+  const auto start = std::chrono::steady_clock::now();
+  FILE* pipe = popen(command.c_str(), "r");
+  ProcessResult result;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) result.output.append(buffer, n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+inline std::filesystem::path fresh_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("pipetrain_runtime_" + name + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+}  // namespace pipetrain::testing
