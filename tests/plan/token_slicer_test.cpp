@@ -89,3 +89,26 @@ TEST(BatchSplit, MatchesBruteForce) {
 
 }  // namespace
 }  // namespace pipetrain::plan
+
+namespace pipetrain::plan {
+namespace {
+
+TEST(TokenSlicer, WeightedObjectiveMatchesBruteForce) {
+  const SliceCost cost = [](int64_t l, int64_t c) { return 0.7 + 0.1 * double(l) + 0.003 * double(l * c); };
+  for (double weight : {0.0, 0.37, 2.5, 11.0}) {
+    std::vector<std::vector<int64_t>> candidates;
+    std::vector<int64_t> prefix;
+    all_slicings(64, 8, prefix, candidates);
+    double brute = 1e300;
+    for (const auto& slices : candidates) {
+      double sum = 0, slowest = 0;
+      int64_t context = 0;
+      for (int64_t l : slices) sum += cost(l, context), slowest = std::max(slowest, cost(l, context)), context += l;
+      brute = std::min(brute, sum + weight * slowest);
+    }
+    EXPECT_NEAR(optimal_token_slicing_weighted(64, weight, cost, 8).total_s, brute, 1e-9) << weight;
+  }
+}
+
+}  // namespace
+}  // namespace pipetrain::plan
