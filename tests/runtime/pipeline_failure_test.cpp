@@ -1,11 +1,16 @@
 // A worker that dies mid-run: the launcher names the rank and why, every worker is gone, and
 // the run ends long before the configured timeout.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+
+#include <fmt/format.h>
 
 #include "pipeline_run.h"
 
@@ -33,6 +38,39 @@ TEST(PipelineFailure, KilledWorkerStopsTheRunAndIsNamed) {
     EXPECT_TRUE(kill(pid, 0) == -1 && errno == ESRCH) << "worker " << pid << " left behind";
   }
   EXPECT_EQ(count, 3);
+  fs::remove_all(dir);
+}
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t length = sizeof address;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+// Under the torchrun contract (no pipetrain launcher) a survivor stops on its own, naming the
+// peer it lost.
+TEST(PipelineFailure, TorchrunWorkerNamesTheDeadPeer) {
+  const auto dir = testing::fresh_dir("torchrun");
+  const std::string env = fmt::format(
+      "PIPETRAIN_FAULT=1:3 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT={}", free_port());
+  const std::string args = "train --quiet --model.layers 2 --model.d_model 32 --model.heads 2 "
+      "--model.seq_len 16 --train.batch_size 4 --train.threads 1 --train.steps 200 "
+      "--eval.every 0 --sample.tokens 0 --pipeline.timeout_s 30 --stages 2 --run-dir " +
+      dir.string();
+  const std::string binary = std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain";
+  // Rank 1 runs in the background and kills itself at step 3; rank 0 is the one we watch.
+  const auto run = testing::run_pipetrain(
+      args, "(" + env + " RANK=1 timeout 120 " + binary + " " + args + " >/dev/null 2>&1 &); " +
+                env + " RANK=0");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("with rank 1 failed"), std::string::npos) << run.output;
+  EXPECT_LT(run.seconds, 30.0) << run.output;
   fs::remove_all(dir);
 }
 
