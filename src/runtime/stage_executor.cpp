@@ -1,5 +1,6 @@
 #include "runtime/stage_executor.h"
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -55,7 +56,19 @@ StepResult StageExecutor::train_step(int64_t step) {
   optimizer_->zero_grad();
   loss_sum_ = 0;
   result_ = StepResult{};
-  for (const auto& action : schedule_.actions.at(stage_)) run_action(action, batch);
+  for (const auto& action : schedule_.actions.at(stage_)) {
+    const auto start = std::chrono::steady_clock::now();
+    run_action(action, batch);
+    if (step >= traced_steps) continue;
+    const auto ms = [](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration<double, std::milli>(t.time_since_epoch()).count();
+    };
+    const double begin = ms(start);
+    events_.push_back({fmt::format("{}{}{}", stage_, schedule::kind_token(action.kind),
+                                   action.microbatch),
+                       std::string(schedule::kind_name(action.kind)), begin,
+                       ms(std::chrono::steady_clock::now()) - begin, action.microbatch});
+  }
   if (!in_flight_.empty()) throw std::logic_error("schedule left microbatches in flight");
   result_.loss = last() ? loss_sum_ / double(train.microbatches)
                         : std::numeric_limits<double>::quiet_NaN();

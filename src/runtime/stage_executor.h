@@ -12,6 +12,7 @@
 #include "runtime/comm.h"
 #include "runtime/partition.h"
 #include "schedule/schedule.h"
+#include "sim/timeline.h"
 #include "train/trainer.h"
 
 namespace pipetrain::runtime {
@@ -30,6 +31,10 @@ class StageExecutor {
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   bool first() const { return stage_ == 0; }
   bool last() const { return stage_ == stages_ - 1; }
+  // Every action of the first `traced_steps` steps with wall-clock start and duration (ms on
+  // the machine's monotonic clock, shared by all processes on it): the real-run timeline.
+  const std::vector<sim::TimedEvent>& events() const { return events_; }
+  static constexpr int64_t traced_steps = 20;
 
  private:
   // What the stage holds for one in-flight microbatch, dropped once its backward is done.
@@ -57,6 +62,7 @@ class StageExecutor {
   std::map<int, InFlight> in_flight_;
   double loss_sum_ = 0;
   int64_t current_step_ = 0;
+  std::vector<sim::TimedEvent> events_;
   StepResult result_;
 };
 

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -125,6 +126,37 @@ std::string assemble_model_and_sample(const Config& config, const fs::path& chec
   return config.sample.prompt + decode_bytes(tokens);
 }
 
+// Each worker writes its events; the last stage merges them into trace.json (Chrome trace,
+// the simulator's format) and timeline.svg, then removes the parts.
+void write_trace_part(const fs::path& dir, int rank, const std::vector<sim::TimedEvent>& events) {
+  nlohmann::json part = nlohmann::json::array();
+  for (const auto& e : events) {
+    part.push_back({e.name, e.category, e.start_ms, e.duration_ms, e.microbatch});
+  }
+  write_file_atomically((dir / fmt::format("trace-rank{}.json", rank)).string(), part.dump());
+}
+
+void write_trace(const fs::path& dir, int stages) {
+  sim::Timeline timeline;
+  timeline.title = fmt::format("pipetrain: real run, first {} steps", StageExecutor::traced_steps);
+  double origin = std::numeric_limits<double>::infinity();
+  for (int rank = 0; rank < stages; ++rank) {
+    const auto path = dir / fmt::format("trace-rank{}.json", rank);
+    timeline.lanes.push_back(fmt::format("worker {}", rank));
+    timeline.events.emplace_back();
+    for (const auto& e : nlohmann::json::parse(read_file(path.string()))) {
+      timeline.events.back().push_back({e[0], e[1], e[2], e[3], e[4]});
+      origin = std::min(origin, e[2].get<double>());
+    }
+    fs::remove(path);
+  }
+  for (auto& lane : timeline.events) {
+    for (auto& e : lane) e.start_ms -= origin;
+  }
+  write_file_atomically((dir / "trace.json").string(), sim::chrome_trace_json(timeline));
+  write_file_atomically((dir / "timeline.svg").string(), sim::render_svg(timeline));
+}
+
 }  // namespace
 
 bool is_pipeline_run(const Config& config) {
@@ -223,7 +255,8 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   fs::create_directories(checkpoint_dir);
   write_file_atomically((checkpoint_dir / fmt::format("stage{}.safetensors", env.rank)).string(),
                         encode_safetensors(module_entries(executor.model())));
-  comm.barrier();  // every stage's file is written
+  write_trace_part(dir, env.rank, executor.events());
+  comm.barrier();  // every stage's files are written
   if (!last) return std::nullopt;
   summary.steps = config.train.steps;
   summary.final_val_loss = val_loss;
@@ -231,6 +264,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   summary.sample = assemble_model_and_sample(config, checkpoint_dir, stages, val_loss);
   if (!summary.sample.empty()) write_file_atomically((dir / "sample.txt").string(), summary.sample + "\n");
   write_loss_plot((dir / "loss.svg").string(), train_curve, val_curve);
+  write_trace(dir, stages);
   const nlohmann::json summary_json = {{"steps", summary.steps},
                                        {"final_loss", summary.final_loss},
                                        {"final_val_loss", summary.final_val_loss},

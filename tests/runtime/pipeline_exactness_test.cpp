@@ -112,6 +112,7 @@ TEST_P(PipelineExactness, MatchesTheSingleProcessTrainer) {
       EXPECT_LT(relative_difference(from_entry(entry), saved["layer0.token_weight"]), 1e-6);
     }
     EXPECT_TRUE(found);
+    EXPECT_TRUE(fs::exists(dir / "trace.json"));  // the real-run timeline
   }
   fs::remove_all(dir);
 }
