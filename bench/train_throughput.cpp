@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "core/machine.h"
 #include "train/trainer.h"
 
 using namespace pipetrain;
@@ -45,11 +46,11 @@ double flops_per_token(const ModelConfig& m) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  keep_freed_memory_in_process();
   int64_t steps = 20;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--steps") steps = std::atoll(argv[i + 1]);
   }
-  const TextDataset data(std::string(PIPETRAIN_DATA_DIR) + "/tinyshakespeare.txt", 0.1, 256);
   const double peak1 = gemm_peak_flops(1);
   fmt::print("single-core FP32 GEMM peak (512^3, best of 30): {:.1f} GFLOP/s\n\n", peak1 / 1e9);
   fmt::print("| model | params | seq | batch | threads | tokens/s | model GFLOP/s | MFU vs threads x 1-core peak |\n");
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
       config.train.batch_size = size.batch;
       config.train.steps = steps + 2;
       torch::set_num_threads(threads);
+      const TextDataset data(std::string(PIPETRAIN_DATA_DIR) + "/tinyshakespeare.txt", 0.1, size.seq_len);
       Trainer trainer(config, data);
       trainer.train_step(0);  // warm-up: allocator, OpenMP pool
       trainer.train_step(1);

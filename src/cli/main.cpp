@@ -3,8 +3,10 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/machine.h"
 
 int main(int argc, char** argv) {
+  pipetrain::keep_freed_memory_in_process();
   CLI::App app{"pipetrain: memory-efficient pipeline-parallel training"};
   app.require_subcommand(1);
   pipetrain::cli::add_train_command(app);

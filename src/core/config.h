@@ -20,7 +20,7 @@ struct ModelConfig {
 };
 
 struct TrainConfig {
-  int64_t steps = 600;
+  int64_t steps = 800;
   int64_t batch_size = 32;   // sequences per optimizer step (global batch)
   int64_t microbatches = 1;  // the batch is split into this many equal microbatches
   std::string optimizer = "adamw";  // sgd | adam | adamw

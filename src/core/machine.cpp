@@ -1,5 +1,7 @@
 #include "core/machine.h"
 
+#include <malloc.h>
+
 #include <fstream>
 #include <thread>
 
@@ -26,6 +28,11 @@ BlasInfo loaded_blas() {
 int cpu_cores() {
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
+}
+
+void keep_freed_memory_in_process() {
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, -1);  // -1: never give the heap's top back to the system
 }
 
 }  // namespace pipetrain

@@ -15,4 +15,10 @@ BlasInfo loaded_blas();
 
 int cpu_cores();
 
+// Keeps freed memory inside the process (glibc malloc: no mmap for large blocks, no trimming).
+// Training allocates and frees the same large activation buffers every step; by default glibc
+// maps each block over 32 MB afresh and returns it, and the page faults cost 1.4-4x in
+// throughput here (bench/train_throughput). Call once at start-up.
+void keep_freed_memory_in_process();
+
 }  // namespace pipetrain

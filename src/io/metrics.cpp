@@ -8,8 +8,8 @@
 
 namespace pipetrain {
 
-MetricsWriter::MetricsWriter(const std::string& path)
-    : path_(path), file_(std::fopen(path.c_str(), "a")) {
+MetricsWriter::MetricsWriter(const std::string& path, bool append)
+    : path_(path), file_(std::fopen(path.c_str(), append ? "a" : "w")) {
   if (file_ == nullptr) fail("cannot write metrics to '{}': {}", path, std::strerror(errno));
 }
 

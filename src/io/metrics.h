@@ -10,7 +10,8 @@ namespace pipetrain {
 
 class MetricsWriter {
  public:
-  explicit MetricsWriter(const std::string& path);  // appends; UserError if not writable
+  // A new run starts the file afresh; a resumed run appends. UserError if not writable.
+  MetricsWriter(const std::string& path, bool append);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;

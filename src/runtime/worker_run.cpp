@@ -208,7 +208,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
 
   std::optional<MetricsWriter> metrics;
   std::optional<ProgressLine> progress;
-  if (last) metrics.emplace((dir / "metrics.jsonl").string());
+  if (last) metrics.emplace((dir / "metrics.jsonl").string(), /*append=*/false);
   if (last && progress_wanted) progress.emplace(config.train.steps, config.log.every);
   const double tokens_per_step = double(config.train.batch_size * config.model.seq_len);
   std::vector<std::pair<double, double>> train_curve, val_curve;

@@ -81,7 +81,7 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
              config.model.layers, config.model.d_model, format_count(double(parameter_count(trainer.model()))),
              data_path, data.train_tokens(), data.val_tokens(), options.run_dir);
 
-  MetricsWriter metrics((dir / "metrics.jsonl").string());
+  MetricsWriter metrics((dir / "metrics.jsonl").string(), /*append=*/false);
   ProgressLine progress(config.train.steps, config.log.every);
   const double tokens_per_step = double(config.train.batch_size * config.model.seq_len);
   std::vector<std::pair<double, double>> train_curve, val_curve;

@@ -51,12 +51,20 @@ TEST(Metrics, OneJsonObjectPerLine) {
   const auto path = (std::filesystem::temp_directory_path() / "pipetrain_metrics.jsonl").string();
   std::filesystem::remove(path);
   {
-    MetricsWriter writer(path);
+    MetricsWriter stale(path, false);
+    stale.write({{"step", 9}});
+  }
+  {
+    MetricsWriter writer(path, false);  // a new run starts afresh
     writer.write({{"step", 1}, {"loss", 2.5}});
+  }
+  {
+    MetricsWriter writer(path, true);  // a resumed run appends
     writer.write({{"step", 2}, {"loss", 2.0}, {"val_loss", 2.1}});
   }
   const auto records = read_metrics(path);
   ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0]["step"], 1);
   EXPECT_EQ(records[1]["step"], 2);
   EXPECT_DOUBLE_EQ(records[1]["val_loss"].get<double>(), 2.1);
   std::filesystem::remove(path);
