@@ -1,5 +1,7 @@
 #include "plan/analytic.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/text.h"
 
@@ -39,7 +41,7 @@ double head_forward_flops(const GptShape& s, int64_t batch) {
 
 std::vector<LayerCost> analytic_gpt_layers(const GptShape& shape, const ClusterSpec& cluster,
                                            const AnalyticOptions& options) {
-  const double flops_per_s = cluster.device_flops * cluster.compute_efficiency;
+  const double flops_per_s = cluster.sustained_flops(double(options.microbatch * shape.seq_len));
   const double value = cluster.bytes_per_value;
   const double optimizer_per_param = value + (value < 4 ? 12.0 : 8.0);  // grads + states
   const double b = double(options.microbatch), n = double(shape.seq_len), h = double(shape.hidden),
@@ -76,7 +78,7 @@ std::vector<LayerCost> analytic_gpt_layers(const GptShape& shape, const ClusterS
   head.backward_s = 2 * head.forward_s;
   head.param_bytes = value * (v * h + 2 * h);
   head.optimizer_bytes = optimizer_per_param * (v * h + 2 * h);
-  head.activation_bytes = 8 * b * n * v + 2 * boundary_bytes;
+  head.activation_bytes = options.recompute ? boundary_bytes : 8 * b * n * v + 2 * boundary_bytes;
   head.output_bytes = 0;
   layers.push_back(head);
   return layers;
@@ -86,7 +88,9 @@ double recompute_workspace_bytes(const GptShape& shape, const ClusterSpec& clust
                                  const AnalyticOptions& options) {
   if (!options.recompute) return 0;
   const double b = double(options.microbatch), n = double(shape.seq_len), h = double(shape.hidden);
-  return n * b * h * (34 + 5 * double(shape.heads) * n / h) * cluster.bytes_per_value / 2;
+  const double block = n * b * h * (34 + 5 * double(shape.heads) * n / h) * cluster.bytes_per_value / 2;
+  const double head = 8 * b * n * double(shape.vocab);  // fp32 logits and their gradient
+  return std::max(block, head);
 }
 
 }  // namespace pipetrain::plan

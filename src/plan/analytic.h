@@ -1,6 +1,6 @@
 #pragma once
 // Analytic profile of a GPT too large to run here: per-layer time from FLOPs and the cluster's
-// sustained FLOP/s, memory from the layer shapes (mixed-precision Adam), p2p bytes per boundary.
+// sustained FLOP/s at the microbatch's token count, memory from the layer shapes (mixed-precision Adam), p2p bytes per boundary.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,8 +37,8 @@ struct AnalyticOptions {
 std::vector<LayerCost> analytic_gpt_layers(const GptShape& shape, const ClusterSpec& cluster,
                                            const AnalyticOptions& options);
 
-// With recomputation, one block's full activations exist while it is recomputed: a fixed extra
-// per stage (StageLimits::extra_bytes). 0 without recomputation.
+// With recomputation (every layer keeps only its input), one layer's full activations exist while
+// it is recomputed: a fixed extra per stage (StageLimits::extra_bytes). 0 without recomputation.
 double recompute_workspace_bytes(const GptShape& shape, const ClusterSpec& cluster,
                                  const AnalyticOptions& options);
 

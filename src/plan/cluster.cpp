@@ -38,7 +38,7 @@ ClusterSpec parse_cluster_toml(const std::string& text, const std::string& origi
     fail("{}:{}: malformed TOML: {}", origin, error.source().begin.line, error.description());
   }
   static const char* known[] = {"name", "description", "nodes", "devices_per_node",
-                                "device_memory_gb", "device_tflops", "compute_efficiency",
+                                "device_memory_gb", "device_tflops", "compute_efficiency", "half_efficiency_tokens",
                                 "bytes_per_value", "intra_node_gbps", "intra_node_latency_us",
                                 "inter_node_gbps", "inter_node_latency_us"};
   for (const auto& [key, node] : root) {
@@ -55,6 +55,7 @@ ClusterSpec parse_cluster_toml(const std::string& text, const std::string& origi
   c.device_flops = number(root, "device_tflops", 125, 1e-6, origin) * 1e12;
   c.compute_efficiency = number(root, "compute_efficiency", 0.5, 1e-3, origin);
   if (c.compute_efficiency > 1) fail("{}: compute_efficiency must be <= 1", origin);
+  c.half_efficiency_tokens = number(root, "half_efficiency_tokens", 256, 0, origin);
   c.bytes_per_value = number(root, "bytes_per_value", 2, 1, origin);
   // Links are given in gigabits per second, as vendors quote them.
   c.intra_node_bandwidth = number(root, "intra_node_gbps", 1200, 1e-3, origin) * 1e9 / 8;

@@ -13,6 +13,9 @@ struct ClusterSpec {
   double device_memory_bytes = 16e9;
   double device_flops = 125e12;       // peak for the training dtype
   double compute_efficiency = 0.5;    // share of peak large transformer GEMMs reach
+  // Small GEMMs underuse a device: with n tokens in flight the share is
+  // compute_efficiency * n / (n + half_efficiency_tokens).
+  double half_efficiency_tokens = 256;
   double bytes_per_value = 2;         // 2: fp16/bf16 mixed precision, 4: fp32
   double intra_node_bandwidth = 150e9;  // bytes/s per device (NVLink)
   double intra_node_latency_s = 5e-6;
@@ -20,6 +23,9 @@ struct ClusterSpec {
   double inter_node_latency_s = 20e-6;
 
   int devices() const { return nodes * devices_per_node; }
+  double sustained_flops(double tokens) const {
+    return device_flops * compute_efficiency * tokens / (tokens + half_efficiency_tokens);
+  }
 };
 
 ClusterSpec parse_cluster_toml(const std::string& text, const std::string& origin);

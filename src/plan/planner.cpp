@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -208,6 +209,26 @@ std::string format_plan_report(const PlanRequest& request, const PlanResult& res
     out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.1f} | {} | {} |\n", i + 1, c.schedule,
                        c.stages, c.dp_width, c.microbatch, c.microbatches, c.recompute ? "yes" : "no",
                        c.samples_per_s, format_bytes(c.peak_memory_bytes), c.lost_because);
+  }
+  // Depths at which a schedule fits nowhere (any microbatch size, with or without recomputation).
+  std::map<std::pair<std::string, int>, const PlanCandidate*> closest;
+  for (const auto& c : result.infeasible) {
+    if (c.peak_memory_bytes <= 0) continue;  // rejected for a rule, not for memory
+    auto& slot = closest[{c.schedule, c.stages}];
+    if (slot == nullptr || c.peak_memory_bytes < slot->peak_memory_bytes) slot = &c;
+  }
+  std::string misfits;
+  for (const auto& [key, c] : closest) {
+    const bool fits_somewhere = std::any_of(result.ranked.begin(), result.ranked.end(), [&](const PlanCandidate& r) {
+      return r.schedule == key.first && r.stages == key.second;
+    });
+    if (fits_somewhere) continue;
+    misfits += fmt::format("| {} | {} | {} | {} |\n", key.first == "1f1b" && key.second == 1 ? "data parallel" : key.first,
+                           key.second, c->dp_width, format_bytes(c->peak_memory_bytes));
+  }
+  if (!misfits.empty()) {
+    out += "\nDoes not fit in device memory at any microbatch size, with or without recomputation:\n\n"
+           "| schedule | d | w | least memory needed |\n|---|---|---|---|\n" + misfits;
   }
   return out;
 }

@@ -11,10 +11,9 @@ double slice_latency_s(const TeraPipeSetup& setup, int64_t batch, int64_t length
                h = double(setup.model.hidden);
   const double layers = double(setup.model.layers) / setup.stages;
   const double forward = layers * (24 * b * l * h * h + 4 * b * l * (c + l / 2) * h);
-  const double tokens = b * l;
-  const double efficiency =
-      setup.cluster.compute_efficiency * tokens / (tokens + setup.half_efficiency_tokens);
-  const double rate = setup.cluster.device_flops * efficiency * setup.tensor_parallel;
+  // Tensor parallelism splits each GEMM's hidden dimension over the stage's devices; each still
+  // sees all b * l tokens.
+  const double rate = setup.cluster.sustained_flops(b * l) * setup.tensor_parallel;
   return 3 * forward / rate;
 }
 

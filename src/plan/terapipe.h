@@ -19,13 +19,12 @@ struct TeraPipeSetup {
   int64_t batch = 1;        // sequences per optimizer step
   int64_t microbatch = 1;   // sequences per microbatch for the sliced run
   int64_t granularity = 8;  // slice lengths are multiples of this
-  // Below ~n_half tokens a device is underused: efficiency = peak_share * n / (n + n_half).
-  double half_efficiency_tokens = 256;
 };
 
 // Forward + backward time of one stage for a slice of `length` tokens of `batch` sequences after
 // `context` earlier tokens: FLOPs of the stage's layers (matmuls 24 b l h^2, attention
-// 4 b l (c + l/2) h; backward twice the forward) over the sustained rate of its devices.
+// 4 b l (c + l/2) h; backward twice the forward) over the sustained rate of its devices
+// (ClusterSpec::sustained_flops: short slices underuse them).
 double slice_latency_s(const TeraPipeSetup& setup, int64_t batch, int64_t length, int64_t context);
 
 struct TeraPipeComparison {
