@@ -42,10 +42,10 @@ SCHEDULES=(
   echo "window, peak-activations = microbatch-chunks between forward and end of backward, peak"
   echo "memory in units of one worker's activations (1 per microbatch) plus weight versions (1 each)."
   echo
-  echo "**Send/recv.** Transfers block until both sides meet (Gloo). The generators place each pair"
-  echo "where neither worker is mid-compute whenever the order allows. Interleaved 1F1B with"
-  echo "tb != tf cannot always find such a point and then runs above Megatron's formula (e.g. p=4,"
-  echo "m=16, v=2, tf=2, tb=3: 117.5 ms vs 87.5 ms); with tb = 2 tf (below) it is exact."
+  echo "**Send/recv.** As in the runtime, a send is posted asynchronously and the sender moves on;"
+  echo "the matching recv waits until the data has arrived (latency + bytes / bandwidth). The"
+  echo "validator checks the stricter model too (every send blocks until its recv is reached), so a"
+  echo "valid schedule cannot deadlock either way."
   echo
   echo "**ZB-H1 memory.** Activations count as held until the W pass of their microbatch. Worker"
   echo "r runs 1F1B's order of F and B and defers each W by r B-passes, so no worker holds more"

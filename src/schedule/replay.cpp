@@ -75,7 +75,7 @@ TransferMatch match_transfers(const Schedule& s) {
 }
 
 ReplayResult replay(const Schedule& s, const TransferMatch& match,
-                    const ActionDuration& duration) {
+                    const ActionDuration& duration, SendMode mode) {
   ReplayResult r;
   r.times.resize(s.workers);
   r.stopped_at.assign(s.workers, 0);
@@ -97,6 +97,19 @@ ReplayResult replay(const Schedule& s, const TransferMatch& match,
           continue;
         }
         int peer = a.peer, kp = match.partner[w][k];
+        if (mode == SendMode::Eager) {
+          if (is_send(a.kind)) {  // posted; the send's end is when the data arrives
+            r.times[w][k] = {free[w], free[w] + duration(w, a)};
+          } else {
+            if (kp < 0 || r.stopped_at[peer] <= static_cast<size_t>(kp)) break;  // not sent yet
+            const double arrival = r.times[peer][kp].end;
+            r.times[w][k] = {free[w], std::max(free[w], arrival)};
+            free[w] = r.times[w][k].end;
+          }
+          ++k;
+          progress = true;
+          continue;
+        }
         if (kp < 0 || r.stopped_at[peer] != static_cast<size_t>(kp)) break;  // blocked
         const Action& send = is_send(a.kind) ? a : s.actions[peer][kp];
         double start = std::max(free[w], free[peer]);

@@ -1,7 +1,9 @@
 #pragma once
-// Executes a Schedule's lists the way the runtime will: each worker runs its actions in order;
-// a send and its matching recv BLOCK until both workers have reached them (c10d Gloo), then take
-// the same time on both. Used by the validator (deadlock check) and by the simulator (timing).
+// Executes a Schedule's lists: each worker runs its actions in order. Two transfer semantics:
+// - Rendezvous: a send and its matching recv BLOCK until both workers have reached them, then
+//   take the same time on both (the strictest model: the validator's deadlock check).
+// - Eager: a send is posted and the sender moves on at once (the runtime's asynchronous Gloo
+//   send); the data arrives after the transfer time and the recv waits for it (the simulator).
 #include <functional>
 #include <string>
 #include <vector>
@@ -35,7 +37,8 @@ struct ReplayResult {
 // duration(worker, action): time of a compute/update action, or of the transfer for a send
 // (the matching recv takes the same time). Requires a match without problems.
 using ActionDuration = std::function<double(int worker, const Action& action)>;
+enum class SendMode { Rendezvous, Eager };
 ReplayResult replay(const Schedule& schedule, const TransferMatch& match,
-                    const ActionDuration& duration);
+                    const ActionDuration& duration, SendMode mode = SendMode::Rendezvous);
 
 }  // namespace pipetrain::schedule
