@@ -6,10 +6,9 @@
 #include <fstream>
 #include <sstream>
 
-#include <toml++/toml.h>
-
 #include "core/error.h"
 #include "core/text.h"
+#include "core/toml_parse.h"
 
 namespace pipetrain {
 namespace {
@@ -63,13 +62,7 @@ void set_from_toml(Config& config, const FieldSpec& field, const toml::node& nod
 }  // namespace
 
 Config parse_config_toml(const std::string& text, const std::string& origin) {
-  toml::table root;
-  try {
-    root = toml::parse(text, origin);
-  } catch (const toml::parse_error& error) {
-    fail("{}:{}:{}: malformed TOML: {}", origin, error.source().begin.line,
-         error.source().begin.column, error.description());
-  }
+  const toml::table root = parse_toml_or_fail(text, origin);
   Config config;
   for (const auto& [section_key, section_node] : root) {
     const std::string section(section_key.str());

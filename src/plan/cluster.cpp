@@ -4,10 +4,9 @@
 #include <filesystem>
 #include <map>
 
-#include <toml++/toml.h>
-
 #include "core/error.h"
 #include "core/files.h"
+#include "core/toml_parse.h"
 
 namespace pipetrain::plan {
 namespace {
@@ -31,12 +30,7 @@ double number(const toml::table& table, const char* key, double fallback, double
 }  // namespace
 
 ClusterSpec parse_cluster_toml(const std::string& text, const std::string& origin) {
-  toml::table root;
-  try {
-    root = toml::parse(text, origin);
-  } catch (const toml::parse_error& error) {
-    fail("{}:{}: malformed TOML: {}", origin, error.source().begin.line, error.description());
-  }
+  const toml::table root = parse_toml_or_fail(text, origin);
   static const char* known[] = {"name", "description", "nodes", "devices_per_node",
                                 "device_memory_gb", "device_tflops", "compute_efficiency", "half_efficiency_tokens",
                                 "bytes_per_value", "intra_node_gbps", "intra_node_latency_us",
