@@ -2,7 +2,9 @@
 #include <fmt/ranges.h>
 
 #include "cli/commands.h"
+#include "core/files.h"
 #include "plan/terapipe.h"
+#include "sim/timeline.h"
 
 namespace pipetrain::cli {
 
@@ -13,6 +15,7 @@ void add_terapipe_command(CLI::App& app) {
   static std::string model = "gpt3-175b", cluster = "p3-16xlarge-x48";
   static int stages = 48, tensor_parallel = 8;
   static int64_t batch = 2, microbatch = 1, seq = 0, granularity = 8;
+  static std::string svg, trace;
   cmd->add_option("--model", model, "gpt3-1b, gpt3-13b, gpt3-44b, gpt3-175b, gpt-3.9b, ...")->capture_default_str();
   cmd->add_option("--cluster", cluster, "a name in clusters/ or a cluster .toml path")->capture_default_str();
   cmd->add_option("--stages", stages, "pipeline stages K")->capture_default_str();
@@ -21,6 +24,8 @@ void add_terapipe_command(CLI::App& app) {
   cmd->add_option("--microbatch", microbatch, "sequences per microbatch in the sliced run")->capture_default_str();
   cmd->add_option("--seq", seq, "sequence length (default: the model's)");
   cmd->add_option("--granularity", granularity, "slice lengths are multiples of this")->capture_default_str();
+  cmd->add_option("--svg", svg, "simulate the DP-sliced GPipe schedule and draw its timeline here");
+  cmd->add_option("--trace", trace, "the same simulation as Chrome-trace JSON");
   cmd->callback([] {
     plan::TeraPipeSetup setup;
     setup.model = plan::find_gpt_shape(model);
@@ -41,6 +46,15 @@ void add_terapipe_command(CLI::App& app) {
                r.uniform_s, r.microbatch_only_s / r.uniform_s);
     fmt::print("| DP slicing, {} slices | {:.3f} | {:.2f}x |\n", r.dp.slices.size(), r.dp_s,
                r.microbatch_only_s / r.dp_s);
+    if (svg.empty() && trace.empty()) return;
+    const plan::SlicedSimulation simulated = plan::simulate_sliced(setup, r.dp);
+    fmt::print("simulated GPipe schedule with these slices: {:.3f} s per step\n",
+               simulated.result.iteration_ms / 1e3);
+    auto timeline = sim::timeline_from_simulation(simulated.schedule, simulated.result);
+    timeline.title = fmt::format("TeraPipe: {} on {} stages, {} slices per microbatch",
+                                 setup.model.name, stages, r.dp.slices.size());
+    if (!svg.empty()) write_file_atomically(svg, sim::render_svg(timeline));
+    if (!trace.empty()) write_file_atomically(trace, sim::chrome_trace_json(timeline));
   });
 }
 

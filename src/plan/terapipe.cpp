@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "schedule/generators.h"
 
 namespace pipetrain::plan {
 
@@ -51,6 +52,32 @@ TeraPipeComparison compare_terapipe(const TeraPipeSetup& setup) {
     const double t = total(uniform);
     if (t < out.uniform_s) out.uniform_s = t, out.best_uniform = uniform;
   }
+  return out;
+}
+
+SlicedSimulation simulate_sliced(const TeraPipeSetup& setup, const Slicing& slicing) {
+  schedule::ScheduleSpec spec;
+  spec.name = "gpipe";
+  spec.stages = setup.stages;
+  spec.microbatches = static_cast<int>(setup.batch / setup.microbatch);
+  spec.slices = static_cast<int>(slicing.slices.size());
+  sim::CostModel costs;
+  double total_ms = 0;
+  int64_t context = 0;
+  for (int64_t length : slicing.slices) {
+    const double ms = 1e3 * slice_latency_s(setup, setup.microbatch, length, context);
+    costs.slice_fraction.push_back(ms);
+    total_ms += ms;
+    context += length;
+  }
+  for (double& share : costs.slice_fraction) share /= total_ms;
+  sim::StageCost stage;
+  stage.forward_ms = total_ms / 3;
+  stage.backward_ms = 2 * total_ms / 3;
+  stage.weight_ms = stage.backward_ms / 2;
+  costs.stages = {stage};
+  SlicedSimulation out{schedule::make_schedule(spec), {}};
+  out.result = sim::simulate(out.schedule, costs);
   return out;
 }
 

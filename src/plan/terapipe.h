@@ -8,6 +8,8 @@
 #include "plan/analytic.h"
 #include "plan/cluster.h"
 #include "plan/token_slicer.h"
+#include "schedule/schedule.h"
+#include "sim/simulator.h"
 
 namespace pipetrain::plan {
 
@@ -36,5 +38,13 @@ struct TeraPipeComparison {
 };
 
 TeraPipeComparison compare_terapipe(const TeraPipeSetup& setup);
+
+// The GPipe schedule of batch / microbatch microbatches, each cut into `slicing`'s slices, with
+// per-slice costs from the latency model (forward a third, backward two thirds), simulated.
+struct SlicedSimulation {
+  schedule::Schedule schedule;
+  sim::SimResult result;
+};
+SlicedSimulation simulate_sliced(const TeraPipeSetup& setup, const Slicing& slicing);
 
 }  // namespace pipetrain::plan

@@ -45,3 +45,22 @@ TEST(TeraPipe, BadSetupsAreUserErrors) {
 
 }  // namespace
 }  // namespace pipetrain::plan
+
+namespace pipetrain::plan {
+namespace {
+
+TEST(TeraPipe, SimulatedSlicedScheduleTakesTheDpObjective) {
+  for (int64_t batch : {1, 2, 4}) {
+    TeraPipeSetup setup = gpt3_175b();
+    setup.model = find_gpt_shape("gpt3-13b");
+    setup.stages = 8;
+    setup.batch = batch;
+    const TeraPipeComparison r = compare_terapipe(setup);
+    const SlicedSimulation simulated = simulate_sliced(setup, r.dp);
+    EXPECT_EQ(simulated.schedule.slices, static_cast<int>(r.dp.slices.size()));
+    EXPECT_NEAR(simulated.result.iteration_ms / 1e3, r.dp_s, 1e-9 * r.dp_s) << "batch " << batch;
+  }
+}
+
+}  // namespace
+}  // namespace pipetrain::plan
