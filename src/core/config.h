@@ -61,9 +61,10 @@ struct SampleConfig {
 // train` itself or by torchrun (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT in the environment).
 struct PipelineConfig {
   int64_t stages = 1;               // p; 1 = the single-process trainer
-  std::string schedule = "1f1b";    // gpipe | 1f1b (synchronous schedules)
+  std::string schedule = "1f1b";    // gpipe | 1f1b | interleaved (synchronous schedules)
   std::string partition = "balanced";  // "balanced" (by parameter count) or counts "3,3"
   int64_t dp_width = 1;             // data-parallel replicas of every stage
+  int64_t chunks = 1;               // v: model chunks per worker (interleaved); p * v stages
   double timeout_s = 120;           // rendezvous and every send/recv/all-reduce
   std::string master_addr = "127.0.0.1";  // rendezvous address when spawning workers
 };

@@ -61,11 +61,13 @@ std::vector<FieldSpec> make_fields() {
       spec("pipeline.stages", "pipeline stages (one worker process each); 1 = single process",
        at(&C::pipeline, &PipelineConfig::stages), 1),
       spec("pipeline.schedule", "pipeline schedule", at(&C::pipeline, &PipelineConfig::schedule), 0,
-       {"gpipe", "1f1b"}),
+       {"gpipe", "1f1b", "interleaved"}),
       spec("pipeline.partition", "\"balanced\" (by parameter count) or layer counts per stage over "
        "embedding + blocks + head, e.g. \"3,3\"", at(&C::pipeline, &PipelineConfig::partition)),
       spec("pipeline.dp_width", "data-parallel replicas of every stage",
        at(&C::pipeline, &PipelineConfig::dp_width), 1),
+      spec("pipeline.chunks", "model chunks per worker (interleaved schedule): stages x chunks "
+       "model stages, stage = chunk x stages + worker", at(&C::pipeline, &PipelineConfig::chunks), 1),
       spec("pipeline.timeout_s", "seconds before rendezvous or a send/recv/all-reduce gives up",
        at(&C::pipeline, &PipelineConfig::timeout_s), 1),
       spec("pipeline.master_addr", "rendezvous address when pipetrain spawns the workers itself",

@@ -5,6 +5,8 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace pipetrain::runtime {
@@ -43,14 +45,25 @@ struct Comm::Impl {
   std::chrono::milliseconds timeout;
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> options;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group, pair_group;
-  int pair_peer = -1;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  struct SubGroup {
+    std::string name;
+    c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  };
+  std::vector<SubGroup> subgroups;
   struct PendingSend {
     at::Tensor tensor;
     c10::intrusive_ptr<c10d::Work> work;
     int peer;
   };
   std::vector<PendingSend> pending;
+
+  c10d::ProcessGroupGloo& of(int handle) const {
+    return handle == kWorld ? *group : *subgroups.at(size_t(handle)).group;
+  }
+  std::string label(int handle) const {
+    return handle == kWorld ? "all-reduce" : subgroups.at(size_t(handle)).name + " all-reduce";
+  }
 
   [[noreturn]] void lost(const std::string& what, int peer, const std::exception& error) const {
     fail("rank {}: {} {} failed (a worker died or the {} s timeout passed): {}", rank, what,
@@ -118,16 +131,6 @@ at::Tensor Comm::recv(std::vector<int64_t> shape, at::ScalarType dtype, int peer
   return tensors[0];
 }
 
-double Comm::all_reduce_sum(double value) {
-  std::vector<at::Tensor> tensors{torch::full({1}, value, torch::kFloat64)};
-  try {
-    impl_->group->allreduce(tensors)->wait(impl_->timeout);
-  } catch (const std::exception& error) {
-    impl_->lost("all-reduce", -1, error);
-  }
-  return tensors[0].item<double>();
-}
-
 void Comm::barrier() {
   try {
     impl_->group->barrier()->wait(impl_->timeout);
@@ -136,25 +139,32 @@ void Comm::barrier() {
   }
 }
 
-void Comm::join_pair_group(int a, int b) {
-  const int me = impl_->rank == a ? 0 : 1;
-  impl_->pair_peer = me == 0 ? b : a;
+int Comm::join_group(const std::string& name, const std::vector<int>& ranks) {
+  const auto me = std::find(ranks.begin(), ranks.end(), impl_->rank);
+  if (me == ranks.end()) throw std::logic_error("join_group: rank is not a member of " + name);
   try {
-    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(fmt::format("pair-{}-{}", a, b),
-                                                           impl_->store);
-    impl_->pair_group =
-        c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, me, 2, impl_->options);
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("group-" + name, impl_->store);
+    impl_->subgroups.push_back(
+        {name, c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, int(me - ranks.begin()),
+                                                           int(ranks.size()), impl_->options)});
   } catch (const std::exception& error) {
-    impl_->lost("tied-weight group setup", impl_->pair_peer, error);
+    impl_->lost(name + " group setup", -1, error);
   }
+  return int(impl_->subgroups.size()) - 1;
 }
 
-void Comm::pair_all_reduce_sum(at::Tensor& tensor) {
+double Comm::all_reduce_sum(double value, int group) {
+  at::Tensor tensor = torch::full({1}, value, torch::kFloat64);
+  all_reduce_sum(tensor, group);
+  return tensor.item<double>();
+}
+
+void Comm::all_reduce_sum(at::Tensor& tensor, int group) {
   std::vector<at::Tensor> tensors{tensor};
   try {
-    impl_->pair_group->allreduce(tensors)->wait(impl_->timeout);
+    impl_->of(group).allreduce(tensors)->wait(impl_->timeout);
   } catch (const std::exception& error) {
-    impl_->lost("tied-weight all-reduce", impl_->pair_peer, error);
+    impl_->lost(impl_->label(group), -1, error);
   }
 }
 

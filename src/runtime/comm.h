@@ -47,12 +47,15 @@ class Comm {
   // Blocking receive into a fresh tensor of the given shape and dtype.
   at::Tensor recv(std::vector<int64_t> shape, at::ScalarType dtype, int peer, int tag);
 
-  double all_reduce_sum(double value);  // over all ranks
-  void barrier();
+  void barrier();  // all ranks
 
-  // A two-rank group for the tied embedding/head weight. Collective among `a` and `b` only.
-  void join_pair_group(int a, int b);
-  void pair_all_reduce_sum(at::Tensor& tensor);  // in place, both members of the pair
+  // A sub-group of `ranks` (a replica group, one replica's pipeline, the tied-weight pair):
+  // every member calls this with the same name and list, in the same order relative to its
+  // other joins; non-members never do. Returns the handle for the reductions below.
+  static constexpr int kWorld = -1;  // the handle of the group of all ranks
+  int join_group(const std::string& name, const std::vector<int>& ranks);
+  double all_reduce_sum(double value, int group = kWorld);
+  void all_reduce_sum(at::Tensor& tensor, int group);  // in place
 
  private:
   struct Impl;

@@ -176,8 +176,9 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
   for (const auto& w : workers) {
     if (failed(w)) {
       const Worker& cause = first_failure(workers);
-      fail("pipeline worker rank {} (stage {}) {}; all {} workers stopped", cause.rank,
-           cause.rank % config.pipeline.stages, describe_status(cause.status), world);
+      fail("pipeline worker rank {} (replica {}, worker {}) {}; all {} workers stopped",
+           cause.rank, cause.rank / config.pipeline.stages, cause.rank % config.pipeline.stages,
+           describe_status(cause.status), world);
     }
   }
   std::ifstream in(fs::path(options.run_dir) / "summary.json");

@@ -67,10 +67,11 @@ std::vector<int64_t> parse_counts(const std::string& text) {
 
 std::vector<StageRange> stage_ranges(const Config& config) {
   const int64_t layers = config.model.layers + 2;
-  const int64_t stages = config.pipeline.stages;
+  // With v chunks per worker the model is cut into p * v stages (interleaved schedule).
+  const int64_t stages = config.pipeline.stages * config.pipeline.chunks;
   if (stages > layers) {
-    fail("pipeline.stages ({}) exceeds the model's {} layers (embedding + {} blocks + head)",
-         stages, layers, config.model.layers);
+    fail("pipeline.stages x pipeline.chunks ({}) exceeds the model's {} layers (embedding + {} "
+         "blocks + head)", stages, layers, config.model.layers);
   }
   std::vector<int64_t> counts;
   if (config.pipeline.partition == "balanced") {

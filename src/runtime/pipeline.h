@@ -5,7 +5,7 @@
 // rendezvous store on a free port, spawns one worker per stage by re-executing the same binary
 // with the torchrun variables set, watches them, and stops all of them if one fails.
 // With RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set (torchrun, or our launcher) the process is
-// one worker: rank = pipeline stage.
+// one worker: rank = replica * stages + worker (see runtime/layout.h).
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,7 +15,7 @@
 
 namespace pipetrain::runtime {
 
-bool is_pipeline_run(const Config& config);  // stages * dp_width > 1
+bool is_pipeline_run(const Config& config);  // stages * dp_width * chunks > 1
 bool started_as_worker();                    // RANK is set in the environment
 
 // Launcher or worker, whichever this process is. `train_args` are the arguments after

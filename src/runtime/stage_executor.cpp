@@ -13,39 +13,56 @@ namespace {
 
 using schedule::ActionKind;
 
-// Tags keep a mismatched pair from silently exchanging the wrong tensor.
-int activation_tag(int microbatch) { return 2 * microbatch; }
-int gradient_tag(int microbatch) { return 2 * microbatch + 1; }
+// Tags name the stage boundary and microbatch, so a mismatched pair (or two chunks of the same
+// worker pair) never silently exchange the wrong tensor. Boundary b is between stages b, b+1.
+int activation_tag(int boundary, int microbatch, int m) { return 2 * (boundary * m + microbatch); }
+int gradient_tag(int boundary, int microbatch, int m) { return activation_tag(boundary, microbatch, m) + 1; }
 constexpr int kEvalTagBase = 1 << 24;
 
 }  // namespace
 
 StageExecutor::StageExecutor(const Config& config, const TextDataset* data, Comm& comm,
+                             Layout layout, CommGroups groups,
                              const std::vector<StageRange>& ranges, schedule::Schedule schedule)
     : config_(config),
       data_(data),
       comm_(comm),
-      stage_(comm.rank()),
-      stages_(int(ranges.size())),
+      layout_(layout),
+      groups_(groups),
       schedule_(std::move(schedule)) {
-  const StageRange range = ranges.at(stage_);
-  model_ = std::make_shared<GptStack>(gpt_config_from(config.model),
-                                      static_cast<uint64_t>(config.train.seed), range.first,
-                                      range.last);
-  optimizer_ = make_optimizer(model_->parameters(), config.train);
+  std::vector<torch::Tensor> params;
+  const int stages = layout_.stages();
   const std::string head_copy = fmt::format("layer{}.tied_weight", config.model.layers + 1);
-  for (const auto& item : model_->named_parameters()) {
-    if (stages_ > 1 && first() && item.key() == "layer0.token_weight") tied_weight_ = item.value();
-    if (stages_ > 1 && last() && item.key() == head_copy) {
-      tied_weight_ = item.value();
-      continue;  // the tied weight enters the global norm once, on the first stage
+  for (int c = 0; c < layout_.chunks; ++c) {
+    const int stage = layout_.stage_of(c);
+    const StageRange range = ranges.at(size_t(stage));
+    auto model = std::make_shared<GptStack>(gpt_config_from(config.model),
+                                            static_cast<uint64_t>(config.train.seed),
+                                            range.first, range.last);
+    for (const auto& item : model->named_parameters()) {
+      params.push_back(item.value());
+      if (stages > 1 && is_first_stage(stage) && item.key() == "layer0.token_weight") {
+        tied_weight_ = item.value();
+      }
+      if (stages > 1 && is_last_stage(stage) && item.key() == head_copy) {
+        tied_weight_ = item.value();
+        continue;  // the tied weight enters the global norm once, on the first stage
+      }
+      norm_params_.push_back(item.value());
     }
-    norm_params_.push_back(item.value());
+    chunks_.push_back({stage, model});
   }
+  // One optimizer over every chunk: Adam's state is per parameter, so this equals the Trainer's.
+  optimizer_ = make_optimizer(params, config.train);
 }
 
 std::vector<int64_t> StageExecutor::activation_shape(int64_t rows) const {
   return {rows, config_.model.seq_len, config_.model.d_model};
+}
+
+// Each replica takes batch_size / w rows of the global batch, split into m microbatches.
+int64_t StageExecutor::micro_rows() const {
+  return config_.train.batch_size / (layout_.replicas * config_.train.microbatches);
 }
 
 StepResult StageExecutor::train_step(int64_t step) {
@@ -55,8 +72,9 @@ StepResult StageExecutor::train_step(int64_t step) {
   current_step_ = step;
   optimizer_->zero_grad();
   loss_sum_ = 0;
+  steps_pending_ = 0;
   result_ = StepResult{};
-  for (const auto& action : schedule_.actions.at(stage_)) {
+  for (const auto& action : schedule_.actions.at(size_t(layout_.worker()))) {
     const auto start = std::chrono::steady_clock::now();
     run_action(action, batch);
     if (step >= traced_steps) continue;
@@ -64,89 +82,137 @@ StepResult StageExecutor::train_step(int64_t step) {
       return std::chrono::duration<double, std::milli>(t.time_since_epoch()).count();
     };
     const double begin = ms(start);
-    events_.push_back({fmt::format("{}{}{}", stage_, schedule::kind_token(action.kind),
-                                   action.microbatch),
+    events_.push_back({fmt::format("{}{}{}", layout_.stage_of(action.chunk),
+                                   schedule::kind_token(action.kind), action.microbatch),
                        std::string(schedule::kind_name(action.kind)), begin,
                        ms(std::chrono::steady_clock::now()) - begin, action.microbatch});
   }
   if (!in_flight_.empty()) throw std::logic_error("schedule left microbatches in flight");
-  result_.loss = last() ? loss_sum_ / double(train.microbatches)
-                        : std::numeric_limits<double>::quiet_NaN();
+  if (steps_pending_ != 0) throw std::logic_error("schedule left a chunk without its update");
+  const bool last = layout_.holds_last_stage();
+  const double replicas_loss =
+      last && groups_.replicas >= 0 ? comm_.all_reduce_sum(loss_sum_, groups_.replicas) : loss_sum_;
+  result_.loss = last ? replicas_loss / double(train.microbatches * layout_.replicas)
+                      : std::numeric_limits<double>::quiet_NaN();
   return result_;
 }
 
 void StageExecutor::run_action(const schedule::Action& action, const TokenBatch& batch) {
-  const int mb = action.microbatch;
-  const int64_t rows = config_.train.batch_size / config_.train.microbatches;
+  const int mb = action.microbatch, chunk = action.chunk, m = int(config_.train.microbatches);
+  const int stage = layout_.stage_of(chunk);
+  const Key key{chunk, mb};
   switch (action.kind) {
     case ActionKind::Forward:
-      return forward(mb, batch);
+      return forward(chunk, mb, batch);
     case ActionKind::Backward:
-      return backward(mb);
+      return backward(chunk, mb);
     case ActionKind::SendActivation:
-      return comm_.send(in_flight_.at(mb).output, action.peer, activation_tag(mb));
+      return comm_.send(in_flight_.at(key).output, peer_rank(action.peer),
+                        activation_tag(stage, mb, m));
     case ActionKind::RecvActivation:
-      in_flight_[mb].input = comm_.recv(activation_shape(rows), torch::kFloat32, action.peer,
-                                        activation_tag(mb));
+      in_flight_[key].input = comm_.recv(activation_shape(micro_rows()), torch::kFloat32,
+                                         peer_rank(action.peer), activation_tag(stage - 1, mb, m));
       return;
     case ActionKind::SendGrad: {
-      // The input gradient leaves the stage: this microbatch's activations can go.
-      auto grad = in_flight_.at(mb).input.grad();
-      in_flight_.erase(mb);
-      return comm_.send(grad, action.peer, gradient_tag(mb));
+      // The input gradient leaves the chunk: this microbatch's activations can go.
+      auto grad = in_flight_.at(key).input.grad();
+      in_flight_.erase(key);
+      return comm_.send(grad, peer_rank(action.peer), gradient_tag(stage - 1, mb, m));
     }
     case ActionKind::RecvGrad:
-      in_flight_.at(mb).output_grad = comm_.recv(activation_shape(rows), torch::kFloat32,
-                                                 action.peer, gradient_tag(mb));
+      in_flight_.at(key).output_grad = comm_.recv(activation_shape(micro_rows()), torch::kFloat32,
+                                                  peer_rank(action.peer), gradient_tag(stage, mb, m));
       return;
+    case ActionKind::AllReduceGrads:
+      return all_reduce_chunk_grads(chunk);
     case ActionKind::OptimizerStep:
-      return optimizer_step();
+      // One OptimizerStep per chunk, but the global norm needs every chunk's gradient first:
+      // the update runs once, at the worker's last one.
+      if (++steps_pending_ == layout_.chunks) {
+        steps_pending_ = 0;
+        optimizer_step();
+      }
+      return;
     default:
       fail("the runtime cannot execute {} actions yet (schedule '{}')",
            schedule::kind_name(action.kind), schedule_.name);
   }
 }
 
-void StageExecutor::forward(int microbatch, const TokenBatch& batch) {
-  const auto& train = config_.train;
-  const int64_t rows = train.batch_size / train.microbatches;
-  InFlight& state = in_flight_[microbatch];
+void StageExecutor::forward(int chunk, int microbatch, const TokenBatch& batch) {
+  const int64_t rows = micro_rows();
+  const int stage = layout_.stage_of(chunk);
+  InFlight& state = in_flight_[{chunk, microbatch}];
   TokenBatch micro;
-  if (data_ != nullptr) micro = batch.rows(microbatch * rows, rows);
-  if (first()) {
+  const int64_t replica_offset = layout_.replica() * rows * config_.train.microbatches;
+  if (data_ != nullptr) micro = batch.rows(replica_offset + microbatch * rows, rows);
+  if (is_first_stage(stage)) {
     state.input = to_tensor(micro.inputs, rows, micro.seq_len);
   } else {
     state.input.requires_grad_(true);
   }
-  auto output = model_->forward(state.input);
-  if (last()) {
+  auto output = chunks_.at(size_t(chunk)).model->forward(state.input);
+  if (is_last_stage(stage)) {
     auto loss = lm_loss(output, to_tensor(micro.targets, rows, micro.seq_len));
     loss_sum_ += loss.item<double>();
-    state.scaled_loss = loss / double(train.microbatches);  // exactly the Trainer's scaling
+    // The replicas' gradients are summed, so each microbatch carries 1 / (m w) of the global
+    // mean: exactly the Trainer's gradient of the mean over the whole batch.
+    state.scaled_loss = loss / double(config_.train.microbatches * layout_.replicas);
   } else {
     state.output = output;
   }
 }
 
-void StageExecutor::backward(int microbatch) {
-  InFlight& state = in_flight_.at(microbatch);
-  if (last()) {
+void StageExecutor::backward(int chunk, int microbatch) {
+  const Key key{chunk, microbatch};
+  InFlight& state = in_flight_.at(key);
+  const int stage = layout_.stage_of(chunk);
+  if (is_last_stage(stage)) {
     state.scaled_loss.backward();
   } else {
     state.output.backward(state.output_grad);
   }
   state.output = torch::Tensor();
   state.scaled_loss = torch::Tensor();
-  if (first()) in_flight_.erase(microbatch);  // nothing to send upstream
+  if (is_first_stage(stage)) in_flight_.erase(key);  // nothing to send upstream
+}
+
+// Sum of the chunk's gradients over its replicas, in one flat buffer (one Gloo call).
+void StageExecutor::all_reduce_chunk_grads(int chunk) {
+  if (groups_.replicas < 0) return;
+  auto params = chunks_.at(size_t(chunk)).model->parameters();
+  std::vector<torch::Tensor> parts;
+  for (const auto& p : params) {
+    parts.push_back(p.grad().defined() ? p.grad().reshape({-1}) : torch::zeros({p.numel()}));
+  }
+  auto flat = torch::cat(parts);
+  comm_.all_reduce_sum(flat, groups_.replicas);
+  int64_t offset = 0;
+  for (auto& p : params) {
+    auto reduced = flat.slice(0, offset, offset + p.numel()).view_as(p);
+    // Copied, not aliased: zero_grad detaches gradients in place, which views forbid.
+    if (p.grad().defined()) {
+      p.mutable_grad().copy_(reduced);
+    } else {
+      p.mutable_grad() = reduced.clone();
+    }
+    offset += p.numel();
+  }
 }
 
 void StageExecutor::optimizer_step() {
   comm_.wait_sends();
-  // The tied embedding/head weight: both copies get the summed gradient, so the identical
-  // optimizer updates keep them equal.
-  if (tied_weight_.defined()) comm_.pair_all_reduce_sum(tied_weight_.mutable_grad());
-  const double global_norm = std::sqrt(comm_.all_reduce_sum(squared_grad_norm(norm_params_)));
-  const auto params = model_->parameters();
+  // The tied embedding/head weight: both copies get the summed gradient (after the replica
+  // all-reduce, so the sum covers every replica), and identical updates keep them equal.
+  if (tied_weight_.defined()) comm_.all_reduce_sum(tied_weight_.mutable_grad(), groups_.tied);
+  // After the replica all-reduce every replica holds the same gradients: the norm is summed
+  // over one replica's pipeline only.
+  const double global_norm =
+      std::sqrt(comm_.all_reduce_sum(squared_grad_norm(norm_params_), groups_.pipeline));
+  std::vector<torch::Tensor> params;
+  for (const auto& chunk : chunks_) {
+    for (auto& p : chunk.model->parameters()) params.push_back(p);
+  }
   scale_grads_to_norm(params, global_norm, config_.train.grad_clip);
   result_.grad_norm = global_norm;
   result_.lr = learning_rate_at(config_.train, current_step_);
@@ -155,24 +221,33 @@ void StageExecutor::optimizer_step() {
 }
 
 double StageExecutor::evaluate() {
+  const double none = std::numeric_limits<double>::quiet_NaN();
+  if (layout_.replica() != 0) return none;  // the replicas hold the same weights
   torch::NoGradGuard no_grad;
   const int64_t rows = config_.train.batch_size;
+  const int stages = layout_.stages();
   double total = 0;
   for (int64_t i = 0; i < config_.eval.batches; ++i) {
     TokenBatch batch;
     if (data_ != nullptr) batch = data_->val_batch(i, rows);
-    const int tag = kEvalTagBase + int(i);
-    auto input = first() ? to_tensor(batch.inputs, rows, batch.seq_len)
-                         : comm_.recv(activation_shape(rows), torch::kFloat32, stage_ - 1, tag);
-    auto output = model_->forward(input);
-    if (last()) {
-      total += lm_loss(output, to_tensor(batch.targets, rows, batch.seq_len)).item<double>();
-    } else {
-      comm_.send(output, stage_ + 1, tag);
-      comm_.wait_sends();
+    // The chunks in stage order: with looping placement the batch visits this worker v times.
+    for (const auto& chunk : chunks_) {
+      const int s = chunk.stage;
+      const int tag_before = kEvalTagBase + int(i) * stages + s - 1;
+      auto input = is_first_stage(s)
+                       ? to_tensor(batch.inputs, rows, batch.seq_len)
+                       : comm_.recv(activation_shape(rows), torch::kFloat32,
+                                    peer_rank((s - 1) % layout_.workers), tag_before);
+      auto output = chunk.model->forward(input);
+      if (is_last_stage(s)) {
+        total += lm_loss(output, to_tensor(batch.targets, rows, batch.seq_len)).item<double>();
+      } else {
+        comm_.send(output, peer_rank((s + 1) % layout_.workers), tag_before + 1);
+        comm_.wait_sends();
+      }
     }
   }
-  return last() ? total / double(config_.eval.batches) : std::numeric_limits<double>::quiet_NaN();
+  return layout_.holds_last_stage() ? total / double(config_.eval.batches) : none;
 }
 
 }  // namespace pipetrain::runtime

@@ -1,8 +1,10 @@
 #pragma once
-// Runs one pipeline stage: interprets this worker's actions of a synchronous Schedule
-// (forward, backward, send/recv of activations and gradients, optimizer step) on real tensors.
+// Runs one pipeline worker: interprets its actions of a synchronous Schedule (forward, backward,
+// send/recv of activations and gradients, data-parallel gradient all-reduce, optimizer step)
+// on real tensors, for each of the model chunks it holds.
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -10,6 +12,7 @@
 #include "data/text_dataset.h"
 #include "model/gpt.h"
 #include "runtime/comm.h"
+#include "runtime/layout.h"
 #include "runtime/partition.h"
 #include "schedule/schedule.h"
 #include "sim/timeline.h"
@@ -17,49 +20,67 @@
 
 namespace pipetrain::runtime {
 
+// Comm sub-group handles the executor reduces over.
+struct CommGroups {
+  int replicas = -1;              // this worker in every replica (DP all-reduce); -1: w = 1
+  int pipeline = Comm::kWorld;    // every worker of this replica (the global grad norm)
+  int tied = -1;                  // first + last stage of this replica; -1: not a member
+};
+
 class StageExecutor {
  public:
-  // `data` is null on middle stages: only the first stage reads inputs, the last targets.
-  StageExecutor(const Config& config, const TextDataset* data, Comm& comm,
-                const std::vector<StageRange>& ranges, schedule::Schedule schedule);
-  // One optimizer step. loss is the batch mean on the last stage, NaN elsewhere; grad_norm
-  // (global, before clipping) and lr are the same on every stage.
+  // `data` is null on workers without the first or last stage: only the first stage reads
+  // inputs, only the last reads targets.
+  StageExecutor(const Config& config, const TextDataset* data, Comm& comm, Layout layout,
+                CommGroups groups, const std::vector<StageRange>& ranges,
+                schedule::Schedule schedule);
+  // One optimizer step. loss is the global batch mean on the last stage, NaN elsewhere;
+  // grad_norm (global, before clipping) and lr are the same on every worker.
   StepResult train_step(int64_t step);
-  double evaluate();  // mean validation loss on the last stage, NaN elsewhere
+  double evaluate();  // mean validation loss on replica 0's last stage, NaN elsewhere
 
-  GptStack& model() { return *model_; }
-  torch::optim::Optimizer& optimizer() { return *optimizer_; }
-  bool first() const { return stage_ == 0; }
-  bool last() const { return stage_ == stages_ - 1; }
+  struct Chunk {
+    int stage;
+    std::shared_ptr<GptStack> model;
+  };
+  const std::vector<Chunk>& chunks() const { return chunks_; }
   // Every action of the first `traced_steps` steps with wall-clock start and duration (ms on
   // the machine's monotonic clock, shared by all processes on it): the real-run timeline.
   const std::vector<sim::TimedEvent>& events() const { return events_; }
   static constexpr int64_t traced_steps = 20;
 
  private:
-  // What the stage holds for one in-flight microbatch, dropped once its backward is done.
+  // What a chunk holds for one in-flight microbatch, dropped once its backward is done.
   struct InFlight {
     torch::Tensor input;        // received activation (leaf with requires_grad), or tokens
-    torch::Tensor output;       // stage output kept for the backward (not on the last stage)
-    torch::Tensor scaled_loss;  // last stage: loss / m
+    torch::Tensor output;       // chunk output kept for the backward (not on the last stage)
+    torch::Tensor scaled_loss;  // last stage: this microbatch's share of the global mean
     torch::Tensor output_grad;  // received gradient w.r.t. output
   };
+  using Key = std::pair<int, int>;  // (chunk, microbatch)
   void run_action(const schedule::Action& action, const TokenBatch& batch);
-  void forward(int microbatch, const TokenBatch& batch);
-  void backward(int microbatch);
+  void forward(int chunk, int microbatch, const TokenBatch& batch);
+  void backward(int chunk, int microbatch);
+  void all_reduce_chunk_grads(int chunk);
   void optimizer_step();
   std::vector<int64_t> activation_shape(int64_t rows) const;
+  int64_t micro_rows() const;
+  bool is_first_stage(int stage) const { return stage == 0; }
+  bool is_last_stage(int stage) const { return stage == layout_.stages() - 1; }
+  int peer_rank(int worker) const { return layout_.rank_of(layout_.replica(), worker); }
 
   Config config_;
   const TextDataset* data_;
   Comm& comm_;
-  int stage_, stages_;
+  Layout layout_;
+  CommGroups groups_;
   schedule::Schedule schedule_;
-  std::shared_ptr<GptStack> model_;
+  std::vector<Chunk> chunks_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  torch::Tensor tied_weight_;                // embedding on the first, head copy on the last
+  torch::Tensor tied_weight_;                // embedding on the first stage, head copy on the last
   std::vector<torch::Tensor> norm_params_;   // parameters counted in the global norm
-  std::map<int, InFlight> in_flight_;
+  std::map<Key, InFlight> in_flight_;
+  int steps_pending_ = 0;  // OptimizerStep actions seen this step (one per chunk)
   double loss_sum_ = 0;
   int64_t current_step_ = 0;
   std::vector<sim::TimedEvent> events_;

@@ -70,10 +70,27 @@ schedule::Schedule make_run_schedule(const Config& config) {
   spec.name = config.pipeline.schedule;
   spec.stages = int(config.pipeline.stages);
   spec.microbatches = int(config.train.microbatches);
+  spec.chunks = int(config.pipeline.chunks);
+  spec.dp_width = int(config.pipeline.dp_width);
+  const auto& p = config.pipeline;
+  if (p.chunks > 1 && p.schedule != "interleaved") {
+    fail("pipeline.chunks = {} needs pipeline.schedule = \"interleaved\" (got '{}')", p.chunks,
+         p.schedule);
+  }
+  if (p.chunks > 1 && p.stages == 1) {
+    fail("pipeline.chunks > 1 needs pipeline.stages >= 2 (one worker holding every chunk is the "
+         "1f1b schedule on one stage)");
+  }
+  const int64_t per_step = p.dp_width * config.train.microbatches;
+  if (config.train.batch_size % per_step != 0) {
+    fail("train.batch_size ({}) must be a multiple of pipeline.dp_width x train.microbatches ({}): "
+         "each replica takes batch_size / dp_width rows in equal microbatches",
+         config.train.batch_size, per_step);
+  }
   auto s = schedule::make_schedule(spec);
-  if (s.policy.kind != schedule::WeightPolicyKind::Sync || s.chunks != 1) {
-    fail("pipeline.schedule '{}' is not supported by the runtime yet (synchronous, one chunk per "
-         "worker only)", config.pipeline.schedule);
+  if (s.policy.kind != schedule::WeightPolicyKind::Sync) {
+    fail("pipeline.schedule '{}' is not supported by the runtime yet (synchronous only)",
+         config.pipeline.schedule);
   }
   return s;
 }
@@ -136,13 +153,16 @@ void write_trace_part(const fs::path& dir, int rank, const std::vector<sim::Time
   write_file_atomically((dir / fmt::format("trace-rank{}.json", rank)).string(), part.dump());
 }
 
-void write_trace(const fs::path& dir, int stages) {
+void write_trace(const fs::path& dir, const Layout& layout) {
   sim::Timeline timeline;
   timeline.title = fmt::format("pipetrain: real run, first {} steps", StageExecutor::traced_steps);
   double origin = std::numeric_limits<double>::infinity();
-  for (int rank = 0; rank < stages; ++rank) {
+  for (int rank = 0; rank < layout.world(); ++rank) {
     const auto path = dir / fmt::format("trace-rank{}.json", rank);
-    timeline.lanes.push_back(fmt::format("worker {}", rank));
+    const Layout of = Layout::of_rank(layout, rank);
+    timeline.lanes.push_back(layout.replicas == 1 ? fmt::format("worker {}", of.worker())
+                                                  : fmt::format("replica {} worker {}",
+                                                                of.replica(), of.worker()));
     timeline.events.emplace_back();
     for (const auto& e : nlohmann::json::parse(read_file(path.string()))) {
       timeline.events.back().push_back({e[0], e[1], e[2], e[3], e[4]});
@@ -160,14 +180,13 @@ void write_trace(const fs::path& dir, int stages) {
 }  // namespace
 
 bool is_pipeline_run(const Config& config) {
-  return config.pipeline.stages * config.pipeline.dp_width > 1;
+  return config.pipeline.stages * config.pipeline.dp_width * config.pipeline.chunks > 1;
 }
 
 bool started_as_worker() { return std::getenv("RANK") != nullptr; }
 
 std::optional<RunSummary> run_pipeline(const Config& config, const RunOptions& options,
                                        const std::vector<std::string>& train_args) {
-  if (config.pipeline.dp_width > 1) fail("pipeline.dp_width > 1 is not supported by the runtime yet");
   stage_ranges(config);  // partition errors before any process starts
   make_run_schedule(config);
   if (started_as_worker()) return run_pipeline_worker(config, options);
@@ -181,8 +200,10 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   const bool progress_wanted = launched ? env_or("PIPETRAIN_PROGRESS", "1") == "1" : options.progress;
   const auto ranges = stage_ranges(config);
   const auto schedule = make_run_schedule(config);
-  const int stages = int(ranges.size());
-  const bool first = env.rank == 0, last = env.rank == stages - 1;
+  const Layout layout = Layout::of(config, env.rank);
+  const int stages = layout.stages();
+  const bool first = layout.holds_first_stage(), last = layout.holds_last_stage();
+  const bool reports = layout.reports();  // metrics, checkpoint, summary: one worker writes them
 
   // Workers usually outnumber cores: one compute thread each unless told otherwise.
   const int64_t threads = config.train.threads > 0
@@ -194,22 +215,35 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
     data.emplace(resolve_existing_path(config.data.path, options.data_root),
                  config.data.val_fraction, config.model.seq_len);
   }
-  if (last && !launched) fs::create_directories(dir);
+  if (reports && !launched) fs::create_directories(dir);
 
   const auto timeout = std::chrono::milliseconds(int64_t(config.pipeline.timeout_s * 1000));
   Comm comm(env, timeout);
-  if (stages > 1 && (first || last)) comm.join_pair_group(0, stages - 1);
-  StageExecutor executor(config, data ? &*data : nullptr, comm, ranges, schedule);
-  if (last) {
-    fmt::print(stderr, "pipetrain: pipeline of {} stages ({}), schedule {}, {} microbatches, {} "
-               "thread(s) per worker; run folder {}\n", stages, describe_partition(ranges),
+  // Sub-groups, joined in the same order everywhere (a group waits for all its members).
+  CommGroups groups;
+  if (layout.replicas > 1) {
+    groups.replicas = comm.join_group(fmt::format("replicas-of-worker{}", layout.worker()),
+                                      layout.replica_group());
+    groups.pipeline = comm.join_group(fmt::format("pipeline{}", layout.replica()),
+                                      layout.pipeline_group());
+  }
+  if (stages > 1 && (first || last)) {
+    groups.tied = comm.join_group(fmt::format("tied{}", layout.replica()),
+                                  {layout.rank_of(layout.replica(), 0),
+                                   layout.rank_of(layout.replica(), layout.workers - 1)});
+  }
+  StageExecutor executor(config, data ? &*data : nullptr, comm, layout, groups, ranges, schedule);
+  if (reports) {
+    fmt::print(stderr, "pipetrain: pipeline of {} stages ({}) on {} worker(s) x {} replica(s), "
+               "schedule {}, {} microbatches, {} thread(s) per worker; run folder {}\n", stages,
+               describe_partition(ranges), layout.workers, layout.replicas,
                config.pipeline.schedule, config.train.microbatches, threads, dir.string());
   }
 
   std::optional<MetricsWriter> metrics;
   std::optional<ProgressLine> progress;
-  if (last) metrics.emplace((dir / "metrics.jsonl").string(), /*append=*/false);
-  if (last && progress_wanted) progress.emplace(config.train.steps, config.log.every);
+  if (reports) metrics.emplace((dir / "metrics.jsonl").string(), /*append=*/false);
+  if (reports && progress_wanted) progress.emplace(config.train.steps, config.log.every);
   const double tokens_per_step = double(config.train.batch_size * config.model.seq_len);
   std::vector<std::pair<double, double>> train_curve, val_curve;
   RunSummary summary;
@@ -224,7 +258,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
     const bool final_step = done == config.train.steps;
     const bool validate = final_step || (config.eval.every > 0 && done % config.eval.every == 0);
     if (validate) val_loss = executor.evaluate();
-    if (!last) continue;
+    if (!reports) continue;
     if (!std::isfinite(result.loss)) {
       if (progress) progress->finish();
       fail("loss became {} at step {}; the run stops (try a lower train.lr)", result.loss, done);
@@ -253,24 +287,30 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
 
   const fs::path checkpoint_dir = dir / "checkpoint";
   fs::create_directories(checkpoint_dir);
-  write_file_atomically((checkpoint_dir / fmt::format("stage{}.safetensors", env.rank)).string(),
-                        encode_safetensors(module_entries(executor.model())));
+  if (layout.replica() == 0) {  // the replicas hold the same weights
+    for (const auto& chunk : executor.chunks()) {
+      write_file_atomically(
+          (checkpoint_dir / fmt::format("stage{}.safetensors", chunk.stage)).string(),
+          encode_safetensors(module_entries(*chunk.model)));
+    }
+  }
   write_trace_part(dir, env.rank, executor.events());
   comm.barrier();  // every stage's files are written
-  if (!last) return std::nullopt;
+  if (!reports) return std::nullopt;
   summary.steps = config.train.steps;
   summary.final_val_loss = val_loss;
   summary.seconds = seconds_since(start);
   summary.sample = assemble_model_and_sample(config, checkpoint_dir, stages, val_loss);
   if (!summary.sample.empty()) write_file_atomically((dir / "sample.txt").string(), summary.sample + "\n");
   write_loss_plot((dir / "loss.svg").string(), train_curve, val_curve);
-  write_trace(dir, stages);
+  write_trace(dir, layout);
   const nlohmann::json summary_json = {{"steps", summary.steps},
                                        {"final_loss", summary.final_loss},
                                        {"final_val_loss", summary.final_val_loss},
                                        {"tokens_per_s", summary.tokens_per_s},
                                        {"seconds", summary.seconds},
-                                       {"stages", stages}};
+                                       {"stages", stages},
+                                       {"dp_width", layout.replicas}};
   write_file_atomically((dir / "summary.json").string(), summary_json.dump(2) + "\n");
   if (launched) return std::nullopt;  // the launcher reports
   return summary;

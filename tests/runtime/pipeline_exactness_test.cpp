@@ -1,6 +1,6 @@
 // A pipelined run on real worker processes must train exactly like the single-process Trainer:
 // same per-step losses and the same final weights (1e-5 relative), whatever the schedule,
-// stage count, microbatch count or partition.
+// stage count, microbatch count, partition, data-parallel width or chunks per worker.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,26 +25,37 @@ struct Case {
   int stages;
   int microbatches;
   std::string partition;  // "balanced" or counts over embedding + 3 blocks + head (5 layers)
+  int dp_width = 1;       // replicas; p = 1, w = 2 is pure data parallelism, still on workers
+  int chunks = 1;         // model chunks per worker (interleaved): stages * chunks model stages
+
+  // 6 rows as before; otherwise the smallest batch every replica's microbatches divide evenly.
+  int batch_size() const { return 6 % (microbatches * dp_width) == 0 ? 6 : 2 * microbatches * dp_width; }
+  int model_stages() const { return stages * chunks; }
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   std::string partition = info.param.partition;
   for (auto& c : partition) if (c == ',') c = '_';
-  return info.param.schedule + "_p" + std::to_string(info.param.stages) + "_m" +
-         std::to_string(info.param.microbatches) + "_" + partition;
+  const Case& c = info.param;
+  std::string name = c.schedule + "_p" + std::to_string(c.stages) + "_m" +
+                     std::to_string(c.microbatches);
+  if (c.dp_width > 1) name += "_w" + std::to_string(c.dp_width);
+  if (c.chunks > 1) name += "_v" + std::to_string(c.chunks);
+  return name + "_" + partition;
 }
 
 // The same fields for the reference Config and for the command line.
 std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
   return {{"model.layers", "3"},        {"model.d_model", "32"},      {"model.heads", "2"},
-          {"model.seq_len", "16"},      {"train.batch_size", "6"},    {"train.steps", "3"},
+          {"model.seq_len", "16"},      {"train.batch_size", std::to_string(c.batch_size())},    {"train.steps", "3"},
           {"train.warmup_steps", "1"},  {"train.lr", "1e-2"},          {"train.threads", "1"},
           {"train.microbatches", std::to_string(c.microbatches)},
           {"train.grad_clip", "1.0"},  // active: the norm is above 1 at the start
           {"log.every", "1"},           {"eval.every", "0"},          {"eval.batches", "1"},
           {"sample.tokens", "0"},       {"pipeline.schedule", c.schedule},
           {"pipeline.stages", std::to_string(c.stages)}, {"pipeline.partition", c.partition},
-          {"pipeline.timeout_s", "60"}};
+          {"pipeline.dp_width", std::to_string(c.dp_width)},
+          {"pipeline.chunks", std::to_string(c.chunks)}, {"pipeline.timeout_s", "60"}};
 }
 
 double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
@@ -52,7 +63,8 @@ double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
 }
 
 void PrintTo(const Case& c, std::ostream* out) {
-  *out << c.schedule << " p=" << c.stages << " m=" << c.microbatches << " partition=" << c.partition;
+  *out << c.schedule << " p=" << c.stages << " m=" << c.microbatches << " w=" << c.dp_width
+       << " v=" << c.chunks << " partition=" << c.partition;
 }
 
 class PipelineExactness : public ::testing::TestWithParam<Case> {};
@@ -103,8 +115,9 @@ TEST_P(PipelineExactness, MatchesTheSingleProcessTrainer) {
     }
     EXPECT_LT(relative_difference(got, want), 1e-5) << item.key();
   }
-  if (c.stages > 1) {
-    const auto last = (dir / "checkpoint" / fmt::format("stage{}.safetensors", c.stages - 1)).string();
+  if (c.model_stages() > 1) {
+    const auto last =
+        (dir / "checkpoint" / fmt::format("stage{}.safetensors", c.model_stages() - 1)).string();
     bool found = false;
     for (const auto& entry : decode_safetensors(read_file(last), last)) {
       if (entry.name != "layer4.tied_weight") continue;
@@ -124,7 +137,17 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"1f1b", 2, 2, "balanced"}, Case{"1f1b", 2, 3, "balanced"},
                       Case{"1f1b", 2, 3, "1,4"}, Case{"gpipe", 2, 2, "4,1"},
                       Case{"1f1b", 3, 3, "2,2,1"}, Case{"1f1b", 4, 3, "1,1,2,1"},
-                      Case{"gpipe", 4, 2, "2,1,1,1"}),
+                      Case{"gpipe", 4, 2, "2,1,1,1"},
+                      // Data parallelism: w = 2 replicas, gradients all-reduced per stage.
+                      Case{"1f1b", 1, 1, "balanced", 2}, Case{"1f1b", 1, 2, "balanced", 2},
+                      Case{"gpipe", 2, 1, "balanced", 2}, Case{"1f1b", 2, 2, "balanced", 2},
+                      // Interleaved 1F1B: 2 chunks per worker, looping placement.
+                      Case{"interleaved", 2, 2, "balanced", 1, 2},
+                      Case{"interleaved", 2, 4, "balanced", 1, 2},
+                      Case{"interleaved", 2, 4, "1,1,2,1", 1, 2},
+                      // Eight microbatches.
+                      Case{"gpipe", 2, 8, "balanced"}, Case{"1f1b", 2, 8, "balanced"},
+                      Case{"gpipe", 4, 8, "balanced"}, Case{"1f1b", 4, 8, "balanced"}),
     case_name);
 
 }  // namespace

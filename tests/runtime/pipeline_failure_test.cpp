@@ -29,7 +29,7 @@ TEST(PipelineFailure, KilledWorkerStopsTheRunAndIsNamed) {
   const auto run = testing::run_pipetrain(kTinyRun + " --run-dir " + dir.string(),
                                           "PIPETRAIN_FAULT=1:3");
   EXPECT_EQ(run.exit_code, 2) << run.output;
-  EXPECT_NE(run.output.find("pipeline worker rank 1 (stage 1) was killed by signal 9"),
+  EXPECT_NE(run.output.find("pipeline worker rank 1 (replica 0, worker 1) was killed by signal 9"),
             std::string::npos) << run.output;
   EXPECT_LT(run.seconds, 30.0) << "the others must not wait for the timeout";
   std::ifstream pids(dir / "workers.pid");
