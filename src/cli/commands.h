@@ -10,6 +10,7 @@ void add_train_command(CLI::App& app);     // train_command.cpp
 void add_simulate_command(CLI::App& app);  // simulate_command.cpp
 void add_config_command(CLI::App& app);    // config_command.cpp
 void add_plan_command(CLI::App& app);      // plan_command.cpp
+void add_profile_command(CLI::App& app);   // profile_command.cpp
 void add_terapipe_command(CLI::App& app);  // terapipe_command.cpp
 
 }  // namespace pipetrain::cli

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   pipetrain::cli::add_train_command(app);
   pipetrain::cli::add_simulate_command(app);
+  pipetrain::cli::add_profile_command(app);
   pipetrain::cli::add_plan_command(app);
   pipetrain::cli::add_terapipe_command(app);
   pipetrain::cli::add_config_command(app);

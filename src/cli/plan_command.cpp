@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "io/json_file.h"
 #include "core/text.h"
 #include "plan/planner.h"
 
@@ -13,7 +14,7 @@ void add_plan_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "plan", "Plan pipeline depth, data-parallel width, microbatch size, recomputation and "
               "schedule for a model on a cluster (analytic profile + simulator)");
-  static std::string model = "gpt-3.9b", cluster = "p3-16xlarge-x8", out, schedules;
+  static std::string model = "gpt-3.9b", cluster = "p3-16xlarge-x8", out, schedules, profile;
   static int64_t global_batch = 256;
   static int top = 10;
   cmd->add_option("--model", model, "gpt-355m, gpt-2.2b, gpt-3.9b, gpt3-1b, gpt3-13b, gpt3-44b, gpt3-175b")
@@ -23,9 +24,19 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--schedules", schedules, "comma-separated subset of 2bw,1f1b,gpipe,interleaved");
   cmd->add_option("--top", top, "alternatives to show")->capture_default_str();
   cmd->add_option("--out", out, "write the best plan as JSON here");
+  cmd->add_option("--profile", profile, "measured layer costs from `pipetrain profile` (instead of --model)");
   cmd->callback([] {
     plan::PlanRequest request;
-    request.model = plan::find_gpt_shape(model);
+    if (profile.empty()) {
+      request.model = plan::find_gpt_shape(model);
+    } else {
+      request.profile = plan::model_profile_from_json(parse_json_file(profile), profile);
+      request.model = request.profile->shape;
+      request.microbatch_sizes.clear();
+      for (const auto& m : request.profile->layers.front().by_microbatch) {
+        request.microbatch_sizes.push_back(m.microbatch);
+      }
+    }
     request.cluster = plan::load_cluster(cluster, std::string(PIPETRAIN_SOURCE_DIR) + "/clusters");
     request.global_batch = global_batch;
     if (!schedules.empty()) request.schedules = split(schedules, ',');

@@ -68,7 +68,13 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
     return c;
   }
   AnalyticOptions options{microbatch, recompute};
-  const auto layers = analytic_gpt_layers(request.model, cluster, options);
+  std::vector<LayerCost> layers;
+  if (request.profile) {
+    layers = layer_costs(*request.profile, microbatch);  // fp32 as measured
+    if (recompute) layers = with_recomputation(std::move(layers));
+  } else {
+    layers = analytic_gpt_layers(request.model, cluster, options);
+  }
   const Placement placement = place(cluster, stages, c.dp_width);
   StageLimits limits;
   limits.memory_bytes = cluster.device_memory_bytes;

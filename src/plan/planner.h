@@ -4,6 +4,7 @@
 // partition each candidate with the balanced partitioner, simulate its schedule, drop what does
 // not fit in device memory, and rank the rest by predicted throughput.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,11 +12,13 @@
 
 #include "plan/analytic.h"
 #include "plan/cluster.h"
+#include "plan/profile_json.h"
 
 namespace pipetrain::plan {
 
 struct PlanRequest {
   GptShape model;
+  std::optional<ModelProfile> profile;  // measured layer costs instead of the analytic ones
   ClusterSpec cluster;
   int64_t global_batch = 256;
   std::vector<std::string> schedules = {"2bw", "1f1b", "gpipe", "interleaved"};

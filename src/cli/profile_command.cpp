@@ -1,0 +1,48 @@
+#include <fmt/format.h>
+
+#include "cli/arguments.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/files.h"
+#include "core/text.h"
+#include "profile/layer_profile.h"
+
+namespace pipetrain::cli {
+
+void add_profile_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "profile", "Measure per-layer forward/backward/weight-gradient time of the configured GPT "
+                 "([CONFIG.toml] [--section.field VALUE ...] --out profile.json "
+                 "[--microbatch-sizes 1,2,4,8] [--repeats 5] [--threads 1])");
+  cmd->prefix_command();
+  cmd->callback([cmd] {
+    const auto arguments = parse_config_arguments(
+        cmd->remaining(), {"--out", "--microbatch-sizes", "--repeats", "--threads"}, {});
+    const Config config = resolve_config(arguments);
+    const auto option = [&](const char* name, const std::string& fallback) {
+      const auto it = arguments.options.find(name);
+      return it == arguments.options.end() ? fallback : it->second;
+    };
+    const std::string out = option("--out", "");
+    if (out.empty()) fail("profile: --out FILE is required");
+    profile::ProfileOptions options;
+    options.microbatch_sizes.clear();
+    for (const auto& size : split(option("--microbatch-sizes", "1,2,4,8"), ',')) {
+      const auto value = parse_int(size);
+      if (!value || *value < 1) fail("--microbatch-sizes: expected positive integers, got '{}'", size);
+      options.microbatch_sizes.push_back(*value);
+    }
+    const auto repeats = parse_int(option("--repeats", "5")), threads = parse_int(option("--threads", "1"));
+    if (!repeats || *repeats < 1) fail("--repeats: expected a positive integer");
+    if (!threads || *threads < 1) fail("--threads: expected a positive integer");
+    options.repeats = static_cast<int>(*repeats);
+    options.threads = static_cast<int>(*threads);
+    const auto measured = profile::profile_gpt_layers(
+        config, options, [](const std::string& line) { fmt::print(stderr, "profile: {}\n", line); });
+    write_file_atomically(out, plan::to_json(measured).dump(2) + "\n");
+    fmt::print("wrote {} ({} layers x {} microbatch sizes)\n", out, measured.layers.size(),
+               options.microbatch_sizes.size());
+  });
+}
+
+}  // namespace pipetrain::cli

@@ -1,0 +1,82 @@
+#include "plan/profile_json.h"
+
+#include "core/error.h"
+
+namespace pipetrain::plan {
+
+nlohmann::json to_json(const ModelProfile& profile) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& layer : profile.layers) {
+    nlohmann::json sizes = nlohmann::json::array();
+    for (const auto& m : layer.by_microbatch) {
+      sizes.push_back({{"microbatch", m.microbatch}, {"forward_s", m.forward_s},
+                       {"backward_s", m.backward_s}, {"weight_s", m.weight_s},
+                       {"activation_bytes", m.activation_bytes}, {"output_bytes", m.output_bytes}});
+    }
+    layers.push_back({{"name", layer.name}, {"param_bytes", layer.param_bytes}, {"by_microbatch", sizes}});
+  }
+  const GptShape& shape = profile.shape;
+  return {{"format", "pipetrain-profile-1"},
+          {"description", profile.description},
+          {"shape", {{"name", shape.name}, {"layers", shape.layers}, {"hidden", shape.hidden},
+                     {"heads", shape.heads}, {"seq_len", shape.seq_len}, {"vocab", shape.vocab}}},
+          {"threads", profile.threads},
+          {"layers", layers}};
+}
+
+ModelProfile model_profile_from_json(const nlohmann::json& json, const std::string& origin) {
+  ModelProfile profile;
+  try {
+    if (json.at("format") != "pipetrain-profile-1") fail("{}: not a pipetrain profile", origin);
+    profile.description = json.at("description").get<std::string>();
+    profile.threads = json.at("threads").get<int>();
+    const auto& shape = json.at("shape");
+    profile.shape = {shape.at("name").get<std::string>(), shape.at("layers").get<int64_t>(),
+                     shape.at("hidden").get<int64_t>(), shape.at("heads").get<int64_t>(),
+                     shape.at("seq_len").get<int64_t>(), shape.at("vocab").get<int64_t>()};
+    for (const auto& layer : json.at("layers")) {
+      LayerProfile parsed;
+      parsed.name = layer.at("name").get<std::string>();
+      parsed.param_bytes = layer.at("param_bytes").get<double>();
+      for (const auto& m : layer.at("by_microbatch")) {
+        parsed.by_microbatch.push_back({m.at("microbatch").get<int64_t>(), m.at("forward_s").get<double>(),
+                                        m.at("backward_s").get<double>(), m.at("weight_s").get<double>(),
+                                        m.at("activation_bytes").get<double>(),
+                                        m.at("output_bytes").get<double>()});
+      }
+      profile.layers.push_back(std::move(parsed));
+    }
+  } catch (const nlohmann::json::exception& error) {
+    fail("{}: malformed profile: {}", origin, error.what());
+  }
+  if (profile.layers.empty()) fail("{}: the profile has no layers", origin);
+  return profile;
+}
+
+std::vector<LayerCost> layer_costs(const ModelProfile& profile, int64_t microbatch,
+                                   double optimizer_bytes_per_param_byte) {
+  std::vector<LayerCost> costs;
+  for (const auto& layer : profile.layers) {
+    const LayerMeasurement* found = nullptr;
+    for (const auto& m : layer.by_microbatch) {
+      if (m.microbatch == microbatch) found = &m;
+    }
+    if (found == nullptr) fail("the profile has no measurements at microbatch size {}", microbatch);
+    costs.push_back({layer.name, found->forward_s, found->backward_s, layer.param_bytes,
+                     optimizer_bytes_per_param_byte * layer.param_bytes, found->activation_bytes,
+                     found->output_bytes});
+  }
+  return costs;
+}
+
+std::vector<LayerCost> with_recomputation(std::vector<LayerCost> layers) {
+  double input_bytes = 0;  // the embedding's input is token ids: negligible
+  for (auto& layer : layers) {
+    layer.backward_s += layer.forward_s;
+    layer.activation_bytes = input_bytes;
+    input_bytes = layer.output_bytes;
+  }
+  return layers;
+}
+
+}  // namespace pipetrain::plan

@@ -1,0 +1,45 @@
+#pragma once
+// A measured model profile (`pipetrain profile` writes it): per layer and microbatch size, the
+// forward, backward and weight-gradient times and the bytes the planner needs.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "plan/analytic.h"
+#include "plan/partition.h"
+
+namespace pipetrain::plan {
+
+struct LayerMeasurement {
+  int64_t microbatch = 1;
+  double forward_s = 0, backward_s = 0, weight_s = 0;  // weight_s is part of backward_s
+  double activation_bytes = 0, output_bytes = 0;
+};
+
+struct LayerProfile {
+  std::string name;
+  double param_bytes = 0;
+  std::vector<LayerMeasurement> by_microbatch;  // ascending microbatch size
+};
+
+struct ModelProfile {
+  std::string description;  // model shape and machine
+  GptShape shape;
+  int threads = 1;
+  std::vector<LayerProfile> layers;
+};
+
+nlohmann::json to_json(const ModelProfile& profile);
+ModelProfile model_profile_from_json(const nlohmann::json& json, const std::string& origin);
+
+// LayerCost list for a microbatch size the profile holds (UserError otherwise); optimizer
+// bytes = `optimizer_bytes_per_param_byte` x param bytes (3: fp32 gradient, Adam m and v).
+std::vector<LayerCost> layer_costs(const ModelProfile& profile, int64_t microbatch,
+                                   double optimizer_bytes_per_param_byte = 3);
+
+// Full recomputation: each layer stashes only its input and runs its forward again in backward.
+std::vector<LayerCost> with_recomputation(std::vector<LayerCost> layers);
+
+}  // namespace pipetrain::plan

@@ -1,0 +1,111 @@
+#include "profile/layer_profile.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "model/gpt.h"
+#include "train/trainer.h"
+
+namespace pipetrain::profile {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median_seconds(int repeats, const std::function<void()>& prepare,
+                      const std::function<void()>& timed) {
+  std::vector<double> samples;
+  for (int i = 0; i <= repeats; ++i) {  // the first run warms caches and the allocator
+    prepare();
+    const auto start = Clock::now();
+    timed();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (i > 0) samples.push_back(seconds);
+  }
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+struct LayerTiming {
+  double forward_s, backward_s, input_backward_s;
+};
+
+// Forward builds the autograd graph as in training; "input backward" asks autograd for the
+// input gradient only, which skips the weight-gradient GEMMs.
+LayerTiming time_layer(GptLayer& layer, bool is_embedding, bool is_head, const GptConfig& shape,
+                       int64_t batch, int repeats) {
+  const auto make_input = [&] {
+    if (is_embedding) return torch::randint(0, shape.vocab_size, {batch, shape.seq_len}, torch::kInt64);
+    return torch::randn({batch, shape.seq_len, shape.d_model}).requires_grad_(true);
+  };
+  const auto targets = torch::randint(0, shape.vocab_size, {batch, shape.seq_len}, torch::kInt64);
+  const auto output_of = [&](const torch::Tensor& input) {
+    auto out = layer.forward(input);
+    return is_head ? lm_loss(out, targets) : out;
+  };
+  torch::Tensor input, output, grad;
+  const auto fresh_graph = [&] {
+    layer.zero_grad();
+    input = make_input();
+    output = output_of(input);
+    grad = torch::ones_like(output);
+  };
+  LayerTiming timing{};
+  timing.forward_s = median_seconds(repeats, [&] { input = make_input(); }, [&] { output = output_of(input); });
+  timing.backward_s = median_seconds(repeats, fresh_graph, [&] { output.backward(grad); });
+  if (is_embedding) return timing;  // token ids have no gradient: all of it is weight gradient
+  timing.input_backward_s = median_seconds(repeats, fresh_graph, [&] {
+    torch::autograd::grad({output}, {input}, {grad});
+  });
+  return timing;
+}
+
+}  // namespace
+
+plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions& options,
+                                      const std::function<void(const std::string&)>& progress) {
+  torch::set_num_threads(options.threads);
+  const GptConfig shape = gpt_config_from(config.model);
+  auto model = make_gpt(shape, static_cast<uint64_t>(config.train.seed));
+  plan::ModelProfile profile;
+  profile.threads = options.threads;
+  profile.shape = {"profiled", shape.layers, shape.d_model, shape.heads, shape.seq_len, shape.vocab_size};
+  profile.description = fmt::format("GPT {} layers, d_model {}, {} heads, seq {}, vocab {}; {} thread(s)",
+                                    shape.layers, shape.d_model, shape.heads, shape.seq_len,
+                                    shape.vocab_size, options.threads);
+  const int64_t count = shape.layer_count();
+  for (int64_t i = 0; i < count; ++i) {
+    auto& layer = *model->layers()[static_cast<size_t>(i)];
+    const bool is_embedding = i == 0, is_head = i == count - 1;
+    plan::LayerProfile measured;
+    measured.name = is_embedding ? "embedding" : is_head ? "head" : fmt::format("block{}", i - 1);
+    for (const auto& p : layer.parameters()) measured.param_bytes += double(p.numel() * p.element_size());
+    if (is_head) measured.param_bytes += double(shape.vocab_size * shape.d_model * 4);  // own tied copy
+    for (int64_t b : options.microbatch_sizes) {
+      const LayerTiming t = time_layer(layer, is_embedding, is_head, shape, b, options.repeats);
+      plan::LayerMeasurement m;
+      m.microbatch = b;
+      m.forward_s = t.forward_s;
+      m.backward_s = t.backward_s;
+      m.weight_s = std::max(0.0, t.backward_s - t.input_backward_s);
+      const double tokens = double(b * shape.seq_len), d = double(shape.d_model);
+      m.output_bytes = is_head ? 0 : 4 * tokens * d;
+      // Stashed activations (Korthikanti et al., doubled for fp32): 34 values per token and
+      // channel plus the attention maps; the head keeps its logits and their softmax.
+      m.activation_bytes = is_embedding ? 4 * tokens * d
+                           : is_head    ? 8 * tokens * double(shape.vocab_size) + 8 * tokens * d
+                                        : 2 * tokens * (34 * d + 5 * double(shape.heads) * double(shape.seq_len));
+      measured.by_microbatch.push_back(m);
+      if (progress) {
+        progress(fmt::format("{} b={}: forward {:.2f} ms, backward {:.2f} ms (weights {:.2f} ms)",
+                             measured.name, b, 1e3 * m.forward_s, 1e3 * m.backward_s, 1e3 * m.weight_s));
+      }
+    }
+    profile.layers.push_back(std::move(measured));
+  }
+  return profile;
+}
+
+}  // namespace pipetrain::profile

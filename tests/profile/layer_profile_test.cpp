@@ -1,0 +1,77 @@
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "plan/planner.h"
+#include "profile/layer_profile.h"
+
+namespace pipetrain {
+namespace {
+
+Config tiny() {
+  Config c;
+  c.model.layers = 2;
+  c.model.d_model = 32;
+  c.model.heads = 4;
+  c.model.seq_len = 16;
+  return c;
+}
+
+const plan::ModelProfile& tiny_profile() {
+  static const plan::ModelProfile profile = [] {
+    profile::ProfileOptions options;
+    options.microbatch_sizes = {1, 4};
+    options.repeats = 1;
+    return profile::profile_gpt_layers(tiny(), options, nullptr);
+  }();
+  return profile;
+}
+
+TEST(LayerProfile, MeasuresEveryLayerAtEverySize) {
+  const auto& profile = tiny_profile();
+  ASSERT_EQ(profile.layers.size(), 4u);  // embedding, 2 blocks, head
+  EXPECT_EQ(profile.layers.front().name, "embedding");
+  EXPECT_EQ(profile.layers.back().name, "head");
+  EXPECT_DOUBLE_EQ(profile.layers[0].param_bytes, 4.0 * (256 + 16) * 32);
+  EXPECT_DOUBLE_EQ(profile.layers[1].param_bytes, 4.0 * (12 * 32 * 32 + 13 * 32));
+  EXPECT_DOUBLE_EQ(profile.layers[3].param_bytes, 4.0 * (256 * 32 + 2 * 32));  // tied copy + norm
+  for (const auto& layer : profile.layers) {
+    ASSERT_EQ(layer.by_microbatch.size(), 2u);
+    for (const auto& m : layer.by_microbatch) {
+      EXPECT_GT(m.forward_s, 0) << layer.name;
+      EXPECT_GT(m.backward_s, 0) << layer.name;
+      EXPECT_LE(m.weight_s, m.backward_s) << layer.name;
+    }
+    EXPECT_DOUBLE_EQ(layer.by_microbatch[1].output_bytes, 4 * layer.by_microbatch[0].output_bytes);
+  }
+}
+
+TEST(LayerProfile, JsonRoundTripAndLayerCosts) {
+  const auto& profile = tiny_profile();
+  const auto parsed = plan::model_profile_from_json(plan::to_json(profile), "mem");
+  EXPECT_EQ(plan::to_json(parsed), plan::to_json(profile));
+  EXPECT_EQ(parsed.shape.layers, 2);
+  const auto costs = plan::layer_costs(parsed, 4);
+  ASSERT_EQ(costs.size(), 4u);
+  EXPECT_DOUBLE_EQ(costs[1].forward_s, profile.layers[1].by_microbatch[1].forward_s);
+  EXPECT_DOUBLE_EQ(costs[1].optimizer_bytes, 3 * costs[1].param_bytes);
+  EXPECT_THROW(plan::layer_costs(parsed, 3), UserError);
+  EXPECT_THROW(plan::model_profile_from_json({{"format", "other"}}, "x"), UserError);
+  const auto recomputed = plan::with_recomputation(costs);
+  EXPECT_DOUBLE_EQ(recomputed[2].backward_s, costs[2].backward_s + costs[2].forward_s);
+  EXPECT_DOUBLE_EQ(recomputed[2].activation_bytes, costs[1].output_bytes);
+}
+
+TEST(LayerProfile, PlannerRunsOnAMeasuredProfile) {
+  plan::PlanRequest request;
+  request.profile = tiny_profile();
+  request.model = request.profile->shape;
+  request.cluster = plan::load_cluster("this-machine", std::string(PIPETRAIN_SOURCE_DIR) + "/clusters");
+  request.global_batch = 8;
+  request.microbatch_sizes = {1, 4};
+  const auto result = plan::plan_training(request);
+  ASSERT_FALSE(result.ranked.empty());
+  for (const auto& c : result.ranked) EXPECT_EQ(c.stages * c.dp_width, 2);
+}
+
+}  // namespace
+}  // namespace pipetrain
