@@ -17,6 +17,7 @@ struct LayerCost {
   double optimizer_bytes = 0;   // optimizer state for those weights
   double activation_bytes = 0;  // stashed per in-flight microbatch
   double output_bytes = 0;      // activation sent to the next stage per microbatch
+  double optimizer_s = 0;       // the optimizer step for these weights, once per iteration
 };
 
 struct StageLimits {

@@ -121,6 +121,7 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
       stage.backward_ms += layers[i].backward_s * 1e3;
       stage.weight_bytes += layers[i].param_bytes;
       stage.activation_bytes += layers[i].activation_bytes;
+      stage.optimizer_ms += layers[i].optimizer_s * 1e3;
       gradient_bytes += layers[i].param_bytes;
     }
     first += c.partition[s];

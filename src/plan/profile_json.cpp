@@ -13,7 +13,8 @@ nlohmann::json to_json(const ModelProfile& profile) {
                        {"backward_s", m.backward_s}, {"weight_s", m.weight_s},
                        {"activation_bytes", m.activation_bytes}, {"output_bytes", m.output_bytes}});
     }
-    layers.push_back({{"name", layer.name}, {"param_bytes", layer.param_bytes}, {"by_microbatch", sizes}});
+    layers.push_back({{"name", layer.name}, {"param_bytes", layer.param_bytes},
+                      {"optimizer_s", layer.optimizer_s}, {"by_microbatch", sizes}});
   }
   const GptShape& shape = profile.shape;
   return {{"format", "pipetrain-profile-1"},
@@ -38,6 +39,7 @@ ModelProfile model_profile_from_json(const nlohmann::json& json, const std::stri
       LayerProfile parsed;
       parsed.name = layer.at("name").get<std::string>();
       parsed.param_bytes = layer.at("param_bytes").get<double>();
+      parsed.optimizer_s = layer.at("optimizer_s").get<double>();
       for (const auto& m : layer.at("by_microbatch")) {
         parsed.by_microbatch.push_back({m.at("microbatch").get<int64_t>(), m.at("forward_s").get<double>(),
                                         m.at("backward_s").get<double>(), m.at("weight_s").get<double>(),
@@ -64,7 +66,7 @@ std::vector<LayerCost> layer_costs(const ModelProfile& profile, int64_t microbat
     if (found == nullptr) fail("the profile has no measurements at microbatch size {}", microbatch);
     costs.push_back({layer.name, found->forward_s, found->backward_s, layer.param_bytes,
                      optimizer_bytes_per_param_byte * layer.param_bytes, found->activation_bytes,
-                     found->output_bytes});
+                     found->output_bytes, layer.optimizer_s});
   }
   return costs;
 }

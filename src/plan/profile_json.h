@@ -21,6 +21,7 @@ struct LayerMeasurement {
 struct LayerProfile {
   std::string name;
   double param_bytes = 0;
+  double optimizer_s = 0;  // one AdamW step over the layer's parameters
   std::vector<LayerMeasurement> by_microbatch;  // ascending microbatch size
 };
 

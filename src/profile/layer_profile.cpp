@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "model/gpt.h"
+#include "train/optim.h"
 #include "train/trainer.h"
 
 namespace pipetrain::profile {
@@ -62,6 +63,18 @@ LayerTiming time_layer(GptLayer& layer, bool is_embedding, bool is_head, const G
   return timing;
 }
 
+// One optimizer step over copies of the layer's parameters (the copies keep the model intact).
+double time_optimizer_step(GptLayer& layer, const Config& config, int repeats) {
+  std::vector<torch::Tensor> params;
+  for (const auto& p : layer.parameters()) {
+    params.push_back(p.detach().clone().requires_grad_(true));
+    params.back().mutable_grad() = torch::randn_like(p) * 1e-3;
+  }
+  if (params.empty()) return 0;
+  auto optimizer = make_optimizer(params, config.train);
+  return median_seconds(repeats, [] {}, [&] { optimizer->step(); });
+}
+
 }  // namespace
 
 plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions& options,
@@ -83,6 +96,7 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
     measured.name = is_embedding ? "embedding" : is_head ? "head" : fmt::format("block{}", i - 1);
     for (const auto& p : layer.parameters()) measured.param_bytes += double(p.numel() * p.element_size());
     if (is_head) measured.param_bytes += double(shape.vocab_size * shape.d_model * 4);  // own tied copy
+    measured.optimizer_s = time_optimizer_step(layer, config, options.repeats);
     for (int64_t b : options.microbatch_sizes) {
       const LayerTiming t = time_layer(layer, is_embedding, is_head, shape, b, options.repeats);
       plan::LayerMeasurement m;
