@@ -68,6 +68,8 @@ TEST(Config, CrossFieldRules) {
             "model.heads (5) must divide model.d_model (128)");
   EXPECT_EQ(error_of([] { parse_config_toml("[train]\nmicrobatches = 5\n", "t"); }),
             "train.microbatches (5) must divide train.batch_size (32)");
+  EXPECT_EQ(error_of([] { parse_config_toml("[model]\nvocab_size = 10\n", "t"); }),
+            "t: model.vocab_size must be >= 256, got 10");
 }
 
 TEST(Config, CommandLineOverrides) {
