@@ -59,7 +59,7 @@ double measure_ms(const Config& config, const Case& c, int64_t steps) {
       "--train.batch_size {} --train.microbatches {} --eval.every 0 --eval.batches 1 "
       "--sample.tokens 0 --log.every 1",
       PIPETRAIN_BINARY_DIR, dir.string(), steps, c.microbatch * c.microbatches, c.microbatches);
-  if (c.stages > 1) command += fmt::format(" --stages {} --schedule 1f1b", c.stages);
+  command += fmt::format(" --stages {} --schedule 1f1b", c.stages);  // the default is 2 stages
   if (std::system((command + " > /dev/null 2>&1").c_str()) != 0) {
     fmt::print(stderr, "failed: {}\n", command);
     return 0;

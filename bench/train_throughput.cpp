@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
       config.model.heads = size.heads;
       config.model.seq_len = size.seq_len;
       config.train.batch_size = size.batch;
+      config.train.microbatches = 1;  // one GEMM over the whole batch
       config.train.steps = steps + 2;
       torch::set_num_threads(threads);
       const TextDataset data(std::string(PIPETRAIN_DATA_DIR) + "/tinyshakespeare.txt", 0.1, size.seq_len);

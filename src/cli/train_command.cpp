@@ -17,9 +17,10 @@ overridden, e.g. --model.layers 8 --train.steps 200 (see docs/config.md).
 
 Pipeline shorthands (see docs/config.md, [pipeline]):
   --stages P          pipeline stages, one worker process each (pipeline.stages)
-  --schedule NAME     gpipe | 1f1b (pipeline.schedule)
+  --schedule NAME     gpipe | 1f1b | interleaved (pipeline.schedule)
   --microbatches M    microbatches per step (train.microbatches)
-  --dp-width W        data-parallel replicas (pipeline.dp_width)
+  --dp-width W        data-parallel replicas, W x P workers (pipeline.dp_width)
+  --chunks V          model chunks per worker, interleaved only (pipeline.chunks)
   --partition LIST    layer counts per stage, e.g. 3,3, or balanced (pipeline.partition)
 With --stages > 1 pipetrain spawns the workers itself; under torchrun (RANK,
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT set) each process is one worker.
@@ -36,7 +37,7 @@ std::vector<std::string> expand_shorthands(const std::vector<std::string>& args)
   static const std::vector<std::pair<std::string, std::string>> shorthands = {
       {"--stages", "--pipeline.stages"},       {"--schedule", "--pipeline.schedule"},
       {"--microbatches", "--train.microbatches"}, {"--dp-width", "--pipeline.dp_width"},
-      {"--partition", "--pipeline.partition"}};
+      {"--partition", "--pipeline.partition"}, {"--chunks", "--pipeline.chunks"}};
   std::vector<std::string> out;
   for (const auto& arg : args) {
     std::string expanded = arg;

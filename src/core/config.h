@@ -22,7 +22,7 @@ struct ModelConfig {
 struct TrainConfig {
   int64_t steps = 800;
   int64_t batch_size = 32;   // sequences per optimizer step (global batch)
-  int64_t microbatches = 1;  // the batch is split into this many equal microbatches
+  int64_t microbatches = 8;  // the batch is split into this many equal microbatches (pipeline)
   std::string optimizer = "adamw";  // sgd | adam | adamw
   double lr = 3e-3;
   double min_lr = 3e-4;
@@ -60,7 +60,9 @@ struct SampleConfig {
 // Pipeline-parallel runs (src/runtime): one worker process per stage, spawned by `pipetrain
 // train` itself or by torchrun (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT in the environment).
 struct PipelineConfig {
-  int64_t stages = 1;               // p; 1 = the single-process trainer
+  // The default job is a 2-stage 1F1B pipeline with 8 microbatches (train.microbatches): on 2
+  // cores it beats one process with 2 threads (docs/benchmarks.md, "Pipeline throughput").
+  int64_t stages = 2;               // p; 1 = the single-process trainer
   std::string schedule = "1f1b";    // gpipe | 1f1b | interleaved (synchronous schedules)
   std::string partition = "balanced";  // "balanced" (by parameter count) or counts "3,3"
   int64_t dp_width = 1;             // data-parallel replicas of every stage

@@ -44,6 +44,7 @@ class StageExecutor {
     std::shared_ptr<GptStack> model;
   };
   const std::vector<Chunk>& chunks() const { return chunks_; }
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
   // Every action of the first `traced_steps` steps with wall-clock start and duration (ms on
   // the machine's monotonic clock, shared by all processes on it): the real-run timeline.
   const std::vector<sim::TimedEvent>& events() const { return events_; }

@@ -22,6 +22,7 @@
 #include "runtime/pipeline.h"
 #include "runtime/stage_executor.h"
 #include "schedule/generators.h"
+#include "train/optim.h"
 
 namespace fs = std::filesystem;
 
@@ -128,6 +129,18 @@ std::string assemble_model_and_sample(const Config& config, const fs::path& chec
   load_module_entries(*model, all, checkpoint_dir.string());
   write_file_atomically((checkpoint_dir / "model.safetensors").string(),
                         encode_safetensors(module_entries(*model)));
+  // optimizer.safetensors as a single-process run writes it: the head's copy of the tied
+  // weight has the embedding's state (identical updates), so it is left out.
+  const std::string head_copy = fmt::format("layer{}.tied_weight.", config.model.layers + 1);
+  std::vector<TensorEntry> state;
+  for (int s = 0; s < stages; ++s) {
+    const auto path = checkpoint_dir / fmt::format("stage{}.optimizer.safetensors", s);
+    for (auto& entry : decode_safetensors(read_file(path.string()), path.string())) {
+      if (entry.name.rfind(head_copy, 0) != 0) state.push_back(std::move(entry));
+    }
+  }
+  write_file_atomically((checkpoint_dir / "optimizer.safetensors").string(),
+                        encode_safetensors(state));
   const nlohmann::json sidecar = {{"format", "pipetrain-checkpoint-1"},
                                   {"step", config.train.steps},
                                   {"val_loss", val_loss},
@@ -187,8 +200,10 @@ bool started_as_worker() { return std::getenv("RANK") != nullptr; }
 
 std::optional<RunSummary> run_pipeline(const Config& config, const RunOptions& options,
                                        const std::vector<std::string>& train_args) {
-  stage_ranges(config);  // partition errors before any process starts
+  // Config, partition and data errors before any process starts: one line, not one per worker.
+  stage_ranges(config);
   make_run_schedule(config);
+  resolve_existing_path(config.data.path, options.data_root);
   if (started_as_worker()) return run_pipeline_worker(config, options);
   return launch_pipeline_workers(config, options, train_args);
 }
@@ -292,6 +307,13 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
       write_file_atomically(
           (checkpoint_dir / fmt::format("stage{}.safetensors", chunk.stage)).string(),
           encode_safetensors(module_entries(*chunk.model)));
+      std::vector<TensorEntry> state;
+      for (const auto& [name, tensor] : optimizer_state_tensors(executor.optimizer(), *chunk.model)) {
+        state.push_back(to_entry(name, tensor));
+      }
+      write_file_atomically(
+          (checkpoint_dir / fmt::format("stage{}.optimizer.safetensors", chunk.stage)).string(),
+          encode_safetensors(state));
     }
   }
   write_trace_part(dir, env.rank, executor.events());

@@ -68,7 +68,7 @@ TEST(Cli, TinyTrainingRunWritesTheRunFolder) {
   const auto dir = temp_dir("run");
   const Result result = run(
       "train --model.layers 1 --model.d_model 16 --model.heads 2 --model.seq_len 16 "
-      "--train.batch_size 4 --train.steps 6 --train.warmup_steps 2 --eval.every 3 "
+      "--train.batch_size 4 --train.microbatches 2 --train.steps 6 --train.warmup_steps 2 --eval.every 3 "
       "--eval.batches 1 --log.every 2 --sample.tokens 20 --quiet --run-dir " + dir.string());
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("--- sample ---\nROMEO:"), std::string::npos) << result.output;

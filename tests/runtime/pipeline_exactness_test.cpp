@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -13,6 +14,7 @@
 #include "io/metrics.h"
 #include "model/state_io.h"
 #include "pipeline_run.h"
+#include "train/optim.h"
 #include "train/trainer.h"
 
 namespace pipetrain {
@@ -115,6 +117,16 @@ TEST_P(PipelineExactness, MatchesTheSingleProcessTrainer) {
     }
     EXPECT_LT(relative_difference(got, want), 1e-5) << item.key();
   }
+  // The assembled optimizer state has the single-process checkpoint's names.
+  const auto optimizer_path = (dir / "checkpoint" / "optimizer.safetensors").string();
+  std::set<std::string> state_names, expected_names;
+  for (const auto& entry : decode_safetensors(read_file(optimizer_path), optimizer_path)) {
+    state_names.insert(entry.name);
+  }
+  for (const auto& [name, tensor] : optimizer_state_tensors(reference.optimizer(), reference.model())) {
+    expected_names.insert(name);
+  }
+  EXPECT_EQ(state_names, expected_names);
   if (c.model_stages() > 1) {
     const auto last =
         (dir / "checkpoint" / fmt::format("stage{}.safetensors", c.model_stages() - 1)).string();

@@ -9,6 +9,9 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -60,7 +63,7 @@ TEST(PipelineFailure, TorchrunWorkerNamesTheDeadPeer) {
   const std::string env = fmt::format(
       "PIPETRAIN_FAULT=1:3 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT={}", free_port());
   const std::string args = "train --quiet --model.layers 2 --model.d_model 32 --model.heads 2 "
-      "--model.seq_len 16 --train.batch_size 4 --train.threads 1 --train.steps 200 "
+      "--model.seq_len 16 --train.batch_size 4 --train.microbatches 2 --train.threads 1 --train.steps 200 "
       "--eval.every 0 --sample.tokens 0 --pipeline.timeout_s 30 --stages 2 --run-dir " +
       dir.string();
   const std::string binary = std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain";
@@ -79,6 +82,29 @@ TEST(PipelineFailure, BadPipelineConfigIsOneLineBeforeAnyWorkerStarts) {
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_EQ(run.output.rfind("pipetrain: error: pipeline.partition '1,1' must give 2 counts", 0),
             0u) << run.output;
+}
+
+// Unsupported data-parallel and interleaved combinations: one line, exit 2, no worker started.
+TEST(PipelineFailure, UnsupportedReplicaOrChunkCombinationsAreOneLine) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"train --stages 2 --dp-width 3 --microbatches 2 --train.batch_size 8",
+       "train.batch_size (8) must be a multiple of pipeline.dp_width x train.microbatches (6)"},
+      {"train --stages 2 --chunks 2 --schedule 1f1b",
+       "pipeline.chunks = 2 needs pipeline.schedule = \"interleaved\""},
+      {"train --stages 1 --pipeline.chunks 2 --schedule interleaved",
+       "pipeline.chunks > 1 needs pipeline.stages >= 2"},
+      {"train --stages 2 --pipeline.chunks 2 --schedule interleaved --microbatches 3 "
+       "--train.batch_size 6",
+       "schedule interleaved: microbatches (3) must be a multiple of stages (2)"},
+  };
+  for (const auto& [args, message] : cases) {
+    // Were the check missing, one short run in a scratch folder, not the default job.
+    const auto dir = testing::fresh_dir("unsupported");
+    const auto run = testing::run_pipetrain(args + " --train.steps 1 --run-dir " + dir.string());
+    fs::remove_all(dir);
+    EXPECT_EQ(run.exit_code, 2) << args << "\n" << run.output;
+    EXPECT_EQ(run.output.rfind("pipetrain: error: " + message, 0), 0u) << args << "\n" << run.output;
+  }
 }
 
 }  // namespace

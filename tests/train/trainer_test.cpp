@@ -18,6 +18,7 @@ Config tiny_config() {
   c.model.heads = 4;
   c.model.seq_len = 16;
   c.train.batch_size = 8;
+  c.train.microbatches = 1;  // one big batch (the default splits it for the pipeline)
   c.train.steps = 30;
   c.train.warmup_steps = 5;
   c.train.lr = 3e-3;
