@@ -14,6 +14,7 @@
 #include "io/metrics.h"
 #include "plan/profile_json.h"
 #include "profile/layer_profile.h"
+#include "profile/link_profile.h"
 #include "runtime/partition.h"
 #include "schedule/generators.h"
 #include "sim/simulator.h"
@@ -32,7 +33,8 @@ double predict_ms(const plan::ModelProfile& profile, const Config& config, const
   const auto layers = plan::layer_costs(profile, c.microbatch);
   sim::CostModel costs;
   costs.stages.clear();
-  costs.p2p_latency_ms = 0.05;  // loopback Gloo send of a few hundred KB (measured order)
+  costs.p2p_latency_ms = 1e3 * profile.links.p2p.latency_s;  // measured by measure_local_links
+  costs.bandwidth_bytes_per_ms = profile.links.p2p.bandwidth / 1e3;
   for (const auto& range : runtime::stage_ranges(config)) {
     sim::StageCost stage;
     stage.forward_ms = stage.backward_ms = stage.weight_ms = 0;
@@ -42,6 +44,7 @@ double predict_ms(const plan::ModelProfile& profile, const Config& config, const
       stage.optimizer_ms += 1e3 * layers[size_t(i)].optimizer_s;
     }
     stage.weight_ms = stage.backward_ms / 2;
+    stage.transfer_bytes = layers[size_t(range.last - 1)].output_bytes;
     costs.stages.push_back(stage);
   }
   schedule::ScheduleSpec spec;
@@ -84,7 +87,10 @@ int main(int argc, char** argv) {
   Config config;  // the default GPT
   profile::ProfileOptions options;
   options.microbatch_sizes = {4, 16};
-  const plan::ModelProfile profile = profile::profile_gpt_layers(config, options, nullptr);
+  plan::ModelProfile profile = profile::profile_gpt_layers(config, options, nullptr);
+  profile.links = profile::measure_local_links(25);
+  fmt::print("measured p2p link: {:.0f} us + {:.2f} GB/s\n\n", 1e6 * profile.links.p2p.latency_s,
+             profile.links.p2p.bandwidth / 1e9);
   std::vector<Case> cases;
   for (int stages : {1, 2})
     for (int64_t m : {1, 2, 4, 8})

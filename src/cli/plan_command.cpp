@@ -38,6 +38,13 @@ void add_plan_command(CLI::App& app) {
       }
     }
     request.cluster = plan::load_cluster(cluster, std::string(PIPETRAIN_SOURCE_DIR) + "/clusters");
+    if (request.profile && request.profile->links.measured) {
+      plan::use_measured_links(request.cluster, request.profile->links);
+      fmt::print("links from the profile: p2p {:.0f} us + {:.2f} GB/s, all-reduce {:.0f} us + {:.2f} GB/s\n",
+                 1e6 * request.profile->links.p2p.latency_s, request.profile->links.p2p.bandwidth / 1e9,
+                 1e6 * request.profile->links.all_reduce.latency_s,
+                 request.profile->links.all_reduce.bandwidth / 1e9);
+    }
     request.global_batch = global_batch;
     if (!schedules.empty()) request.schedules = split(schedules, ',');
     for (const auto& name : request.schedules) {

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "cli/arguments.h"
@@ -6,6 +8,7 @@
 #include "core/files.h"
 #include "core/text.h"
 #include "profile/layer_profile.h"
+#include "profile/link_profile.h"
 
 namespace pipetrain::cli {
 
@@ -37,8 +40,14 @@ void add_profile_command(CLI::App& app) {
     if (!threads || *threads < 1) fail("--threads: expected a positive integer");
     options.repeats = static_cast<int>(*repeats);
     options.threads = static_cast<int>(*threads);
-    const auto measured = profile::profile_gpt_layers(
-        config, options, [](const std::string& line) { fmt::print(stderr, "profile: {}\n", line); });
+    const auto report = [](const std::string& line) { fmt::print(stderr, "profile: {}\n", line); };
+    auto measured = profile::profile_gpt_layers(config, options, report);
+    measured.links = profile::measure_local_links(std::max(options.repeats, 25));
+    for (const auto& [name, fit] : {std::pair{"p2p send/recv", measured.links.p2p},
+                                    std::pair{"2-worker all-reduce", measured.links.all_reduce}}) {
+      report(fmt::format("{}: latency {:.1f} us, {:.2f} GB/s (fit within {:.0f}%)", name,
+                         1e6 * fit.latency_s, fit.bandwidth / 1e9, 100 * fit.max_error));
+    }
     write_file_atomically(out, plan::to_json(measured).dump(2) + "\n");
     fmt::print("wrote {} ({} layers x {} microbatch sizes)\n", out, measured.layers.size(),
                options.microbatch_sizes.size());

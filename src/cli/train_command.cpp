@@ -2,6 +2,7 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "core/error.h"
 #include "core/files.h"
 #include "runtime/pipeline.h"
 #include "train/run.h"
@@ -67,6 +68,10 @@ void run_train(const std::vector<std::string>& raw_args) {
     if (!pipeline_summary) return;  // a worker: the launcher or the last stage reports
     report(*pipeline_summary, options);
     return;
+  }
+  if (config.pipeline.recompute != "none") {
+    fail("pipeline.recompute needs a pipeline run (pipeline.stages >= 2); the single-process "
+         "trainer keeps every activation");
   }
   report(run_training(config, options), options);
 }

@@ -68,6 +68,9 @@ std::vector<FieldSpec> make_fields() {
        at(&C::pipeline, &PipelineConfig::dp_width), 1),
       spec("pipeline.chunks", "model chunks per worker (interleaved schedule): stages x chunks "
        "model stages, stage = chunk x stages + worker", at(&C::pipeline, &PipelineConfig::chunks), 1),
+      spec("pipeline.recompute", "activation recomputation: \"none\", \"all\" or stage indices "
+       "\"0,1\"; a recomputed stage keeps only its input per microbatch and runs the forward "
+       "again in backward", at(&C::pipeline, &PipelineConfig::recompute)),
       spec("pipeline.timeout_s", "seconds before rendezvous or a send/recv/all-reduce gives up",
        at(&C::pipeline, &PipelineConfig::timeout_s), 1),
       spec("pipeline.master_addr", "rendezvous address when pipetrain spawns the workers itself",

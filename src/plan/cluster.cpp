@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/toml_parse.h"
+#include "plan/profile_json.h"
 
 namespace pipetrain::plan {
 namespace {
@@ -68,6 +69,19 @@ ClusterSpec load_cluster(const std::string& name_or_path, const std::string& clu
     }
   }
   return parse_cluster_toml(read_file(path), path);
+}
+
+}  // namespace pipetrain::plan
+
+namespace pipetrain::plan {
+
+void use_measured_links(ClusterSpec& cluster, const LinkProfile& links) {
+  if (!links.measured) return;
+  cluster.intra_node_bandwidth = cluster.inter_node_bandwidth = links.p2p.bandwidth;
+  cluster.intra_node_latency_s = cluster.inter_node_latency_s = links.p2p.latency_s;
+  cluster.measured_allreduce_bandwidth = links.all_reduce.bandwidth;
+  // The planner's ring model charges 2 (w - 1) latencies: w = 2 gives the measured latency.
+  cluster.measured_allreduce_latency_s = links.all_reduce.latency_s / 2;
 }
 
 }  // namespace pipetrain::plan

@@ -21,12 +21,19 @@ struct ClusterSpec {
   double intra_node_latency_s = 5e-6;
   double inter_node_bandwidth = 3.125e9;  // bytes/s per node (25 Gbps)
   double inter_node_latency_s = 20e-6;
+  // A measured all-reduce inside a node (0: derive it from the intra-node link).
+  double measured_allreduce_bandwidth = 0, measured_allreduce_latency_s = 0;
 
   int devices() const { return nodes * devices_per_node; }
   double sustained_flops(double tokens) const {
     return device_flops * compute_efficiency * tokens / (tokens + half_efficiency_tokens);
   }
 };
+
+struct LinkProfile;
+// The node's links as `pipetrain profile` measured them (this machine's workers talk over
+// loopback, so intra- and inter-node links are the same measured one).
+void use_measured_links(ClusterSpec& cluster, const LinkProfile& links);
 
 ClusterSpec parse_cluster_toml(const std::string& text, const std::string& origin);
 // `name_or_path`: a .toml path, or a name looked up as <clusters_dir>/<name>.toml.

@@ -43,6 +43,10 @@ Placement place(const ClusterSpec& c, int stages, int width) {
   p.allreduce_bandwidth = p.allreduce_inside_node ? c.intra_node_bandwidth
                                                   : c.inter_node_bandwidth / c.devices_per_node;
   p.allreduce_latency = p.allreduce_inside_node ? c.intra_node_latency_s : c.inter_node_latency_s;
+  if (p.allreduce_inside_node && c.measured_allreduce_bandwidth > 0) {
+    p.allreduce_bandwidth = c.measured_allreduce_bandwidth;
+    p.allreduce_latency = c.measured_allreduce_latency_s;
+  }
   return p;
 }
 

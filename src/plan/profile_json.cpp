@@ -3,6 +3,19 @@
 #include "core/error.h"
 
 namespace pipetrain::plan {
+namespace {
+
+nlohmann::json link_json(const LinkFit& fit) {
+  return {{"latency_s", fit.latency_s}, {"bandwidth_bytes_per_s", fit.bandwidth},
+          {"max_fit_error", fit.max_error}};
+}
+
+LinkFit link_from_json(const nlohmann::json& json) {
+  return {json.at("latency_s").get<double>(), json.at("bandwidth_bytes_per_s").get<double>(),
+          json.at("max_fit_error").get<double>()};
+}
+
+}  // namespace
 
 nlohmann::json to_json(const ModelProfile& profile) {
   nlohmann::json layers = nlohmann::json::array();
@@ -17,12 +30,17 @@ nlohmann::json to_json(const ModelProfile& profile) {
                       {"optimizer_s", layer.optimizer_s}, {"by_microbatch", sizes}});
   }
   const GptShape& shape = profile.shape;
-  return {{"format", "pipetrain-profile-1"},
+  nlohmann::json json = {{"format", "pipetrain-profile-1"},
           {"description", profile.description},
           {"shape", {{"name", shape.name}, {"layers", shape.layers}, {"hidden", shape.hidden},
                      {"heads", shape.heads}, {"seq_len", shape.seq_len}, {"vocab", shape.vocab}}},
           {"threads", profile.threads},
           {"layers", layers}};
+  if (profile.links.measured) {
+    json["links"] = {{"p2p", link_json(profile.links.p2p)},
+                     {"all_reduce", link_json(profile.links.all_reduce)}};
+  }
+  return json;
 }
 
 ModelProfile model_profile_from_json(const nlohmann::json& json, const std::string& origin) {
@@ -47,6 +65,10 @@ ModelProfile model_profile_from_json(const nlohmann::json& json, const std::stri
                                         m.at("output_bytes").get<double>()});
       }
       profile.layers.push_back(std::move(parsed));
+    }
+    if (json.contains("links")) {
+      profile.links = {true, link_from_json(json["links"].at("p2p")),
+                       link_from_json(json["links"].at("all_reduce"))};
     }
   } catch (const nlohmann::json::exception& error) {
     fail("{}: malformed profile: {}", origin, error.what());

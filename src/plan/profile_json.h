@@ -25,11 +25,23 @@ struct LayerProfile {
   std::vector<LayerMeasurement> by_microbatch;  // ascending microbatch size
 };
 
+// time(bytes) = latency_s + bytes / bandwidth (bytes/s), with the fit's worst relative error.
+struct LinkFit {
+  double latency_s = 0, bandwidth = 0, max_error = 0;
+};
+
+struct LinkProfile {
+  bool measured = false;
+  LinkFit p2p;         // one send/recv between two workers
+  LinkFit all_reduce;  // a 2-worker all-reduce (bytes = the buffer size)
+};
+
 struct ModelProfile {
   std::string description;  // model shape and machine
   GptShape shape;
   int threads = 1;
   std::vector<LayerProfile> layers;
+  LinkProfile links;  // absent from profiles written before links were measured
 };
 
 nlohmann::json to_json(const ModelProfile& profile);

@@ -95,6 +95,29 @@ std::vector<StageRange> stage_ranges(const Config& config) {
   return ranges;
 }
 
+bool recomputes_stage(const std::string& spec, int64_t stage, int64_t stages) {
+  if (spec == "none") return false;
+  if (spec == "all") return true;
+  bool found = false;
+  std::stringstream in(spec + ",");  // so "1," ends with an empty item, an error like ",1"
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    size_t used = 0;
+    long long index = -1;
+    try {
+      index = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || index < 0 || index >= stages) {
+      fail("pipeline.recompute: expected \"none\", \"all\" or stage indices 0..{} like \"0,1\", "
+           "got '{}'", stages - 1, spec);
+    }
+    found = found || index == stage;
+  }
+  return found;
+}
+
 std::string describe_partition(const std::vector<StageRange>& ranges) {
   std::string out;
   for (size_t s = 0; s < ranges.size(); ++s) {

@@ -23,6 +23,9 @@ std::vector<int64_t> balanced_layer_counts(const std::vector<double>& weights, i
 // The stage ranges for config.pipeline (UserError for a malformed or impossible partition).
 std::vector<StageRange> stage_ranges(const Config& config);
 
+// pipeline.recompute: "none", "all", or stage indices "0,2". UserError for anything else.
+bool recomputes_stage(const std::string& spec, int64_t stage, int64_t stages);
+
 std::string describe_partition(const std::vector<StageRange>& ranges);
 
 }  // namespace pipetrain::runtime

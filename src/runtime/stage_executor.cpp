@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "core/error.h"
 #include "train/lr_schedule.h"
@@ -51,6 +52,7 @@ StageExecutor::StageExecutor(const Config& config, const TextDataset* data, Comm
       norm_params_.push_back(item.value());
     }
     chunks_.push_back({stage, model});
+    recompute_.push_back(recomputes_stage(config.pipeline.recompute, stage, stages));
   }
   // One optimizer over every chunk: Adam's state is per parameter, so this equals the Trainer's.
   optimizer_ = make_optimizer(params, config.train);
@@ -107,8 +109,10 @@ void StageExecutor::run_action(const schedule::Action& action, const TokenBatch&
     case ActionKind::Backward:
       return backward(chunk, mb);
     case ActionKind::SendActivation:
-      return comm_.send(in_flight_.at(key).output, peer_rank(action.peer),
-                        activation_tag(stage, mb, m));
+      comm_.send(in_flight_.at(key).output, peer_rank(action.peer), activation_tag(stage, mb, m));
+      // Recomputed chunks rebuild their output in backward; the send keeps its own reference.
+      if (recompute_.at(size_t(chunk))) in_flight_.at(key).output = torch::Tensor();
+      return;
     case ActionKind::RecvActivation:
       in_flight_[key].input = comm_.recv(activation_shape(micro_rows()), torch::kFloat32,
                                          peer_rank(action.peer), activation_tag(stage - 1, mb, m));
@@ -151,10 +155,21 @@ void StageExecutor::forward(int chunk, int microbatch, const TokenBatch& batch) 
   } else {
     state.input.requires_grad_(true);
   }
+  if (is_last_stage(stage)) state.targets = to_tensor(micro.targets, rows, micro.seq_len);
+  // Recomputation: run the forward without a graph and keep only the input; backward runs it
+  // again with the graph (same weights, no randomness: the same values).
+  std::optional<torch::NoGradGuard> no_graph;
+  if (recompute_.at(size_t(chunk))) no_graph.emplace();
+  forward_with_graph(chunk, state);
+  if (is_last_stage(stage)) loss_sum_ += state.loss_value;
+}
+
+// Output (sent on) or, on the last stage, the scaled loss: the tensors backward starts from.
+void StageExecutor::forward_with_graph(int chunk, InFlight& state) {
   auto output = chunks_.at(size_t(chunk)).model->forward(state.input);
-  if (is_last_stage(stage)) {
-    auto loss = lm_loss(output, to_tensor(micro.targets, rows, micro.seq_len));
-    loss_sum_ += loss.item<double>();
+  if (is_last_stage(layout_.stage_of(chunk))) {
+    auto loss = lm_loss(output, state.targets);
+    state.loss_value = loss.item<double>();
     // The replicas' gradients are summed, so each microbatch carries 1 / (m w) of the global
     // mean: exactly the Trainer's gradient of the mean over the whole batch.
     state.scaled_loss = loss / double(config_.train.microbatches * layout_.replicas);
@@ -167,6 +182,7 @@ void StageExecutor::backward(int chunk, int microbatch) {
   const Key key{chunk, microbatch};
   InFlight& state = in_flight_.at(key);
   const int stage = layout_.stage_of(chunk);
+  if (recompute_.at(size_t(chunk))) forward_with_graph(chunk, state);
   if (is_last_stage(stage)) {
     state.scaled_loss.backward();
   } else {

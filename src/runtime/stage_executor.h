@@ -57,10 +57,13 @@ class StageExecutor {
     torch::Tensor output;       // chunk output kept for the backward (not on the last stage)
     torch::Tensor scaled_loss;  // last stage: this microbatch's share of the global mean
     torch::Tensor output_grad;  // received gradient w.r.t. output
+    torch::Tensor targets;      // last stage: this microbatch's labels
+    double loss_value = 0;      // last stage: unscaled loss
   };
   using Key = std::pair<int, int>;  // (chunk, microbatch)
   void run_action(const schedule::Action& action, const TokenBatch& batch);
   void forward(int chunk, int microbatch, const TokenBatch& batch);
+  void forward_with_graph(int chunk, InFlight& state);
   void backward(int chunk, int microbatch);
   void all_reduce_chunk_grads(int chunk);
   void optimizer_step();
@@ -77,6 +80,7 @@ class StageExecutor {
   CommGroups groups_;
   schedule::Schedule schedule_;
   std::vector<Chunk> chunks_;
+  std::vector<bool> recompute_;  // per chunk: activation recomputation (pipeline.recompute)
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   torch::Tensor tied_weight_;                // embedding on the first stage, head copy on the last
   std::vector<torch::Tensor> norm_params_;   // parameters counted in the global norm

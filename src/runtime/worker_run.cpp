@@ -88,6 +88,9 @@ schedule::Schedule make_run_schedule(const Config& config) {
          "each replica takes batch_size / dp_width rows in equal microbatches",
          config.train.batch_size, per_step);
   }
+  for (int64_t stage = 0; stage < p.stages * p.chunks; ++stage) {
+    recomputes_stage(p.recompute, stage, p.stages * p.chunks);  // fails on a malformed list
+  }
   auto s = schedule::make_schedule(spec);
   if (s.policy.kind != schedule::WeightPolicyKind::Sync) {
     fail("pipeline.schedule '{}' is not supported by the runtime yet (synchronous only)",

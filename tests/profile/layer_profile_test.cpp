@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "plan/planner.h"
 #include "profile/layer_profile.h"
+#include "profile/link_profile.h"
 
 namespace pipetrain {
 namespace {
@@ -75,3 +76,32 @@ TEST(LayerProfile, PlannerRunsOnAMeasuredProfile) {
 
 }  // namespace
 }  // namespace pipetrain
+
+namespace pipetrain::profile {
+namespace {
+
+TEST(LinkProfile, FitRecoversLatencyAndBandwidth) {
+  std::vector<LinkSample> samples;
+  for (double bytes : {4e3, 6.4e4, 1e6, 1.6e7}) samples.push_back({bytes, 50e-6 + bytes / 2e9});
+  const plan::LinkFit fit = fit_link(samples);
+  EXPECT_NEAR(fit.latency_s, 50e-6, 1e-9);
+  EXPECT_NEAR(fit.bandwidth, 2e9, 1e3);
+  EXPECT_LT(fit.max_error, 1e-9);
+  EXPECT_THROW(fit_link({samples[0]}), UserError);
+}
+
+TEST(LinkProfile, MeasuredLinksRoundTripThroughJson) {
+  plan::ModelProfile profile;
+  profile.layers.resize(1);
+  profile.links = measure_local_links(2);  // two Gloo ranks on loopback
+  ASSERT_TRUE(profile.links.measured);
+  EXPECT_GT(profile.links.p2p.bandwidth, 0);
+  EXPECT_GT(profile.links.all_reduce.bandwidth, 0);
+  const auto back = plan::model_profile_from_json(plan::to_json(profile), "test");
+  EXPECT_TRUE(back.links.measured);
+  EXPECT_DOUBLE_EQ(back.links.p2p.latency_s, profile.links.p2p.latency_s);
+  EXPECT_DOUBLE_EQ(back.links.all_reduce.bandwidth, profile.links.all_reduce.bandwidth);
+}
+
+}  // namespace
+}  // namespace pipetrain::profile

@@ -45,5 +45,15 @@ TEST(Partition, BadPartitionsAreUserErrors) {
   EXPECT_THROW(stage_ranges(config_with(1, 4, "balanced")), UserError);  // 3 layers, 4 stages
 }
 
+TEST(Partition, RecomputationNamesStages) {
+  EXPECT_FALSE(recomputes_stage("none", 0, 2));
+  EXPECT_TRUE(recomputes_stage("all", 1, 2));
+  EXPECT_TRUE(recomputes_stage("0,2", 2, 4));
+  EXPECT_FALSE(recomputes_stage("0,2", 1, 4));
+  EXPECT_THROW(recomputes_stage("4", 0, 4), UserError);  // stages are 0..3
+  EXPECT_THROW(recomputes_stage("yes", 0, 4), UserError);
+  EXPECT_THROW(recomputes_stage("1,", 0, 4), UserError);
+}
+
 }  // namespace
 }  // namespace pipetrain::runtime
