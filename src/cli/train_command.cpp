@@ -4,6 +4,8 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "io/json_file.h"
+#include "plan/plan_file.h"
 #include "runtime/pipeline.h"
 #include "train/run.h"
 
@@ -23,6 +25,8 @@ Pipeline shorthands (see docs/config.md, [pipeline]):
   --dp-width W        data-parallel replicas, W x P workers (pipeline.dp_width)
   --chunks V          model chunks per worker, interleaved only (pipeline.chunks)
   --partition LIST    layer counts per stage, e.g. 3,3, or balanced (pipeline.partition)
+  --plan FILE         run a plan from `pipetrain plan --out FILE`: its model shape,
+                      stages, width, microbatching, schedule, partition, recomputation
 With --stages > 1 pipetrain spawns the workers itself; under torchrun (RANK,
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT set) each process is one worker.
 
@@ -32,6 +36,29 @@ Options:
   --quiet         no live progress line
   -h, --help      this text
 )";
+
+// `--plan plan.json` -> the plan's `--section.field VALUE` pairs, in its place: fields given
+// after it still override it.
+std::vector<std::string> expand_plan(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string path;
+    if (args[i] == "--plan") {
+      if (i + 1 == args.size()) fail("--plan needs a plan file (from `pipetrain plan --out`)");
+      path = args[++i];
+    } else if (args[i].rfind("--plan=", 0) == 0) {
+      path = args[i].substr(7);
+    } else {
+      out.push_back(args[i]);
+      continue;
+    }
+    for (const auto& [key, value] : plan::plan_config_overrides(parse_json_file(path), path)) {
+      out.push_back("--" + key);
+      out.push_back(value);
+    }
+  }
+  return out;
+}
 
 // `--stages 2` -> `--pipeline.stages 2`, and so on.
 std::vector<std::string> expand_shorthands(const std::vector<std::string>& args) {
@@ -54,7 +81,7 @@ std::vector<std::string> expand_shorthands(const std::vector<std::string>& args)
 void report(const RunSummary& summary, const RunOptions& options);
 
 void run_train(const std::vector<std::string>& raw_args) {
-  const auto args = expand_shorthands(raw_args);
+  const auto args = expand_plan(expand_shorthands(raw_args));
   const auto arguments = parse_config_arguments(args, {"--run-dir"}, {"--overwrite", "--quiet"});
   const Config config = resolve_config(arguments);
   RunOptions options;

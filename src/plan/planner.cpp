@@ -245,8 +245,14 @@ std::string format_plan_report(const PlanRequest& request, const PlanResult& res
 }
 
 nlohmann::json plan_to_json(const PlanRequest& request, const PlanCandidate& plan) {
-  return {{"model", request.model.name},          {"cluster", request.cluster.name},
-          {"global_batch", request.global_batch}, {"schedule", plan.schedule},
+  const GptShape& shape = request.model;
+  return {{"format", "pipetrain-plan-1"},
+          {"model", request.model.name},
+          {"model_shape", {{"layers", shape.layers}, {"hidden", shape.hidden}, {"heads", shape.heads},
+                           {"seq_len", shape.seq_len}, {"vocab", shape.vocab}}},
+          {"cluster", request.cluster.name},
+          {"global_batch", request.global_batch},
+          {"schedule", plan.schedule},
           {"stages", plan.stages},                {"dp_width", plan.dp_width},
           {"microbatch_size", plan.microbatch},   {"microbatches", plan.microbatches},
           {"recompute", plan.recompute},          {"partition", plan.partition},

@@ -96,4 +96,36 @@ TEST(Cli, TinyTrainingRunWritesTheRunFolder) {
   fs::remove_all(dir);
 }
 
+TEST(Cli, TrainRunsAPlanFile) {
+  const auto dir = temp_dir("plan");
+  fs::create_directories(dir);
+  // What `pipetrain plan --out` writes (the fields train reads).
+  std::ofstream(dir / "plan.json") << R"({"format": "pipetrain-plan-1", "model": "profiled",
+    "model_shape": {"layers": 2, "hidden": 16, "heads": 2, "seq_len": 16, "vocab": 256},
+    "schedule": "gpipe", "stages": 2, "dp_width": 1, "microbatch_size": 2, "microbatches": 3,
+    "recompute": true, "partition": [1, 3]})";
+  const auto run_dir = dir / "run";
+  const Result result = run("train --plan " + (dir / "plan.json").string() +
+                            " --train.steps 2 --eval.every 0 --eval.batches 1 --sample.tokens 0 "
+                            "--quiet --run-dir " + run_dir.string());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const Result shown = run("config " + (run_dir / "config.toml").string());
+  for (const char* line : {"layers = 2", "d_model = 16", "batch_size = 6", "microbatches = 3",
+                           "schedule = \"gpipe\"", "partition = \"1,3\"", "recompute = \"all\""}) {
+    EXPECT_NE(shown.output.find(line), std::string::npos) << line << "\n" << shown.output;
+  }
+  // A field after --plan overrides the plan's.
+  const Result overridden = run("train --plan " + (dir / "plan.json").string() +
+                                " --pipeline.partition 3,1 --train.steps 1 --eval.every 0 "
+                                "--eval.batches 1 --sample.tokens 0 --quiet --run-dir " +
+                                (dir / "run2").string());
+  ASSERT_EQ(overridden.exit_code, 0) << overridden.output;
+  EXPECT_NE(overridden.output.find("stage 0: layers 0-2"), std::string::npos) << overridden.output;
+  std::ofstream(dir / "not_a_plan.json") << R"({"stages": 2})";
+  expect_one_line_error("train --plan " + (dir / "not_a_plan.json").string(), "not a pipetrain plan");
+  expect_one_line_error("train --plan " + (dir / "missing.json").string(), "missing.json");
+  expect_one_line_error("train --plan", "--plan needs a plan file");
+  fs::remove_all(dir);
+}
+
 }  // namespace

@@ -1,0 +1,55 @@
+#include "plan/plan_file.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+
+namespace pipetrain::plan {
+
+std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlohmann::json& plan,
+                                                                       const std::string& origin) {
+  try {
+    if (plan.value("format", "") != "pipetrain-plan-1") {
+      fail("{}: not a pipetrain plan (write one with `pipetrain plan ... --out {}`)", origin, origin);
+    }
+    const auto& shape = plan.at("model_shape");
+    const auto schedule = plan.at("schedule").get<std::string>();
+    const auto stages = plan.at("stages").get<int64_t>(), width = plan.at("dp_width").get<int64_t>();
+    const auto micro = plan.at("microbatch_size").get<int64_t>();
+    const auto microbatches = plan.at("microbatches").get<int64_t>();
+    const auto partition = plan.at("partition").get<std::vector<int64_t>>();
+    if (stages < 1 || width < 1 || micro < 1 || microbatches < 1 ||
+        int64_t(partition.size()) != stages) {
+      fail("{}: inconsistent plan (stages {}, dp_width {}, microbatch {} x {}, {} partition counts)",
+           origin, stages, width, micro, microbatches, partition.size());
+    }
+    const auto text = [](int64_t v) { return std::to_string(v); };
+    std::vector<std::pair<std::string, std::string>> fields = {
+        {"model.layers", text(shape.at("layers").get<int64_t>())},
+        {"model.d_model", text(shape.at("hidden").get<int64_t>())},
+        {"model.heads", text(shape.at("heads").get<int64_t>())},
+        {"model.seq_len", text(shape.at("seq_len").get<int64_t>())},
+        {"model.vocab_size", text(shape.at("vocab").get<int64_t>())},
+        {"pipeline.schedule", schedule},
+        {"pipeline.stages", text(stages)},
+        {"pipeline.dp_width", text(width)},
+        {"train.microbatches", text(microbatches)},
+        {"train.batch_size", text(micro * microbatches * width)},
+        {"pipeline.recompute", plan.at("recompute").get<bool>() ? "all" : "none"}};
+    if (schedule == "interleaved") {
+      // The planner splits each device's layers over two chunks; the runtime needs p x 2
+      // stage counts, which its balanced partition gives.
+      fields.push_back({"pipeline.chunks", "2"});
+      fields.push_back({"pipeline.partition", "balanced"});
+    } else {
+      fields.push_back({"pipeline.chunks", "1"});
+      fields.push_back({"pipeline.partition", fmt::format("{}", fmt::join(partition, ","))});
+    }
+    return fields;
+  } catch (const nlohmann::json::exception& error) {
+    fail("{}: malformed plan: {}", origin, error.what());
+  }
+}
+
+}  // namespace pipetrain::plan
