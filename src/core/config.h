@@ -64,7 +64,7 @@ struct PipelineConfig {
   // cores it beats one process with 2 threads (docs/benchmarks.md, "Pipeline throughput").
   int64_t stages = 2;               // p; 1 = the single-process trainer
   std::string schedule = "1f1b";    // gpipe | 1f1b | interleaved (synchronous schedules)
-  std::string partition = "balanced";  // "balanced" (by parameter count) or counts "3,3"
+  std::string partition = "balanced";  // "balanced" (by analytic compute) or counts "3,3"
   int64_t dp_width = 1;             // data-parallel replicas of every stage
   int64_t chunks = 1;               // v: model chunks per worker (interleaved); p * v stages
   std::string recompute = "none";   // activation recomputation: "none", "all" or stages "0,1"

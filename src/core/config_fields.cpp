@@ -62,7 +62,7 @@ std::vector<FieldSpec> make_fields() {
        at(&C::pipeline, &PipelineConfig::stages), 1),
       spec("pipeline.schedule", "pipeline schedule", at(&C::pipeline, &PipelineConfig::schedule), 0,
        {"gpipe", "1f1b", "interleaved"}),
-      spec("pipeline.partition", "\"balanced\" (by parameter count) or layer counts per stage over "
+      spec("pipeline.partition", "\"balanced\" (exact partitioner over the layers' analytic compute) or layer counts per stage over "
        "embedding + blocks + head, e.g. \"3,3\"", at(&C::pipeline, &PipelineConfig::partition)),
       spec("pipeline.dp_width", "data-parallel replicas of every stage",
        at(&C::pipeline, &PipelineConfig::dp_width), 1),

@@ -5,42 +5,20 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "plan/analytic.h"
 
 namespace pipetrain::runtime {
 
-std::vector<double> gpt_layer_parameter_counts(const ModelConfig& model) {
-  const double d = double(model.d_model), v = double(model.vocab_size), t = double(model.seq_len);
-  std::vector<double> counts;
-  counts.push_back(v * d + t * d);                                       // embedding
-  for (int64_t i = 0; i < model.layers; ++i) counts.push_back(12 * d * d + 13 * d);  // block
-  counts.push_back(v * d + 2 * d);                                       // head (logits + ln_f)
-  return counts;
-}
-
-std::vector<int64_t> balanced_layer_counts(const std::vector<double>& weights, int64_t stages) {
-  const int64_t n = int64_t(weights.size());
-  if (stages < 1 || stages > n) fail("cannot split {} layers into {} stages", n, stages);
-  std::vector<double> prefix(n + 1, 0);
-  for (int64_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + weights[i];
-  const double inf = std::numeric_limits<double>::infinity();
-  // best[s][i]: lightest possible heaviest group splitting the first i layers into s groups.
-  std::vector<std::vector<double>> best(stages + 1, std::vector<double>(n + 1, inf));
-  std::vector<std::vector<int64_t>> cut(stages + 1, std::vector<int64_t>(n + 1, 0));
-  best[0][0] = 0;
-  for (int64_t s = 1; s <= stages; ++s) {
-    for (int64_t i = s; i <= n; ++i) {
-      for (int64_t j = s - 1; j < i; ++j) {
-        const double value = std::max(best[s - 1][j], prefix[i] - prefix[j]);
-        if (value < best[s][i]) best[s][i] = value, cut[s][i] = j;
-      }
-    }
-  }
-  std::vector<int64_t> counts(stages);
-  for (int64_t s = stages, i = n; s >= 1; --s) {
-    counts[s - 1] = i - cut[s][i];
-    i = cut[s][i];
-  }
-  return counts;
+std::vector<plan::LayerCost> gpt_layer_costs(const ModelConfig& model, int64_t microbatch) {
+  plan::GptShape shape{"configured", model.layers, model.d_model, model.heads, model.seq_len,
+                       model.vocab_size};
+  // Only the layers' relative costs matter for the balance: a CPU core's ratio of FLOP/s to
+  // memory bandwidth (clusters/this-machine.toml), fp32.
+  plan::ClusterSpec cpu;
+  cpu.device_flops = 50e9;
+  cpu.intra_node_bandwidth = 16e9;
+  cpu.bytes_per_value = 4;
+  return plan::analytic_gpt_layers(shape, cpu, {microbatch, false});
 }
 
 namespace {
@@ -75,7 +53,11 @@ std::vector<StageRange> stage_ranges(const Config& config) {
   }
   std::vector<int64_t> counts;
   if (config.pipeline.partition == "balanced") {
-    counts = balanced_layer_counts(gpt_layer_parameter_counts(config.model), stages);
+    const int64_t microbatch = std::max<int64_t>(1, config.train.batch_size /
+                                                    (config.train.microbatches * config.pipeline.dp_width));
+    const auto partition = plan::balanced_partition(gpt_layer_costs(config.model, microbatch),
+                                                    int(stages), plan::StageLimits{});
+    counts.assign(partition->layer_counts.begin(), partition->layer_counts.end());
   } else {
     counts = parse_counts(config.pipeline.partition);
     int64_t total = 0;

@@ -1,11 +1,13 @@
 #pragma once
 // Which layers of the GPT layer list [embedding, blocks..., head] each pipeline stage holds:
-// explicit counts ("3,3") or balanced by parameter count. No libtorch, so the CLI can use it.
+// explicit counts ("3,3") or balanced by the layers' analytic compute. No libtorch, so the CLI
+// can use it.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "core/config.h"
+#include "plan/partition.h"
 
 namespace pipetrain::runtime {
 
@@ -13,12 +15,10 @@ struct StageRange {
   int64_t first = 0, last = 0;  // layers [first, last)
 };
 
-// Parameters of each layer; the head counts the V x D logits matrix it multiplies by, since
-// that is where its compute goes even when the weight is tied to the embedding.
-std::vector<double> gpt_layer_parameter_counts(const ModelConfig& model);
-
-// Contiguous split of `weights` into `stages` non-empty groups minimising the heaviest group.
-std::vector<int64_t> balanced_layer_counts(const std::vector<double>& weights, int64_t stages);
+// Analytic [embedding, blocks, head] costs of the configured GPT for a microbatch: what the
+// "balanced" partition balances (BaPipe's exact partitioner, src/plan/partition.h), so the head's
+// logits GEMM and the near-free embedding count with their true weight.
+std::vector<plan::LayerCost> gpt_layer_costs(const ModelConfig& model, int64_t microbatch);
 
 // The stage ranges for config.pipeline (UserError for a malformed or impossible partition).
 std::vector<StageRange> stage_ranges(const Config& config);

@@ -14,10 +14,18 @@ Config config_with(int64_t layers, int64_t stages, const std::string& partition)
   return c;
 }
 
-TEST(Partition, BalancedMinimisesTheHeaviestStage) {
-  EXPECT_EQ(balanced_layer_counts({1, 1, 1, 1}, 2), (std::vector<int64_t>{2, 2}));
-  EXPECT_EQ(balanced_layer_counts({5, 1, 1, 1, 1, 1}, 2), (std::vector<int64_t>{1, 5}));
-  EXPECT_EQ(balanced_layer_counts({1, 2, 3}, 3), (std::vector<int64_t>{1, 1, 1}));
+TEST(Partition, BalancedFollowsComputeNotParameters) {
+  // d = 128, V = 256, seq 128: a block is 4.4x the head's compute but the head has the largest
+  // parameter share after the embedding; the near-free embedding joins whichever side.
+  const auto costs = gpt_layer_costs(Config{}.model, 4);
+  ASSERT_EQ(costs.size(), 6u);
+  EXPECT_GT(costs[1].forward_s, 4 * costs[5].forward_s);
+  EXPECT_LT(costs[0].forward_s, 0.01 * costs[1].forward_s);
+  const auto two = stage_ranges(config_with(4, 2, "balanced"));
+  EXPECT_EQ(two[0].last, 3);  // [embedding, block 0, block 1 | block 2, block 3, head]
+  const auto four = stage_ranges(config_with(6, 4, "balanced"));
+  // 6 blocks over 4 stages: the stage with the head gets one block, never two.
+  EXPECT_EQ(four.back().last - four.back().first, 2);
 }
 
 TEST(Partition, ExplicitCountsBecomeContiguousRanges) {
