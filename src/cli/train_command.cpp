@@ -29,6 +29,10 @@ Pipeline shorthands (see docs/config.md, [pipeline]):
                       stages, width, microbatching, schedule, partition, recomputation
 With --stages > 1 pipetrain spawns the workers itself; under torchrun (RANK,
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT set) each process is one worker.
+Several machines: run the same command on each with
+  --nnodes N --node-rank K --master-addr NODE0_ADDR --master-port PORT
+(node K runs ranks K*R .. K*R+R-1 of the R*N workers; node 0 hosts the rendezvous;
+GLOO_SOCKET_IFNAME picks the network interface, as in PyTorch).
 
 Options:
   --run-dir DIR   run folder (default: runs/run-<date>-<time>)
@@ -65,7 +69,9 @@ std::vector<std::string> expand_shorthands(const std::vector<std::string>& args)
   static const std::vector<std::pair<std::string, std::string>> shorthands = {
       {"--stages", "--pipeline.stages"},       {"--schedule", "--pipeline.schedule"},
       {"--microbatches", "--train.microbatches"}, {"--dp-width", "--pipeline.dp_width"},
-      {"--partition", "--pipeline.partition"}, {"--chunks", "--pipeline.chunks"}};
+      {"--partition", "--pipeline.partition"}, {"--chunks", "--pipeline.chunks"},
+      {"--nnodes", "--pipeline.nnodes"},       {"--node-rank", "--pipeline.node_rank"},
+      {"--master-addr", "--pipeline.master_addr"}, {"--master-port", "--pipeline.master_port"}};
   std::vector<std::string> out;
   for (const auto& arg : args) {
     std::string expanded = arg;
@@ -104,6 +110,11 @@ void run_train(const std::vector<std::string>& raw_args) {
 }
 
 void report(const RunSummary& summary, const RunOptions& options) {
+  if (!summary.reported_here) {
+    fmt::print("done: this node's workers finished; metrics, checkpoint and sample are in the run "
+               "folder of the node holding the last stage\n");
+    return;
+  }
   if (!summary.sample.empty()) fmt::print("\n--- sample ---\n{}\n--------------\n", summary.sample);
   fmt::print("done: {} steps in {:.0f} s, {:.0f} tokens/s, final loss {:.4f}, validation loss {:.4f}\n",
              summary.steps, summary.seconds, summary.tokens_per_s, summary.final_loss,

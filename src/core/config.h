@@ -70,6 +70,9 @@ struct PipelineConfig {
   std::string recompute = "none";   // activation recomputation: "none", "all" or stages "0,1"
   double timeout_s = 120;           // rendezvous and every send/recv/all-reduce
   std::string master_addr = "127.0.0.1";  // rendezvous address when spawning workers
+  int64_t master_port = 0;          // rendezvous port; 0 = a free one (one node only)
+  int64_t nnodes = 1;               // machines the launcher's workers are spread over
+  int64_t node_rank = 0;            // this machine: 0 hosts the rendezvous
 };
 
 struct Config {

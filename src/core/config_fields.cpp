@@ -73,8 +73,15 @@ std::vector<FieldSpec> make_fields() {
        "again in backward", at(&C::pipeline, &PipelineConfig::recompute)),
       spec("pipeline.timeout_s", "seconds before rendezvous or a send/recv/all-reduce gives up",
        at(&C::pipeline, &PipelineConfig::timeout_s), 1),
-      spec("pipeline.master_addr", "rendezvous address when pipetrain spawns the workers itself",
-       at(&C::pipeline, &PipelineConfig::master_addr)),
+      spec("pipeline.master_addr", "rendezvous address when pipetrain spawns the workers itself "
+       "(node 0's address on several nodes)", at(&C::pipeline, &PipelineConfig::master_addr)),
+      spec("pipeline.master_port", "rendezvous port; 0 = a free port (one node only)",
+       at(&C::pipeline, &PipelineConfig::master_port), 0),
+      spec("pipeline.nnodes", "machines the workers are spread over, stages x dp_width / nnodes "
+       "each; run the same command on every node with its pipeline.node_rank",
+       at(&C::pipeline, &PipelineConfig::nnodes), 1),
+      spec("pipeline.node_rank", "this machine's index, 0..nnodes-1 (node 0 hosts the rendezvous)",
+       at(&C::pipeline, &PipelineConfig::node_rank), 0),
   };
 }
 

@@ -88,7 +88,7 @@ plan::LinkFit fit_link(const std::vector<LinkSample>& samples) {
 }
 
 plan::LinkProfile measure_local_links(int repeats) {
-  runtime::StoreHost store("127.0.0.1", kTimeout);
+  runtime::StoreHost store("127.0.0.1", 0, kTimeout);
   std::vector<LinkSample> p2p, all_reduce;
   std::exception_ptr peer_error;
   std::thread peer([&] {

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/error.h"
 
@@ -17,23 +18,35 @@ std::string first_line(const std::exception& error) {
   return message.substr(0, message.find('\n'));  // libtorch appends a backtrace
 }
 
+// The interface Gloo binds: GLOO_SOCKET_IFNAME if set (as in PyTorch); on one machine the
+// loopback of the rendezvous address; across machines the interface of this host's name.
+std::shared_ptr<gloo::transport::Device> gloo_device(const std::string& master_addr) {
+  if (const char* name = std::getenv("GLOO_SOCKET_IFNAME")) {
+    return c10d::ProcessGroupGloo::createDeviceForInterface(name);
+  }
+  if (master_addr == "127.0.0.1" || master_addr == "localhost") {
+    return c10d::ProcessGroupGloo::createDeviceForHostname(master_addr);
+  }
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
 }  // namespace
 
 struct StoreHost::Impl {
   c10::intrusive_ptr<c10d::TCPStore> store;
 };
 
-StoreHost::StoreHost(const std::string& addr, std::chrono::milliseconds timeout)
+StoreHost::StoreHost(const std::string& addr, int port, std::chrono::milliseconds timeout)
     : impl_(std::make_unique<Impl>()) {
   c10d::TCPStoreOptions options;
-  options.port = 0;  // the OS picks a free port: parallel runs never collide
+  options.port = static_cast<uint16_t>(port);  // 0: the OS picks a free one, no collisions
   options.isServer = true;
   options.waitWorkers = false;
   options.timeout = timeout;
   try {
     impl_->store = c10::make_intrusive<c10d::TCPStore>(addr, options);
   } catch (const std::exception& error) {
-    fail("cannot host the rendezvous store on {}: {}", addr, first_line(error));
+    fail("cannot host the rendezvous store on {}:{}: {}", addr, port, first_line(error));
   }
 }
 
@@ -86,8 +99,7 @@ Comm::Comm(const WorkerEnvironment& env, std::chrono::milliseconds timeout)
   try {
     impl_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
     impl_->options = c10d::ProcessGroupGloo::Options::create(timeout);
-    impl_->options->devices.push_back(
-        c10d::ProcessGroupGloo::createDeviceForHostname(env.master_addr));
+    impl_->options->devices.push_back(gloo_device(env.master_addr));
     impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env.rank,
                                                                env.world_size, impl_->options);
   } catch (const std::exception& error) {

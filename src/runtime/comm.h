@@ -21,10 +21,10 @@ struct WorkerEnvironment {
   bool store_hosted_elsewhere = false;  // pipetrain's launcher hosts the store (no port race)
 };
 
-// Hosts the rendezvous store on an OS-chosen free port (the launcher keeps it alive).
+// Hosts the rendezvous store (the launcher keeps it alive); port 0: an OS-chosen free port.
 class StoreHost {
  public:
-  StoreHost(const std::string& addr, std::chrono::milliseconds timeout);
+  StoreHost(const std::string& addr, int port, std::chrono::milliseconds timeout);
   ~StoreHost();
   int port() const;
 

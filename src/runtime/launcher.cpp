@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -44,8 +45,9 @@ std::string describe_status(int status) {
 bool failed(const Worker& w) { return w.done && !(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0); }
 
 // The environment of one worker: ours plus the torchrun variables.
-std::vector<std::string> worker_environment(int rank, int world, const std::string& addr,
-                                            int port, const std::string& run_dir, bool progress) {
+std::vector<std::string> worker_environment(int rank, int local_rank, int world,
+                                            const std::string& addr, int port,
+                                            const std::string& run_dir, bool progress) {
   std::vector<std::string> env;
   const std::vector<std::string> ours = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
                                          "MASTER_PORT", "PIPETRAIN_"};
@@ -56,7 +58,7 @@ std::vector<std::string> worker_environment(int rank, int world, const std::stri
     if (!replaced || entry.rfind("PIPETRAIN_FAULT", 0) == 0) env.push_back(entry);
   }
   env.push_back(fmt::format("RANK={}", rank));
-  env.push_back(fmt::format("LOCAL_RANK={}", rank));
+  env.push_back(fmt::format("LOCAL_RANK={}", local_rank));
   env.push_back(fmt::format("WORLD_SIZE={}", world));
   env.push_back("MASTER_ADDR=" + addr);
   env.push_back(fmt::format("MASTER_PORT={}", port));
@@ -132,22 +134,50 @@ const Worker& first_failure(const std::vector<Worker>& workers) {
 
 }  // namespace
 
+// This node's share of the ranks: nnodes equal blocks of consecutive ranks.
+struct NodeShare {
+  int first_rank, ranks;
+};
+
+NodeShare node_share(const PipelineConfig& p) {
+  const int world = int(p.stages * p.dp_width);
+  if (p.node_rank >= p.nnodes) fail("pipeline.node_rank {} outside 0..{}", p.node_rank, p.nnodes - 1);
+  if (world % p.nnodes != 0) {
+    fail("pipeline.nnodes {} must divide the {} workers (pipeline.stages x pipeline.dp_width)",
+         p.nnodes, world);
+  }
+  if (p.nnodes > 1 && p.master_port == 0) {
+    fail("several nodes need a fixed rendezvous port: --master-port PORT (the same on every node)");
+  }
+  const int ranks = world / int(p.nnodes);
+  return {int(p.node_rank) * ranks, ranks};
+}
+
 RunSummary launch_pipeline_workers(const Config& config, const RunOptions& options,
                                    const std::vector<std::string>& train_args) {
-  prepare_run_dir(options.run_dir, options.overwrite);
-  write_file_atomically((fs::path(options.run_dir) / "config.toml").string(), to_toml(config));
-  const int world = int(config.pipeline.stages * config.pipeline.dp_width);
-  const auto timeout = std::chrono::milliseconds(int64_t(config.pipeline.timeout_s * 1000));
-  StoreHost store(config.pipeline.master_addr, timeout);
+  const auto& p = config.pipeline;
+  const NodeShare share = node_share(p);
+  if (p.node_rank == 0) {
+    prepare_run_dir(options.run_dir, options.overwrite);
+    write_file_atomically((fs::path(options.run_dir) / "config.toml").string(), to_toml(config));
+  } else {
+    fs::create_directories(options.run_dir);  // node 0's on a shared file system, or our own
+  }
+  const int world = int(p.stages * p.dp_width);
+  const auto timeout = std::chrono::milliseconds(int64_t(p.timeout_s * 1000));
+  // Node 0 hosts the rendezvous; the others' workers connect to it.
+  std::optional<StoreHost> store;
+  if (p.node_rank == 0) store.emplace(p.master_addr, int(p.master_port), timeout);
+  const int port = store ? store->port() : int(p.master_port);
 
   std::vector<std::string> argv = {"pipetrain", "train"};
   argv.insert(argv.end(), train_args.begin(), train_args.end());
   std::vector<Worker> workers;
   std::ofstream pids(fs::path(options.run_dir) / "workers.pid");
-  for (int rank = 0; rank < world; ++rank) {
+  for (int local = 0; local < share.ranks; ++local) {
     Worker w;
-    w.rank = rank;
-    w.pid = spawn(argv, worker_environment(rank, world, config.pipeline.master_addr, store.port(),
+    w.rank = share.first_rank + local;
+    w.pid = spawn(argv, worker_environment(w.rank, local, world, p.master_addr, port,
                                            options.run_dir, options.progress));
     pids << w.pid << "\n";
     workers.push_back(w);
@@ -176,15 +206,17 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
   for (const auto& w : workers) {
     if (failed(w)) {
       const Worker& cause = first_failure(workers);
-      fail("pipeline worker rank {} (replica {}, worker {}) {}; all {} workers stopped",
-           cause.rank, cause.rank / config.pipeline.stages, cause.rank % config.pipeline.stages,
-           describe_status(cause.status), world);
+      fail("pipeline worker rank {} (replica {}, worker {}) {}; all {} workers{} stopped",
+           cause.rank, cause.rank / p.stages, cause.rank % p.stages, describe_status(cause.status),
+           workers.size(), p.nnodes > 1 ? fmt::format(" of node {}", p.node_rank) : "");
     }
   }
+  // The reporting worker (the last stage of replica 0) may live on another node.
   std::ifstream in(fs::path(options.run_dir) / "summary.json");
   const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   RunSummary summary;
   summary.steps = config.train.steps;
+  summary.reported_here = json.is_object();
   if (json.is_object()) {
     summary.final_loss = json.value("final_loss", 0.0);
     summary.final_val_loss = json.value("final_val_loss", 0.0);

@@ -121,6 +121,14 @@ void write_loss_plot(const std::string& path, const std::vector<std::pair<double
 // same as a single-process run's, and the text sample.
 std::string assemble_model_and_sample(const Config& config, const fs::path& checkpoint_dir,
                                       int stages, double val_loss) {
+  for (int s = 0; s < stages; ++s) {
+    const auto path = checkpoint_dir / fmt::format("stage{}.safetensors", s);
+    if (!fs::exists(path)) {  // stages on other nodes, without a shared file system
+      fmt::print(stderr, "pipetrain: {} is on another node: the stage checkpoints are not "
+                         "assembled into model.safetensors and there is no sample\n", path.string());
+      return "";
+    }
+  }
   auto model = make_gpt(gpt_config_from(config.model), uint64_t(config.train.seed));
   std::vector<TensorEntry> all;
   for (int s = 0; s < stages; ++s) {
@@ -180,6 +188,7 @@ void write_trace(const fs::path& dir, const Layout& layout) {
                                                   : fmt::format("replica {} worker {}",
                                                                 of.replica(), of.worker()));
     timeline.events.emplace_back();
+    if (!fs::exists(path)) continue;  // a worker on another node: its lane stays empty
     for (const auto& e : nlohmann::json::parse(read_file(path.string()))) {
       timeline.events.back().push_back({e[0], e[1], e[2], e[3], e[4]});
       origin = std::min(origin, e[2].get<double>());

@@ -22,6 +22,7 @@ struct RunSummary {
   double tokens_per_s = 0;
   double seconds = 0;
   std::string sample;
+  bool reported_here = true;  // false: the reporting worker ran on another node
 };
 
 RunSummary run_training(const Config& config, const RunOptions& options);

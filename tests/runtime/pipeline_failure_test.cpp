@@ -44,24 +44,12 @@ TEST(PipelineFailure, KilledWorkerStopsTheRunAndIsNamed) {
   fs::remove_all(dir);
 }
 
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
-
 // Under the torchrun contract (no pipetrain launcher) a survivor stops on its own, naming the
 // peer it lost.
 TEST(PipelineFailure, TorchrunWorkerNamesTheDeadPeer) {
   const auto dir = testing::fresh_dir("torchrun");
   const std::string env = fmt::format(
-      "PIPETRAIN_FAULT=1:3 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT={}", free_port());
+      "PIPETRAIN_FAULT=1:3 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT={}", testing::free_port());
   const std::string args = "train --quiet --model.layers 2 --model.d_model 32 --model.heads 2 "
       "--model.seq_len 16 --train.batch_size 4 --train.microbatches 2 --train.threads 1 --train.steps 200 "
       "--eval.every 0 --sample.tokens 0 --pipeline.timeout_s 30 --stages 2 --run-dir " +

@@ -1,6 +1,9 @@
 #pragma once
 // Helpers for tests that run the real `pipetrain` binary (launcher + worker processes).
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -36,6 +39,19 @@ inline std::filesystem::path fresh_dir(const std::string& name) {
                    ("pipetrain_runtime_" + name + "_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   return dir;
+}
+
+// A loopback port free right now (for a rendezvous the test starts itself).
+inline int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t length = sizeof address;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
 }
 
 }  // namespace pipetrain::testing
