@@ -22,6 +22,7 @@ Pipeline shorthands (see docs/config.md, [pipeline]):
   --dp-width W        data-parallel replicas, W x P workers (pipeline.dp_width)
   --chunks V          model chunks per worker, interleaved only (pipeline.chunks)
   --partition LIST    layer counts per stage, e.g. 3,3, or balanced (pipeline.partition)
+  --zero1             ZeRO-1: shard optimizer state over the replicas (pipeline.zero1 = 1)
 With --stages > 1 pipetrain spawns the workers itself; under torchrun (RANK,
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT set) each process is one worker.
 
@@ -40,6 +41,10 @@ std::vector<std::string> expand_shorthands(const std::vector<std::string>& args)
       {"--partition", "--pipeline.partition"}, {"--chunks", "--pipeline.chunks"}};
   std::vector<std::string> out;
   for (const auto& arg : args) {
+    if (arg == "--zero1") {  // a flag: takes no value
+      out.insert(out.end(), {"--pipeline.zero1", "1"});
+      continue;
+    }
     std::string expanded = arg;
     for (const auto& [shorthand, key] : shorthands) {
       if (arg == shorthand) expanded = key;
@@ -76,6 +81,7 @@ void report(const RunSummary& summary, const RunOptions& options) {
   fmt::print("done: {} steps in {:.0f} s, {:.0f} tokens/s, final loss {:.4f}, validation loss {:.4f}\n",
              summary.steps, summary.seconds, summary.tokens_per_s, summary.final_loss,
              summary.final_val_loss);
+  fmt::print("{}", summary.memory);  // per worker, pipeline runs only
   fmt::print("run folder: {} (metrics.jsonl, loss.svg, config.toml, checkpoint/, sample.txt)\n",
              options.run_dir);
 }

@@ -67,6 +67,7 @@ struct PipelineConfig {
   std::string partition = "balanced";  // "balanced" (by parameter count) or counts "3,3"
   int64_t dp_width = 1;             // data-parallel replicas of every stage
   int64_t chunks = 1;               // v: model chunks per worker (interleaved); p * v stages
+  int64_t zero1 = 0;                // 1: ZeRO-1, optimizer state sharded over the dp_width replicas
   double timeout_s = 120;           // rendezvous and every send/recv/all-reduce
   std::string master_addr = "127.0.0.1";  // rendezvous address when spawning workers
 };

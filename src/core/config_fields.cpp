@@ -68,6 +68,9 @@ std::vector<FieldSpec> make_fields() {
        at(&C::pipeline, &PipelineConfig::dp_width), 1),
       spec("pipeline.chunks", "model chunks per worker (interleaved schedule): stages x chunks "
        "model stages, stage = chunk x stages + worker", at(&C::pipeline, &PipelineConfig::chunks), 1),
+      spec("pipeline.zero1", "1 = ZeRO-1: each of the dp_width replicas of a stage keeps the "
+       "optimizer state of 1/dp_width of its parameters (needs dp_width > 1); 0 = off",
+       at(&C::pipeline, &PipelineConfig::zero1), 0),
       spec("pipeline.timeout_s", "seconds before rendezvous or a send/recv/all-reduce gives up",
        at(&C::pipeline, &PipelineConfig::timeout_s), 1),
       spec("pipeline.master_addr", "rendezvous address when pipetrain spawns the workers itself",

@@ -22,6 +22,7 @@ struct RunSummary {
   double tokens_per_s = 0;
   double seconds = 0;
   std::string sample;
+  std::string memory;  // pipeline runs: one line per worker, peak bytes by kind (may be empty)
 };
 
 RunSummary run_training(const Config& config, const RunOptions& options);

@@ -29,6 +29,8 @@ struct Case {
   std::string partition;  // "balanced" or counts over embedding + 3 blocks + head (5 layers)
   int dp_width = 1;       // replicas; p = 1, w = 2 is pure data parallelism, still on workers
   int chunks = 1;         // model chunks per worker (interleaved): stages * chunks model stages
+  int zero1 = 0;          // 1: optimizer state sharded over the replicas (ZeRO-1)
+  std::string optimizer = "adamw";
 
   // 6 rows as before; otherwise the smallest batch every replica's microbatches divide evenly.
   int batch_size() const { return 6 % (microbatches * dp_width) == 0 ? 6 : 2 * microbatches * dp_width; }
@@ -43,6 +45,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
                      std::to_string(c.microbatches);
   if (c.dp_width > 1) name += "_w" + std::to_string(c.dp_width);
   if (c.chunks > 1) name += "_v" + std::to_string(c.chunks);
+  if (c.zero1 == 1) name += "_zero1_" + c.optimizer;
   return name + "_" + partition;
 }
 
@@ -57,7 +60,8 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
           {"sample.tokens", "0"},       {"pipeline.schedule", c.schedule},
           {"pipeline.stages", std::to_string(c.stages)}, {"pipeline.partition", c.partition},
           {"pipeline.dp_width", std::to_string(c.dp_width)},
-          {"pipeline.chunks", std::to_string(c.chunks)}, {"pipeline.timeout_s", "60"}};
+          {"pipeline.chunks", std::to_string(c.chunks)}, {"pipeline.timeout_s", "60"},
+          {"pipeline.zero1", std::to_string(c.zero1)}, {"train.optimizer", c.optimizer}};
 }
 
 double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
@@ -66,7 +70,8 @@ double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
 
 void PrintTo(const Case& c, std::ostream* out) {
   *out << c.schedule << " p=" << c.stages << " m=" << c.microbatches << " w=" << c.dp_width
-       << " v=" << c.chunks << " partition=" << c.partition;
+       << " v=" << c.chunks << " partition=" << c.partition << " zero1=" << c.zero1
+       << " optimizer=" << c.optimizer;
 }
 
 class PipelineExactness : public ::testing::TestWithParam<Case> {};
@@ -159,7 +164,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"interleaved", 2, 4, "1,1,2,1", 1, 2},
                       // Eight microbatches.
                       Case{"gpipe", 2, 8, "balanced"}, Case{"1f1b", 2, 8, "balanced"},
-                      Case{"gpipe", 4, 8, "balanced"}, Case{"1f1b", 4, 8, "balanced"}),
+                      Case{"gpipe", 4, 8, "balanced"}, Case{"1f1b", 4, 8, "balanced"},
+                      // ZeRO-1: optimizer state sharded over w = 2 replicas.
+                      Case{"1f1b", 1, 2, "balanced", 2, 1, 1, "sgd"},
+                      Case{"1f1b", 1, 2, "balanced", 2, 1, 1, "adam"},
+                      Case{"1f1b", 1, 2, "balanced", 2, 1, 1, "adamw"},
+                      Case{"1f1b", 2, 2, "balanced", 2, 1, 1, "sgd"},
+                      Case{"1f1b", 2, 2, "balanced", 2, 1, 1, "adam"},
+                      Case{"1f1b", 2, 2, "balanced", 2, 1, 1, "adamw"}),
     case_name);
 
 }  // namespace
