@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <map>
 
+#include <fmt/format.h>
+
 #include "core/files.h"
 #include "io/metrics.h"
 #include "model/state_io.h"
