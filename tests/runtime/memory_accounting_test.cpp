@@ -44,6 +44,10 @@ struct OptimizerCase {
   int64_t state_floats_per_parameter;
 };
 
+void PrintTo(const OptimizerCase& c, std::ostream* out) {
+  *out << c.optimizer << " momentum=" << c.momentum;
+}
+
 class OptimizerStateBytes : public ::testing::TestWithParam<OptimizerCase> {};
 
 TEST_P(OptimizerStateBytes, EqualTheClosedFormAfterOneStep) {
