@@ -171,7 +171,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"1f1b", 1, 2, "balanced", 2, 1, 1, "adamw"},
                       Case{"1f1b", 2, 2, "balanced", 2, 1, 1, "sgd"},
                       Case{"1f1b", 2, 2, "balanced", 2, 1, 1, "adam"},
-                      Case{"1f1b", 2, 2, "balanced", 2, 1, 1, "adamw"}),
+                      Case{"1f1b", 2, 2, "balanced", 2, 1, 1, "adamw"},
+                      Case{"interleaved", 2, 2, "balanced", 2, 2, 1, "adam"}),
     case_name);
 
 }  // namespace
