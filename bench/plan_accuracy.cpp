@@ -2,7 +2,7 @@
 // (1 thread, as each worker gets), predict each configuration's step with the simulator, run it
 // for real with `pipetrain train`, and print both. Also: which configuration the prediction would
 // pick, and how fast it really is compared with the fastest measured one.
-//   ./build/bench/plan_accuracy [--steps 15]
+//   ./build/bench/plan_accuracy [--steps 30]   (the first 10 steps are warm-up, not timed)
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -69,7 +69,7 @@ double measure_ms(const Config& config, const Case& c, int64_t steps) {
   }
   std::vector<double> seconds;
   for (const auto& record : read_metrics((dir / "metrics.jsonl").string())) {
-    if (record["step"].get<int64_t>() > 5) seconds.push_back(record["step_seconds"].get<double>());
+    if (record["step"].get<int64_t>() > 10) seconds.push_back(record["step_seconds"].get<double>());
   }
   std::sort(seconds.begin(), seconds.end());
   (void)config;
@@ -80,9 +80,13 @@ double measure_ms(const Config& config, const Case& c, int64_t steps) {
 
 int main(int argc, char** argv) {
   keep_freed_memory_in_process();
-  int64_t steps = 15;
+  int64_t steps = 30;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--steps") steps = std::atoll(argv[i + 1]);
+  }
+  if (steps <= 10) {
+    fmt::print(stderr, "--steps must be above 10: the first 10 steps are warm-up\n");
+    return 2;
   }
   Config config;  // the default GPT
   profile::ProfileOptions options;

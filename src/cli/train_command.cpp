@@ -27,6 +27,7 @@ Pipeline shorthands (see docs/config.md, [pipeline]):
   --partition LIST    layer counts per stage, e.g. 3,3, or balanced (pipeline.partition)
   --plan FILE         run a plan from `pipetrain plan --out FILE`: its model shape,
                       stages, width, microbatching, schedule, partition, recomputation
+  --zero1             ZeRO-1: shard optimizer state over the replicas (pipeline.zero1 = 1)
 With --stages > 1 pipetrain spawns the workers itself; under torchrun (RANK,
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT set) each process is one worker.
 Several machines: run the same command on each with
@@ -74,6 +75,10 @@ std::vector<std::string> expand_shorthands(const std::vector<std::string>& args)
       {"--master-addr", "--pipeline.master_addr"}, {"--master-port", "--pipeline.master_port"}};
   std::vector<std::string> out;
   for (const auto& arg : args) {
+    if (arg == "--zero1") {  // a flag: takes no value
+      out.insert(out.end(), {"--pipeline.zero1", "1"});
+      continue;
+    }
     std::string expanded = arg;
     for (const auto& [shorthand, key] : shorthands) {
       if (arg == shorthand) expanded = key;
@@ -119,6 +124,7 @@ void report(const RunSummary& summary, const RunOptions& options) {
   fmt::print("done: {} steps in {:.0f} s, {:.0f} tokens/s, final loss {:.4f}, validation loss {:.4f}\n",
              summary.steps, summary.seconds, summary.tokens_per_s, summary.final_loss,
              summary.final_val_loss);
+  fmt::print("{}", summary.memory);  // per worker, pipeline runs only
   fmt::print("run folder: {} (metrics.jsonl, loss.svg, config.toml, checkpoint/, sample.txt)\n",
              options.run_dir);
 }

@@ -127,6 +127,11 @@ void validate(const Config& c) {
   if (c.train.beta1 >= 1 || c.train.beta2 >= 1) fail("train.beta1 and train.beta2 must be < 1");
   if (c.sample.temperature <= 0) fail("sample.temperature must be > 0");
   if (c.data.path.empty()) fail("data.path must not be empty");
+  if (c.pipeline.zero1 > 1) fail("pipeline.zero1 must be 0 (off) or 1 (on), got {}", c.pipeline.zero1);
+  if (c.pipeline.zero1 == 1 && c.pipeline.dp_width < 2) {
+    fail("pipeline.zero1 = 1 shards the optimizer state over data-parallel replicas: it needs "
+         "pipeline.dp_width >= 2 (got {})", c.pipeline.dp_width);
+  }
 }
 
 std::string field_value_string(const Config& config, const FieldSpec& field) {

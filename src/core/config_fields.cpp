@@ -71,6 +71,9 @@ std::vector<FieldSpec> make_fields() {
       spec("pipeline.recompute", "activation recomputation: \"none\", \"all\" or stage indices "
        "\"0,1\"; a recomputed stage keeps only its input per microbatch and runs the forward "
        "again in backward", at(&C::pipeline, &PipelineConfig::recompute)),
+      spec("pipeline.zero1", "1 = ZeRO-1: each of the dp_width replicas of a stage keeps the "
+       "optimizer state of 1/dp_width of its parameters (needs dp_width > 1); 0 = off",
+       at(&C::pipeline, &PipelineConfig::zero1), 0),
       spec("pipeline.timeout_s", "seconds before rendezvous or a send/recv/all-reduce gives up",
        at(&C::pipeline, &PipelineConfig::timeout_s), 1),
       spec("pipeline.master_addr", "rendezvous address when pipetrain spawns the workers itself "

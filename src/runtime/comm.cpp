@@ -180,4 +180,14 @@ void Comm::all_reduce_sum(at::Tensor& tensor, int group) {
   }
 }
 
+void Comm::all_gather(const at::Tensor& part, std::vector<at::Tensor>& outputs, int group) {
+  std::vector<at::Tensor> inputs{part.contiguous()};
+  std::vector<std::vector<at::Tensor>> gathered{outputs};
+  try {
+    impl_->of(group).allgather(gathered, inputs)->wait(impl_->timeout);
+  } catch (const std::exception& error) {
+    impl_->lost(impl_->label(group) + " (all-gather)", -1, error);
+  }
+}
+
 }  // namespace pipetrain::runtime

@@ -56,6 +56,9 @@ class Comm {
   int join_group(const std::string& name, const std::vector<int>& ranks);
   double all_reduce_sum(double value, int group = kWorld);
   void all_reduce_sum(at::Tensor& tensor, int group);  // in place
+  // Every member's `part` (same shape everywhere) into outputs[i] = member i's part; outputs
+  // are preallocated, e.g. equal slices of one flat buffer. `part` may alias its own output.
+  void all_gather(const at::Tensor& part, std::vector<at::Tensor>& outputs, int group);
 
  private:
   struct Impl;

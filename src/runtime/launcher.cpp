@@ -222,6 +222,9 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
     summary.final_val_loss = json.value("final_val_loss", 0.0);
     summary.tokens_per_s = json.value("tokens_per_s", 0.0);
     summary.seconds = json.value("seconds", 0.0);
+    for (const auto& line : json.value("memory", nlohmann::json::array())) {
+      summary.memory += line.get<std::string>() + "\n";
+    }
   }
   std::ifstream sample_in(fs::path(options.run_dir) / "sample.txt");
   summary.sample.assign((std::istreambuf_iterator<char>(sample_in)), std::istreambuf_iterator<char>());

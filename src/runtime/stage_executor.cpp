@@ -55,7 +55,17 @@ StageExecutor::StageExecutor(const Config& config, const TextDataset* data, Comm
     recompute_.push_back(recomputes_stage(config.pipeline.recompute, stage, stages));
   }
   // One optimizer over every chunk: Adam's state is per parameter, so this equals the Trainer's.
-  optimizer_ = make_optimizer(params, config.train);
+  if (config.pipeline.zero1 == 1) {
+    zero1_ = std::make_unique<Zero1Optimizer>(params, config.train, comm_, groups_.replicas,
+                                              layout_.replica(), layout_.replicas);
+  } else {
+    optimizer_ = make_optimizer(params, config.train);
+  }
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::optimizer_state(
+    torch::nn::Module& chunk) {
+  return zero1_ ? zero1_->state_tensors(chunk) : optimizer_state_tensors(*optimizer_, chunk);
 }
 
 std::vector<int64_t> StageExecutor::activation_shape(int64_t rows) const {
@@ -72,7 +82,7 @@ StepResult StageExecutor::train_step(int64_t step) {
   TokenBatch batch;
   if (data_ != nullptr) batch = data_->train_batch(uint64_t(train.seed), step, train.batch_size);
   current_step_ = step;
-  optimizer_->zero_grad();
+  zero1_ ? zero1_->zero_grad() : optimizer_->zero_grad();
   loss_sum_ = 0;
   steps_pending_ = 0;
   result_ = StepResult{};
@@ -232,6 +242,7 @@ void StageExecutor::optimizer_step() {
   scale_grads_to_norm(params, global_norm, config_.train.grad_clip);
   result_.grad_norm = global_norm;
   result_.lr = learning_rate_at(config_.train, current_step_);
+  if (zero1_) return zero1_->step(result_.lr);  // this replica's shard, then all-gather
   set_learning_rate(*optimizer_, result_.lr);
   optimizer_->step();
 }

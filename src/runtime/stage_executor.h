@@ -14,6 +14,7 @@
 #include "runtime/comm.h"
 #include "runtime/layout.h"
 #include "runtime/partition.h"
+#include "runtime/zero1.h"
 #include "schedule/schedule.h"
 #include "sim/timeline.h"
 #include "train/trainer.h"
@@ -44,7 +45,11 @@ class StageExecutor {
     std::shared_ptr<GptStack> model;
   };
   const std::vector<Chunk>& chunks() const { return chunks_; }
-  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  // With ZeRO-1 (pipeline.zero1) the optimizer over this replica's shard only.
+  torch::optim::Optimizer& optimizer() { return zero1_ ? zero1_->shard_optimizer() : *optimizer_; }
+  // The chunk's optimizer state named as a single-process checkpoint names it. With ZeRO-1 a
+  // collective over the replica group (every replica calls it, chunk by chunk).
+  std::vector<std::pair<std::string, torch::Tensor>> optimizer_state(torch::nn::Module& chunk);
   // Every action of the first `traced_steps` steps with wall-clock start and duration (ms on
   // the machine's monotonic clock, shared by all processes on it): the real-run timeline.
   const std::vector<sim::TimedEvent>& events() const { return events_; }
@@ -81,7 +86,8 @@ class StageExecutor {
   schedule::Schedule schedule_;
   std::vector<Chunk> chunks_;
   std::vector<bool> recompute_;  // per chunk: activation recomputation (pipeline.recompute)
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;  // null with ZeRO-1
+  std::unique_ptr<Zero1Optimizer> zero1_;               // pipeline.zero1 = 1
   torch::Tensor tied_weight_;                // embedding on the first stage, head copy on the last
   std::vector<torch::Tensor> norm_params_;   // parameters counted in the global norm
   std::map<Key, InFlight> in_flight_;

@@ -19,6 +19,7 @@
 #include "io/plot.h"
 #include "model/state_io.h"
 #include "runtime/comm.h"
+#include "runtime/memory_accounting.h"
 #include "runtime/pipeline.h"
 #include "runtime/stage_executor.h"
 #include "schedule/generators.h"
@@ -244,6 +245,8 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   }
   if (reports && !launched) fs::create_directories(dir);
 
+  // Before any tensor exists, so weights, gradients and optimizer state are all counted.
+  CountingAllocator& allocator = CountingAllocator::install();
   const auto timeout = std::chrono::milliseconds(int64_t(config.pipeline.timeout_s * 1000));
   Comm comm(env, timeout);
   // Sub-groups, joined in the same order everywhere (a group waits for all its members).
@@ -260,6 +263,11 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
                                    layout.rank_of(layout.replica(), layout.workers - 1)});
   }
   StageExecutor executor(config, data ? &*data : nullptr, comm, layout, groups, ranges, schedule);
+  std::vector<torch::Tensor> parameters;
+  for (const auto& chunk : executor.chunks()) {
+    for (const auto& p : chunk.model->parameters()) parameters.push_back(p);
+  }
+  MemoryReport run_memory;  // field-wise maximum over the steps
   if (reports) {
     fmt::print(stderr, "pipetrain: pipeline of {} stages ({}) on {} worker(s) x {} replica(s), "
                "schedule {}, {} microbatches, {} thread(s) per worker; run folder {}\n", stages,
@@ -279,11 +287,17 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   for (int64_t step = 0; step < config.train.steps; ++step) {
     maybe_inject_fault(env.rank, step);
     const auto step_start = Clock::now();
+    allocator.reset_peak();
     const StepResult result = executor.train_step(step);
     const double step_seconds = seconds_since(step_start);
+    const MemoryReport memory = measure_memory(allocator, parameters, executor.optimizer());
+    run_memory = run_memory.max_with(memory);
     const int64_t done = step + 1;
     const bool final_step = done == config.train.steps;
     const bool validate = final_step || (config.eval.every > 0 && done % config.eval.every == 0);
+    const bool logged = validate || done % config.log.every == 0 || done == 1;
+    // Every worker's memory to the reporter, on the steps it logs (a collective: all ranks).
+    const auto memory_by_rank = logged ? gather_memory(comm, memory) : std::vector<MemoryReport>{};
     if (validate) val_loss = executor.evaluate();
     if (!reports) continue;
     if (!std::isfinite(result.loss)) {
@@ -300,7 +314,10 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
       val_curve.emplace_back(double(done), val_loss);
     }
     train_curve.emplace_back(double(done), result.loss);
-    if (validate || done % config.log.every == 0 || done == 1) metrics->write(record);
+    if (logged) {
+      record.update(memory_fields(memory_by_rank));
+      metrics->write(record);
+    }
     if (progress) {
       std::string fields = fmt::format("loss {:.4f}", result.loss);
       if (std::isfinite(val_loss)) fields += fmt::format(" | val {:.4f}", val_loss);
@@ -314,23 +331,27 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
 
   const fs::path checkpoint_dir = dir / "checkpoint";
   fs::create_directories(checkpoint_dir);
-  if (layout.replica() == 0) {  // the replicas hold the same weights
-    for (const auto& chunk : executor.chunks()) {
+  for (const auto& chunk : executor.chunks()) {
+    // Every replica takes part (with ZeRO-1 the state is gathered from the replicas' shards);
+    // replica 0 writes, the replicas hold the same weights.
+    const auto optimizer_state = executor.optimizer_state(*chunk.model);
+    if (layout.replica() == 0) {
       write_file_atomically(
           (checkpoint_dir / fmt::format("stage{}.safetensors", chunk.stage)).string(),
           encode_safetensors(module_entries(*chunk.model)));
       std::vector<TensorEntry> state;
-      for (const auto& [name, tensor] : optimizer_state_tensors(executor.optimizer(), *chunk.model)) {
-        state.push_back(to_entry(name, tensor));
-      }
+      for (const auto& [name, tensor] : optimizer_state) state.push_back(to_entry(name, tensor));
       write_file_atomically(
           (checkpoint_dir / fmt::format("stage{}.optimizer.safetensors", chunk.stage)).string(),
           encode_safetensors(state));
     }
   }
   write_trace_part(dir, env.rank, executor.events());
+  const auto run_memory_by_rank = gather_memory(comm, run_memory);
   comm.barrier();  // every stage's files are written
   if (!reports) return std::nullopt;
+  const auto memory_lines = describe_memory_by_rank(layout, run_memory_by_rank);
+  for (const auto& line : memory_lines) summary.memory += line + "\n";
   summary.steps = config.train.steps;
   summary.final_val_loss = val_loss;
   summary.seconds = seconds_since(start);
@@ -344,7 +365,8 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
                                        {"tokens_per_s", summary.tokens_per_s},
                                        {"seconds", summary.seconds},
                                        {"stages", stages},
-                                       {"dp_width", layout.replicas}};
+                                       {"dp_width", layout.replicas},
+                                       {"memory", memory_lines}};
   write_file_atomically((dir / "summary.json").string(), summary_json.dump(2) + "\n");
   if (launched) return std::nullopt;  // the launcher reports
   return summary;

@@ -23,6 +23,7 @@ struct RunSummary {
   double seconds = 0;
   std::string sample;
   bool reported_here = true;  // false: the reporting worker ran on another node
+  std::string memory;  // pipeline runs: one line per worker, peak bytes by kind (may be empty)
 };
 
 RunSummary run_training(const Config& config, const RunOptions& options);

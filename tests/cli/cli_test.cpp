@@ -52,6 +52,7 @@ TEST(Cli, BadInputGetsOneClearLine) {
   expect_one_line_error("train /nonexistent/config.toml", "cannot read config file");
   expect_one_line_error("train --bogus", "unknown option '--bogus'");
   expect_one_line_error("train --train.steps", "--train.steps needs a value");
+  expect_one_line_error("train --stages 2 --zero1", "needs pipeline.dp_width >= 2");
 }
 
 TEST(Cli, MalformedAndMistypedConfigFiles) {

@@ -70,6 +70,11 @@ TEST(Config, CrossFieldRules) {
             "train.microbatches (5) must divide train.batch_size (32)");
   EXPECT_EQ(error_of([] { parse_config_toml("[model]\nvocab_size = 10\n", "t"); }),
             "t: model.vocab_size must be >= 256, got 10");
+  EXPECT_EQ(error_of([] { parse_config_toml("[pipeline]\nzero1 = 1\n", "t"); }),
+            "pipeline.zero1 = 1 shards the optimizer state over data-parallel replicas: it needs "
+            "pipeline.dp_width >= 2 (got 1)");
+  EXPECT_EQ(error_of([] { parse_config_toml("[pipeline]\nzero1 = 2\ndp_width = 2\n", "t"); }),
+            "pipeline.zero1 must be 0 (off) or 1 (on), got 2");
 }
 
 TEST(Config, CommandLineOverrides) {

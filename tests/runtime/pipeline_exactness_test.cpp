@@ -30,6 +30,8 @@ struct Case {
   int dp_width = 1;       // replicas; p = 1, w = 2 is pure data parallelism, still on workers
   int chunks = 1;         // model chunks per worker (interleaved): stages * chunks model stages
   std::string recompute = "none";  // pipeline.recompute: stages that recompute activations
+  int zero1 = 0;          // 1: optimizer state sharded over the replicas (ZeRO-1)
+  std::string optimizer = "adamw";
 
   // 6 rows as before; otherwise the smallest batch every replica's microbatches divide evenly.
   int batch_size() const { return 6 % (microbatches * dp_width) == 0 ? 6 : 2 * microbatches * dp_width; }
@@ -46,6 +48,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   if (c.chunks > 1) name += "_v" + std::to_string(c.chunks);
   if (c.recompute != "none") name += "_recompute_" + c.recompute;
   for (auto& ch : name) if (ch == ',') ch = '_';
+  if (c.zero1 == 1) name += "_zero1_" + c.optimizer;
   return name + "_" + partition;
 }
 
@@ -61,7 +64,8 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
           {"pipeline.stages", std::to_string(c.stages)}, {"pipeline.partition", c.partition},
           {"pipeline.dp_width", std::to_string(c.dp_width)},
           {"pipeline.chunks", std::to_string(c.chunks)}, {"pipeline.timeout_s", "60"},
-          {"pipeline.recompute", c.recompute}};
+          {"pipeline.recompute", c.recompute},
+          {"pipeline.zero1", std::to_string(c.zero1)}, {"train.optimizer", c.optimizer}};
 }
 
 double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
@@ -70,7 +74,9 @@ double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
 
 void PrintTo(const Case& c, std::ostream* out) {
   *out << c.schedule << " p=" << c.stages << " m=" << c.microbatches << " w=" << c.dp_width
-       << " v=" << c.chunks << " partition=" << c.partition << " recompute=" << c.recompute;
+       << " v=" << c.chunks << " partition=" << c.partition << " recompute=" << c.recompute
+       << " zero1=" << c.zero1
+       << " optimizer=" << c.optimizer;
 }
 
 class PipelineExactness : public ::testing::TestWithParam<Case> {};
@@ -167,7 +173,15 @@ INSTANTIATE_TEST_SUITE_P(
                       // Activation recomputation: every stage, some stages, with chunks.
                       Case{"1f1b", 2, 3, "balanced", 1, 1, "all"},
                       Case{"gpipe", 4, 2, "2,1,1,1", 1, 1, "0,3"},
-                      Case{"interleaved", 2, 4, "balanced", 1, 2, "1,2"}),
+                      Case{"interleaved", 2, 4, "balanced", 1, 2, "1,2"},
+                      // ZeRO-1: optimizer state sharded over w = 2 replicas.
+                      Case{"1f1b", 1, 2, "balanced", 2, 1, "none", 1, "sgd"},
+                      Case{"1f1b", 1, 2, "balanced", 2, 1, "none", 1, "adam"},
+                      Case{"1f1b", 1, 2, "balanced", 2, 1, "none", 1, "adamw"},
+                      Case{"1f1b", 2, 2, "balanced", 2, 1, "none", 1, "sgd"},
+                      Case{"1f1b", 2, 2, "balanced", 2, 1, "none", 1, "adam"},
+                      Case{"1f1b", 2, 2, "balanced", 2, 1, "none", 1, "adamw"},
+                      Case{"interleaved", 2, 2, "balanced", 2, 2, "none", 1, "adam"}),
     case_name);
 
 }  // namespace

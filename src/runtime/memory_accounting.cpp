@@ -1,0 +1,216 @@
+#include "runtime/memory_accounting.h"
+
+#include <c10/core/CPUAllocator.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "runtime/comm.h"
+
+namespace pipetrain::runtime {
+namespace {
+
+// The counters live in one static object because a DataPtr's deleter is a plain function
+// pointer: it cannot carry a reference to an allocator instance.
+struct Counters {
+  std::atomic<int64_t> live{0};
+  std::atomic<int64_t> peak{0};
+  std::mutex mutex;
+  std::unordered_map<void*, size_t> sizes;  // live block -> bytes
+  c10::DeleterFnPtr base_deleter = nullptr;
+
+  void add(void* data, size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      sizes.emplace(data, bytes);
+    }
+    const int64_t now = live.fetch_add(int64_t(bytes)) + int64_t(bytes);
+    int64_t seen = peak.load();
+    while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+    }
+  }
+  void remove(void* data) {
+    size_t bytes = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      const auto it = sizes.find(data);
+      if (it != sizes.end()) {
+        bytes = it->second;
+        sizes.erase(it);
+      }
+    }
+    live.fetch_sub(int64_t(bytes));
+  }
+};
+
+Counters& counters() {
+  static Counters instance;
+  return instance;
+}
+
+void counting_delete(void* data) {
+  counters().remove(data);
+  counters().base_deleter(data);
+}
+
+// Keeps the base allocator's blocks (context == data, freed by its raw deleter, as c10's
+// DefaultCPUAllocator does), so raw_allocate/raw_deallocate keep working through the wrapper.
+class CountingCpuAllocator final : public c10::Allocator {
+ public:
+  explicit CountingCpuAllocator(c10::Allocator* base) : base_(base) {}
+  c10::DataPtr allocate(size_t bytes) const override {
+    c10::DataPtr inner = base_->allocate(bytes);
+    void* data = inner.get();
+    if (data == nullptr || inner.get_context() != data ||
+        inner.get_deleter() != counters().base_deleter) {
+      return inner;  // not a plain block of the base allocator: left uncounted
+    }
+    inner.release_context();
+    counters().add(data, bytes);
+    return {data, data, &counting_delete, inner.device()};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &counting_delete; }
+  // Pure virtual in libtorch >= 2.3, absent in 1.13: defined without `override` for both.
+  void copy_data(void* dest, const void* src, std::size_t count) const {
+    std::memcpy(dest, src, count);
+  }
+
+ private:
+  c10::Allocator* base_;
+};
+
+}  // namespace
+
+CountingAllocator& CountingAllocator::install() {
+  static CountingAllocator handle;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    c10::Allocator* base = c10::GetCPUAllocator();
+    counters().base_deleter = base->raw_deleter();
+    if (counters().base_deleter == nullptr) {
+      throw std::logic_error("memory accounting: the CPU allocator has no raw deleter");
+    }
+    static CountingCpuAllocator wrapper(base);
+    c10::SetCPUAllocator(&wrapper, /*priority=*/100);
+  });
+  return handle;
+}
+
+int64_t CountingAllocator::live_bytes() const { return counters().live.load(); }
+int64_t CountingAllocator::peak_bytes() const { return counters().peak.load(); }
+void CountingAllocator::reset_peak() { counters().peak.store(counters().live.load()); }
+
+int64_t storage_bytes(const std::vector<at::Tensor>& tensors) {
+  std::unordered_set<const void*> seen;
+  int64_t total = 0;
+  for (const auto& t : tensors) {
+    if (!t.defined() || !t.has_storage()) continue;
+    if (seen.insert(t.storage().data()).second) total += int64_t(t.storage().nbytes());
+  }
+  return total;
+}
+
+std::vector<at::Tensor> optimizer_state(torch::optim::Optimizer& optimizer) {
+  std::vector<at::Tensor> out;
+  for (const auto& [key, state] : optimizer.state()) {
+    if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(state.get())) {
+      out.insert(out.end(), {adam->exp_avg(), adam->exp_avg_sq(), adam->max_exp_avg_sq()});
+    } else if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(state.get())) {
+      out.insert(out.end(), {adamw->exp_avg(), adamw->exp_avg_sq(), adamw->max_exp_avg_sq()});
+    } else if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(state.get())) {
+      out.push_back(sgd->momentum_buffer());
+    } else {
+      throw std::logic_error("memory accounting: unknown optimizer state for " + key);
+    }
+  }
+  return out;
+}
+
+std::vector<at::Tensor> gradients_of(const std::vector<at::Tensor>& parameters) {
+  std::vector<at::Tensor> grads;
+  for (const auto& p : parameters) grads.push_back(p.grad());
+  return grads;
+}
+
+MemoryReport MemoryReport::max_with(const MemoryReport& other) const {
+  return {std::max(live, other.live), std::max(peak, other.peak),
+          std::max(weights, other.weights), std::max(gradients, other.gradients),
+          std::max(optimizer, other.optimizer)};
+}
+
+MemoryReport measure_memory(const CountingAllocator& allocator,
+                            const std::vector<at::Tensor>& parameters,
+                            torch::optim::Optimizer& optimizer) {
+  MemoryReport report;
+  report.live = allocator.live_bytes();
+  report.peak = allocator.peak_bytes();
+  report.weights = storage_bytes(parameters);
+  report.gradients = storage_bytes(gradients_of(parameters));
+  report.optimizer = storage_bytes(optimizer_state(optimizer));
+  return report;
+}
+
+std::vector<MemoryReport> gather_memory(Comm& comm, const MemoryReport& mine) {
+  constexpr int kFields = 5;
+  at::Tensor table = torch::zeros({comm.world_size(), kFields}, torch::kFloat64);
+  const int64_t fields[kFields] = {mine.live, mine.peak, mine.weights, mine.gradients,
+                                   mine.optimizer};
+  for (int f = 0; f < kFields; ++f) table[comm.rank()][f] = double(fields[f]);
+  comm.all_reduce_sum(table, Comm::kWorld);
+  std::vector<MemoryReport> all;
+  auto rows = table.accessor<double, 2>();
+  for (int r = 0; r < comm.world_size(); ++r) {
+    // Doubles hold byte counts exactly up to 2^53; each row has one non-zero contribution.
+    all.push_back({int64_t(rows[r][0]), int64_t(rows[r][1]), int64_t(rows[r][2]),
+                   int64_t(rows[r][3]), int64_t(rows[r][4])});
+  }
+  return all;
+}
+
+nlohmann::json memory_fields(const std::vector<MemoryReport>& by_rank) {
+  nlohmann::json live, peak, weights, grads, optimizer, activations;
+  for (const auto& r : by_rank) {
+    live.push_back(to_mb(r.live));
+    peak.push_back(to_mb(r.peak));
+    weights.push_back(to_mb(r.weights));
+    grads.push_back(to_mb(r.gradients));
+    optimizer.push_back(to_mb(r.optimizer));
+    activations.push_back(to_mb(r.activations_peak()));
+  }
+  return {{"mem_live_mb", live},           {"mem_peak_mb", peak},
+          {"mem_weights_mb", weights},     {"mem_grads_mb", grads},
+          {"mem_optimizer_mb", optimizer}, {"mem_activations_peak_mb", activations}};
+}
+
+double to_mb(int64_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
+
+std::string describe_memory(const std::string& who, const MemoryReport& r) {
+  return fmt::format("{}: peak {:.1f} MB = weights {:.1f} + grads {:.1f} + optimizer {:.1f} + "
+                     "activations and other {:.1f}",
+                     who, to_mb(r.peak), to_mb(r.weights), to_mb(r.gradients), to_mb(r.optimizer),
+                     to_mb(r.activations_peak()));
+}
+
+std::vector<std::string> describe_memory_by_rank(const Layout& layout,
+                                                 const std::vector<MemoryReport>& by_rank) {
+  std::vector<std::string> lines;
+  for (int rank = 0; rank < int(by_rank.size()); ++rank) {
+    const Layout of = Layout::of_rank(layout, rank);
+    std::vector<int> stages;
+    for (int c = 0; c < of.chunks; ++c) stages.push_back(of.stage_of(c));
+    std::string who = fmt::format("memory of stage{} {}", stages.size() > 1 ? "s" : "",
+                                  fmt::join(stages, ","));
+    if (of.replicas > 1) who += fmt::format(" replica {}", of.replica());
+    lines.push_back(describe_memory(who + fmt::format(" (rank {})", rank), by_rank[size_t(rank)]));
+  }
+  return lines;
+}
+
+}  // namespace pipetrain::runtime

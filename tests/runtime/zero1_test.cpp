@@ -1,0 +1,112 @@
+// ZeRO-1 against the unsharded data-parallel run: the same losses, gradient norms, final
+// weights and (gathered) optimizer state, while each worker's measured optimizer-state bytes
+// fall from 4 k N to 4 k ceil(N / w) (N = the worker's parameters, k state floats each).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "core/files.h"
+#include "io/metrics.h"
+#include "model/state_io.h"
+#include "pipeline_run.h"
+
+namespace pipetrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Zero1Case {
+  std::string optimizer;
+  int stages;
+  int state_floats;  // per parameter: Adam/AdamW 2, SGD-momentum 1
+};
+
+struct RunOutput {
+  std::vector<nlohmann::json> records;
+  std::map<std::string, torch::Tensor> weights, state;
+};
+
+std::map<std::string, torch::Tensor> read_tensors(const fs::path& path) {
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& entry : decode_safetensors(read_file(path.string()), path.string())) {
+    out[entry.name] = from_entry(entry);
+  }
+  return out;
+}
+
+RunOutput run(const Zero1Case& c, int zero1) {
+  const auto dir = testing::fresh_dir(fmt::format("zero1_{}_{}_p{}", zero1, c.optimizer, c.stages));
+  const std::string args = fmt::format(
+      "train --quiet --model.layers 3 --model.d_model 32 --model.heads 2 --model.seq_len 16 "
+      "--train.batch_size 8 --train.microbatches 2 --train.steps 3 --train.warmup_steps 1 "
+      "--train.lr 1e-2 --train.threads 1 --train.grad_clip 1.0 --train.optimizer {} "
+      "--log.every 1 --eval.every 0 --eval.batches 1 --sample.tokens 0 --pipeline.stages {} "
+      "--pipeline.dp_width 2 --pipeline.zero1 {} --pipeline.timeout_s 60 --run-dir {}",
+      c.optimizer, c.stages, zero1, dir.string());
+  const auto result = testing::run_pipetrain(args);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  RunOutput out;
+  if (result.exit_code != 0) return out;
+  out.records = read_metrics((dir / "metrics.jsonl").string());
+  out.weights = read_tensors(dir / "checkpoint" / "model.safetensors");
+  out.state = read_tensors(dir / "checkpoint" / "optimizer.safetensors");
+  fs::remove_all(dir);
+  return out;
+}
+
+double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
+  const auto fa = a.to(torch::kFloat64), fb = b.to(torch::kFloat64);
+  return (fa - fb).norm().item<double>() / std::max(fb.norm().item<double>(), 1e-12);
+}
+
+class Zero1 : public ::testing::TestWithParam<Zero1Case> {};
+
+TEST_P(Zero1, TrainsLikeUnshardedWithOneWthOfTheOptimizerState) {
+  const Zero1Case c = GetParam();
+  const RunOutput plain = run(c, 0), sharded = run(c, 1);
+  ASSERT_EQ(plain.records.size(), 3u);
+  ASSERT_EQ(sharded.records.size(), 3u);
+  for (size_t step = 0; step < 3; ++step) {
+    for (const char* field : {"loss", "grad_norm"}) {
+      const double want = plain.records[step][field], got = sharded.records[step][field];
+      EXPECT_NEAR(got, want, 1e-6 * std::abs(want)) << field << " at step " << step;
+    }
+  }
+  // The gradients are the unsharded all-reduce's; the update is element-wise on each shard.
+  ASSERT_EQ(sharded.weights.size(), plain.weights.size());
+  for (const auto& [name, want] : plain.weights) {
+    ASSERT_TRUE(sharded.weights.count(name)) << name;
+    EXPECT_LT(relative_difference(sharded.weights.at(name), want), 1e-6) << name;
+  }
+  ASSERT_EQ(sharded.state.size(), plain.state.size());
+  for (const auto& [name, want] : plain.state) {
+    ASSERT_TRUE(sharded.state.count(name)) << name;
+    EXPECT_LT(relative_difference(sharded.state.at(name), want), 1e-6) << name;
+  }
+
+  // Step 1's measured optimizer state per worker: 4 k N unsharded, 4 k ceil(N / 2) sharded.
+  const auto& plain_bytes = plain.records[0]["mem_optimizer_mb"];
+  const auto& sharded_bytes = sharded.records[0]["mem_optimizer_mb"];
+  ASSERT_EQ(plain_bytes.size(), size_t(2 * c.stages));  // one entry per rank
+  for (size_t rank = 0; rank < plain_bytes.size(); ++rank) {
+    const auto bytes = [](double mb) { return std::llround(mb * 1024 * 1024); };
+    const int64_t n = bytes(plain_bytes[rank]) / (4 * c.state_floats);
+    EXPECT_EQ(bytes(plain_bytes[rank]), 4 * c.state_floats * n) << "rank " << rank;
+    EXPECT_EQ(bytes(sharded_bytes[rank]), 4 * c.state_floats * ((n + 1) / 2)) << "rank " << rank;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Runtime, Zero1,
+                         ::testing::Values(Zero1Case{"sgd", 1, 1}, Zero1Case{"adam", 1, 2},
+                                           Zero1Case{"adamw", 1, 2}, Zero1Case{"sgd", 2, 1},
+                                           Zero1Case{"adam", 2, 2}, Zero1Case{"adamw", 2, 2}),
+                         [](const auto& info) {
+                           return info.param.optimizer + "_p" + std::to_string(info.param.stages);
+                         });
+
+}  // namespace
+}  // namespace pipetrain
