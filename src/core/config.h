@@ -68,6 +68,7 @@ struct PipelineConfig {
   int64_t dp_width = 1;             // data-parallel replicas of every stage
   int64_t chunks = 1;               // v: model chunks per worker (interleaved); p * v stages
   std::string recompute = "none";   // activation recomputation: "none", "all" or stages "0,1"
+  std::string slices = "1";         // TeraPipe token slices: a count or lengths "64,40,24"
   double timeout_s = 120;           // rendezvous and every send/recv/all-reduce
   std::string master_addr = "127.0.0.1";  // rendezvous address when spawning workers
 };

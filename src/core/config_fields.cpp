@@ -71,6 +71,9 @@ std::vector<FieldSpec> make_fields() {
       spec("pipeline.recompute", "activation recomputation: \"none\", \"all\" or stage indices "
        "\"0,1\"; a recomputed stage keeps only its input per microbatch and runs the forward "
        "again in backward", at(&C::pipeline, &PipelineConfig::recompute)),
+      spec("pipeline.slices", "TeraPipe token slicing (gpipe schedule): a slice count N (near-equal "
+       "slices) or slice lengths \"64,40,24\" summing to model.seq_len; each sequence's slices "
+       "flow through the pipeline one after another", at(&C::pipeline, &PipelineConfig::slices)),
       spec("pipeline.timeout_s", "seconds before rendezvous or a send/recv/all-reduce gives up",
        at(&C::pipeline, &PipelineConfig::timeout_s), 1),
       spec("pipeline.master_addr", "rendezvous address when pipetrain spawns the workers itself",

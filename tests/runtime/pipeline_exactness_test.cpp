@@ -30,6 +30,7 @@ struct Case {
   int dp_width = 1;       // replicas; p = 1, w = 2 is pure data parallelism, still on workers
   int chunks = 1;         // model chunks per worker (interleaved): stages * chunks model stages
   std::string recompute = "none";  // pipeline.recompute: stages that recompute activations
+  std::string slices = "1";        // pipeline.slices: TeraPipe token slices of the 16 tokens
 
   // 6 rows as before; otherwise the smallest batch every replica's microbatches divide evenly.
   int batch_size() const { return 6 % (microbatches * dp_width) == 0 ? 6 : 2 * microbatches * dp_width; }
@@ -45,6 +46,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   if (c.dp_width > 1) name += "_w" + std::to_string(c.dp_width);
   if (c.chunks > 1) name += "_v" + std::to_string(c.chunks);
   if (c.recompute != "none") name += "_recompute_" + c.recompute;
+  if (c.slices != "1") name += "_slices_" + c.slices;
   for (auto& ch : name) if (ch == ',') ch = '_';
   return name + "_" + partition;
 }
@@ -61,7 +63,7 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
           {"pipeline.stages", std::to_string(c.stages)}, {"pipeline.partition", c.partition},
           {"pipeline.dp_width", std::to_string(c.dp_width)},
           {"pipeline.chunks", std::to_string(c.chunks)}, {"pipeline.timeout_s", "60"},
-          {"pipeline.recompute", c.recompute}};
+          {"pipeline.recompute", c.recompute}, {"pipeline.slices", c.slices}};
 }
 
 double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
@@ -70,7 +72,8 @@ double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
 
 void PrintTo(const Case& c, std::ostream* out) {
   *out << c.schedule << " p=" << c.stages << " m=" << c.microbatches << " w=" << c.dp_width
-       << " v=" << c.chunks << " partition=" << c.partition << " recompute=" << c.recompute;
+       << " v=" << c.chunks << " partition=" << c.partition << " recompute=" << c.recompute
+       << " slices=" << c.slices;
 }
 
 class PipelineExactness : public ::testing::TestWithParam<Case> {};
@@ -168,6 +171,19 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"1f1b", 2, 3, "balanced", 1, 1, "all"},
                       Case{"gpipe", 4, 2, "2,1,1,1", 1, 1, "0,3"},
                       Case{"interleaved", 2, 4, "balanced", 1, 2, "1,2"}),
+    case_name);
+
+// TeraPipe token slicing (GPipe over slices): uneven slices, one to four stages, several
+// microbatches, data parallelism; the K/V gradients of later slices flow into earlier ones.
+INSTANTIATE_TEST_SUITE_P(
+    TokenSlices, PipelineExactness,
+    ::testing::Values(Case{"gpipe", 1, 1, "balanced", 1, 1, "none", "3,8,5"},
+                      Case{"gpipe", 1, 2, "balanced", 1, 1, "none", "4"},
+                      Case{"gpipe", 2, 1, "balanced", 1, 1, "none", "5,7,4"},
+                      Case{"gpipe", 2, 3, "1,4", 1, 1, "none", "2,9,5"},
+                      Case{"gpipe", 4, 1, "balanced", 1, 1, "none", "4"},
+                      Case{"gpipe", 4, 2, "2,1,1,1", 1, 1, "none", "7,6,3"},
+                      Case{"gpipe", 2, 2, "balanced", 2, 1, "none", "6,10"}),
     case_name);
 
 }  // namespace
