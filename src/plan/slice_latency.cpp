@@ -139,10 +139,14 @@ MeasuredSlicingPlan plan_measured_slicing(const SliceProfile& profile, int stage
   const SliceCost cost = [&](int64_t length, int64_t context) {
     return double(plan.blocks_per_stage) * profile.fit(length, context);
   };
-  const double m = double(microbatches);
-  const auto step_time = [&](const std::vector<int64_t>& slices) {
-    return m * slicing_objective(slices, cost, 1) +
-           (slicing_objective(slices, cost, stages) - slicing_objective(slices, cost, 1));
+  const auto step_time = [&](const std::vector<int64_t>& slices) {  // M sum + (K - 1) max
+    double sum = 0, slowest = 0;
+    int64_t context = 0;
+    for (const int64_t length : slices) {
+      const double t = cost(length, context);
+      sum += t, slowest = std::max(slowest, t), context += length;
+    }
+    return double(microbatches) * sum + double(stages - 1) * slowest;
   };
   const int64_t length = profile.seq_len;
   plan.unsliced_s = step_time({length});
@@ -153,7 +157,8 @@ MeasuredSlicingPlan plan_measured_slicing(const SliceProfile& profile, int stage
     const double t = step_time(slices);
     if (t < plan.uniform_s) plan.uniform_s = t, plan.uniform_slices = slices;
   }
-  plan.dp_slices = optimal_token_slicing_weighted(length, double(stages - 1) / m, cost, granularity).slices;
+  const double max_weight = double(stages - 1) / double(microbatches);
+  plan.dp_slices = optimal_token_slicing_weighted(length, max_weight, cost, granularity).slices;
   plan.dp_s = step_time(plan.dp_slices);
   return plan;
 }

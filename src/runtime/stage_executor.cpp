@@ -158,9 +158,9 @@ void StageExecutor::forward(const Key& key, const TokenBatch& batch) {
   const int64_t replica_offset = layout_.replica() * rows * config_.train.microbatches;
   if (data_ != nullptr) micro = batch.rows(replica_offset + microbatch * rows, rows);
   const int64_t slice_start = slices_.starts.at(size_t(slice));
+  const int64_t slice_end = slice_start + slices_.lengths.at(size_t(slice));
   const auto tokens_of_slice = [&](const std::vector<int64_t>& tokens) {
-    return to_tensor(tokens, rows, micro.seq_len)
-        .slice(1, slice_start, slice_start + slices_.lengths.at(size_t(slice)));
+    return to_tensor(tokens, rows, micro.seq_len).slice(1, slice_start, slice_end);
   };
   if (is_first_stage(stage)) {
     state.input = tokens_of_slice(micro.inputs);
@@ -191,7 +191,7 @@ void StageExecutor::forward_with_graph(const Key& key, InFlight& state) {
     state.loss_value = loss.item<double>() * share;
     // The replicas' gradients are summed, so each microbatch carries 1 / (m w) of the global
     // mean: exactly the Trainer's gradient of the mean over the whole batch.
-    state.scaled_loss = loss * (share / double(config_.train.microbatches * layout_.replicas));
+    state.scaled_loss = loss * share / double(config_.train.microbatches * layout_.replicas);
   } else {
     state.output = output;
   }
