@@ -16,7 +16,7 @@ void add_terapipe_profile_command(CLI::App& app) {
       "terapipe-profile", "Measure forward+backward time of a token slice of l tokens after c "
                           "cached ones (one transformer block of the configured GPT) and fit "
                           "t(l,c) = t(l,0) + a l + b c + g l c ([CONFIG.toml] [--section.field "
-                          "VALUE ...] --out slices.json [--batch 1] [--repeats 3] [--threads 1])");
+                          "VALUE ...] --out slices.json [--batch 1] [--repeats 7] [--threads 1])");
   cmd->prefix_command();
   cmd->callback([cmd] {
     const auto arguments = parse_config_arguments(
@@ -33,7 +33,7 @@ void add_terapipe_profile_command(CLI::App& app) {
     if (out == arguments.options.end()) fail("terapipe-profile: --out FILE is required");
     profile::SliceProfileOptions options;
     options.batch = positive("--batch", 1);
-    options.repeats = int(positive("--repeats", 3));
+    options.repeats = int(positive("--repeats", 7));
     options.threads = int(positive("--threads", 1));
     const auto report = [](const std::string& line) { fmt::print(stderr, "terapipe-profile: {}\n", line); };
     const plan::SliceProfile measured = profile::profile_token_slices(config, options, report);

@@ -1,37 +1,41 @@
 #include "profile/slice_profile.h"
 
+#include <algorithm>
+#include <chrono>
 #include <set>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "model/gpt.h"
-#include "profile/layer_profile.h"
 #include "train/run.h"
 #include "train/trainer.h"
 
 namespace pipetrain::profile {
 namespace {
 
-// Forward of the slice on top of a fresh cache of `context` tokens, then its backward: the
-// output gradient plus (through the cached leaves) the K/V gradient of the context.
-double time_slice(GptStack& block, int64_t batch, int64_t length, int64_t context, int repeats) {
+using Clock = std::chrono::steady_clock;
+
+// One timed forward of the slice on top of a fresh cache of `context` tokens, then its
+// backward: the output gradient plus (through the cached leaves) the K/V gradient of the context.
+double time_slice_once(GptStack& block, int64_t batch, int64_t length, int64_t context) {
   const int64_t d = block.config().d_model;
+  block.zero_grad();
   SequenceKvCache cache;
-  torch::Tensor input, output;
-  const auto prepare = [&] {
-    block.zero_grad();
-    cache = SequenceKvCache();
-    if (context > 0) {
-      torch::NoGradGuard no_graph;  // only the cached K/V leaves matter
-      block.forward_slice(torch::randn({batch, context, d}), 0, cache);
-    }
-    input = torch::randn({batch, length, d}).requires_grad_(true);
-  };
-  return median_seconds(repeats, prepare, [&] {
-    output = block.forward_slice(input, context, cache);
-    output.backward(torch::ones_like(output));
-  });
+  if (context > 0) {
+    torch::NoGradGuard no_graph;  // only the cached K/V leaves matter
+    block.forward_slice(torch::randn({batch, context, d}), 0, cache);
+  }
+  auto input = torch::randn({batch, length, d}).requires_grad_(true);
+  const auto start = Clock::now();
+  auto output = block.forward_slice(input, context, cache);
+  output.backward(torch::ones_like(output));
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
 }
 
 }  // namespace
@@ -65,10 +69,21 @@ plan::SliceProfile profile_token_slices(const Config& config, const SliceProfile
   profile.seq_len = config.model.seq_len;
   profile.batch = options.batch;
   profile.threads = options.threads;
-  for (const auto& [length, context] : slice_grid(config.model.seq_len)) {
-    const double seconds = time_slice(block, options.batch, length, context, options.repeats);
-    profile.points.push_back({length, context, seconds});
-    progress(fmt::format("slice of {} tokens after {}: {:.3f} ms", length, context, 1e3 * seconds));
+  // Rounds over the whole grid (the first one a warm-up), each point's median over the rounds:
+  // a burst of load from other processes spreads over many points instead of skewing one.
+  const auto grid = slice_grid(config.model.seq_len);
+  std::vector<std::vector<double>> samples(grid.size());
+  for (int round = 0; round <= options.repeats; ++round) {
+    for (size_t i = 0; i < grid.size(); ++i) {
+      const double seconds = time_slice_once(block, options.batch, grid[i].first, grid[i].second);
+      if (round > 0) samples[i].push_back(seconds);
+    }
+  }
+  for (size_t i = 0; i < grid.size(); ++i) {
+    const auto [length, context] = grid[i];
+    profile.points.push_back({length, context, median(samples[i])});
+    progress(fmt::format("slice of {} tokens after {}: {:.3f} ms", length, context,
+                         1e3 * profile.points.back().seconds));
   }
   profile.fit = plan::fit_slice_latency(profile.points);
   return profile;

@@ -13,7 +13,7 @@ namespace pipetrain::profile {
 
 struct SliceProfileOptions {
   int64_t batch = 1;  // sequences per microbatch
-  int repeats = 3;    // median of this many timed runs (after one warm-up)
+  int repeats = 7;    // rounds over the grid (after one warm-up round); medians per point
   int threads = 1;    // compute threads, as each pipeline worker gets
 };
 

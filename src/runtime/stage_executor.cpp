@@ -86,8 +86,9 @@ StepResult StageExecutor::train_step(int64_t step) {
       return std::chrono::duration<double, std::milli>(t.time_since_epoch()).count();
     };
     const double begin = ms(start);
-    events_.push_back({fmt::format("{}{}{}", layout_.stage_of(action.chunk),
-                                   schedule::kind_token(action.kind), action.microbatch),
+    const std::string slice = slices_.count() > 1 ? fmt::format(".{}", action.slice) : "";
+    events_.push_back({fmt::format("{}{}{}{}", layout_.stage_of(action.chunk),
+                                   schedule::kind_token(action.kind), action.microbatch, slice),
                        std::string(schedule::kind_name(action.kind)), begin,
                        ms(std::chrono::steady_clock::now()) - begin, action.microbatch});
   }
