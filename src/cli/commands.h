@@ -12,5 +12,6 @@ void add_config_command(CLI::App& app);    // config_command.cpp
 void add_plan_command(CLI::App& app);      // plan_command.cpp
 void add_profile_command(CLI::App& app);   // profile_command.cpp
 void add_terapipe_command(CLI::App& app);  // terapipe_command.cpp
+void add_terapipe_profile_command(CLI::App& app);  // terapipe_profile_command.cpp
 
 }  // namespace pipetrain::cli

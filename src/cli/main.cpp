@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   pipetrain::cli::add_profile_command(app);
   pipetrain::cli::add_plan_command(app);
   pipetrain::cli::add_terapipe_command(app);
+  pipetrain::cli::add_terapipe_profile_command(app);
   pipetrain::cli::add_config_command(app);
   try {
     app.parse(argc, argv);

@@ -1,12 +1,50 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <tuple>
+#include <vector>
+
 #include "cli/commands.h"
 #include "core/files.h"
+#include "core/error.h"
+#include "io/json_file.h"
+#include "plan/slice_latency.h"
 #include "plan/terapipe.h"
 #include "sim/timeline.h"
 
 namespace pipetrain::cli {
+namespace {
+
+// Planning from a measured slice profile (`pipetrain terapipe-profile`) instead of the
+// analytic model: the slices to train with, and the predicted time of each way.
+void plan_from_profile(const std::string& path, int stages, int64_t batch, int64_t microbatch,
+                       int64_t granularity) {
+  if (microbatch < 1 || batch % microbatch != 0) {
+    fail("--batch ({}) must be a multiple of --microbatch ({})", batch, microbatch);
+  }
+  const auto profile = plan::slice_profile_from_json(parse_json_file(path), path);
+  const int64_t microbatches = batch / microbatch;
+  const auto r = plan::plan_measured_slicing(profile, stages, microbatches, granularity);
+  fmt::print("measured GPT (d_model {}, {} blocks, sequence {}) on {} stages ({} blocks on the "
+             "slowest), {} microbatch(es) of {}; fit error mean {:.1f}%, max {:.1f}%\n",
+             profile.d_model, profile.layers, profile.seq_len, stages, r.blocks_per_stage,
+             microbatches, profile.batch, 100 * profile.fit.mean_error, 100 * profile.fit.max_error);
+  fmt::print("DP slices ({}): {}\n", r.dp_slices.size(), fmt::join(r.dp_slices, " "));
+  fmt::print("train with: --pipeline.schedule gpipe --pipeline.slices {}\n",
+             fmt::join(r.dp_slices, ","));
+  const double tokens = double(batch * profile.seq_len);
+  fmt::print("| method | slices | predicted step time (s) | predicted tokens/s | speedup |\n"
+             "|---|---|---|---|---|\n");
+  for (const auto& [name, slices, seconds] :
+       {std::tuple{"no slicing", std::vector<int64_t>{profile.seq_len}, r.unsliced_s},
+        std::tuple{"best uniform", r.uniform_slices, r.uniform_s},
+        std::tuple{"DP", r.dp_slices, r.dp_s}}) {
+    fmt::print("| {} | {} | {:.3f} | {:.0f} | {:.2f}x |\n", name, slices.size(), seconds,
+               tokens / seconds, r.unsliced_s / seconds);
+  }
+}
+
+}  // namespace
 
 void add_terapipe_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
@@ -15,7 +53,7 @@ void add_terapipe_command(CLI::App& app) {
   static std::string model = "gpt3-175b", cluster = "p3-16xlarge-x48";
   static int stages = 48, tensor_parallel = 8;
   static int64_t batch = 2, microbatch = 1, seq = 0, granularity = 8;
-  static std::string svg, trace;
+  static std::string svg, trace, profile;
   cmd->add_option("--model", model, "gpt3-1b, gpt3-13b, gpt3-44b, gpt3-175b, gpt-3.9b, ...")->capture_default_str();
   cmd->add_option("--cluster", cluster, "a name in clusters/ or a cluster .toml path")->capture_default_str();
   cmd->add_option("--stages", stages, "pipeline stages K")->capture_default_str();
@@ -24,9 +62,12 @@ void add_terapipe_command(CLI::App& app) {
   cmd->add_option("--microbatch", microbatch, "sequences per microbatch in the sliced run")->capture_default_str();
   cmd->add_option("--seq", seq, "sequence length (default: the model's)");
   cmd->add_option("--granularity", granularity, "slice lengths are multiples of this")->capture_default_str();
+  cmd->add_option("--profile", profile, "plan from a measured slice profile (`pipetrain "
+                  "terapipe-profile --out FILE`) instead of the analytic model and cluster");
   cmd->add_option("--svg", svg, "simulate the DP-sliced GPipe schedule and draw its timeline here");
   cmd->add_option("--trace", trace, "the same simulation as Chrome-trace JSON");
   cmd->callback([] {
+    if (!profile.empty()) return plan_from_profile(profile, stages, batch, microbatch, granularity);
     plan::TeraPipeSetup setup;
     setup.model = plan::find_gpt_shape(model);
     if (seq > 0) setup.model.seq_len = seq;

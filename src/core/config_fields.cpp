@@ -74,6 +74,9 @@ std::vector<FieldSpec> make_fields() {
       spec("pipeline.zero1", "1 = ZeRO-1: each of the dp_width replicas of a stage keeps the "
        "optimizer state of 1/dp_width of its parameters (needs dp_width > 1); 0 = off",
        at(&C::pipeline, &PipelineConfig::zero1), 0),
+      spec("pipeline.slices", "TeraPipe token slicing (gpipe schedule): a slice count N (near-equal "
+       "slices) or slice lengths \"64,40,24\" summing to model.seq_len; each sequence's slices "
+       "flow through the pipeline one after another", at(&C::pipeline, &PipelineConfig::slices)),
       spec("pipeline.timeout_s", "seconds before rendezvous or a send/recv/all-reduce gives up",
        at(&C::pipeline, &PipelineConfig::timeout_s), 1),
       spec("pipeline.master_addr", "rendezvous address when pipetrain spawns the workers itself "

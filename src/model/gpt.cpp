@@ -39,6 +39,11 @@ torch::Tensor TokenEmbedding::forward(const torch::Tensor& tokens) {
   return torch::embedding(token_weight, tokens) + position_weight.slice(0, 0, length);
 }
 
+torch::Tensor TokenEmbedding::forward_slice(const torch::Tensor& tokens, int64_t start, LayerKv&) {
+  return torch::embedding(token_weight, tokens) +
+         position_weight.slice(0, start, start + tokens.size(1));
+}
+
 TransformerBlock::TransformerBlock(const GptConfig& config, torch::Generator& generator)
     : heads_(config.heads) {
   const int64_t d = config.d_model;
@@ -56,20 +61,51 @@ TransformerBlock::TransformerBlock(const GptConfig& config, torch::Generator& ge
   init_linear(fc_out_, residual_std, generator);
 }
 
-torch::Tensor TransformerBlock::attention(const torch::Tensor& x) {
+// With `kv`, x is a token slice after kv->context() earlier tokens: its queries also see the
+// cached keys/values, and its own K/V are appended (as leaves for the later slices).
+torch::Tensor TransformerBlock::attention(const torch::Tensor& x, LayerKv* kv) {
   const int64_t batch = x.size(0), length = x.size(1), d = x.size(2), head_dim = d / heads_;
   auto qkv = qkv_->forward(x).view({batch, length, 3, heads_, head_dim}).permute({2, 0, 3, 1, 4});
   const auto q = qkv[0], k = qkv[1], v = qkv[2];  // [B, H, T, hd]
-  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
-  const auto future = torch::ones({length, length}, torch::dtype(torch::kBool)).triu(1);
+  auto keys = k, values = v;
+  int64_t context = 0;
+  if (kv != nullptr && !kv->key_leaves.empty()) {
+    context = kv->context();
+    std::vector<torch::Tensor> all_keys = kv->key_leaves, all_values = kv->value_leaves;
+    all_keys.push_back(k);
+    all_values.push_back(v);
+    keys = torch::cat(all_keys, 2);
+    values = torch::cat(all_values, 2);
+  }
+  auto scores = torch::matmul(q, keys.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
+  // Query i sits at position context + i and sees keys 0 .. context + i.
+  const auto future =
+      torch::ones({length, context + length}, torch::dtype(torch::kBool)).triu(context + 1);
   scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
-  auto mixed = torch::matmul(torch::softmax(scores, -1), v);  // [B, H, T, hd]
+  auto mixed = torch::matmul(torch::softmax(scores, -1), values);  // [B, H, T, hd]
+  if (kv != nullptr) {
+    kv->key_roots.push_back(k);
+    kv->value_roots.push_back(v);
+    kv->key_leaves.push_back(k.detach().requires_grad_(true));
+    kv->value_leaves.push_back(v.detach().requires_grad_(true));
+  }
   return attn_out_->forward(mixed.transpose(1, 2).reshape({batch, length, d}));
 }
 
-torch::Tensor TransformerBlock::forward(const torch::Tensor& x) {
-  auto h = x + attention(ln1_->forward(x));
+torch::Tensor TransformerBlock::mlp(const torch::Tensor& h) {
   return h + fc_out_->forward(torch::gelu(fc_->forward(ln2_->forward(h))));
+}
+
+torch::Tensor TransformerBlock::forward(const torch::Tensor& x) {
+  return mlp(x + attention(ln1_->forward(x), nullptr));
+}
+
+torch::Tensor TransformerBlock::forward_slice(const torch::Tensor& x, int64_t start, LayerKv& kv) {
+  if (kv.context() != start) {
+    throw std::logic_error("token slice starts at " + std::to_string(start) + " but " +
+                           std::to_string(kv.context()) + " earlier tokens are cached");
+  }
+  return mlp(x + attention(ln1_->forward(x), &kv));
 }
 
 LmHead::LmHead(const GptConfig& config, torch::Generator&) {
@@ -119,6 +155,13 @@ GptStack::GptStack(const GptConfig& config, uint64_t seed, int64_t first, int64_
 torch::Tensor GptStack::forward(const torch::Tensor& x) {
   torch::Tensor h = x;
   for (auto& layer : layers_) h = layer->forward(h);
+  return h;
+}
+
+torch::Tensor GptStack::forward_slice(const torch::Tensor& x, int64_t start,
+                                      SequenceKvCache& cache) {
+  torch::Tensor h = x;
+  for (size_t i = 0; i < layers_.size(); ++i) h = layers_[i]->forward_slice(h, start, cache.layer(i));
   return h;
 }
 

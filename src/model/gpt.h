@@ -10,6 +10,8 @@
 
 #include <torch/torch.h>
 
+#include "model/slice_cache.h"
+
 namespace pipetrain {
 
 struct GptConfig {
@@ -27,12 +29,18 @@ class GptLayer : public torch::nn::Module {
   // Embedding: int64 tokens [B, T] -> [B, T, D]; block: [B, T, D] -> [B, T, D];
   // head: [B, T, D] -> logits [B, T, V].
   virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+  // A token slice starting at position `start` of its sequences (TeraPipe); attention layers
+  // read and extend `kv`. Layers without position or attention run as forward().
+  virtual torch::Tensor forward_slice(const torch::Tensor& x, int64_t /*start*/, LayerKv& /*kv*/) {
+    return forward(x);
+  }
 };
 
 class TokenEmbedding : public GptLayer {
  public:
   TokenEmbedding(const GptConfig& config, torch::Generator& generator);
   torch::Tensor forward(const torch::Tensor& tokens) override;
+  torch::Tensor forward_slice(const torch::Tensor& tokens, int64_t start, LayerKv& kv) override;
   torch::Tensor token_weight;     // [V, D], tied to the head
   torch::Tensor position_weight;  // [seq_len, D]
 };
@@ -41,9 +49,11 @@ class TransformerBlock : public GptLayer {
  public:
   TransformerBlock(const GptConfig& config, torch::Generator& generator);
   torch::Tensor forward(const torch::Tensor& x) override;
+  torch::Tensor forward_slice(const torch::Tensor& x, int64_t start, LayerKv& kv) override;
 
  private:
-  torch::Tensor attention(const torch::Tensor& x);
+  torch::Tensor attention(const torch::Tensor& x, LayerKv* kv);
+  torch::Tensor mlp(const torch::Tensor& h);
   int64_t heads_;
   torch::nn::LayerNorm ln1_{nullptr}, ln2_{nullptr};
   torch::nn::Linear qkv_{nullptr}, attn_out_{nullptr}, fc_{nullptr}, fc_out_{nullptr};
@@ -70,6 +80,9 @@ class GptStack : public torch::nn::Module {
  public:
   GptStack(const GptConfig& config, uint64_t seed, int64_t first, int64_t last);
   torch::Tensor forward(const torch::Tensor& x);
+  // The token slice [start, start + x.size(1)) of the sequences whose earlier slices' K/V are in
+  // `cache` (appended to): slices run in order give the unsliced forward's values.
+  torch::Tensor forward_slice(const torch::Tensor& x, int64_t start, SequenceKvCache& cache);
   int64_t first() const { return first_; }
   int64_t last() const { return last_; }
   const GptConfig& config() const { return config_; }

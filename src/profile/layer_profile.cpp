@@ -15,20 +15,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double median_seconds(int repeats, const std::function<void()>& prepare,
-                      const std::function<void()>& timed) {
-  std::vector<double> samples;
-  for (int i = 0; i <= repeats; ++i) {  // the first run warms caches and the allocator
-    prepare();
-    const auto start = Clock::now();
-    timed();
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    if (i > 0) samples.push_back(seconds);
-  }
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() / 2];
-}
-
 struct LayerTiming {
   double forward_s, backward_s, input_backward_s;
 };
@@ -106,6 +92,20 @@ std::vector<double> calibrate_to_whole_model(plan::ModelProfile& profile, GptSta
 }
 
 }  // namespace
+
+double median_seconds(int repeats, const std::function<void()>& prepare,
+                      const std::function<void()>& timed) {
+  std::vector<double> samples;
+  for (int i = 0; i <= repeats; ++i) {  // the first run warms caches and the allocator
+    prepare();
+    const auto start = Clock::now();
+    timed();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (i > 0) samples.push_back(seconds);
+  }
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
 
 plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions& options,
                                       const std::function<void(const std::string&)>& progress) {

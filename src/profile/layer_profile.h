@@ -18,6 +18,10 @@ struct ProfileOptions {
   int threads = 1;  // compute threads, as each pipeline worker gets
 };
 
+// The median of `repeats` timed runs of `timed`, each after `prepare`, after one warm-up run.
+double median_seconds(int repeats, const std::function<void()>& prepare,
+                      const std::function<void()>& timed);
+
 // Times forward, full backward and input-only backward of every layer [embedding, blocks,
 // head (with the loss)] at each microbatch size; weight-gradient time = full - input-only.
 plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions& options,

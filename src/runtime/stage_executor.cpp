@@ -30,7 +30,8 @@ StageExecutor::StageExecutor(const Config& config, const TextDataset* data, Comm
       comm_(comm),
       layout_(layout),
       groups_(groups),
-      schedule_(std::move(schedule)) {
+      schedule_(std::move(schedule)),
+      slices_(token_slices_of(config)) {
   std::vector<torch::Tensor> params;
   const int stages = layout_.stages();
   const std::string head_copy = fmt::format("layer{}.tied_weight", config.model.layers + 1);
@@ -68,8 +69,9 @@ std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::optimizer_stat
   return zero1_ ? zero1_->state_tensors(chunk) : optimizer_state_tensors(*optimizer_, chunk);
 }
 
-std::vector<int64_t> StageExecutor::activation_shape(int64_t rows) const {
-  return {rows, config_.model.seq_len, config_.model.d_model};
+std::vector<int64_t> StageExecutor::activation_shape(int64_t rows, int slice) const {
+  const int64_t tokens = slice < 0 ? config_.model.seq_len : slices_.lengths.at(size_t(slice));
+  return {rows, tokens, config_.model.d_model};
 }
 
 // Each replica takes batch_size / w rows of the global batch, split into m microbatches.
@@ -94,12 +96,15 @@ StepResult StageExecutor::train_step(int64_t step) {
       return std::chrono::duration<double, std::milli>(t.time_since_epoch()).count();
     };
     const double begin = ms(start);
-    events_.push_back({fmt::format("{}{}{}", layout_.stage_of(action.chunk),
-                                   schedule::kind_token(action.kind), action.microbatch),
+    const std::string slice = slices_.count() > 1 ? fmt::format(".{}", action.slice) : "";
+    events_.push_back({fmt::format("{}{}{}{}", layout_.stage_of(action.chunk),
+                                   schedule::kind_token(action.kind), action.microbatch, slice),
                        std::string(schedule::kind_name(action.kind)), begin,
                        ms(std::chrono::steady_clock::now()) - begin, action.microbatch});
   }
-  if (!in_flight_.empty()) throw std::logic_error("schedule left microbatches in flight");
+  if (!in_flight_.empty() || !kv_caches_.empty()) {
+    throw std::logic_error("schedule left microbatches in flight");
+  }
   if (steps_pending_ != 0) throw std::logic_error("schedule left a chunk without its update");
   const bool last = layout_.holds_last_stage();
   const double replicas_loss =
@@ -112,30 +117,32 @@ StepResult StageExecutor::train_step(int64_t step) {
 void StageExecutor::run_action(const schedule::Action& action, const TokenBatch& batch) {
   const int mb = action.microbatch, chunk = action.chunk, m = int(config_.train.microbatches);
   const int stage = layout_.stage_of(chunk);
-  const Key key{chunk, mb};
+  const Key key{chunk, mb, action.slice};
+  // Token slices travel as units of their own: (microbatch, slice) numbered slice-minor.
+  const int unit = mb * slices_.count() + action.slice, units = m * slices_.count();
   switch (action.kind) {
     case ActionKind::Forward:
-      return forward(chunk, mb, batch);
+      return forward(key, batch);
     case ActionKind::Backward:
-      return backward(chunk, mb);
+      return backward(key);
     case ActionKind::SendActivation:
-      comm_.send(in_flight_.at(key).output, peer_rank(action.peer), activation_tag(stage, mb, m));
+      comm_.send(in_flight_.at(key).output, peer_rank(action.peer), activation_tag(stage, unit, units));
       // Recomputed chunks rebuild their output in backward; the send keeps its own reference.
       if (recompute_.at(size_t(chunk))) in_flight_.at(key).output = torch::Tensor();
       return;
     case ActionKind::RecvActivation:
-      in_flight_[key].input = comm_.recv(activation_shape(micro_rows()), torch::kFloat32,
-                                         peer_rank(action.peer), activation_tag(stage - 1, mb, m));
+      in_flight_[key].input = comm_.recv(activation_shape(micro_rows(), action.slice), torch::kFloat32,
+                                         peer_rank(action.peer), activation_tag(stage - 1, unit, units));
       return;
     case ActionKind::SendGrad: {
       // The input gradient leaves the chunk: this microbatch's activations can go.
       auto grad = in_flight_.at(key).input.grad();
       in_flight_.erase(key);
-      return comm_.send(grad, peer_rank(action.peer), gradient_tag(stage - 1, mb, m));
+      return comm_.send(grad, peer_rank(action.peer), gradient_tag(stage - 1, unit, units));
     }
     case ActionKind::RecvGrad:
-      in_flight_.at(key).output_grad = comm_.recv(activation_shape(micro_rows()), torch::kFloat32,
-                                                  peer_rank(action.peer), gradient_tag(stage, mb, m));
+      in_flight_.at(key).output_grad = comm_.recv(activation_shape(micro_rows(), action.slice), torch::kFloat32,
+                                                  peer_rank(action.peer), gradient_tag(stage, unit, units));
       return;
     case ActionKind::AllReduceGrads:
       return all_reduce_chunk_grads(chunk);
@@ -153,51 +160,74 @@ void StageExecutor::run_action(const schedule::Action& action, const TokenBatch&
   }
 }
 
-void StageExecutor::forward(int chunk, int microbatch, const TokenBatch& batch) {
+void StageExecutor::forward(const Key& key, const TokenBatch& batch) {
+  const auto [chunk, microbatch, slice] = key;
   const int64_t rows = micro_rows();
   const int stage = layout_.stage_of(chunk);
-  InFlight& state = in_flight_[{chunk, microbatch}];
+  InFlight& state = in_flight_[key];
   TokenBatch micro;
   const int64_t replica_offset = layout_.replica() * rows * config_.train.microbatches;
   if (data_ != nullptr) micro = batch.rows(replica_offset + microbatch * rows, rows);
+  const int64_t slice_start = slices_.starts.at(size_t(slice));
+  const int64_t slice_end = slice_start + slices_.lengths.at(size_t(slice));
+  const auto tokens_of_slice = [&](const std::vector<int64_t>& tokens) {
+    return to_tensor(tokens, rows, micro.seq_len).slice(1, slice_start, slice_end);
+  };
   if (is_first_stage(stage)) {
-    state.input = to_tensor(micro.inputs, rows, micro.seq_len);
+    state.input = tokens_of_slice(micro.inputs);
   } else {
     state.input.requires_grad_(true);
   }
-  if (is_last_stage(stage)) state.targets = to_tensor(micro.targets, rows, micro.seq_len);
+  if (is_last_stage(stage)) state.targets = tokens_of_slice(micro.targets);
   // Recomputation: run the forward without a graph and keep only the input; backward runs it
   // again with the graph (same weights, no randomness: the same values).
   std::optional<torch::NoGradGuard> no_graph;
   if (recompute_.at(size_t(chunk))) no_graph.emplace();
-  forward_with_graph(chunk, state);
+  forward_with_graph(key, state);
   if (is_last_stage(stage)) loss_sum_ += state.loss_value;
 }
 
 // Output (sent on) or, on the last stage, the scaled loss: the tensors backward starts from.
-void StageExecutor::forward_with_graph(int chunk, InFlight& state) {
-  auto output = chunks_.at(size_t(chunk)).model->forward(state.input);
+void StageExecutor::forward_with_graph(const Key& key, InFlight& state) {
+  const auto [chunk, microbatch, slice] = key;
+  auto& model = *chunks_.at(size_t(chunk)).model;
+  auto output = slices_.count() == 1
+                    ? model.forward(state.input)
+                    : model.forward_slice(state.input, slices_.starts.at(size_t(slice)),
+                                          kv_caches_[{chunk, microbatch}]);
   if (is_last_stage(layout_.stage_of(chunk))) {
+    // A token slice's loss is its share (slice tokens / sequence tokens) of the microbatch mean.
+    const double share = double(state.targets.size(1)) / double(config_.model.seq_len);
     auto loss = lm_loss(output, state.targets);
-    state.loss_value = loss.item<double>();
+    state.loss_value = loss.item<double>() * share;
     // The replicas' gradients are summed, so each microbatch carries 1 / (m w) of the global
     // mean: exactly the Trainer's gradient of the mean over the whole batch.
-    state.scaled_loss = loss / double(config_.train.microbatches * layout_.replicas);
+    state.scaled_loss = loss * share / double(config_.train.microbatches * layout_.replicas);
   } else {
     state.output = output;
   }
 }
 
-void StageExecutor::backward(int chunk, int microbatch) {
-  const Key key{chunk, microbatch};
+void StageExecutor::backward(const Key& key) {
+  const auto [chunk, microbatch, slice] = key;
   InFlight& state = in_flight_.at(key);
   const int stage = layout_.stage_of(chunk);
-  if (recompute_.at(size_t(chunk))) forward_with_graph(chunk, state);
+  if (recompute_.at(size_t(chunk))) forward_with_graph(key, state);
+  std::vector<torch::Tensor> roots, grads;
   if (is_last_stage(stage)) {
-    state.scaled_loss.backward();
+    roots = {state.scaled_loss};
+    grads = {torch::ones_like(state.scaled_loss)};
   } else {
-    state.output.backward(state.output_grad);
+    roots = {state.output};
+    grads = {state.output_grad};
   }
+  // Token slices: the later slices' K/V gradients enter this slice's graph with its output's.
+  const auto cache = kv_caches_.find({chunk, microbatch});
+  if (cache != kv_caches_.end()) {
+    cache->second.add_backward_roots(slice, roots, grads);
+    if (slice == 0) kv_caches_.erase(cache);  // slices run backward in reverse: the last one
+  }
+  torch::autograd::backward(roots, grads);
   state.output = torch::Tensor();
   state.scaled_loss = torch::Tensor();
   if (is_first_stage(stage)) in_flight_.erase(key);  // nothing to send upstream

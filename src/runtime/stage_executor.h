@@ -3,6 +3,7 @@
 // send/recv of activations and gradients, data-parallel gradient all-reduce, optimizer step)
 // on real tensors, for each of the model chunks it holds.
 #include <map>
+#include <tuple>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "runtime/layout.h"
 #include "runtime/partition.h"
 #include "runtime/zero1.h"
+#include "runtime/token_slices.h"
 #include "schedule/schedule.h"
 #include "sim/timeline.h"
 #include "train/trainer.h"
@@ -65,14 +67,14 @@ class StageExecutor {
     torch::Tensor targets;      // last stage: this microbatch's labels
     double loss_value = 0;      // last stage: unscaled loss
   };
-  using Key = std::pair<int, int>;  // (chunk, microbatch)
+  using Key = std::tuple<int, int, int>;  // (chunk, microbatch, token slice)
   void run_action(const schedule::Action& action, const TokenBatch& batch);
-  void forward(int chunk, int microbatch, const TokenBatch& batch);
-  void forward_with_graph(int chunk, InFlight& state);
-  void backward(int chunk, int microbatch);
+  void forward(const Key& key, const TokenBatch& batch);
+  void forward_with_graph(const Key& key, InFlight& state);
+  void backward(const Key& key);
   void all_reduce_chunk_grads(int chunk);
   void optimizer_step();
-  std::vector<int64_t> activation_shape(int64_t rows) const;
+  std::vector<int64_t> activation_shape(int64_t rows, int slice = -1) const;  // -1: whole sequence
   int64_t micro_rows() const;
   bool is_first_stage(int stage) const { return stage == 0; }
   bool is_last_stage(int stage) const { return stage == layout_.stages() - 1; }
@@ -91,6 +93,8 @@ class StageExecutor {
   torch::Tensor tied_weight_;                // embedding on the first stage, head copy on the last
   std::vector<torch::Tensor> norm_params_;   // parameters counted in the global norm
   std::map<Key, InFlight> in_flight_;
+  TokenSlices slices_;  // pipeline.slices; with more than one, the K/V cache per (chunk, microbatch)
+  std::map<std::pair<int, int>, SequenceKvCache> kv_caches_;
   int steps_pending_ = 0;  // OptimizerStep actions seen this step (one per chunk)
   double loss_sum_ = 0;
   int64_t current_step_ = 0;

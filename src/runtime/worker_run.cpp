@@ -22,6 +22,7 @@
 #include "runtime/memory_accounting.h"
 #include "runtime/pipeline.h"
 #include "runtime/stage_executor.h"
+#include "runtime/token_slices.h"
 #include "schedule/generators.h"
 #include "train/optim.h"
 
@@ -74,7 +75,15 @@ schedule::Schedule make_run_schedule(const Config& config) {
   spec.microbatches = int(config.train.microbatches);
   spec.chunks = int(config.pipeline.chunks);
   spec.dp_width = int(config.pipeline.dp_width);
+  spec.slices = token_slices_of(config).count();
   const auto& p = config.pipeline;
+  if (spec.slices > 1 && p.schedule != "gpipe") {
+    fail("pipeline.slices = \"{}\" (token slicing) needs pipeline.schedule = \"gpipe\" (got '{}')",
+         p.slices, p.schedule);
+  }
+  if (spec.slices > 1 && p.recompute != "none") {
+    fail("pipeline.slices and pipeline.recompute cannot be combined yet");
+  }
   if (p.chunks > 1 && p.schedule != "interleaved") {
     fail("pipeline.chunks = {} needs pipeline.schedule = \"interleaved\" (got '{}')", p.chunks,
          p.schedule);
@@ -206,7 +215,9 @@ void write_trace(const fs::path& dir, const Layout& layout) {
 }  // namespace
 
 bool is_pipeline_run(const Config& config) {
-  return config.pipeline.stages * config.pipeline.dp_width * config.pipeline.chunks > 1;
+  // Token slicing runs on the pipeline runtime even on one stage (one worker process).
+  return config.pipeline.stages * config.pipeline.dp_width * config.pipeline.chunks > 1 ||
+         token_slices_of(config).count() > 1;
 }
 
 bool started_as_worker() { return std::getenv("RANK") != nullptr; }

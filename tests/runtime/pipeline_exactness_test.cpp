@@ -32,6 +32,7 @@ struct Case {
   std::string recompute = "none";  // pipeline.recompute: stages that recompute activations
   int zero1 = 0;          // 1: optimizer state sharded over the replicas (ZeRO-1)
   std::string optimizer = "adamw";
+  std::string slices = "1";        // pipeline.slices: TeraPipe token slices of the 16 tokens
 
   // 6 rows as before; otherwise the smallest batch every replica's microbatches divide evenly.
   int batch_size() const { return 6 % (microbatches * dp_width) == 0 ? 6 : 2 * microbatches * dp_width; }
@@ -47,6 +48,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   if (c.dp_width > 1) name += "_w" + std::to_string(c.dp_width);
   if (c.chunks > 1) name += "_v" + std::to_string(c.chunks);
   if (c.recompute != "none") name += "_recompute_" + c.recompute;
+  if (c.slices != "1") name += "_slices_" + c.slices;
   for (auto& ch : name) if (ch == ',') ch = '_';
   if (c.zero1 == 1) name += "_zero1_" + c.optimizer;
   return name + "_" + partition;
@@ -65,7 +67,8 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
           {"pipeline.dp_width", std::to_string(c.dp_width)},
           {"pipeline.chunks", std::to_string(c.chunks)}, {"pipeline.timeout_s", "60"},
           {"pipeline.recompute", c.recompute},
-          {"pipeline.zero1", std::to_string(c.zero1)}, {"train.optimizer", c.optimizer}};
+          {"pipeline.zero1", std::to_string(c.zero1)}, {"train.optimizer", c.optimizer},
+          {"pipeline.slices", c.slices}};
 }
 
 double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
@@ -76,7 +79,7 @@ void PrintTo(const Case& c, std::ostream* out) {
   *out << c.schedule << " p=" << c.stages << " m=" << c.microbatches << " w=" << c.dp_width
        << " v=" << c.chunks << " partition=" << c.partition << " recompute=" << c.recompute
        << " zero1=" << c.zero1
-       << " optimizer=" << c.optimizer;
+       << " optimizer=" << c.optimizer << " slices=" << c.slices;
 }
 
 class PipelineExactness : public ::testing::TestWithParam<Case> {};
@@ -182,6 +185,19 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"1f1b", 2, 2, "balanced", 2, 1, "none", 1, "adam"},
                       Case{"1f1b", 2, 2, "balanced", 2, 1, "none", 1, "adamw"},
                       Case{"interleaved", 2, 2, "balanced", 2, 2, "none", 1, "adam"}),
+    case_name);
+
+// TeraPipe token slicing (GPipe over slices): uneven slices, one to four stages, several
+// microbatches, data parallelism; the K/V gradients of later slices flow into earlier ones.
+INSTANTIATE_TEST_SUITE_P(
+    TokenSlices, PipelineExactness,
+    ::testing::Values(Case{"gpipe", 1, 1, "balanced", 1, 1, "none", 0, "adamw", "3,8,5"},
+                      Case{"gpipe", 1, 2, "balanced", 1, 1, "none", 0, "adamw", "4"},
+                      Case{"gpipe", 2, 1, "balanced", 1, 1, "none", 0, "adamw", "5,7,4"},
+                      Case{"gpipe", 2, 3, "1,4", 1, 1, "none", 0, "adamw", "2,9,5"},
+                      Case{"gpipe", 4, 1, "balanced", 1, 1, "none", 0, "adamw", "4"},
+                      Case{"gpipe", 4, 2, "2,1,1,1", 1, 1, "none", 0, "adamw", "7,6,3"},
+                      Case{"gpipe", 2, 2, "balanced", 2, 1, "none", 0, "adamw", "6,10"}),
     case_name);
 
 }  // namespace
