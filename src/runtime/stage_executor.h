@@ -1,7 +1,9 @@
 #pragma once
-// Runs one pipeline worker: interprets its actions of a synchronous Schedule (forward, backward,
+// Runs one pipeline worker: interprets its actions of a Schedule (forward, backward,
 // send/recv of activations and gradients, data-parallel gradient all-reduce, optimizer step)
-// on real tensors, for each of the model chunks it holds.
+// on real tensors, for each of the model chunks it holds. No-flush schedules (2BW, PipeDream,
+// PipeOptim, SpecTrain, ...) cover the whole run in one action list; train_step(k) runs the part
+// that ends with step k's update, and a WeightVersions object per chunk picks the weights.
 #include <map>
 #include <memory>
 #include <utility>
@@ -14,6 +16,7 @@
 #include "runtime/comm.h"
 #include "runtime/layout.h"
 #include "runtime/partition.h"
+#include "runtime/weight_versions.h"
 #include "schedule/schedule.h"
 #include "sim/timeline.h"
 #include "train/trainer.h"
@@ -45,6 +48,10 @@ class StageExecutor {
   };
   const std::vector<Chunk>& chunks() const { return chunks_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  // The chunk's optimizer state by parameter name (checkpoints).
+  std::vector<std::pair<std::string, torch::Tensor>> optimizer_state(const Chunk& chunk);
+  // Most distinct weight copies each chunk held at once (1 for synchronous schedules).
+  std::vector<int> peak_weight_copies() const;
   // Every action of the first `traced_steps` steps with wall-clock start and duration (ms on
   // the machine's monotonic clock, shared by all processes on it): the real-run timeline.
   const std::vector<sim::TimedEvent>& events() const { return events_; }
@@ -58,9 +65,12 @@ class StageExecutor {
     torch::Tensor scaled_loss;  // last stage: this microbatch's share of the global mean
     torch::Tensor output_grad;  // received gradient w.r.t. output
   };
-  using Key = std::pair<int, int>;  // (chunk, microbatch)
+  using Key = std::pair<int, int>;  // (chunk, microbatch counted over the whole run)
   void run_action(const schedule::Action& action, const TokenBatch& batch);
-  void forward(int chunk, int microbatch, const TokenBatch& batch);
+  void forward(int chunk, int microbatch, int key_microbatch, const TokenBatch& batch);
+  void split_into_steps();
+  const TokenBatch& batch_of(int64_t step);  // the global batch of a step (kept for two steps)
+  bool asynchronous() const { return !versions_.empty(); }
   void backward(int chunk, int microbatch);
   void all_reduce_chunk_grads(int chunk);
   void optimizer_step();
@@ -78,6 +88,11 @@ class StageExecutor {
   schedule::Schedule schedule_;
   std::vector<Chunk> chunks_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::vector<std::unique_ptr<WeightVersions>> versions_;  // per chunk; empty when synchronous
+  std::vector<torch::Tensor> step_params_;                 // what the optimizer updates
+  std::vector<std::pair<size_t, size_t>> steps_;           // per step: [begin, end) of actions
+  int microbatches_per_update_ = 1;
+  std::map<int64_t, TokenBatch> batches_;
   torch::Tensor tied_weight_;                // embedding on the first stage, head copy on the last
   std::vector<torch::Tensor> norm_params_;   // parameters counted in the global norm
   std::map<Key, InFlight> in_flight_;

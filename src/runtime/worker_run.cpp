@@ -1,5 +1,8 @@
 // One pipeline worker's whole run: rendezvous, the training loop, metrics and progress (on the
 // last stage, which alone knows the loss), validation, per-stage checkpoints, the sample.
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -66,7 +69,37 @@ WorkerEnvironment environment_from_env(const Config& config) {
   return env;
 }
 
-schedule::Schedule make_run_schedule(const Config& config) {
+int64_t peak_resident_bytes() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return int64_t(usage.ru_maxrss) * 1024;  // KiB on Linux
+}
+
+bool is_no_flush(const std::string& name) {
+  schedule::ScheduleSpec spec;
+  spec.name = name;
+  spec.stages = 1;
+  spec.microbatches = 1;
+  return schedule::make_schedule(spec).policy.kind != schedule::WeightPolicyKind::Sync;
+}
+
+// Per stage (rank order), the most distinct weight copies held and the peak resident memory:
+// one value per rank, summed into place (every rank calls this).
+nlohmann::json weight_memory_report(Comm& comm, const StageExecutor& executor) {
+  const int world = comm.world_size();
+  auto values = torch::zeros({2, world}, torch::kFloat64);
+  const auto copies = executor.peak_weight_copies();
+  values[0][comm.rank()] = *std::max_element(copies.begin(), copies.end());
+  values[1][comm.rank()] = double(peak_resident_bytes()) / double(1 << 20);
+  comm.all_reduce_sum(values, Comm::kWorld);
+  nlohmann::json report = {{"weight_copies", nlohmann::json::array()},
+                           {"peak_rss_mb", nlohmann::json::array()}};
+  for (int r = 0; r < world; ++r) {
+    report["weight_copies"].push_back(int(values[0][r].item<double>()));
+    report["peak_rss_mb"].push_back(values[1][r].item<double>());
+  }
+  return report;
+}
   schedule::ScheduleSpec spec;
   spec.name = config.pipeline.schedule;
   spec.stages = int(config.pipeline.stages);
@@ -88,12 +121,14 @@ schedule::Schedule make_run_schedule(const Config& config) {
          "each replica takes batch_size / dp_width rows in equal microbatches",
          config.train.batch_size, per_step);
   }
-  auto s = schedule::make_schedule(spec);
-  if (s.policy.kind != schedule::WeightPolicyKind::Sync) {
-    fail("pipeline.schedule '{}' is not supported by the runtime yet (synchronous only)",
-         config.pipeline.schedule);
+  if (is_no_flush(config.pipeline.schedule)) {
+    if (p.dp_width > 1) {
+      fail("pipeline.schedule '{}' runs without data parallelism (pipeline.dp_width = 1)",
+           p.schedule);
+    }
+    spec.iterations = int(config.train.steps);  // no flush: one list for the whole run
   }
-  return s;
+  return schedule::make_schedule(spec);
 }
 
 // Test hook: PIPETRAIN_FAULT=RANK:STEP makes that rank kill itself before that step.
@@ -308,7 +343,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
           (checkpoint_dir / fmt::format("stage{}.safetensors", chunk.stage)).string(),
           encode_safetensors(module_entries(*chunk.model)));
       std::vector<TensorEntry> state;
-      for (const auto& [name, tensor] : optimizer_state_tensors(executor.optimizer(), *chunk.model)) {
+      for (const auto& [name, tensor] : executor.optimizer_state(chunk)) {
         state.push_back(to_entry(name, tensor));
       }
       write_file_atomically(
@@ -317,6 +352,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
     }
   }
   write_trace_part(dir, env.rank, executor.events());
+  const nlohmann::json memory = weight_memory_report(comm, executor);
   comm.barrier();  // every stage's files are written
   if (!reports) return std::nullopt;
   summary.steps = config.train.steps;
@@ -332,7 +368,10 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
                                        {"tokens_per_s", summary.tokens_per_s},
                                        {"seconds", summary.seconds},
                                        {"stages", stages},
-                                       {"dp_width", layout.replicas}};
+                                       {"dp_width", layout.replicas},
+                                       {"schedule", config.pipeline.schedule},
+                                       {"weight_copies", memory["weight_copies"]},
+                                       {"peak_rss_mb", memory["peak_rss_mb"]}};
   write_file_atomically((dir / "summary.json").string(), summary_json.dump(2) + "\n");
   if (launched) return std::nullopt;  // the launcher reports
   return summary;
