@@ -120,6 +120,7 @@ StepResult StageExecutor::train_step(int64_t step) {
   result_ = StepResult{};
   const auto& actions = schedule_.actions.at(size_t(layout_.worker()));
   const auto [begin, end] = steps_.at(asynchronous() ? size_t(step) : 0);
+  const size_t earlier_sends = comm_.pending_sends();
   for (size_t k = begin; k < end; ++k) {
     const auto& action = actions[k];
     const auto start = std::chrono::steady_clock::now();
@@ -136,9 +137,12 @@ StepResult StageExecutor::train_step(int64_t step) {
                        ms(std::chrono::steady_clock::now()) - begin, action.microbatch});
   }
   if (asynchronous()) {
-    comm_.wait_sends();  // here, not at each update: a peer may still be before its receive
+    // Not at each update, nor this step's sends: their receivers may still be behind.
     if (end == actions.size()) {
+      comm_.wait_sends();
       for (auto& versions : versions_) versions->point_at_latest();
+    } else {
+      comm_.wait_oldest_sends(earlier_sends);
     }
   }
   if (end == actions.size() && !in_flight_.empty())
@@ -325,7 +329,7 @@ double StageExecutor::evaluate() {
         total += lm_loss(output, to_tensor(batch.targets, rows, batch.seq_len)).item<double>();
       } else {
         comm_.send(output, peer_rank((s + 1) % layout_.workers), tag_before + 1);
-        comm_.wait_sends();
+        if (!asynchronous()) comm_.wait_sends();  // no-flush: the next step waits for it
       }
     }
   }

@@ -100,6 +100,8 @@ nlohmann::json weight_memory_report(Comm& comm, const StageExecutor& executor) {
   }
   return report;
 }
+
+schedule::Schedule make_run_schedule(const Config& config) {
   schedule::ScheduleSpec spec;
   spec.name = config.pipeline.schedule;
   spec.stages = int(config.pipeline.stages);

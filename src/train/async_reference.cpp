@@ -107,7 +107,7 @@ void AsyncReference::load(int r, const std::vector<torch::Tensor>& values) {
 
 double AsyncReference::run_microbatch(int64_t j, const TokenBatch& micro, double scale) {
   const int64_t rows = micro.batch_size;
-  std::vector<std::vector<torch::Tensor>> live(size_t(stages_count_));
+  std::vector<std::vector<torch::Tensor>> live(static_cast<size_t>(stages_count_));
   for (int r = 0; r < stages_count_; ++r) {
     live[r] = clones(params_[r]);
     load(r, weights_for(r, forward_reads(r, j)));

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/files.h"
