@@ -106,6 +106,19 @@ TEST_P(AsyncExactness, MatchesTheReferenceUpdateRule) {
     sync_gap = std::max(sync_gap, std::abs(synchronous.train_step(step).loss - expected.loss));
   }
   EXPECT_GT(sync_gap, 1e-4) << "the losses equal synchronous training";
+  // A predicting policy must differ from the same schedule without prediction.
+  const std::map<std::string, std::string> unpredicted = {
+      {"pipeoptim", "pipedream-nostash"}, {"spectrain", "pipedream-nostash"}, {"2bw-predict", "2bw"}};
+  if (unpredicted.count(c.schedule)) {
+    Config plain = config;
+    plain.pipeline.schedule = unpredicted.at(c.schedule);
+    AsyncReference without(plain, data, stages);
+    for (int64_t step = 0; step < config.train.steps; ++step) without.train_step(step);
+    const auto a = reference.named_weights(), b = without.named_weights();
+    double gap = 0;
+    for (size_t i = 0; i < a.size(); ++i) gap = std::max(gap, relative_difference(a[i].second, b[i].second));
+    EXPECT_GT(gap, 1e-5) << "prediction changed nothing";
+  }
 
   std::map<std::string, torch::Tensor> saved;
   for (int s = 0; s < c.stages; ++s) {
