@@ -17,8 +17,8 @@ for schedule in 1f1b gpipe 2bw pipedream pipeoptim spectrain 2bw-predict pipedre
     1f1b|gpipe|pipedream-nostash) expected="1 1 1 1" ;;
     2bw) expected="2 2 2 2" ;;
     pipedream) expected="4 3 2 1 (p - s)" ;;
-    pipeoptim) expected="<= 2" ;;
-    *) expected="(beyond the papers)" ;;
+    pipeoptim|spectrain) expected="<= 2" ;;
+    2bw-predict) expected="(beyond the papers: 2 predicted versions + master)" ;;
   esac
   "$PIPETRAIN" train --quiet --stages 4 --schedule "$schedule" --microbatches 8 --train.threads 1 \
     --train.steps "$STEPS" --eval.every 0 --eval.batches 1 --sample.tokens 0 \
