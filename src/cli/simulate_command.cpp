@@ -43,7 +43,8 @@ std::string read_file(const std::string& path) {
 }
 
 bool is_no_flush(const std::string& name) {
-  return name == "2bw" || name == "pipedream" || name == "pipeoptim" || name == "spectrain";
+  return name == "2bw" || name == "pipedream" || name == "pipeoptim" || name == "spectrain" ||
+         name == "2bw-predict" || name == "pipedream-nostash";
 }
 
 schedule::Schedule build(SimulateOptions& o) {

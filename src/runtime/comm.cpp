@@ -122,15 +122,21 @@ void Comm::send(const at::Tensor& tensor, int peer, int tag) {
   }
 }
 
-void Comm::wait_sends() {
-  for (auto& send : impl_->pending) {
+void Comm::wait_sends() { wait_oldest_sends(impl_->pending.size()); }
+
+size_t Comm::pending_sends() const { return impl_->pending.size(); }
+
+void Comm::wait_oldest_sends(size_t count) {
+  count = std::min(count, impl_->pending.size());
+  for (size_t i = 0; i < count; ++i) {
+    auto& send = impl_->pending[i];
     try {
       send.work->wait(impl_->timeout);
     } catch (const std::exception& error) {
       impl_->lost("send", send.peer, error);
     }
   }
-  impl_->pending.clear();
+  impl_->pending.erase(impl_->pending.begin(), impl_->pending.begin() + long(count));
 }
 
 at::Tensor Comm::recv(std::vector<int64_t> shape, at::ScalarType dtype, int peer, int tag) {

@@ -44,6 +44,10 @@ class Comm {
   // transfer. Shapes on both sides come from the config, so Gloo never sees a size mismatch.
   void send(const at::Tensor& tensor, int peer, int tag);
   void wait_sends();
+  // The oldest `count` pending sends only: a no-flush step waits for the previous step's sends,
+  // whose receivers are never behind this worker (they would be for this step's).
+  void wait_oldest_sends(size_t count);
+  size_t pending_sends() const;
   // Blocking receive into a fresh tensor of the given shape and dtype.
   at::Tensor recv(std::vector<int64_t> shape, at::ScalarType dtype, int peer, int tag);
 

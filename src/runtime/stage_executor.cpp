@@ -41,16 +41,25 @@ StageExecutor::StageExecutor(const Config& config, const TextDataset* data, Comm
     auto model = std::make_shared<GptStack>(gpt_config_from(config.model),
                                             static_cast<uint64_t>(config.train.seed),
                                             range.first, range.last);
+    // No-flush schedules: the optimizer updates the masters, graphs read the module's tensors.
+    std::vector<torch::Tensor> updated = model->parameters();
+    if (schedule_.policy.kind != schedule::WeightPolicyKind::Sync) {
+      versions_.push_back(
+          std::make_unique<WeightVersions>(schedule_, layout_.worker(), stage, updated));
+      updated = versions_.back()->masters();
+    }
+    size_t index = 0;
     for (const auto& item : model->named_parameters()) {
-      params.push_back(item.value());
+      const torch::Tensor& param = updated.at(index++);
+      params.push_back(param);
       if (stages > 1 && is_first_stage(stage) && item.key() == "layer0.token_weight") {
-        tied_weight_ = item.value();
+        tied_weight_ = param;
       }
       if (stages > 1 && is_last_stage(stage) && item.key() == head_copy) {
-        tied_weight_ = item.value();
+        tied_weight_ = param;
         continue;  // the tied weight enters the global norm once, on the first stage
       }
-      norm_params_.push_back(item.value());
+      norm_params_.push_back(param);
     }
     chunks_.push_back({stage, model});
     recompute_.push_back(recomputes_stage(config.pipeline.recompute, stage, stages));
@@ -62,11 +71,43 @@ StageExecutor::StageExecutor(const Config& config, const TextDataset* data, Comm
   } else {
     optimizer_ = make_optimizer(params, config.train);
   }
+  step_params_ = params;
+  split_into_steps();
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::optimizer_state(
-    torch::nn::Module& chunk) {
-  return zero1_ ? zero1_->state_tensors(chunk) : optimizer_state_tensors(*optimizer_, chunk);
+// Synchronous: every step runs the whole list. No-flush: step k ends after this worker's last
+// update of iteration k (the m microbatches of global batch k), the final step at the list's end.
+// A 2BW step is one update; PipeDream-style policies update after every microbatch.
+void StageExecutor::split_into_steps() {
+  const auto& actions = schedule_.actions.at(size_t(layout_.worker()));
+  if (!asynchronous()) {
+    steps_.assign(1, {0, actions.size()});
+    microbatches_per_update_ = int(config_.train.microbatches);
+    return;
+  }
+  const bool per_microbatch = schedule_.policy.kind == schedule::WeightPolicyKind::Stash ||
+                              schedule_.policy.kind == schedule::WeightPolicyKind::Predicted;
+  microbatches_per_update_ = per_microbatch ? 1 : int(config_.train.microbatches);
+  std::vector<size_t> last_update(size_t(schedule_.iterations), 0);
+  for (size_t k = 0; k < actions.size(); ++k) {
+    if (actions[k].kind == ActionKind::OptimizerStep) last_update.at(size_t(actions[k].iteration)) = k;
+  }
+  size_t begin = 0;
+  for (size_t it = 0; it < last_update.size(); ++it) {
+    const size_t end = it + 1 == last_update.size() ? actions.size() : last_update[it] + 1;
+    steps_.push_back({begin, end});
+    begin = end;
+  }
+}
+
+const TokenBatch& StageExecutor::batch_of(int64_t step) {
+  auto it = batches_.find(step);
+  if (it != batches_.end()) return it->second;
+  while (!batches_.empty() && batches_.begin()->first < step - 1) batches_.erase(batches_.begin());
+  TokenBatch batch;
+  const auto& train = config_.train;
+  if (data_ != nullptr) batch = data_->train_batch(uint64_t(train.seed), step, train.batch_size);
+  return batches_.emplace(step, std::move(batch)).first->second;
 }
 
 std::vector<int64_t> StageExecutor::activation_shape(int64_t rows, int slice) const {
@@ -81,16 +122,20 @@ int64_t StageExecutor::micro_rows() const {
 
 StepResult StageExecutor::train_step(int64_t step) {
   const auto& train = config_.train;
-  TokenBatch batch;
-  if (data_ != nullptr) batch = data_->train_batch(uint64_t(train.seed), step, train.batch_size);
   current_step_ = step;
-  zero1_ ? zero1_->zero_grad() : optimizer_->zero_grad();
+  // No-flush schedules: gradients move out at each update.
+  if (!asynchronous()) zero1_ ? zero1_->zero_grad() : optimizer_->zero_grad();
   loss_sum_ = 0;
   steps_pending_ = 0;
   result_ = StepResult{};
-  for (const auto& action : schedule_.actions.at(size_t(layout_.worker()))) {
+  const auto& actions = schedule_.actions.at(size_t(layout_.worker()));
+  const auto [begin, end] = steps_.at(asynchronous() ? size_t(step) : 0);
+  const size_t earlier_sends = comm_.pending_sends();
+  for (size_t k = begin; k < end; ++k) {
+    const auto& action = actions[k];
     const auto start = std::chrono::steady_clock::now();
-    run_action(action, batch);
+    // No-flush: the first stages run ahead into the next step's microbatches.
+    run_action(action, batch_of(asynchronous() ? action.iteration : step));
     if (step >= traced_steps) continue;
     const auto ms = [](std::chrono::steady_clock::time_point t) {
       return std::chrono::duration<double, std::milli>(t.time_since_epoch()).count();
@@ -102,9 +147,17 @@ StepResult StageExecutor::train_step(int64_t step) {
                        std::string(schedule::kind_name(action.kind)), begin,
                        ms(std::chrono::steady_clock::now()) - begin, action.microbatch});
   }
-  if (!in_flight_.empty() || !kv_caches_.empty()) {
-    throw std::logic_error("schedule left microbatches in flight");
+  if (asynchronous()) {
+    // Not at each update, nor this step's sends: their receivers may still be behind.
+    if (end == actions.size()) {
+      comm_.wait_sends();
+      for (auto& versions : versions_) versions->point_at_latest();
+    } else {
+      comm_.wait_oldest_sends(earlier_sends);
+    }
   }
+  if (end == actions.size() && (!in_flight_.empty() || !kv_caches_.empty()))
+    throw std::logic_error("schedule left microbatches in flight");
   if (steps_pending_ != 0) throw std::logic_error("schedule left a chunk without its update");
   const bool last = layout_.holds_last_stage();
   const double replicas_loss =
@@ -115,16 +168,24 @@ StepResult StageExecutor::train_step(int64_t step) {
 }
 
 void StageExecutor::run_action(const schedule::Action& action, const TokenBatch& batch) {
-  const int mb = action.microbatch, chunk = action.chunk, m = int(config_.train.microbatches);
+  // Keys and tags count microbatches over the whole list (no-flush lists span every step).
+  const int mb = schedule_.global_microbatch(action), chunk = action.chunk;
+  const int m = schedule_.total_microbatches();
   const int stage = layout_.stage_of(chunk);
   const Key key{chunk, mb, action.slice};
   // Token slices travel as units of their own: (microbatch, slice) numbered slice-minor.
   const int unit = mb * slices_.count() + action.slice, units = m * slices_.count();
+  WeightVersions* versions = asynchronous() ? versions_.at(size_t(chunk)).get() : nullptr;
+  if (versions != nullptr && schedule::is_compute(action.kind)) {
+    versions->before_compute(action, *optimizer_);
+  }
   switch (action.kind) {
     case ActionKind::Forward:
-      return forward(key, batch);
+      forward(key, action.microbatch, batch);
+      break;
     case ActionKind::Backward:
-      return backward(key);
+      backward(key);
+      break;
     case ActionKind::SendActivation:
       comm_.send(in_flight_.at(key).output, peer_rank(action.peer), activation_tag(stage, unit, units));
       // Recomputed chunks rebuild their output in backward; the send keeps its own reference.
@@ -158,10 +219,12 @@ void StageExecutor::run_action(const schedule::Action& action, const TokenBatch&
       fail("the runtime cannot execute {} actions yet (schedule '{}')",
            schedule::kind_name(action.kind), schedule_.name);
   }
+  if (versions != nullptr) versions->after_compute(action);
 }
 
-void StageExecutor::forward(const Key& key, const TokenBatch& batch) {
-  const auto [chunk, microbatch, slice] = key;
+// key's microbatch counts over the whole action list; `microbatch` is its index in its step.
+void StageExecutor::forward(const Key& key, int microbatch, const TokenBatch& batch) {
+  const auto [chunk, key_microbatch, slice] = key;
   const int64_t rows = micro_rows();
   const int stage = layout_.stage_of(chunk);
   InFlight& state = in_flight_[key];
@@ -201,8 +264,9 @@ void StageExecutor::forward_with_graph(const Key& key, InFlight& state) {
     auto loss = lm_loss(output, state.targets);
     state.loss_value = loss.item<double>() * share;
     // The replicas' gradients are summed, so each microbatch carries 1 / (m w) of the global
-    // mean: exactly the Trainer's gradient of the mean over the whole batch.
-    state.scaled_loss = loss * share / double(config_.train.microbatches * layout_.replicas);
+    // mean: exactly the Trainer's gradient of the mean over the whole batch. Per-microbatch
+    // updates (PipeDream style) take the mean of their own microbatch.
+    state.scaled_loss = loss * share / double(microbatches_per_update_ * layout_.replicas);
   } else {
     state.output = output;
   }
@@ -257,7 +321,8 @@ void StageExecutor::all_reduce_chunk_grads(int chunk) {
 }
 
 void StageExecutor::optimizer_step() {
-  comm_.wait_sends();
+  if (!asynchronous()) comm_.wait_sends();
+  for (auto& versions : versions_) versions->before_step();
   // The tied embedding/head weight: both copies get the summed gradient (after the replica
   // all-reduce, so the sum covers every replica), and identical updates keep them equal.
   if (tied_weight_.defined()) comm_.all_reduce_sum(tied_weight_.mutable_grad(), groups_.tied);
@@ -265,16 +330,32 @@ void StageExecutor::optimizer_step() {
   // over one replica's pipeline only.
   const double global_norm =
       std::sqrt(comm_.all_reduce_sum(squared_grad_norm(norm_params_), groups_.pipeline));
-  std::vector<torch::Tensor> params;
-  for (const auto& chunk : chunks_) {
-    for (auto& p : chunk.model->parameters()) params.push_back(p);
-  }
-  scale_grads_to_norm(params, global_norm, config_.train.grad_clip);
+  scale_grads_to_norm(step_params_, global_norm, config_.train.grad_clip);
   result_.grad_norm = global_norm;
   result_.lr = learning_rate_at(config_.train, current_step_);
   if (zero1_) return zero1_->step(result_.lr);  // this replica's shard, then all-gather
   set_learning_rate(*optimizer_, result_.lr);
   optimizer_->step();
+  for (auto& versions : versions_) versions->after_step(*optimizer_);
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::optimizer_state(
+    const Chunk& chunk) {
+  if (zero1_) return zero1_->state_tensors(*chunk.model);  // a collective of the replica group
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  size_t index = 0;
+  const size_t c = size_t(&chunk - chunks_.data());
+  for (const auto& item : chunk.model->named_parameters()) {
+    named.emplace_back(item.key(), asynchronous() ? versions_.at(c)->masters().at(index++)
+                                                  : item.value());
+  }
+  return optimizer_state_tensors(*optimizer_, named);
+}
+
+std::vector<int> StageExecutor::peak_weight_copies() const {
+  std::vector<int> peaks(chunks_.size(), 1);
+  for (size_t c = 0; c < versions_.size(); ++c) peaks[c] = versions_[c]->peak_copies();
+  return peaks;
 }
 
 double StageExecutor::evaluate() {
@@ -283,6 +364,7 @@ double StageExecutor::evaluate() {
   torch::NoGradGuard no_grad;
   const int64_t rows = config_.train.batch_size;
   const int stages = layout_.stages();
+  for (auto& versions : versions_) versions->point_at_latest();
   double total = 0;
   for (int64_t i = 0; i < config_.eval.batches; ++i) {
     TokenBatch batch;
@@ -300,7 +382,7 @@ double StageExecutor::evaluate() {
         total += lm_loss(output, to_tensor(batch.targets, rows, batch.seq_len)).item<double>();
       } else {
         comm_.send(output, peer_rank((s + 1) % layout_.workers), tag_before + 1);
-        comm_.wait_sends();
+        if (!asynchronous()) comm_.wait_sends();  // no-flush: the next step waits for it
       }
     }
   }

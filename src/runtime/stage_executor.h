@@ -1,7 +1,9 @@
 #pragma once
-// Runs one pipeline worker: interprets its actions of a synchronous Schedule (forward, backward,
+// Runs one pipeline worker: interprets its actions of a Schedule (forward, backward,
 // send/recv of activations and gradients, data-parallel gradient all-reduce, optimizer step)
-// on real tensors, for each of the model chunks it holds.
+// on real tensors, for each of the model chunks it holds. No-flush schedules (2BW, PipeDream,
+// PipeOptim, SpecTrain, ...) cover the whole run in one action list; train_step(k) runs the part
+// that ends with step k's update, and a WeightVersions object per chunk picks the weights.
 #include <map>
 #include <tuple>
 #include <memory>
@@ -17,6 +19,7 @@
 #include "runtime/partition.h"
 #include "runtime/zero1.h"
 #include "runtime/token_slices.h"
+#include "runtime/weight_versions.h"
 #include "schedule/schedule.h"
 #include "sim/timeline.h"
 #include "train/trainer.h"
@@ -51,7 +54,9 @@ class StageExecutor {
   torch::optim::Optimizer& optimizer() { return zero1_ ? zero1_->shard_optimizer() : *optimizer_; }
   // The chunk's optimizer state named as a single-process checkpoint names it. With ZeRO-1 a
   // collective over the replica group (every replica calls it, chunk by chunk).
-  std::vector<std::pair<std::string, torch::Tensor>> optimizer_state(torch::nn::Module& chunk);
+  std::vector<std::pair<std::string, torch::Tensor>> optimizer_state(const Chunk& chunk);
+  // Most distinct weight copies each chunk held at once (1 for synchronous schedules).
+  std::vector<int> peak_weight_copies() const;
   // Every action of the first `traced_steps` steps with wall-clock start and duration (ms on
   // the machine's monotonic clock, shared by all processes on it): the real-run timeline.
   const std::vector<sim::TimedEvent>& events() const { return events_; }
@@ -67,11 +72,14 @@ class StageExecutor {
     torch::Tensor targets;      // last stage: this microbatch's labels
     double loss_value = 0;      // last stage: unscaled loss
   };
-  using Key = std::tuple<int, int, int>;  // (chunk, microbatch, token slice)
+  using Key = std::tuple<int, int, int>;  // (chunk, microbatch over the whole list, token slice)
   void run_action(const schedule::Action& action, const TokenBatch& batch);
-  void forward(const Key& key, const TokenBatch& batch);
+  void forward(const Key& key, int microbatch, const TokenBatch& batch);
   void forward_with_graph(const Key& key, InFlight& state);
   void backward(const Key& key);
+  void split_into_steps();
+  const TokenBatch& batch_of(int64_t step);  // the global batch of a step (kept for two steps)
+  bool asynchronous() const { return !versions_.empty(); }
   void all_reduce_chunk_grads(int chunk);
   void optimizer_step();
   std::vector<int64_t> activation_shape(int64_t rows, int slice = -1) const;  // -1: whole sequence
@@ -90,6 +98,11 @@ class StageExecutor {
   std::vector<bool> recompute_;  // per chunk: activation recomputation (pipeline.recompute)
   std::unique_ptr<torch::optim::Optimizer> optimizer_;  // null with ZeRO-1
   std::unique_ptr<Zero1Optimizer> zero1_;               // pipeline.zero1 = 1
+  std::vector<std::unique_ptr<WeightVersions>> versions_;  // per chunk; empty when synchronous
+  std::vector<torch::Tensor> step_params_;                 // what the optimizer updates
+  std::vector<std::pair<size_t, size_t>> steps_;           // per step: [begin, end) of actions
+  int microbatches_per_update_ = 1;
+  std::map<int64_t, TokenBatch> batches_;
   torch::Tensor tied_weight_;                // embedding on the first stage, head copy on the last
   std::vector<torch::Tensor> norm_params_;   // parameters counted in the global norm
   std::map<Key, InFlight> in_flight_;

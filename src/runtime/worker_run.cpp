@@ -1,5 +1,8 @@
 // One pipeline worker's whole run: rendezvous, the training loop, metrics and progress (on the
 // last stage, which alone knows the loss), validation, per-stage checkpoints, the sample.
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -68,6 +71,38 @@ WorkerEnvironment environment_from_env(const Config& config) {
   return env;
 }
 
+int64_t peak_resident_bytes() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return int64_t(usage.ru_maxrss) * 1024;  // KiB on Linux
+}
+
+bool is_no_flush(const std::string& name) {
+  schedule::ScheduleSpec spec;
+  spec.name = name;
+  spec.stages = 1;
+  spec.microbatches = 1;
+  return schedule::make_schedule(spec).policy.kind != schedule::WeightPolicyKind::Sync;
+}
+
+// Per stage (rank order), the most distinct weight copies held and the peak resident memory:
+// one value per rank, summed into place (every rank calls this).
+nlohmann::json weight_memory_report(Comm& comm, const StageExecutor& executor) {
+  const int world = comm.world_size();
+  auto values = torch::zeros({2, world}, torch::kFloat64);
+  const auto copies = executor.peak_weight_copies();
+  values[0][comm.rank()] = *std::max_element(copies.begin(), copies.end());
+  values[1][comm.rank()] = double(peak_resident_bytes()) / double(1 << 20);
+  comm.all_reduce_sum(values, Comm::kWorld);
+  nlohmann::json report = {{"weight_copies", nlohmann::json::array()},
+                           {"peak_rss_mb", nlohmann::json::array()}};
+  for (int r = 0; r < world; ++r) {
+    report["weight_copies"].push_back(int(values[0][r].item<double>()));
+    report["peak_rss_mb"].push_back(values[1][r].item<double>());
+  }
+  return report;
+}
+
 schedule::Schedule make_run_schedule(const Config& config) {
   schedule::ScheduleSpec spec;
   spec.name = config.pipeline.schedule;
@@ -101,12 +136,18 @@ schedule::Schedule make_run_schedule(const Config& config) {
   for (int64_t stage = 0; stage < p.stages * p.chunks; ++stage) {
     recomputes_stage(p.recompute, stage, p.stages * p.chunks);  // fails on a malformed list
   }
-  auto s = schedule::make_schedule(spec);
-  if (s.policy.kind != schedule::WeightPolicyKind::Sync) {
-    fail("pipeline.schedule '{}' is not supported by the runtime yet (synchronous only)",
-         config.pipeline.schedule);
+  if (is_no_flush(config.pipeline.schedule)) {
+    if (p.dp_width > 1) {
+      fail("pipeline.schedule '{}' runs without data parallelism (pipeline.dp_width = 1)",
+           p.schedule);
+    }
+    if (p.recompute != "none") {
+      fail("pipeline.recompute runs with synchronous schedules (gpipe, 1f1b, interleaved) only; "
+           "pipeline.schedule is '{}'", p.schedule);
+    }
+    spec.iterations = int(config.train.steps);  // no flush: one list for the whole run
   }
-  return s;
+  return schedule::make_schedule(spec);
 }
 
 // Test hook: PIPETRAIN_FAULT=RANK:STEP makes that rank kill itself before that step.
@@ -345,7 +386,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   for (const auto& chunk : executor.chunks()) {
     // Every replica takes part (with ZeRO-1 the state is gathered from the replicas' shards);
     // replica 0 writes, the replicas hold the same weights.
-    const auto optimizer_state = executor.optimizer_state(*chunk.model);
+    const auto optimizer_state = executor.optimizer_state(chunk);
     if (layout.replica() == 0) {
       write_file_atomically(
           (checkpoint_dir / fmt::format("stage{}.safetensors", chunk.stage)).string(),
@@ -359,6 +400,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   }
   write_trace_part(dir, env.rank, executor.events());
   const auto run_memory_by_rank = gather_memory(comm, run_memory);
+  const nlohmann::json weight_memory = weight_memory_report(comm, executor);
   comm.barrier();  // every stage's files are written
   if (!reports) return std::nullopt;
   const auto memory_lines = describe_memory_by_rank(layout, run_memory_by_rank);
@@ -377,7 +419,10 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
                                        {"seconds", summary.seconds},
                                        {"stages", stages},
                                        {"dp_width", layout.replicas},
-                                       {"memory", memory_lines}};
+                                       {"memory", memory_lines},
+                                       {"schedule", config.pipeline.schedule},
+                                       {"weight_copies", weight_memory["weight_copies"]},
+                                       {"peak_rss_mb", weight_memory["peak_rss_mb"]}};
   write_file_atomically((dir / "summary.json").string(), summary_json.dump(2) + "\n");
   if (launched) return std::nullopt;  // the launcher reports
   return summary;

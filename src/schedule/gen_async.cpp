@@ -32,6 +32,22 @@ Schedule make_2bw_schedule(const ScheduleSpec& spec) {
   return async_1f1b(spec, WeightPolicyKind::DoubleBuffer, "2bw");
 }
 
+Schedule make_2bw_predict_schedule(const ScheduleSpec& spec) {
+  Schedule s = make_2bw_schedule(spec);
+  s.name = "2bw-predict";
+  s.policy.predict_ahead = 1;  // the one update that lands between a version and its use
+  return s;
+}
+
+Schedule make_pipedream_nostash_schedule(const ScheduleSpec& spec) {
+  detail::check_spec(spec, detail::Allowed{});
+  // Latest weights at every moment = prediction with zero staleness on every stage.
+  Schedule s = async_1f1b(spec, WeightPolicyKind::Predicted, "pipedream-nostash");
+  s.policy.forward_staleness.assign(size_t(s.stages()), 0);
+  s.policy.backward_staleness.assign(size_t(s.stages()), 0);
+  return s;
+}
+
 Schedule make_pipedream_schedule(const ScheduleSpec& spec) {
   detail::check_spec(spec, detail::Allowed{});
   return async_1f1b(spec, WeightPolicyKind::Stash, "pipedream");

@@ -24,6 +24,10 @@ Schedule make_2bw_schedule(const ScheduleSpec& spec);          // m >= p, 2 vers
 Schedule make_pipedream_schedule(const ScheduleSpec& spec);    // stash, update per microbatch
 Schedule make_pipeoptim_schedule(const ScheduleSpec& spec);    // predicted forward weights
 Schedule make_spectrain_schedule(const ScheduleSpec& spec);    // predicted forward + backward
+Schedule make_2bw_predict_schedule(const ScheduleSpec& spec);  // 2BW, versions predicted 1 ahead
+// PipeDream without weight stashing (negative control): forward reads the weights of its
+// moment, backward the (newer) weights of its own moment; no prediction.
+Schedule make_pipedream_nostash_schedule(const ScheduleSpec& spec);
 
 // The no-flush 1F1B with any policy and no parameter checks: lets tests build schedules the
 // checked generators refuse (2BW with m < p) to show that the validator rejects them too.

@@ -16,6 +16,7 @@ const std::vector<std::pair<std::string, Generator>>& registry() {
       {"pipeoptim", make_pipeoptim_schedule}, {"spectrain", make_spectrain_schedule},
       {"interleaved", make_interleaved_schedule}, {"bfs", make_looped_bfs_schedule},
       {"zb-h1", make_zb_h1_schedule},
+      {"2bw-predict", make_2bw_predict_schedule}, {"pipedream-nostash", make_pipedream_nostash_schedule},
   };
   return generators;
 }

@@ -27,6 +27,9 @@ struct WeightPolicy {
   std::vector<int> forward_staleness;
   std::vector<int> backward_staleness;
   bool predict_backward = false;  // SpecTrain also predicts for the backward; PipeOptim not
+  // DoubleBuffer only ("2bw-predict"): each stashed version is extrapolated this many updates
+  // ahead with the optimizer's own direction, to cancel 2BW's one-step delay.
+  int predict_ahead = 0;
 };
 
 struct Schedule {

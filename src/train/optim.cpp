@@ -54,22 +54,30 @@ void scale_grads_to_norm(const std::vector<torch::Tensor>& params, double global
 
 std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
     torch::optim::Optimizer& optimizer, torch::nn::Module& module) {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& item : module.named_parameters()) named.emplace_back(item.key(), item.value());
+  return optimizer_state_tensors(optimizer, named);
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
+    torch::optim::Optimizer& optimizer,
+    const std::vector<std::pair<std::string, torch::Tensor>>& named) {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   auto& state = optimizer.state();
-  for (const auto& item : module.named_parameters()) {
-    const auto key = c10::guts::to_string(item.value().unsafeGetTensorImpl());
+  for (const auto& [name, tensor] : named) {
+    const auto key = c10::guts::to_string(tensor.unsafeGetTensorImpl());
     const auto it = state.find(key);
     if (it == state.end()) continue;
     if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(it->second.get())) {
-      out.emplace_back(item.key() + ".exp_avg", adam->exp_avg());
-      out.emplace_back(item.key() + ".exp_avg_sq", adam->exp_avg_sq());
-      out.emplace_back(item.key() + ".step", torch::tensor(adam->step(), torch::kInt64));
+      out.emplace_back(name + ".exp_avg", adam->exp_avg());
+      out.emplace_back(name + ".exp_avg_sq", adam->exp_avg_sq());
+      out.emplace_back(name + ".step", torch::tensor(adam->step(), torch::kInt64));
     } else if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(it->second.get())) {
-      out.emplace_back(item.key() + ".exp_avg", adamw->exp_avg());
-      out.emplace_back(item.key() + ".exp_avg_sq", adamw->exp_avg_sq());
-      out.emplace_back(item.key() + ".step", torch::tensor(adamw->step(), torch::kInt64));
+      out.emplace_back(name + ".exp_avg", adamw->exp_avg());
+      out.emplace_back(name + ".exp_avg_sq", adamw->exp_avg_sq());
+      out.emplace_back(name + ".step", torch::tensor(adamw->step(), torch::kInt64));
     } else if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(it->second.get())) {
-      out.emplace_back(item.key() + ".momentum_buffer", sgd->momentum_buffer());
+      out.emplace_back(name + ".momentum_buffer", sgd->momentum_buffer());
     }
   }
   return out;

@@ -23,5 +23,9 @@ void scale_grads_to_norm(const std::vector<torch::Tensor>& params, double global
 // Optimizer state as named tensors ("<param name>.<state>") for checkpoints.
 std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
     torch::optim::Optimizer& optimizer, torch::nn::Module& module);
+// The same for named tensors the optimizer owns (a pipeline's master weights).
+std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
+    torch::optim::Optimizer& optimizer,
+    const std::vector<std::pair<std::string, torch::Tensor>>& named);
 
 }  // namespace pipetrain

@@ -1,0 +1,168 @@
+#include "train/async_reference.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "train/lr_schedule.h"
+#include "train/optim.h"
+#include "train/prediction.h"
+
+namespace pipetrain {
+namespace {
+
+bool per_microbatch(const std::string& policy) { return policy.rfind("2bw", 0) != 0; }
+
+PredictionKind kind_of(const std::string& policy) {
+  return policy == "spectrain" ? PredictionKind::MomentumOnly : PredictionKind::OptimizerUpdate;
+}
+
+std::vector<torch::Tensor> clones(const std::vector<torch::Tensor>& tensors) {
+  std::vector<torch::Tensor> out;
+  for (const auto& t : tensors) out.push_back(t.detach().clone());
+  return out;
+}
+
+}  // namespace
+
+AsyncReference::AsyncReference(const Config& config, const TextDataset& data,
+                               const std::vector<std::pair<int64_t, int64_t>>& stages)
+    : config_(config),
+      data_(data),
+      policy_(config.pipeline.schedule),
+      stages_count_(int(stages.size())),
+      history_(stages.size()) {
+  const std::vector<std::string> known = {"2bw", "2bw-predict", "pipedream", "pipedream-nostash",
+                                          "pipeoptim", "spectrain"};
+  if (std::find(known.begin(), known.end(), policy_) == known.end())
+    fail("AsyncReference: no reference rule for schedule '{}'", policy_);
+  std::vector<torch::Tensor> all;
+  const std::string head_copy = fmt::format("layer{}.tied_weight", config.model.layers + 1);
+  for (const auto& [first, last] : stages) {
+    stages_.push_back(std::make_shared<GptStack>(gpt_config_from(config.model),
+                                                 uint64_t(config.train.seed), first, last));
+    params_.push_back(stages_.back()->parameters());
+    for (const auto& item : stages_.back()->named_parameters()) {
+      all.push_back(item.value());
+      if (item.key() == "layer0.token_weight") tied_first_ = item.value();
+      if (item.key() == head_copy) {
+        tied_last_ = item.value();
+        continue;
+      }
+      norm_params_.push_back(item.value());
+    }
+  }
+  optimizer_ = make_optimizer(all, config.train);
+  record_version();
+}
+
+void AsyncReference::record_version() {
+  for (int r = 0; r < stages_count_; ++r) {
+    Version v;
+    v.weights = clones(params_[r]);
+    for (const auto& p : params_[r]) {
+      auto d = prediction_direction(*optimizer_, p, kind_of(policy_));
+      v.directions.push_back(d.defined() ? d.clone() : d);
+    }
+    v.lr = current_learning_rate(*optimizer_);
+    history_[r][updates_] = std::move(v);
+    // Nothing reads a version more than p + 1 updates old.
+    while (history_[r].begin()->first < updates_ - stages_count_ - 2) history_[r].erase(history_[r].begin());
+  }
+}
+
+AsyncReference::Reads AsyncReference::forward_reads(int r, int64_t j) const {
+  const int p = stages_count_, m = int(config_.train.microbatches);
+  if (!per_microbatch(policy_)) {
+    const int group = int(j / m);
+    return {std::max(0, group - 1), policy_ == "2bw-predict" ? 1 : 0};
+  }
+  const int version = std::max(0, int(j) - (p - 1 - r));
+  if (policy_ == "pipeoptim") return {version, p - 1 - r};
+  if (policy_ == "spectrain") return {version, r / 2 + p - 1 - r};
+  return {version, 0};  // pipedream, pipedream-nostash
+}
+
+AsyncReference::Reads AsyncReference::backward_reads(int r, int64_t j) const {
+  if (!per_microbatch(policy_) || policy_ == "pipedream") return forward_reads(r, j);
+  if (policy_ == "spectrain") return {int(j), r / 2};
+  return {int(j), 0};  // the latest weights: pipeoptim, pipedream-nostash
+}
+
+std::vector<torch::Tensor> AsyncReference::weights_for(int r, Reads reads) const {
+  const Version& v = history_[r].at(reads.version);
+  auto weights = clones(v.weights);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    apply_prediction(weights[i], v.directions[i], v.lr, reads.predict);
+  }
+  return weights;
+}
+
+void AsyncReference::load(int r, const std::vector<torch::Tensor>& values) {
+  torch::NoGradGuard no_grad;
+  // Into the storage without a version bump: like the pipeline, the backward of a predicted
+  // forward reads whatever weights its own moment calls for.
+  for (size_t i = 0; i < values.size(); ++i) params_[r][i].variable_data().copy_(values[i]);
+}
+
+double AsyncReference::run_microbatch(int64_t j, const TokenBatch& micro, double scale) {
+  const int64_t rows = micro.batch_size;
+  std::vector<std::vector<torch::Tensor>> live(static_cast<size_t>(stages_count_));
+  for (int r = 0; r < stages_count_; ++r) {
+    live[r] = clones(params_[r]);
+    load(r, weights_for(r, forward_reads(r, j)));
+  }
+  auto x = to_tensor(micro.inputs, rows, micro.seq_len);
+  for (auto& stage : stages_) x = stage->forward(x);
+  auto loss = lm_loss(x, to_tensor(micro.targets, rows, micro.seq_len));
+  for (int r = 0; r < stages_count_; ++r) load(r, weights_for(r, backward_reads(r, j)));
+  (loss / scale).backward();
+  for (int r = 0; r < stages_count_; ++r) load(r, live[r]);
+  return loss.item<double>();
+}
+
+StepResult AsyncReference::update(int64_t step) {
+  StepResult result;
+  if (tied_first_.defined() && tied_last_.defined()) {
+    auto sum = tied_first_.grad() + tied_last_.grad();
+    tied_first_.mutable_grad().copy_(sum);
+    tied_last_.mutable_grad().copy_(sum);
+  }
+  std::vector<torch::Tensor> all;
+  for (const auto& ps : params_) all.insert(all.end(), ps.begin(), ps.end());
+  result.grad_norm = std::sqrt(squared_grad_norm(norm_params_));
+  scale_grads_to_norm(all, result.grad_norm, config_.train.grad_clip);
+  result.lr = learning_rate_at(config_.train, step);
+  set_learning_rate(*optimizer_, result.lr);
+  optimizer_->step();
+  optimizer_->zero_grad();
+  ++updates_;
+  record_version();
+  return result;
+}
+
+StepResult AsyncReference::train_step(int64_t step) {
+  const auto& train = config_.train;
+  const TokenBatch batch = data_.train_batch(uint64_t(train.seed), step, train.batch_size);
+  const int64_t m = train.microbatches, rows = train.batch_size / m;
+  const bool each = per_microbatch(policy_);
+  double loss_sum = 0;
+  StepResult result;
+  for (int64_t i = 0; i < m; ++i) {
+    loss_sum += run_microbatch(step * m + i, batch.rows(i * rows, rows), each ? 1.0 : double(m));
+    if (each) result = update(step);
+  }
+  if (!each) result = update(step);
+  result.loss = loss_sum / double(m);
+  return result;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> AsyncReference::named_weights() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& stage : stages_) {
+    for (const auto& item : stage->named_parameters()) out.emplace_back(item.key(), item.value());
+  }
+  return out;
+}
+
+}  // namespace pipetrain

@@ -1,0 +1,70 @@
+#pragma once
+// The single-process reference for the no-flush weight policies: the whole model in one
+// process, cut into the same stages as the pipeline, trained microbatch after microbatch with
+// each policy's update rule written out directly (closed forms, no schedule):
+//   2bw                W(t+1) = W(t) - lr * update(grad f(W(t-1))): group g of m microbatches
+//                      reads version max(0, g-1) for its forward and backward
+//   2bw-predict        as 2bw, but group g reads W(g-1) extrapolated one update ahead
+//   pipedream          microbatch j, stage r: forward and backward read version max(0, j-(p-1-r))
+//   pipedream-nostash  forward reads that version, backward the latest (version j)
+//   pipeoptim          forward reads version max(0, j-(p-1-r)) predicted s = p-1-r updates ahead
+//                      with the optimizer's own direction; backward reads version j
+//   spectrain          forward predicted floor(r/2) + p-1-r ahead, backward version j predicted
+//                      floor(r/2) ahead, both with the momentum only
+// Per-microbatch policies update after every microbatch (its own mean loss); 2BW after m.
+// A step is one global batch of m microbatches, as in the pipeline's metrics.
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "core/config.h"
+#include "data/text_dataset.h"
+#include "model/gpt.h"
+#include "train/trainer.h"
+
+namespace pipetrain {
+
+class AsyncReference {
+ public:
+  // `stages`: the pipeline's [first, last) layer range per stage.
+  AsyncReference(const Config& config, const TextDataset& data,
+                 const std::vector<std::pair<int64_t, int64_t>>& stages);
+  StepResult train_step(int64_t step);
+  // Every stage's parameters by name (the last stage holds its own copy of the tied weight).
+  std::vector<std::pair<std::string, torch::Tensor>> named_weights() const;
+
+ private:
+  struct Version {  // one stage after some number of updates
+    std::vector<torch::Tensor> weights, directions;
+    double lr = 0;
+  };
+  struct Reads {  // what one microbatch reads on one stage
+    int version = 0;
+    int predict = 0;  // updates to extrapolate
+  };
+  Reads forward_reads(int stage, int64_t microbatch) const;
+  Reads backward_reads(int stage, int64_t microbatch) const;
+  std::vector<torch::Tensor> weights_for(int stage, Reads reads) const;
+  double run_microbatch(int64_t microbatch, const TokenBatch& micro, double scale);
+  StepResult update(int64_t step);
+  void record_version();
+  void load(int stage, const std::vector<torch::Tensor>& values);
+
+  Config config_;
+  const TextDataset& data_;
+  std::string policy_;
+  int stages_count_;
+  std::vector<std::shared_ptr<GptStack>> stages_;
+  std::vector<std::vector<torch::Tensor>> params_;  // per stage
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::vector<torch::Tensor> norm_params_;  // the tied weight once
+  torch::Tensor tied_first_, tied_last_;
+  int updates_ = 0;
+  std::vector<std::map<int, Version>> history_;  // per stage: version -> weights
+};
+
+}  // namespace pipetrain
