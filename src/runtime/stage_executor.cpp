@@ -352,6 +352,18 @@ std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::optimizer_stat
   return optimizer_state_tensors(*optimizer_, named);
 }
 
+std::vector<torch::Tensor> StageExecutor::held_weights() const {
+  std::vector<torch::Tensor> held;
+  for (const auto& chunk : chunks_) {
+    for (const auto& p : chunk.model->parameters()) held.push_back(p);
+  }
+  for (const auto& versions : versions_) {
+    const auto more = versions->held_tensors();
+    held.insert(held.end(), more.begin(), more.end());
+  }
+  return held;
+}
+
 std::vector<int> StageExecutor::peak_weight_copies() const {
   std::vector<int> peaks(chunks_.size(), 1);
   for (size_t c = 0; c < versions_.size(); ++c) peaks[c] = versions_[c]->peak_copies();

@@ -57,6 +57,9 @@ class StageExecutor {
   std::vector<std::pair<std::string, torch::Tensor>> optimizer_state(const Chunk& chunk);
   // Most distinct weight copies each chunk held at once (1 for synchronous schedules).
   std::vector<int> peak_weight_copies() const;
+  // Every weight tensor this worker holds now: each chunk's parameters and, for no-flush
+  // schedules, the masters and stashed versions (memory accounting).
+  std::vector<torch::Tensor> held_weights() const;
   // Every action of the first `traced_steps` steps with wall-clock start and duration (ms on
   // the machine's monotonic clock, shared by all processes on it): the real-run timeline.
   const std::vector<sim::TimedEvent>& events() const { return events_; }

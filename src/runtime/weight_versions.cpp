@@ -121,6 +121,14 @@ void WeightVersions::after_step(torch::optim::Optimizer& optimizer) {
 
 void WeightVersions::point_at_latest() { point_views_at(masters_); }
 
+std::vector<torch::Tensor> WeightVersions::held_tensors() const {
+  std::vector<torch::Tensor> held = views_;
+  held.insert(held.end(), masters_.begin(), masters_.end());
+  for (const auto& [version, tensors] : versions_) held.insert(held.end(), tensors.begin(), tensors.end());
+  held.insert(held.end(), saved_original_.begin(), saved_original_.end());
+  return held;
+}
+
 int WeightVersions::live_copies() const {
   std::set<const void*> storages{masters_.front().data_ptr()};
   for (const auto& [version, tensors] : versions_) storages.insert(tensors.front().data_ptr());

@@ -48,6 +48,9 @@ class WeightVersions {
   // stashed versions, a prediction's saved original.
   int live_copies() const;
   int peak_copies() const { return peak_copies_; }
+  // Every weight tensor held now (views, masters, stashed versions, a saved original); shared
+  // storages are counted once by whoever sums their bytes.
+  std::vector<torch::Tensor> held_tensors() const;
 
  private:
   bool stashing() const;

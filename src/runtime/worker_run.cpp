@@ -315,10 +315,6 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
                                    layout.rank_of(layout.replica(), layout.workers - 1)});
   }
   StageExecutor executor(config, data ? &*data : nullptr, comm, layout, groups, ranges, schedule);
-  std::vector<torch::Tensor> parameters;
-  for (const auto& chunk : executor.chunks()) {
-    for (const auto& p : chunk.model->parameters()) parameters.push_back(p);
-  }
   MemoryReport run_memory;  // field-wise maximum over the steps
   if (reports) {
     fmt::print(stderr, "pipetrain: pipeline of {} stages ({}) on {} worker(s) x {} replica(s), "
@@ -342,7 +338,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
     allocator.reset_peak();
     const StepResult result = executor.train_step(step);
     const double step_seconds = seconds_since(step_start);
-    const MemoryReport memory = measure_memory(allocator, parameters, executor.optimizer());
+    const MemoryReport memory = measure_memory(allocator, executor.held_weights(), executor.optimizer());
     run_memory = run_memory.max_with(memory);
     const int64_t done = step + 1;
     const bool final_step = done == config.train.steps;
