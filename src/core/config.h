@@ -72,6 +72,12 @@ struct PipelineConfig {
   std::string master_addr = "127.0.0.1";  // rendezvous address when spawning workers
 };
 
+// Periodic checkpoints: RUN_DIR/checkpoints/step-NNNNNN/, `latest` names the newest complete one.
+struct CheckpointConfig {
+  int64_t every = 200;  // write a checkpoint every N steps (and on SIGINT/SIGTERM); 0 = only at the end
+  int64_t keep = 2;     // complete checkpoints kept (older ones are removed)
+};
+
 struct Config {
   ModelConfig model;
   TrainConfig train;
@@ -80,6 +86,7 @@ struct Config {
   LogConfig log;
   SampleConfig sample;
   PipelineConfig pipeline;
+  CheckpointConfig checkpoint;
 };
 
 using FieldPtr = std::variant<int64_t*, double*, std::string*>;

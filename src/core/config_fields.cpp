@@ -75,6 +75,10 @@ std::vector<FieldSpec> make_fields() {
        at(&C::pipeline, &PipelineConfig::timeout_s), 1),
       spec("pipeline.master_addr", "rendezvous address when pipetrain spawns the workers itself",
        at(&C::pipeline, &PipelineConfig::master_addr)),
+      spec("checkpoint.every", "write a checkpoint (RUN_DIR/checkpoints/step-N/) every N steps and "
+       "on SIGINT/SIGTERM; 0 = only the final one", at(&C::checkpoint, &CheckpointConfig::every), 0),
+      spec("checkpoint.keep", "complete periodic checkpoints kept; older ones are removed",
+       at(&C::checkpoint, &CheckpointConfig::keep), 1),
   };
 }
 

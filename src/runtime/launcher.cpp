@@ -14,6 +14,8 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "core/stop_signal.h"
+#include "io/checkpoint_dir.h"
 #include "runtime/comm.h"
 #include "runtime/pipeline.h"
 
@@ -41,11 +43,20 @@ std::string describe_status(int status) {
   return fmt::format("exited with status {}", WEXITSTATUS(status));
 }
 
-bool failed(const Worker& w) { return w.done && !(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0); }
+// A worker that stopped on SIGINT/SIGTERM after checkpointing exits with 128 + signal.
+bool stopped_on_request(const Worker& w) {
+  return w.done && WIFEXITED(w.status) &&
+         (WEXITSTATUS(w.status) == 128 + SIGINT || WEXITSTATUS(w.status) == 128 + SIGTERM);
+}
+
+bool failed(const Worker& w) {
+  return w.done && !(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0) && !stopped_on_request(w);
+}
 
 // The environment of one worker: ours plus the torchrun variables.
 std::vector<std::string> worker_environment(int rank, int world, const std::string& addr,
-                                            int port, const std::string& run_dir, bool progress) {
+                                            int port, const std::string& run_dir, bool progress,
+                                            const std::string& resume_from) {
   std::vector<std::string> env;
   const std::vector<std::string> ours = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
                                          "MASTER_PORT", "PIPETRAIN_"};
@@ -63,6 +74,7 @@ std::vector<std::string> worker_environment(int rank, int world, const std::stri
   env.push_back("PIPETRAIN_STORE_HOSTED=1");
   env.push_back("PIPETRAIN_RUN_DIR=" + run_dir);
   env.push_back(fmt::format("PIPETRAIN_PROGRESS={}", progress ? 1 : 0));
+  if (!resume_from.empty()) env.push_back("PIPETRAIN_RESUME_FROM=" + resume_from);
   return env;
 }
 
@@ -134,7 +146,9 @@ const Worker& first_failure(const std::vector<Worker>& workers) {
 
 RunSummary launch_pipeline_workers(const Config& config, const RunOptions& options,
                                    const std::vector<std::string>& train_args) {
-  prepare_run_dir(options.run_dir, options.overwrite);
+  // Every worker resumes from the same checkpoint, whatever `latest` says later.
+  const std::string resume_from = options.resume ? latest_checkpoint(options.run_dir) : "";
+  if (!options.resume) prepare_run_dir(options.run_dir, options.overwrite);
   write_file_atomically((fs::path(options.run_dir) / "config.toml").string(), to_toml(config));
   const int world = int(config.pipeline.stages * config.pipeline.dp_width);
   const auto timeout = std::chrono::milliseconds(int64_t(config.pipeline.timeout_s * 1000));
@@ -148,15 +162,21 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
     Worker w;
     w.rank = rank;
     w.pid = spawn(argv, worker_environment(rank, world, config.pipeline.master_addr, store.port(),
-                                           options.run_dir, options.progress));
+                                           options.run_dir, options.progress, resume_from));
     pids << w.pid << "\n";
     workers.push_back(w);
   }
   pids.close();
 
+  install_stop_handlers();
+  bool forwarded = false;
   while (true) {
     reap(workers);
     if (all_done(workers)) break;
+    if (stop_signal() != 0 && !forwarded) {  // workers finish the step, checkpoint, exit
+      signal_all(workers, stop_signal());
+      forwarded = true;
+    }
     bool any_failed = false;
     for (const auto& w : workers) any_failed |= failed(w);
     if (any_failed) {
@@ -179,6 +199,14 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
       fail("pipeline worker rank {} (replica {}, worker {}) {}; all {} workers stopped",
            cause.rank, cause.rank / config.pipeline.stages, cause.rank % config.pipeline.stages,
            describe_status(cause.status), world);
+    }
+  }
+  for (const auto& w : workers) {
+    if (stopped_on_request(w)) {
+      throw StopRequested{WEXITSTATUS(w.status) - 128,
+                          fmt::format("all {} workers stopped on request; checkpoint {}; continue "
+                                      "with: pipetrain train --resume {}", world,
+                                      latest_checkpoint_or_empty(options.run_dir), options.run_dir)};
     }
   }
   std::ifstream in(fs::path(options.run_dir) / "summary.json");

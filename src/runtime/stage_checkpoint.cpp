@@ -1,0 +1,66 @@
+#include "runtime/stage_checkpoint.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "train/checkpoint.h"
+
+namespace fs = std::filesystem;
+
+namespace pipetrain::runtime {
+namespace {
+
+std::vector<std::pair<int64_t, int64_t>> as_pairs(const std::vector<StageRange>& ranges) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const auto& r : ranges) out.emplace_back(r.first, r.last);
+  return out;
+}
+
+}  // namespace
+
+void write_stage_files(const std::string& dir, StageExecutor& executor, const Layout& layout) {
+  if (layout.replica() != 0) return;
+  for (const auto& chunk : executor.chunks()) {
+    save_module_state(dir, fmt::format("stage{}", chunk.stage), *chunk.model, executor.optimizer());
+  }
+}
+
+CheckpointInfo pipeline_checkpoint_info(const Config& config, int64_t step,
+                                        const std::vector<StageRange>& ranges, double val_loss) {
+  CheckpointInfo info = make_checkpoint_info(config, step, as_pairs(ranges));
+  info.val_loss = val_loss;
+  for (size_t s = 0; s < ranges.size(); ++s) {
+    info.weight_versions[s] = {fmt::format("stage{}.safetensors", s)};
+    info.optimizer_files.push_back(fmt::format("stage{}.optimizer.safetensors", s));
+  }
+  return info;
+}
+
+std::string write_pipeline_checkpoint(const std::string& run_dir, StageExecutor& executor,
+                                      Comm& comm, const Layout& layout, const Config& config,
+                                      const std::vector<StageRange>& ranges, int64_t step,
+                                      double val_loss) {
+  const fs::path partial = fs::path(checkpoints_root(run_dir)) / (step_dir_name(step) + ".partial");
+  if (layout.reports()) begin_checkpoint(run_dir, step);
+  comm.barrier();  // the folder exists (and is empty)
+  write_stage_files(partial.string(), executor, layout);
+  comm.barrier();  // every stage file is written
+  if (!layout.reports()) return (fs::path(checkpoints_root(run_dir)) / step_dir_name(step)).string();
+  return commit_checkpoint(run_dir, pipeline_checkpoint_info(config, step, ranges, val_loss),
+                           config.checkpoint.keep);
+}
+
+int64_t restore_pipeline_state(const std::string& checkpoint_dir, StageExecutor& executor,
+                               const Config& config, const std::vector<StageRange>& ranges) {
+  const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges));
+  const auto tensors = read_checkpoint_tensors(checkpoint_dir, info);
+  const std::string head_copy = fmt::format("layer{}.tied_weight", config.model.layers + 1);
+  for (const auto& chunk : executor.chunks()) {
+    load_module_state(tensors, checkpoint_dir, *chunk.model, executor.optimizer(), head_copy);
+  }
+  restore_torch_rng_state(info.rng_state, checkpoint_dir);
+  return info.step;
+}
+
+}  // namespace pipetrain::runtime
