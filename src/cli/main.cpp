@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "pipetrain: error: {}\n", error.what());
     return 2;
   } catch (const pipetrain::StopRequested& stop) {
-    fmt::print(stderr, "pipetrain: {}\n", stop.message);
+    if (!stop.message.empty()) fmt::print(stderr, "pipetrain: {}\n", stop.message);
     return 128 + stop.signal;
   } catch (const std::exception& error) {
     std::string message = error.what();

@@ -18,6 +18,7 @@
 #include "io/checkpoint_dir.h"
 #include "runtime/comm.h"
 #include "runtime/pipeline.h"
+#include "runtime/stage_checkpoint.h"
 
 extern char** environ;
 
@@ -149,6 +150,7 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
   // Every worker resumes from the same checkpoint, whatever `latest` says later.
   const std::string resume_from = options.resume ? latest_checkpoint(options.run_dir) : "";
   if (!options.resume) prepare_run_dir(options.run_dir, options.overwrite);
+  if (options.resume) check_resumable(resume_from, config, stage_ranges(config));  // before writing
   write_file_atomically((fs::path(options.run_dir) / "config.toml").string(), to_toml(config));
   const int world = int(config.pipeline.stages * config.pipeline.dp_width);
   const auto timeout = std::chrono::milliseconds(int64_t(config.pipeline.timeout_s * 1000));

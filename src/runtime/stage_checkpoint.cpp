@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "runtime/comm.h"
+#include "runtime/stage_executor.h"
 #include "train/checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -49,6 +51,12 @@ std::string write_pipeline_checkpoint(const std::string& run_dir, StageExecutor&
   if (!layout.reports()) return (fs::path(checkpoints_root(run_dir)) / step_dir_name(step)).string();
   return commit_checkpoint(run_dir, pipeline_checkpoint_info(config, step, ranges, val_loss),
                            config.checkpoint.keep);
+}
+
+void check_resumable(const std::string& checkpoint_dir, const Config& config,
+                     const std::vector<StageRange>& ranges) {
+  const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges));
+  read_checkpoint_tensors(checkpoint_dir, info);  // every file present and well-formed
 }
 
 int64_t restore_pipeline_state(const std::string& checkpoint_dir, StageExecutor& executor,

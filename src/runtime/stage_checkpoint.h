@@ -6,12 +6,13 @@
 #include <vector>
 
 #include "io/checkpoint_dir.h"
-#include "runtime/comm.h"
 #include "runtime/layout.h"
 #include "runtime/partition.h"
-#include "runtime/stage_executor.h"
 
 namespace pipetrain::runtime {
+
+class Comm;
+class StageExecutor;  // forward declarations keep this header (and the launcher) free of torch
 
 // This worker's stage files into `dir` (replica 0 only: the replicas hold the same weights).
 void write_stage_files(const std::string& dir, StageExecutor& executor, const Layout& layout);
@@ -25,6 +26,10 @@ std::string write_pipeline_checkpoint(const std::string& run_dir, StageExecutor&
                                       Comm& comm, const Layout& layout, const Config& config,
                                       const std::vector<StageRange>& ranges, int64_t step,
                                       double val_loss);
+
+// UserError if the checkpoint cannot continue exactly under `config` (see read_checkpoint_for).
+void check_resumable(const std::string& checkpoint_dir, const Config& config,
+                     const std::vector<StageRange>& ranges);
 
 // Loads this worker's chunks (weights, optimizer state, RNG) from a checkpoint of any
 // partition (synchronous policies) and returns the step to continue at.

@@ -102,16 +102,6 @@ schedule::Schedule make_run_schedule(const Config& config) {
   return s;
 }
 
-// Test hook: PIPETRAIN_FAULT=RANK:STEP makes that rank kill itself before that step.
-void maybe_inject_fault(int rank, int64_t step) {
-  const std::string fault = env_or("PIPETRAIN_FAULT", "");
-  if (fault.empty()) return;
-  const auto colon = fault.find(':');
-  if (std::stoi(fault.substr(0, colon)) == rank && std::stoll(fault.substr(colon + 1)) == step) {
-    std::raise(SIGKILL);
-  }
-}
-
 void write_loss_plot(const std::string& path, const std::vector<std::pair<double, double>>& train,
                      const std::vector<std::pair<double, double>>& val) {
   const std::vector<PlotSeries> series = {{"train loss", "#1f77b4", train},
@@ -273,7 +263,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   double val_loss = std::nan("");
   const auto start = Clock::now();
   for (int64_t step = first_step; step < config.train.steps; ++step) {
-    maybe_inject_fault(env.rank, step);
+    maybe_inject_fault(env.rank, step, launched);
     const auto step_start = Clock::now();
     const StepResult result = executor.train_step(step);
     const double step_seconds = seconds_since(step_start);
@@ -294,7 +284,9 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
                                                    ranges, done, val_loss);
       if (stop > 0) {
         if (progress) progress->finish();
-        stop_after_checkpoint(stop_signal() != 0 ? stop_signal() : SIGTERM, done, saved, dir.string());
+        const int signal = stop_signal() != 0 ? stop_signal() : SIGTERM;  // a peer's signal
+        if (!reports) throw StopRequested{signal, ""};  // one worker tells
+        stop_after_checkpoint(signal, done, saved, dir.string());
       }
     }
     if (!reports) continue;

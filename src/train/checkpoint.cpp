@@ -101,7 +101,7 @@ CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
          shape_text(info.model_shape), shape_text(model_shape(config.model)));
   }
   if (info.optimizer != config.train.optimizer) {
-    fail("{}: checkpoint has {} optimizer state; train.optimizer is {} (cannot continue exactly)",
+    fail("{}: checkpoint has {} optimizer state; train.optimizer is {}: cannot continue exactly",
          dir, info.optimizer, config.train.optimizer);
   }
   const std::string policy = policy_of(config);

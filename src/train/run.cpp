@@ -93,7 +93,7 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   const TextDataset data(data_path, config.data.val_fraction, config.model.seq_len);
   if (!options.resume) prepare_run_dir(options.run_dir, options.overwrite);
   const fs::path dir(options.run_dir);
-  write_file_atomically((dir / "config.toml").string(), to_toml(config));
+  if (!options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));
 
   const int threads = configure_compute_threads(config.train.threads);
   const BlasInfo blas = loaded_blas();
@@ -106,6 +106,7 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
              data_path, data.train_tokens(), data.val_tokens(), options.run_dir);
 
   const int64_t first_step = restore(trainer, config, options);
+  if (options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));  // it loaded
   install_stop_handlers();
   MetricsWriter metrics((dir / "metrics.jsonl").string(), /*append=*/options.resume);
   ProgressLine progress(config.train.steps, config.log.every);
@@ -115,6 +116,7 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   const auto start = Clock::now();
   double val_loss = std::nan("");
   for (int64_t step = first_step; step < config.train.steps; ++step) {
+    maybe_inject_fault(0, step, /*launched=*/false);
     const auto step_start = Clock::now();
     const StepResult result = trainer.train_step(step);
     const double step_seconds = seconds_since(step_start);

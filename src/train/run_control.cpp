@@ -1,6 +1,11 @@
 #include "train/run_control.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -34,6 +39,24 @@ void fail_non_finite_loss(double loss, int64_t step, const std::string& stage,
   fail("loss became {} at step {} (computed on {}); the run stops (try a lower train.lr); last "
        "good checkpoint: {}", loss, step, stage,
        last_good.empty() ? "none (the run wrote none yet)" : last_good);
+}
+
+void maybe_inject_fault(int rank, int64_t step, bool launched) {
+  const char* fault = std::getenv("PIPETRAIN_FAULT");
+  if (fault == nullptr || *fault == 0) return;
+  int fault_rank = -1;
+  long long fault_step = -1;
+  char action[16] = "kill";
+  if (std::sscanf(fault, "%d:%lld:%15s", &fault_rank, &fault_step, action) < 2) return;
+  if (fault_rank != rank || fault_step != step) return;
+  const std::string what(action);
+  if (what == "term") {
+    ::kill(launched ? ::getppid() : ::getpid(), SIGTERM);
+  } else if (what == "hang") {
+    std::raise(SIGSTOP);
+  } else {
+    std::raise(SIGKILL);
+  }
 }
 
 void keep_metrics_up_to(const std::string& path, int64_t step) {

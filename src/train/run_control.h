@@ -20,6 +20,12 @@ bool periodic_checkpoint_due(const Config& config, int64_t done);
 [[noreturn]] void fail_non_finite_loss(double loss, int64_t step, const std::string& stage,
                                        const std::string& run_dir);
 
+// Test hook for fault tests, PIPETRAIN_FAULT=RANK:STEP[:ACTION], before that step on that rank
+// (the single-process trainer is rank 0): "kill" (default) = SIGKILL itself; "term" = SIGTERM
+// to the launcher (`launched`) or itself, as a user stopping the run would; "hang" = SIGSTOP
+// itself, a worker that stops responding.
+void maybe_inject_fault(int rank, int64_t step, bool launched);
+
 // A resumed run continues metrics.jsonl: lines after `step` (written after that checkpoint)
 // are dropped so no step appears twice.
 void keep_metrics_up_to(const std::string& path, int64_t step);

@@ -45,6 +45,23 @@ TEST(PipelineFailure, KilledWorkerStopsTheRunAndIsNamed) {
   fs::remove_all(dir);
 }
 
+// A worker that stops responding without exiting (SIGSTOP): its peers give up after
+// pipeline.timeout_s, name it, and the launcher stops everyone, the hung worker included.
+TEST(PipelineFailure, HungWorkerIsNamedAfterTheTimeout) {
+  const auto dir = testing::fresh_dir("hung");
+  std::string args = kTinyRun + " --run-dir " + dir.string();
+  args.replace(args.find("--pipeline.timeout_s 600"), 24, "--pipeline.timeout_s 3");
+  const auto run = testing::run_pipetrain(args, "PIPETRAIN_FAULT=1:3:hang");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("with rank 1 failed (a worker died or the 3 s timeout passed)"),
+            std::string::npos) << run.output;
+  std::ifstream pids(dir / "workers.pid");
+  for (pid_t pid; pids >> pid;) {
+    EXPECT_TRUE(kill(pid, 0) == -1 && errno == ESRCH) << "worker " << pid << " left behind";
+  }
+  fs::remove_all(dir);
+}
+
 int free_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
