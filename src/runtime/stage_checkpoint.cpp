@@ -23,6 +23,7 @@ std::vector<std::pair<int64_t, int64_t>> as_pairs(const std::vector<StageRange>&
 
 void write_stage_files(const std::string& dir, StageExecutor& executor, const Layout& layout) {
   if (layout.replica() != 0) return;
+  fs::create_directories(dir);  // a worker on another node with its own run folder
   for (const auto& chunk : executor.chunks()) {
     save_module_state(dir, fmt::format("stage{}", chunk.stage), *chunk.model, executor.optimizer());
   }

@@ -105,3 +105,24 @@ TEST(Config, ExampleConfigsParse) {
 
 }  // namespace
 }  // namespace pipetrain
+
+namespace pipetrain {
+namespace {
+
+// Found by fuzz/fuzz_config.cpp: invalid UTF-8 made toml++ hit an internal assertion (undefined
+// behaviour in a release build); now it is a UserError naming the place.
+TEST(Config, InvalidUtf8IsAUserErrorNamingThePlace) {
+  const std::string crash = read_file(std::string(PIPETRAIN_SOURCE_DIR) +
+                                      "/fuzz/regressions/config/invalid_utf8_table_header");
+  EXPECT_THROW(parse_config_toml(crash, "crash.toml"), UserError);
+  try {
+    parse_config_toml("[model]\nlayers = \"\xe8\"\n", "bad.toml");
+    FAIL() << "accepted invalid UTF-8";
+  } catch (const UserError& error) {
+    EXPECT_STREQ(error.what(), "bad.toml:2:11: malformed TOML: not valid UTF-8");
+  }
+  EXPECT_NO_THROW(parse_config_toml("[sample]\nprompt = \"h\xc3\xa9\"\n", "ok.toml"));
+}
+
+}  // namespace
+}  // namespace pipetrain
