@@ -25,7 +25,9 @@ void write_stage_files(const std::string& dir, StageExecutor& executor, const La
   if (layout.replica() != 0) return;
   fs::create_directories(dir);  // a worker on another node with its own run folder
   for (const auto& chunk : executor.chunks()) {
-    save_module_state(dir, fmt::format("stage{}", chunk.stage), *chunk.model, executor.optimizer());
+    save_module_state(dir, fmt::format("stage{}.safetensors", chunk.stage),
+                      fmt::format("stage{}.optimizer.safetensors", chunk.stage), *chunk.model,
+                      executor.optimizer());
   }
 }
 

@@ -59,17 +59,15 @@ void add_head_copy(std::vector<TensorEntry>& entries, const std::string& head_co
 
 }  // namespace
 
-std::pair<std::string, std::string> save_module_state(const std::string& dir, const std::string& stem,
-                                                      torch::nn::Module& module,
-                                                      torch::optim::Optimizer& optimizer) {
-  const std::string weights = stem + ".safetensors", state_file = stem + ".optimizer.safetensors";
-  write_file_atomically((fs::path(dir) / weights).string(), encode_safetensors(module_entries(module)));
+void save_module_state(const std::string& dir, const std::string& weights_file,
+                       const std::string& optimizer_file, torch::nn::Module& module,
+                       torch::optim::Optimizer& optimizer) {
+  write_file_atomically((fs::path(dir) / weights_file).string(), encode_safetensors(module_entries(module)));
   std::vector<TensorEntry> state;
   for (const auto& [name, tensor] : optimizer_state_tensors(optimizer, module)) {
     state.push_back(to_entry(name, tensor));
   }
-  write_file_atomically((fs::path(dir) / state_file).string(), encode_safetensors(state));
-  return {weights, state_file};
+  write_file_atomically((fs::path(dir) / optimizer_file).string(), encode_safetensors(state));
 }
 
 CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,

@@ -10,13 +10,14 @@
 
 #include "core/config.h"
 #include "io/checkpoint_dir.h"
+#include "io/safetensors.h"
 
 namespace pipetrain {
 
-// Writes `<stem>.safetensors` and `<stem>.optimizer.safetensors` into `dir`; returns the names.
-std::pair<std::string, std::string> save_module_state(const std::string& dir, const std::string& stem,
-                                                      torch::nn::Module& module,
-                                                      torch::optim::Optimizer& optimizer);
+// Writes `module`'s weights and optimizer state into `dir` as the two files named.
+void save_module_state(const std::string& dir, const std::string& weights_file,
+                       const std::string& optimizer_file, torch::nn::Module& module,
+                       torch::optim::Optimizer& optimizer);
 
 // The sidecar for this config at `step` (schedule, partition, shape, hash, RNG); the caller
 // fills weight_versions / optimizer_files.

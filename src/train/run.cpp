@@ -36,11 +36,11 @@ double seconds_since(Clock::time_point start) {
 // Weights + optimizer state into `dir`; returns the sidecar describing them.
 CheckpointInfo write_state(const std::string& dir, Trainer& trainer, const Config& config,
                            int64_t step, double val_loss) {
-  const auto [weights, state] = save_module_state(dir, "model", trainer.model(), trainer.optimizer());
+  save_module_state(dir, "model.safetensors", "optimizer.safetensors", trainer.model(), trainer.optimizer());
   CheckpointInfo info = make_checkpoint_info(config, step, {{0, config.model.layers + 2}});
   info.val_loss = val_loss;
-  info.weight_versions = {{weights}};
-  info.optimizer_files = {state};
+  info.weight_versions = {{"model.safetensors"}};
+  info.optimizer_files = {"optimizer.safetensors"};
   return info;
 }
 
