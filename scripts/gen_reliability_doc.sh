@@ -21,9 +21,13 @@ printf 'not,a,schedule\n1,2\n' > "$work/bad.csv"
 mkdir -p "$work/ro" && touch "$work/file"
 "$bin" train $tiny --stages 1 --checkpoint.every 1 --run-dir "$work/done" >/dev/null 2>&1
 "$bin" train $tiny --stages 1 --train.steps 4 --checkpoint.every 1 --run-dir "$work/base" >/dev/null 2>&1
+"$bin" train $tiny --stages 2 --train.steps 4 --checkpoint.every 1 --run-dir "$work/pipe" >/dev/null 2>&1
+rm "$(echo "$work/pipe/checkpoints/$(cat "$work/pipe/checkpoints/latest")")/stage1.safetensors"
 for name in truncated corrupt badjson wrongmodel noconfig nockpt; do cp -r "$work/base" "$work/$name"; done
 latest() { echo "$work/$1/checkpoints/$(cat "$work/$1/checkpoints/latest")"; }
 cut_to_half() { truncate -s $(($(stat -c %s "$1") / 2)) "$1"; }
+"$bin" train $tiny --stages 2 --train.steps 4 --checkpoint.every 1 --run-dir "$work/pipe" >/dev/null 2>&1
+rm "$(echo "$work/pipe/checkpoints/$(cat "$work/pipe/checkpoints/latest")")/stage1.safetensors"
 for name in truncated corrupt badjson wrongmodel; do rm -f "$(latest $name)/../latest.tmp"; done
 cut_to_half "$(latest truncated)/model.safetensors"
 printf '\xff\xff\xff\xff\xff\xff\xff\x7fgarbage' > "$(latest corrupt)/model.safetensors"
@@ -34,7 +38,7 @@ rm -r "$work/nockpt/checkpoints"
 rm -r "$work/wrongmodel/checkpoints" && cp -r "$work/other/checkpoints" "$work/wrongmodel/checkpoints"
 python3 -c 'import socket,time,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(600)' > "$work/port" &
 listener=$!
-sleep 1
+while [ ! -s "$work/port" ]; do sleep 0.2; done
 port=$(cat "$work/port")
 
 rows=()
@@ -48,8 +52,9 @@ run_case() {
   lines=$(printf '%s\n' "$output" | grep -c .)
   message=$(printf '%s\n' "$output" | grep . | tail -1 | sed "s|$work|W|g; s/|/\\\\|/g")
   local shown_args=$(printf '%s' "$args" | sed "s|$tiny|TINY|; s|$work|W|g; s/|/\\\\|/g")
-  [ -n "$env" ] && shown_args="$(printf '%s' "$env" | sed "s|$work|W|g") $shown_args"
-  rows+=("| ${#rows[@]} | $name | \`pipetrain $shown_args\` | $code | $lines | $message |")
+  local shown_env=""
+  [ -n "$env" ] && shown_env="$(printf '%s' "$env" | sed "s|$work|W|g") "
+  rows+=("| $((${#rows[@]} + 1)) | $name | \`${shown_env}pipetrain $shown_args\` | $code | $lines | $message |")
   [ "$code" -ne 0 ] || echo "gen_reliability_doc: case '$name' exited 0" >&2
 }
 
@@ -73,7 +78,7 @@ run_case "partition counts do not match stages" "" "train $tiny --stages 2 --par
 run_case "partition does not cover the layers" "" "train $tiny --stages 2 --partition 1,1"
 run_case "empty stage in partition" "" "train $tiny --stages 2 --partition 0,3"
 run_case "more stages than layers" "" "train $tiny --stages 5"
-run_case "chunks without interleaved" "" "train $tiny --stages 2 --chunks 2 --schedule 1f1b"
+run_case "chunks without interleaved" "" "train $tiny --model.layers 3 --stages 2 --chunks 2 --schedule 1f1b"
 run_case "batch not divisible by replicas x microbatches" "" "train $tiny --stages 2 --dp-width 3"
 run_case "2BW with m < d (asynchronous policy)" "" "train $tiny --stages 4 --model.layers 2 --schedule 2bw --microbatches 2"
 run_case "recompute without a pipeline" "" "train $tiny --stages 1 --pipeline.recompute all"
@@ -86,14 +91,15 @@ run_case "run folder not writable (/proc)" "" "train $tiny --run-dir /proc/pipet
 run_case "run folder already holds a run" "" "train $tiny --stages 1 --run-dir $work/done"
 run_case "resume: folder missing" "" "train --resume $work/nothing"
 run_case "resume: folder without config.toml" "" "train --resume $work/noconfig"
-run_case "resume: run without checkpoints" "" "train --resume $work/nockpt"
-run_case "resume: truncated checkpoint" "" "train --resume $work/truncated"
-run_case "resume: corrupt safetensors header" "" "train --resume $work/corrupt"
-run_case "resume: malformed checkpoint.json" "" "train --resume $work/badjson"
-run_case "resume: wrong-model checkpoint" "" "train --resume $work/wrongmodel"
-run_case "resume: different model shape requested" "" "train --resume $work/base --model.layers 3"
-run_case "resume: different optimizer" "" "train --resume $work/base --train.optimizer sgd"
+run_case "resume: run without checkpoints" "" "train --resume $work/nockpt --train.steps 6"
+run_case "resume: truncated checkpoint" "" "train --resume $work/truncated --train.steps 6"
+run_case "resume: corrupt safetensors header" "" "train --resume $work/corrupt --train.steps 6"
+run_case "resume: malformed checkpoint.json" "" "train --resume $work/badjson --train.steps 6"
+run_case "resume: wrong-model checkpoint" "" "train --resume $work/wrongmodel --train.steps 6"
+run_case "resume: different model shape requested" "" "train --resume $work/base --train.steps 6 --model.layers 3"
+run_case "resume: different optimizer" "" "train --resume $work/base --train.steps 6 --train.optimizer sgd"
 run_case "resume: run already finished" "" "train --resume $work/done"
+run_case "resume: stage file of a pipeline checkpoint missing" "" "train --resume $work/pipe --train.steps 6"
 run_case "resume with a config file" "" "train $work/malformed.toml --resume $work/base"
 run_case "plan file missing" "" "train --plan $work/nope.json"
 run_case "plan file malformed" "" "train --plan $work/bad_plan.json"

@@ -7,6 +7,10 @@
 
 #include <algorithm>
 
+#include <glog/logging.h>
+
+#include <cstdlib>
+
 #include "core/error.h"
 
 namespace pipetrain::runtime {
@@ -17,6 +21,13 @@ std::string first_line(const std::exception& error) {
   return message.substr(0, message.find('\n'));  // libtorch appends a backtrace
 }
 
+// c10d logs each failed connection attempt through glog before it throws; the exception is
+// what we report (one line), so only fatal glog messages get through unless GLOG_minloglevel
+// asks for more.
+void quiet_c10d_logging() {
+  if (std::getenv("GLOG_minloglevel") == nullptr) FLAGS_minloglevel = 3;
+}
+
 }  // namespace
 
 struct StoreHost::Impl {
@@ -25,6 +36,7 @@ struct StoreHost::Impl {
 
 StoreHost::StoreHost(const std::string& addr, std::chrono::milliseconds timeout)
     : impl_(std::make_unique<Impl>()) {
+  quiet_c10d_logging();
   c10d::TCPStoreOptions options;
   options.port = 0;  // the OS picks a free port: parallel runs never collide
   options.isServer = true;
@@ -74,6 +86,7 @@ struct Comm::Impl {
 
 Comm::Comm(const WorkerEnvironment& env, std::chrono::milliseconds timeout)
     : impl_(std::make_unique<Impl>()) {
+  quiet_c10d_logging();
   impl_->rank = env.rank;
   impl_->world = env.world_size;
   impl_->timeout = timeout;

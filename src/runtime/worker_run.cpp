@@ -194,7 +194,8 @@ std::optional<RunSummary> run_pipeline(const Config& config, const RunOptions& o
   // Config, partition and data errors before any process starts: one line, not one per worker.
   stage_ranges(config);
   make_run_schedule(config);
-  resolve_existing_path(config.data.path, options.data_root);
+  TextDataset(resolve_existing_path(config.data.path, options.data_root), config.data.val_fraction,
+              config.model.seq_len);  // too short or empty: one line here, not one per worker
   if (started_as_worker()) return run_pipeline_worker(config, options);
   return launch_pipeline_workers(config, options, train_args);
 }

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -60,12 +61,29 @@ std::string write_periodic_checkpoint(const std::string& run_dir, Trainer& train
                            config.checkpoint.keep);
 }
 
+// A resumed run's checkpoint, read and checked before anything starts.
+struct ResumePoint {
+  std::string dir;
+  CheckpointInfo info;
+  CheckpointTensors tensors;
+};
+
+std::optional<ResumePoint> read_resume_point(const Config& config, const RunOptions& options) {
+  if (!options.resume) return std::nullopt;
+  ResumePoint point;
+  point.dir = latest_checkpoint(options.run_dir);
+  point.info = read_checkpoint_for(point.dir, config, {{0, config.model.layers + 2}});
+  point.tensors = read_checkpoint_tensors(point.dir, point.info);
+  return point;
+}
+
 // The step a resumed run continues from (0 for a new run), with the trainer's state loaded.
-int64_t restore(Trainer& trainer, const Config& config, const RunOptions& options) {
-  if (!options.resume) return 0;
-  const std::string dir = latest_checkpoint(options.run_dir);
-  const CheckpointInfo info = read_checkpoint_for(dir, config, {{0, config.model.layers + 2}});
-  load_module_state(read_checkpoint_tensors(dir, info), dir, trainer.model(), trainer.optimizer(),
+int64_t restore(Trainer& trainer, const Config& config, const RunOptions& options,
+                const std::optional<ResumePoint>& point) {
+  if (!point) return 0;
+  const std::string& dir = point->dir;
+  const CheckpointInfo& info = point->info;
+  load_module_state(point->tensors, dir, trainer.model(), trainer.optimizer(),
                     fmt::format("layer{}.tied_weight", config.model.layers + 1));
   restore_torch_rng_state(info.rng_state, dir);
   keep_metrics_up_to((fs::path(options.run_dir) / "metrics.jsonl").string(), info.step);
@@ -91,6 +109,7 @@ int configure_compute_threads(int64_t requested) {
 RunSummary run_training(const Config& config, const RunOptions& options) {
   const std::string data_path = resolve_existing_path(config.data.path, options.data_root);
   const TextDataset data(data_path, config.data.val_fraction, config.model.seq_len);
+  const auto resume_point = read_resume_point(config, options);
   if (!options.resume) prepare_run_dir(options.run_dir, options.overwrite);
   const fs::path dir(options.run_dir);
   if (!options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));
@@ -105,7 +124,7 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
              config.model.layers, config.model.d_model, format_count(double(parameter_count(trainer.model()))),
              data_path, data.train_tokens(), data.val_tokens(), options.run_dir);
 
-  const int64_t first_step = restore(trainer, config, options);
+  const int64_t first_step = restore(trainer, config, options, resume_point);
   if (options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));  // it loaded
   install_stop_handlers();
   MetricsWriter metrics((dir / "metrics.jsonl").string(), /*append=*/options.resume);
