@@ -26,9 +26,6 @@ rm "$(echo "$work/pipe/checkpoints/$(cat "$work/pipe/checkpoints/latest")")/stag
 for name in truncated corrupt badjson wrongmodel noconfig nockpt; do cp -r "$work/base" "$work/$name"; done
 latest() { echo "$work/$1/checkpoints/$(cat "$work/$1/checkpoints/latest")"; }
 cut_to_half() { truncate -s $(($(stat -c %s "$1") / 2)) "$1"; }
-"$bin" train $tiny --stages 2 --train.steps 4 --checkpoint.every 1 --run-dir "$work/pipe" >/dev/null 2>&1
-rm "$(echo "$work/pipe/checkpoints/$(cat "$work/pipe/checkpoints/latest")")/stage1.safetensors"
-for name in truncated corrupt badjson wrongmodel; do rm -f "$(latest $name)/../latest.tmp"; done
 cut_to_half "$(latest truncated)/model.safetensors"
 printf '\xff\xff\xff\xff\xff\xff\xff\x7fgarbage' > "$(latest corrupt)/model.safetensors"
 printf '{"format": "pipetrain-checkpoint-2", "step": "x"}' > "$(latest badjson)/checkpoint.json"
