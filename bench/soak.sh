@@ -1,24 +1,30 @@
 #!/usr/bin/env bash
-# Soak run: a tiny 2-stage 1F1B pipeline for STEPS steps (default 20000) with periodic
-# checkpoints, sampling each worker's resident memory (VmRSS) every few seconds. Prints a
-# markdown table (step, RSS per worker) and the growth from the first sample after warm-up
-# (10% of the steps) to the end. Usage: bench/soak.sh [STEPS] [BINARY]
+# Soak run: a tiny model for STEPS steps (default 20000) with periodic checkpoints and
+# validation, as a STAGES-stage 1F1B pipeline (default 2; 1 = the single-process trainer),
+# sampling each process's resident memory (VmRSS) every few seconds. Prints a markdown table
+# (step, RSS per process) and the growth from the first sample after warm-up (10% of the steps)
+# to the end. Usage: bench/soak.sh [STEPS] [STAGES] [BINARY]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-20000}
-bin=${2:-build/pipetrain}
+stages=${2:-2}
+bin=${3:-build/pipetrain}
 dir=$(mktemp -d /tmp/pipetrain-soak.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 "$bin" train --quiet --model.layers 2 --model.d_model 32 --model.heads 2 --model.seq_len 16 \
   --train.batch_size 4 --train.microbatches 2 --train.threads 1 --train.steps "$steps" \
-  --eval.every 1000 --eval.batches 1 --log.every 100 --sample.tokens 0 --stages 2 \
+  --eval.every 1000 --eval.batches 1 --log.every 100 --sample.tokens 0 --stages "$stages" \
   --checkpoint.every 1000 --checkpoint.keep 2 --run-dir "$dir/run" --overwrite >/dev/null &
 launcher=$!
-while [ ! -s "$dir/run/workers.pid" ]; do sleep 0.2; done
-sleep 0.5
-mapfile -t pids < "$dir/run/workers.pid"
+if [ "$stages" -gt 1 ]; then
+  while [ ! -s "$dir/run/workers.pid" ]; do sleep 0.2; done
+  sleep 0.5
+  mapfile -t pids < "$dir/run/workers.pid"
+else
+  pids=("$launcher" "$launcher")
+fi
 rss() { awk '/VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
-echo "| step | rank 0 RSS (MiB) | rank 1 RSS (MiB) |"
+echo "| step | rank 0 RSS (MiB) | rank 1 RSS (MiB) (= rank 0 for one process) |"
 echo "|---|---|---|"
 samples=()
 while kill -0 "$launcher" 2>/dev/null; do

@@ -21,6 +21,18 @@ std::string first_line(const std::exception& error) {
   return message.substr(0, message.find('\n'));  // libtorch appends a backtrace
 }
 
+// The interface Gloo binds: GLOO_SOCKET_IFNAME if set (as in PyTorch); on one machine the
+// loopback of the rendezvous address; across machines the interface of this host's name.
+std::shared_ptr<gloo::transport::Device> gloo_device(const std::string& master_addr) {
+  if (const char* name = std::getenv("GLOO_SOCKET_IFNAME")) {
+    return c10d::ProcessGroupGloo::createDeviceForInterface(name);
+  }
+  if (master_addr == "127.0.0.1" || master_addr == "localhost") {
+    return c10d::ProcessGroupGloo::createDeviceForHostname(master_addr);
+  }
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
 // c10d logs each failed connection attempt through glog before it throws; the exception is
 // what we report (one line), so only fatal glog messages get through unless GLOG_minloglevel
 // asks for more.
@@ -99,8 +111,7 @@ Comm::Comm(const WorkerEnvironment& env, std::chrono::milliseconds timeout)
   try {
     impl_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
     impl_->options = c10d::ProcessGroupGloo::Options::create(timeout);
-    impl_->options->devices.push_back(
-        c10d::ProcessGroupGloo::createDeviceForHostname(env.master_addr));
+    impl_->options->devices.push_back(gloo_device(env.master_addr));
     impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env.rank,
                                                                env.world_size, impl_->options);
   } catch (const std::exception& error) {

@@ -33,12 +33,16 @@ class TwoHosts {
   }
   const std::string& skip_reason() const { return reason_; }
   bool ok() const { return ok_; }
-  std::string exec_in(int host) const { return "ip netns exec " + (host == 0 ? a_ : b_); }
+  // Runs in that host's namespace, Gloo bound to its veth end.
+  std::string exec_in(int host) const {
+    return "ip netns exec " + (host == 0 ? a_ : b_) + " env GLOO_SOCKET_IFNAME=" + (host == 0 ? va_ : vb_);
+  }
   static constexpr const char* kAddressA = "10.231.7.1";
 
  private:
   bool setup() {
-    const std::string va = "va" + std::to_string(getpid() % 100000), vb = "vb" + std::to_string(getpid() % 100000);
+    const std::string& va = va_;
+    const std::string& vb = vb_;
     const std::vector<std::string> steps = {
         "ip netns add " + b_,
         fmt::format("ip link add {} type veth peer name {}", va, vb),
@@ -56,6 +60,7 @@ class TwoHosts {
     return true;
   }
   std::string a_, b_, reason_;
+  std::string va_ = "va" + std::to_string(getpid() % 100000), vb_ = "vb" + std::to_string(getpid() % 100000);
   bool ok_ = false;
 };
 
@@ -74,9 +79,9 @@ TEST(MultiHost, TwoStagesAcrossTwoNetworkNamespaces) {
   const std::string env = fmt::format("WORLD_SIZE=2 MASTER_ADDR={} MASTER_PORT=29731", TwoHosts::kAddressA);
   const auto run = testing::run_pipetrain(
       args + " --run-dir " + there.string(),
-      "(" + hosts.exec_in(0) + " env " + env + " RANK=0 timeout 120 " + binary + " " + args +
+      "(" + hosts.exec_in(0) + " " + env + " RANK=0 timeout 120 " + binary + " " + args +
           " --run-dir " + there.string() + " >" + there.string() + ".rank0.log 2>&1 &); " +
-          hosts.exec_in(1) + " env " + env + " RANK=1");
+          hosts.exec_in(1) + " " + env + " RANK=1");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
     EXPECT_TRUE(read_file((there / "checkpoint" / file).string()) ==
