@@ -73,7 +73,7 @@ TEST(Resume, SingleProcessKilledAndResumedIsBitwiseIdentical) {
 // Random rank, random step, fixed seeds: deterministic, and not one hand-picked case.
 TEST(Resume, PipelineKilledAtRandomAndResumedIsBitwiseIdentical) {
   const std::string args = kTiny + " --stages 2 --schedule 1f1b";
-  for (const unsigned seed : {1u, 2u, 3u}) {
+  for (const unsigned seed : {1u, 4u, 5u, 11u}) {  // kills (1,4) (0,7) (1,6) (1,3)
     std::mt19937 random(seed);
     const int rank = int(random() % 2), step = 1 + int(random() % 7);
     SCOPED_TRACE(fmt::format("seed {}: kill rank {} before step {}", seed, rank, step));
