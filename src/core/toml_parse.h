@@ -27,8 +27,8 @@ inline std::pair<int, int> first_invalid_utf8(const std::string& text) {
 }
 
 inline toml::table parse_toml_or_fail(const std::string& text, const std::string& origin) {
-  // toml++ asserts (undefined behaviour in release builds) on some invalid UTF-8 (found by
-  // fuzz/fuzz_config.cpp), so such input never reaches it.
+  // Invalid UTF-8 is refused here with its place, before toml++ sees it (fuzz/fuzz_config.cpp
+  // first tripped a toml++ debug assertion with such input).
   const auto [line, column] = first_invalid_utf8(text);
   if (line > 0) fail("{}:{}:{}: malformed TOML: not valid UTF-8", origin, line, column);
   try {

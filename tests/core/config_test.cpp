@@ -109,8 +109,8 @@ TEST(Config, ExampleConfigsParse) {
 namespace pipetrain {
 namespace {
 
-// Found by fuzz/fuzz_config.cpp: invalid UTF-8 made toml++ hit an internal assertion (undefined
-// behaviour in a release build); now it is a UserError naming the place.
+// From fuzz/fuzz_config.cpp: invalid UTF-8 is a UserError naming its place, checked before
+// toml++ parses anything.
 TEST(Config, InvalidUtf8IsAUserErrorNamingThePlace) {
   const std::string crash = read_file(std::string(PIPETRAIN_SOURCE_DIR) +
                                       "/fuzz/regressions/config/invalid_utf8_table_header");
