@@ -33,26 +33,38 @@ inline std::pair<int, int> first_invalid_utf8(const std::string& text) {
 // other characters; the scan is conservative where TOML's quoting gets subtle.
 inline std::pair<int, int> first_non_ascii_outside_strings(const std::string& text) {
   int line = 1, column = 0;
-  char open = 0;            // the open one-line string's quote, '#' in a comment, or 0
-  char last_outside = '\n'; // the last non-blank character outside strings on this line
+  char open = 0;             // the open safe string's quote, '#' in a comment, or 0
+  std::string triple;        // an open multi-line string's delimiter (never safe)
+  bool quoted = false;       // a quote outside safe strings on this line: no comment after it
+  char last_outside = '\n';  // the last non-blank character outside strings on this line
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     ++column;
     if (c == '\n') {
-      line += 1, column = 0, open = 0, last_outside = '\n';
+      line += 1, column = 0, open = 0, quoted = false, last_outside = '\n';
       continue;
     }
     if (open == '#') continue;
+    if (static_cast<unsigned char>(c) >= 0x80 && open == 0) return {line, column};
+    if (!triple.empty()) {
+      if (c == '\\' && triple[0] == '"') ++i, ++column;
+      else if (text.compare(i, 3, triple) == 0) i += 2, column += 2, triple.clear();
+      continue;
+    }
     if (open != 0) {
       if (c == '\\' && open == '"') ++i, ++column;  // an escape never closes the string
       else if (c == open) open = 0, last_outside = c;
       continue;
     }
-    if (static_cast<unsigned char>(c) >= 0x80) return {line, column};
-    if (c == '#') open = '#';
     const bool quote = c == '"' || c == '\'';
-    // Only a value's one-line string is a safe place; `"""`, `''` and quoted keys are not.
-    if (quote && last_outside == '=' && text.compare(i, 2, std::string(2, c)) != 0) open = c;
+    if (c == '#' && !quoted) open = '#';
+    if (quote && text.compare(i, 3, std::string(3, c)) == 0) {
+      triple = std::string(3, c), i += 2, column += 2, quoted = true;
+    } else if (quote && last_outside == '=' && text.compare(i, 2, std::string(2, c)) != 0) {
+      open = c;  // a value's one-line string: the one safe place
+    } else if (quote) {
+      quoted = true;
+    }
     if (c != ' ' && c != '\t' && open == 0) last_outside = c;
   }
   return {0, 0};

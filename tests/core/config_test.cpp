@@ -140,6 +140,7 @@ TEST(Config, NonAsciiOutsideStringsIsRefusedBeforeTomlxx) {
                                            "/fuzz/regressions/config/quote_run_unreachable"),
                                  "crash.toml"),
                UserError);
+  EXPECT_THROW(parse_config_toml("\"#\"\xc6\xa0", "crash.toml"), UserError);  // quoted_key_hash
   try {
     parse_config_toml("[model]\nlayers = 4 \xc3\xa9\n", "bad.toml");
     FAIL() << "accepted";
