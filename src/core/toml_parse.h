@@ -1,6 +1,7 @@
 #pragma once
 // TOML parsing with the project's error convention: malformed input is a UserError naming the
 // origin, line and column. Only .cpp files that read TOML include this (toml++ is heavy).
+#include <cctype>
 #include <string>
 #include <utility>
 
@@ -31,17 +32,32 @@ inline std::pair<int, int> first_invalid_utf8(const std::string& text) {
 // whitespace (found by fuzz/fuzz_config.cpp, e.g. U+FEFB at the start of a line); pipetrain's
 // keys are ASCII, so only comments and one-line string values (`key = "..."`) may hold
 // other characters; the scan is conservative where TOML's quoting gets subtle.
+// Whether text[begin, end) is `bare_key =` with optional blanks: where a string value starts.
+inline bool is_key_equals(const std::string& text, size_t begin, size_t end) {
+  size_t i = begin;
+  while (i < end && (text[i] == ' ' || text[i] == '\t')) ++i;
+  const size_t key = i;
+  while (i < end && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_' || text[i] == '-')) ++i;
+  if (i == key) return false;
+  while (i < end && (text[i] == ' ' || text[i] == '\t')) ++i;
+  if (i == end || text[i] != '=') return false;
+  for (++i; i < end; ++i) {
+    if (text[i] != ' ' && text[i] != '\t') return false;
+  }
+  return true;
+}
+
 inline std::pair<int, int> first_non_ascii_outside_strings(const std::string& text) {
   int line = 1, column = 0;
   char open = 0;             // the open safe string's quote, '#' in a comment, or 0
   std::string triple;        // an open multi-line string's delimiter (never safe)
   bool quoted = false;       // a quote outside safe strings on this line: no comment after it
-  char last_outside = '\n';  // the last non-blank character outside strings on this line
+  size_t line_start = 0;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     ++column;
     if (c == '\n') {
-      line += 1, column = 0, open = 0, quoted = false, last_outside = '\n';
+      line += 1, column = 0, open = 0, quoted = false, line_start = i + 1;
       continue;
     }
     if (open == '#') continue;
@@ -53,19 +69,18 @@ inline std::pair<int, int> first_non_ascii_outside_strings(const std::string& te
     }
     if (open != 0) {
       if (c == '\\' && open == '"') ++i, ++column;  // an escape never closes the string
-      else if (c == open) open = 0, last_outside = c;
+      else if (c == open) open = 0;
       continue;
     }
     const bool quote = c == '"' || c == '\'';
     if (c == '#' && !quoted) open = '#';
     if (quote && text.compare(i, 3, std::string(3, c)) == 0) {
       triple = std::string(3, c), i += 2, column += 2, quoted = true;
-    } else if (quote && last_outside == '=' && text.compare(i, 2, std::string(2, c)) != 0) {
+    } else if (quote && is_key_equals(text, line_start, i) && text.compare(i, 2, std::string(2, c)) != 0) {
       open = c;  // a value's one-line string: the one safe place
     } else if (quote) {
       quoted = true;
     }
-    if (c != ' ' && c != '\t' && open == 0) last_outside = c;
   }
   return {0, 0};
 }
