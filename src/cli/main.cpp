@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/machine.h"
+#include "core/stop_signal.h"
 
 int main(int argc, char** argv) {
   pipetrain::keep_freed_memory_in_process();
@@ -23,6 +24,9 @@ int main(int argc, char** argv) {
   } catch (const pipetrain::UserError& error) {
     fmt::print(stderr, "pipetrain: error: {}\n", error.what());
     return 2;
+  } catch (const pipetrain::StopRequested& stop) {
+    if (!stop.message.empty()) fmt::print(stderr, "pipetrain: {}\n", stop.message);
+    return 128 + stop.signal;
   } catch (const std::exception& error) {
     std::string message = error.what();
     message = message.substr(0, message.find('\n'));  // libtorch appends a backtrace

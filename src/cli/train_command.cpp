@@ -1,3 +1,5 @@
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "cli/arguments.h"
@@ -38,6 +40,8 @@ GLOO_SOCKET_IFNAME picks the network interface, as in PyTorch).
 Options:
   --run-dir DIR   run folder (default: runs/run-<date>-<time>)
   --overwrite     allow a run folder that already holds a run
+  --resume DIR    continue run folder DIR from its latest checkpoint (DIR/checkpoints/latest),
+                  with DIR/config.toml plus any overrides given (e.g. --train.steps, --stages)
   --quiet         no live progress line
   -h, --help      this text
 )";
@@ -91,13 +95,32 @@ std::vector<std::string> expand_shorthands(const std::vector<std::string>& args)
 
 void report(const RunSummary& summary, const RunOptions& options);
 
+// `--resume DIR`: the run's own config.toml is the base the overrides apply to.
+void use_resumed_config(ConfigArguments& arguments, const std::string& dir) {
+  if (!arguments.config_path.empty()) {
+    fail("--resume {} takes the run's own config ({}/config.toml); give overrides instead of "
+         "the config file '{}'", dir, dir, arguments.config_path);
+  }
+  if (arguments.options.count("--run-dir") != 0) fail("--resume DIR continues DIR: leave out --run-dir");
+  if (!std::filesystem::is_directory(dir)) fail("--resume: run folder '{}' does not exist", dir);
+  arguments.config_path = dir + "/config.toml";
+  if (!std::filesystem::exists(arguments.config_path)) {
+    fail("--resume: '{}' is not a run folder (no config.toml)", dir);
+  }
+}
+
 void run_train(const std::vector<std::string>& raw_args) {
   const auto args = expand_plan(expand_shorthands(raw_args));
-  const auto arguments = parse_config_arguments(args, {"--run-dir"}, {"--overwrite", "--quiet"});
-  const Config config = resolve_config(arguments);
+  auto arguments = parse_config_arguments(args, {"--run-dir", "--resume"}, {"--overwrite", "--quiet"});
   RunOptions options;
+  const auto resume = arguments.options.find("--resume");
+  options.resume = resume != arguments.options.end();
+  if (options.resume) use_resumed_config(arguments, resume->second);
+  const Config config = resolve_config(arguments);
   const auto run_dir = arguments.options.find("--run-dir");
-  options.run_dir = run_dir != arguments.options.end() ? run_dir->second : new_run_dir_name("runs");
+  options.run_dir = options.resume                         ? resume->second
+                    : run_dir != arguments.options.end() ? run_dir->second
+                                                         : new_run_dir_name("runs");
   options.overwrite = has_flag(arguments, "--overwrite");
   options.progress = !has_flag(arguments, "--quiet");
   options.data_root = PIPETRAIN_SOURCE_DIR;  // so data/... works from any folder

@@ -77,6 +77,12 @@ struct PipelineConfig {
   int64_t node_rank = 0;            // this machine: 0 hosts the rendezvous
 };
 
+// Periodic checkpoints: RUN_DIR/checkpoints/step-NNNNNN/, `latest` names the newest complete one.
+struct CheckpointConfig {
+  int64_t every = 200;  // write a checkpoint every N steps (and on SIGINT/SIGTERM); 0 = only at the end
+  int64_t keep = 2;     // complete checkpoints kept (older ones are removed)
+};
+
 struct Config {
   ModelConfig model;
   TrainConfig train;
@@ -85,6 +91,7 @@ struct Config {
   LogConfig log;
   SampleConfig sample;
   PipelineConfig pipeline;
+  CheckpointConfig checkpoint;
 };
 
 using FieldPtr = std::variant<int64_t*, double*, std::string*>;

@@ -89,6 +89,10 @@ std::vector<FieldSpec> make_fields() {
        at(&C::pipeline, &PipelineConfig::nnodes), 1),
       spec("pipeline.node_rank", "this machine's index, 0..nnodes-1 (node 0 hosts the rendezvous)",
        at(&C::pipeline, &PipelineConfig::node_rank), 0),
+      spec("checkpoint.every", "write a checkpoint (RUN_DIR/checkpoints/step-N/) every N steps and "
+       "on SIGINT/SIGTERM; 0 = only the final one", at(&C::checkpoint, &CheckpointConfig::every), 0),
+      spec("checkpoint.keep", "complete periodic checkpoints kept; older ones are removed",
+       at(&C::checkpoint, &CheckpointConfig::keep), 1),
   };
 }
 

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include <glog/logging.h>
+
 #include "core/error.h"
 
 namespace pipetrain::runtime {
@@ -30,6 +32,13 @@ std::shared_ptr<gloo::transport::Device> gloo_device(const std::string& master_a
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
+// c10d logs each failed connection attempt through glog before it throws; the exception is
+// what we report (one line), so only fatal glog messages get through unless GLOG_minloglevel
+// asks for more.
+void quiet_c10d_logging() {
+  if (std::getenv("GLOG_minloglevel") == nullptr) FLAGS_minloglevel = 3;
+}
+
 }  // namespace
 
 struct StoreHost::Impl {
@@ -38,6 +47,7 @@ struct StoreHost::Impl {
 
 StoreHost::StoreHost(const std::string& addr, int port, std::chrono::milliseconds timeout)
     : impl_(std::make_unique<Impl>()) {
+  quiet_c10d_logging();
   c10d::TCPStoreOptions options;
   options.port = static_cast<uint16_t>(port);  // 0: the OS picks a free one, no collisions
   options.isServer = true;
@@ -87,6 +97,7 @@ struct Comm::Impl {
 
 Comm::Comm(const WorkerEnvironment& env, std::chrono::milliseconds timeout)
     : impl_(std::make_unique<Impl>()) {
+  quiet_c10d_logging();
   impl_->rank = env.rank;
   impl_->world = env.world_size;
   impl_->timeout = timeout;

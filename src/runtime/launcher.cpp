@@ -15,8 +15,11 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "core/stop_signal.h"
+#include "io/checkpoint_dir.h"
 #include "runtime/comm.h"
 #include "runtime/pipeline.h"
+#include "runtime/stage_checkpoint.h"
 
 extern char** environ;
 
@@ -42,12 +45,21 @@ std::string describe_status(int status) {
   return fmt::format("exited with status {}", WEXITSTATUS(status));
 }
 
-bool failed(const Worker& w) { return w.done && !(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0); }
+// A worker that stopped on SIGINT/SIGTERM after checkpointing exits with 128 + signal.
+bool stopped_on_request(const Worker& w) {
+  return w.done && WIFEXITED(w.status) &&
+         (WEXITSTATUS(w.status) == 128 + SIGINT || WEXITSTATUS(w.status) == 128 + SIGTERM);
+}
+
+bool failed(const Worker& w) {
+  return w.done && !(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0) && !stopped_on_request(w);
+}
 
 // The environment of one worker: ours plus the torchrun variables.
 std::vector<std::string> worker_environment(int rank, int local_rank, int world,
                                             const std::string& addr, int port,
-                                            const std::string& run_dir, bool progress) {
+                                            const std::string& run_dir, bool progress,
+                                            const std::string& resume_from) {
   std::vector<std::string> env;
   const std::vector<std::string> ours = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
                                          "MASTER_PORT", "PIPETRAIN_"};
@@ -65,6 +77,7 @@ std::vector<std::string> worker_environment(int rank, int local_rank, int world,
   env.push_back("PIPETRAIN_STORE_HOSTED=1");
   env.push_back("PIPETRAIN_RUN_DIR=" + run_dir);
   env.push_back(fmt::format("PIPETRAIN_PROGRESS={}", progress ? 1 : 0));
+  if (!resume_from.empty()) env.push_back("PIPETRAIN_RESUME_FROM=" + resume_from);
   return env;
 }
 
@@ -157,8 +170,12 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
                                    const std::vector<std::string>& train_args) {
   const auto& p = config.pipeline;
   const NodeShare share = node_share(p);
+  // Every worker resumes from the same checkpoint, whatever `latest` says later. (Several
+  // nodes resume from a run folder they share.)
+  const std::string resume_from = options.resume ? latest_checkpoint(options.run_dir) : "";
+  if (options.resume) check_resumable(resume_from, config, stage_ranges(config));  // before writing
   if (p.node_rank == 0) {
-    prepare_run_dir(options.run_dir, options.overwrite);
+    if (!options.resume) prepare_run_dir(options.run_dir, options.overwrite);
     write_file_atomically((fs::path(options.run_dir) / "config.toml").string(), to_toml(config));
   } else {
     fs::create_directories(options.run_dir);  // node 0's on a shared file system, or our own
@@ -178,15 +195,21 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
     Worker w;
     w.rank = share.first_rank + local;
     w.pid = spawn(argv, worker_environment(w.rank, local, world, p.master_addr, port,
-                                           options.run_dir, options.progress));
+                                           options.run_dir, options.progress, resume_from));
     pids << w.pid << "\n";
     workers.push_back(w);
   }
   pids.close();
 
+  install_stop_handlers();
+  bool forwarded = false;
   while (true) {
     reap(workers);
     if (all_done(workers)) break;
+    if (stop_signal() != 0 && !forwarded) {  // workers finish the step, checkpoint, exit
+      signal_all(workers, stop_signal());
+      forwarded = true;
+    }
     bool any_failed = false;
     for (const auto& w : workers) any_failed |= failed(w);
     if (any_failed) {
@@ -209,6 +232,14 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
       fail("pipeline worker rank {} (replica {}, worker {}) {}; all {} workers{} stopped",
            cause.rank, cause.rank / p.stages, cause.rank % p.stages, describe_status(cause.status),
            workers.size(), p.nnodes > 1 ? fmt::format(" of node {}", p.node_rank) : "");
+    }
+  }
+  for (const auto& w : workers) {
+    if (stopped_on_request(w)) {
+      throw StopRequested{WEXITSTATUS(w.status) - 128,
+                          fmt::format("all {} workers stopped on request; checkpoint {}; continue "
+                                      "with: pipetrain train --resume {}", world,
+                                      latest_checkpoint_or_empty(options.run_dir), options.run_dir)};
     }
   }
   // The reporting worker (the last stage of replica 0) may live on another node.

@@ -17,6 +17,7 @@
 #include "core/files.h"
 #include "core/machine.h"
 #include "core/progress.h"
+#include "core/stop_signal.h"
 #include "core/text.h"
 #include "io/metrics.h"
 #include "io/plot.h"
@@ -24,10 +25,12 @@
 #include "runtime/comm.h"
 #include "runtime/memory_accounting.h"
 #include "runtime/pipeline.h"
+#include "runtime/stage_checkpoint.h"
 #include "runtime/stage_executor.h"
 #include "runtime/token_slices.h"
 #include "schedule/generators.h"
 #include "train/optim.h"
+#include "train/run_control.h"
 
 namespace fs = std::filesystem;
 
@@ -145,19 +148,15 @@ schedule::Schedule make_run_schedule(const Config& config) {
       fail("pipeline.recompute runs with synchronous schedules (gpipe, 1f1b, interleaved) only; "
            "pipeline.schedule is '{}'", p.schedule);
     }
+    // Between two steps a no-flush pipeline still holds microbatches in flight and stashed
+    // weight versions; a checkpoint there would not resume exactly.
+    if (config.checkpoint.every > 0) {
+      fail("checkpoint.every needs a synchronous schedule (gpipe, 1f1b, interleaved): '{}' has "
+           "no step boundary to checkpoint at; it writes the final checkpoint only", p.schedule);
+    }
     spec.iterations = int(config.train.steps);  // no flush: one list for the whole run
   }
   return schedule::make_schedule(spec);
-}
-
-// Test hook: PIPETRAIN_FAULT=RANK:STEP makes that rank kill itself before that step.
-void maybe_inject_fault(int rank, int64_t step) {
-  const std::string fault = env_or("PIPETRAIN_FAULT", "");
-  if (fault.empty()) return;
-  const auto colon = fault.find(':');
-  if (std::stoi(fault.substr(0, colon)) == rank && std::stoll(fault.substr(colon + 1)) == step) {
-    std::raise(SIGKILL);
-  }
 }
 
 void write_loss_plot(const std::string& path, const std::vector<std::pair<double, double>>& train,
@@ -203,14 +202,9 @@ std::string assemble_model_and_sample(const Config& config, const fs::path& chec
   }
   write_file_atomically((checkpoint_dir / "optimizer.safetensors").string(),
                         encode_safetensors(state));
-  const nlohmann::json sidecar = {{"format", "pipetrain-checkpoint-1"},
-                                  {"step", config.train.steps},
-                                  {"val_loss", val_loss},
-                                  {"optimizer", config.train.optimizer},
-                                  {"layers", config.model.layers + 2},
-                                  {"stages", stages},
-                                  {"config", to_toml(config)}};
-  write_file_atomically((checkpoint_dir / "checkpoint.json").string(), sidecar.dump(2) + "\n");
+  write_file_atomically((checkpoint_dir / "checkpoint.json").string(),
+                        checkpoint_info_json(pipeline_checkpoint_info(config, config.train.steps,
+                                                                      stage_ranges(config), val_loss)));
   if (config.sample.tokens <= 0) return "";
   model->eval();
   const auto tokens = generate(*model, encode_bytes(config.sample.prompt), config.sample.tokens,
@@ -268,7 +262,8 @@ std::optional<RunSummary> run_pipeline(const Config& config, const RunOptions& o
   // Config, partition and data errors before any process starts: one line, not one per worker.
   stage_ranges(config);
   make_run_schedule(config);
-  resolve_existing_path(config.data.path, options.data_root);
+  TextDataset(resolve_existing_path(config.data.path, options.data_root), config.data.val_fraction,
+              config.model.seq_len);  // too short or empty: one line here, not one per worker
   if (started_as_worker()) return run_pipeline_worker(config, options);
   return launch_pipeline_workers(config, options, train_args);
 }
@@ -323,17 +318,24 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
                config.pipeline.schedule, config.train.microbatches, threads, dir.string());
   }
 
+  const std::string resume_from = env_or("PIPETRAIN_RESUME_FROM", options.resume ? latest_checkpoint(dir.string()) : "");
+  const int64_t first_step = resume_from.empty() ? 0 : restore_pipeline_state(resume_from, executor, config, ranges);
+  if (reports && !resume_from.empty()) {
+    keep_metrics_up_to((dir / "metrics.jsonl").string(), first_step);
+    fmt::print(stderr, "pipetrain: resuming at step {} from {}\n", first_step, resume_from);
+  }
+  install_stop_handlers();
   std::optional<MetricsWriter> metrics;
   std::optional<ProgressLine> progress;
-  if (reports) metrics.emplace((dir / "metrics.jsonl").string(), /*append=*/false);
+  if (reports) metrics.emplace((dir / "metrics.jsonl").string(), /*append=*/!resume_from.empty());
   if (reports && progress_wanted) progress.emplace(config.train.steps, config.log.every);
   const double tokens_per_step = double(config.train.batch_size * config.model.seq_len);
   std::vector<std::pair<double, double>> train_curve, val_curve;
   RunSummary summary;
   double val_loss = std::nan("");
   const auto start = Clock::now();
-  for (int64_t step = 0; step < config.train.steps; ++step) {
-    maybe_inject_fault(env.rank, step);
+  for (int64_t step = first_step; step < config.train.steps; ++step) {
+    maybe_inject_fault(env.rank, step, launched);
     const auto step_start = Clock::now();
     allocator.reset_peak();
     const StepResult result = executor.train_step(step);
@@ -347,13 +349,27 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
     // Every worker's memory to the reporter, on the steps it logs (a collective: all ranks).
     const auto memory_by_rank = logged ? gather_memory(comm, memory) : std::vector<MemoryReport>{};
     if (validate) val_loss = executor.evaluate();
-    if (!reports) continue;
-    if (!std::isfinite(result.loss)) {
+    // Every worker learns whether to stop here: a signal seen by any, or a non-finite loss.
+    const double stop = comm.all_reduce_sum(
+        (stop_signal() != 0 ? 1.0 : 0.0) + (reports && !std::isfinite(result.loss) ? 1000.0 : 0.0));
+    if (stop >= 1000) {
       if (progress) progress->finish();
-      fail("loss became {} at step {}; the run stops (try a lower train.lr)", result.loss, done);
+      if (!reports) return std::nullopt;  // the reporting worker names the failure
+      fail_non_finite_loss(result.loss, done, fmt::format("stage {}, the last", stages - 1), dir.string());
     }
+    if (stop > 0 || periodic_checkpoint_due(config, done)) {
+      const auto saved = write_pipeline_checkpoint(dir.string(), executor, comm, layout, config,
+                                                   ranges, done, val_loss);
+      if (stop > 0) {
+        if (progress) progress->finish();
+        const int signal = stop_signal() != 0 ? stop_signal() : SIGTERM;  // a peer's signal
+        if (!reports) throw StopRequested{signal, ""};  // one worker tells
+        stop_after_checkpoint(signal, done, saved, dir.string());
+      }
+    }
+    if (!reports) continue;
     const double elapsed = seconds_since(start);
-    const double tokens_per_s = tokens_per_step * double(done) / elapsed;
+    const double tokens_per_s = tokens_per_step * double(done - first_step) / elapsed;
     nlohmann::json record = {{"step", done}, {"loss", result.loss}, {"lr", result.lr},
                              {"grad_norm", result.grad_norm}, {"tokens_per_s", tokens_per_s},
                              {"step_seconds", step_seconds}, {"elapsed_s", elapsed}};
@@ -370,7 +386,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
       std::string fields = fmt::format("loss {:.4f}", result.loss);
       if (std::isfinite(val_loss)) fields += fmt::format(" | val {:.4f}", val_loss);
       fields += fmt::format(" | lr {:.2e} | {} tok/s", result.lr, format_count(tokens_per_s));
-      progress->update(done, fields, elapsed / double(done));
+      progress->update(done, fields, elapsed / double(done - first_step));
     }
     summary.final_loss = result.loss;
     summary.tokens_per_s = tokens_per_s;
@@ -379,21 +395,8 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
 
   const fs::path checkpoint_dir = dir / "checkpoint";
   fs::create_directories(checkpoint_dir);
-  for (const auto& chunk : executor.chunks()) {
-    // Every replica takes part (with ZeRO-1 the state is gathered from the replicas' shards);
-    // replica 0 writes, the replicas hold the same weights.
-    const auto optimizer_state = executor.optimizer_state(chunk);
-    if (layout.replica() == 0) {
-      write_file_atomically(
-          (checkpoint_dir / fmt::format("stage{}.safetensors", chunk.stage)).string(),
-          encode_safetensors(module_entries(*chunk.model)));
-      std::vector<TensorEntry> state;
-      for (const auto& [name, tensor] : optimizer_state) state.push_back(to_entry(name, tensor));
-      write_file_atomically(
-          (checkpoint_dir / fmt::format("stage{}.optimizer.safetensors", chunk.stage)).string(),
-          encode_safetensors(state));
-    }
-  }
+  write_stage_files(checkpoint_dir.string(), executor, layout);
+  write_pipeline_checkpoint(dir.string(), executor, comm, layout, config, ranges, config.train.steps, val_loss);
   write_trace_part(dir, env.rank, executor.events());
   const auto run_memory_by_rank = gather_memory(comm, run_memory);
   const nlohmann::json weight_memory = weight_memory_report(comm, executor);

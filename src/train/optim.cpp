@@ -2,7 +2,10 @@
 
 #include <cmath>
 
+#include <map>
+
 #include "core/error.h"
+#include "model/state_io.h"
 
 namespace pipetrain {
 
@@ -81,6 +84,55 @@ std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
     }
   }
   return out;
+}
+
+namespace {
+
+torch::Tensor state_tensor(const std::map<std::string, const TensorEntry*>& by_name,
+                           const std::string& name, const torch::Tensor& like,
+                           const std::string& origin) {
+  const auto it = by_name.find(name);
+  if (it == by_name.end()) fail("{}: optimizer state '{}' missing (damaged checkpoint?)", origin, name);
+  auto tensor = from_entry(*it->second);
+  if (like.defined() && tensor.sizes() != like.sizes()) {
+    fail("{}: optimizer state '{}' does not match its parameter's shape", origin, name);
+  }
+  return tensor;
+}
+
+}  // namespace
+
+void load_optimizer_state(torch::optim::Optimizer& optimizer, torch::nn::Module& module,
+                          const std::vector<TensorEntry>& entries, const std::string& origin) {
+  std::map<std::string, const TensorEntry*> by_name;
+  for (const auto& entry : entries) by_name[entry.name] = &entry;
+  const bool is_adam = dynamic_cast<torch::optim::Adam*>(&optimizer) != nullptr;
+  const bool is_adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer) != nullptr;
+  auto& state = optimizer.state();
+  for (const auto& item : module.named_parameters()) {
+    const auto key = c10::guts::to_string(item.value().unsafeGetTensorImpl());
+    const std::string name = item.key();
+    const auto& p = item.value();
+    if (is_adam || is_adamw) {
+      if (by_name.count(name + ".step") == 0) continue;  // never stepped
+      const auto step = state_tensor(by_name, name + ".step", {}, origin).item<int64_t>();
+      const auto avg = state_tensor(by_name, name + ".exp_avg", p, origin);
+      const auto avg_sq = state_tensor(by_name, name + ".exp_avg_sq", p, origin);
+      if (is_adam) {
+        auto s = std::make_unique<torch::optim::AdamParamState>();
+        s->step(step), s->exp_avg(avg), s->exp_avg_sq(avg_sq);
+        state[key] = std::move(s);
+      } else {
+        auto s = std::make_unique<torch::optim::AdamWParamState>();
+        s->step(step), s->exp_avg(avg), s->exp_avg_sq(avg_sq);
+        state[key] = std::move(s);
+      }
+    } else if (by_name.count(name + ".momentum_buffer") != 0) {
+      auto s = std::make_unique<torch::optim::SGDParamState>();
+      s->momentum_buffer(state_tensor(by_name, name + ".momentum_buffer", p, origin));
+      state[key] = std::move(s);
+    }
+  }
 }
 
 }  // namespace pipetrain

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "core/config.h"
+#include "io/safetensors.h"
 
 namespace pipetrain {
 
@@ -27,5 +28,10 @@ std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
 std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
     torch::optim::Optimizer& optimizer,
     const std::vector<std::pair<std::string, torch::Tensor>>& named);
+
+// The inverse of optimizer_state_tensors: rebuilds each parameter's state of `module` from
+// named entries (missing entries = a parameter not yet stepped). UserError on a shape mismatch.
+void load_optimizer_state(torch::optim::Optimizer& optimizer, torch::nn::Module& module,
+                          const std::vector<TensorEntry>& entries, const std::string& origin);
 
 }  // namespace pipetrain

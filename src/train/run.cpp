@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -11,11 +12,15 @@
 #include "core/files.h"
 #include "core/machine.h"
 #include "core/progress.h"
+#include "core/stop_signal.h"
 #include "core/text.h"
 #include "io/metrics.h"
+#include "io/checkpoint_dir.h"
 #include "io/plot.h"
 #include "model/state_io.h"
+#include "train/checkpoint.h"
 #include "train/optim.h"
+#include "train/run_control.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -29,24 +34,61 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Weights + optimizer state into `dir`; returns the sidecar describing them.
+CheckpointInfo write_state(const std::string& dir, Trainer& trainer, const Config& config,
+                           int64_t step, double val_loss) {
+  save_module_state(dir, "model.safetensors", "optimizer.safetensors", trainer.model(), trainer.optimizer());
+  CheckpointInfo info = make_checkpoint_info(config, step, {{0, config.model.layers + 2}});
+  info.val_loss = val_loss;
+  info.weight_versions = {{"model.safetensors"}};
+  info.optimizer_files = {"optimizer.safetensors"};
+  return info;
+}
+
+// The run folder's checkpoint/ (the final state, the documented place of model.safetensors).
 void write_checkpoint(const std::string& dir, Trainer& trainer, const Config& config, int64_t step,
                       double val_loss) {
   fs::create_directories(dir);
-  write_file_atomically((fs::path(dir) / "model.safetensors").string(),
-                        encode_safetensors(module_entries(trainer.model())));
-  std::vector<TensorEntry> state;
-  for (const auto& [name, tensor] : optimizer_state_tensors(trainer.optimizer(), trainer.model())) {
-    state.push_back(to_entry(name, tensor));
-  }
-  write_file_atomically((fs::path(dir) / "optimizer.safetensors").string(),
-                        encode_safetensors(state));
-  const nlohmann::json sidecar = {{"format", "pipetrain-checkpoint-1"},
-                                  {"step", step},
-                                  {"val_loss", val_loss},
-                                  {"optimizer", config.train.optimizer},
-                                  {"layers", config.model.layers + 2},
-                                  {"config", to_toml(config)}};
-  write_file_atomically((fs::path(dir) / "checkpoint.json").string(), sidecar.dump(2) + "\n");
+  const CheckpointInfo info = write_state(dir, trainer, config, step, val_loss);
+  write_file_atomically((fs::path(dir) / "checkpoint.json").string(), checkpoint_info_json(info));
+}
+
+// RUN_DIR/checkpoints/step-N/, made complete and `latest` before older ones are dropped.
+std::string write_periodic_checkpoint(const std::string& run_dir, Trainer& trainer,
+                                      const Config& config, int64_t step, double val_loss) {
+  const std::string partial = begin_checkpoint(run_dir, step);
+  return commit_checkpoint(run_dir, write_state(partial, trainer, config, step, val_loss),
+                           config.checkpoint.keep);
+}
+
+// A resumed run's checkpoint, read and checked before anything starts.
+struct ResumePoint {
+  std::string dir;
+  CheckpointInfo info;
+  CheckpointTensors tensors;
+};
+
+std::optional<ResumePoint> read_resume_point(const Config& config, const RunOptions& options) {
+  if (!options.resume) return std::nullopt;
+  ResumePoint point;
+  point.dir = latest_checkpoint(options.run_dir);
+  point.info = read_checkpoint_for(point.dir, config, {{0, config.model.layers + 2}});
+  point.tensors = read_checkpoint_tensors(point.dir, point.info);
+  return point;
+}
+
+// The step a resumed run continues from (0 for a new run), with the trainer's state loaded.
+int64_t restore(Trainer& trainer, const Config& config, const RunOptions& options,
+                const std::optional<ResumePoint>& point) {
+  if (!point) return 0;
+  const std::string& dir = point->dir;
+  const CheckpointInfo& info = point->info;
+  load_module_state(point->tensors, dir, trainer.model(), trainer.optimizer(),
+                    fmt::format("layer{}.tied_weight", config.model.layers + 1));
+  restore_torch_rng_state(info.rng_state, dir);
+  keep_metrics_up_to((fs::path(options.run_dir) / "metrics.jsonl").string(), info.step);
+  fmt::print(stderr, "pipetrain: resuming at step {} from {}\n", info.step, dir);
+  return info.step;
 }
 
 void write_loss_plot(const std::string& path, const std::vector<std::pair<double, double>>& train,
@@ -67,9 +109,10 @@ int configure_compute_threads(int64_t requested) {
 RunSummary run_training(const Config& config, const RunOptions& options) {
   const std::string data_path = resolve_existing_path(config.data.path, options.data_root);
   const TextDataset data(data_path, config.data.val_fraction, config.model.seq_len);
-  prepare_run_dir(options.run_dir, options.overwrite);
+  const auto resume_point = read_resume_point(config, options);
+  if (!options.resume) prepare_run_dir(options.run_dir, options.overwrite);
   const fs::path dir(options.run_dir);
-  write_file_atomically((dir / "config.toml").string(), to_toml(config));
+  if (!options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));
 
   const int threads = configure_compute_threads(config.train.threads);
   const BlasInfo blas = loaded_blas();
@@ -81,26 +124,30 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
              config.model.layers, config.model.d_model, format_count(double(parameter_count(trainer.model()))),
              data_path, data.train_tokens(), data.val_tokens(), options.run_dir);
 
-  MetricsWriter metrics((dir / "metrics.jsonl").string(), /*append=*/false);
+  const int64_t first_step = restore(trainer, config, options, resume_point);
+  if (options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));  // it loaded
+  install_stop_handlers();
+  MetricsWriter metrics((dir / "metrics.jsonl").string(), /*append=*/options.resume);
   ProgressLine progress(config.train.steps, config.log.every);
   const double tokens_per_step = double(config.train.batch_size * config.model.seq_len);
   std::vector<std::pair<double, double>> train_curve, val_curve;
   RunSummary summary;
   const auto start = Clock::now();
   double val_loss = std::nan("");
-  for (int64_t step = 0; step < config.train.steps; ++step) {
+  for (int64_t step = first_step; step < config.train.steps; ++step) {
+    maybe_inject_fault(0, step, /*launched=*/false);
     const auto step_start = Clock::now();
     const StepResult result = trainer.train_step(step);
     const double step_seconds = seconds_since(step_start);
     const int64_t done = step + 1;
     if (!std::isfinite(result.loss)) {
       progress.finish();
-      fail("loss became {} at step {}; the run stops (try a lower train.lr)", result.loss, done);
+      fail_non_finite_loss(result.loss, done, "stage 0, the single-process trainer", options.run_dir);
     }
     const bool last = done == config.train.steps;
     const bool validate = last || (config.eval.every > 0 && done % config.eval.every == 0);
     const double elapsed = seconds_since(start);
-    const double tokens_per_s = tokens_per_step * double(done) / elapsed;
+    const double tokens_per_s = tokens_per_step * double(done - first_step) / elapsed;
     nlohmann::json record = {{"step", done},          {"loss", result.loss},
                              {"lr", result.lr},       {"grad_norm", result.grad_norm},
                              {"tokens_per_s", tokens_per_s}, {"step_seconds", step_seconds},
@@ -116,10 +163,18 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
       std::string fields = fmt::format("loss {:.4f}", result.loss);
       if (std::isfinite(val_loss)) fields += fmt::format(" | val {:.4f}", val_loss);
       fields += fmt::format(" | lr {:.2e} | {} tok/s", result.lr, format_count(tokens_per_s));
-      progress.update(done, fields, elapsed / double(done));
+      progress.update(done, fields, elapsed / double(done - first_step));
     }
     summary.final_loss = result.loss;
     summary.tokens_per_s = tokens_per_s;
+    const int stop = stop_signal();
+    if (stop != 0 || periodic_checkpoint_due(config, done)) {
+      const auto checkpoint = write_periodic_checkpoint(options.run_dir, trainer, config, done, val_loss);
+      if (stop != 0) {
+        progress.finish();
+        stop_after_checkpoint(stop, done, checkpoint, options.run_dir);
+      }
+    }
   }
   progress.finish();
   summary.steps = config.train.steps;
@@ -127,6 +182,7 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   summary.seconds = seconds_since(start);
 
   write_checkpoint((dir / "checkpoint").string(), trainer, config, config.train.steps, val_loss);
+  write_periodic_checkpoint(options.run_dir, trainer, config, config.train.steps, val_loss);
   write_loss_plot((dir / "loss.svg").string(), train_curve, val_curve);
   if (config.sample.tokens > 0) {
     trainer.model().eval();

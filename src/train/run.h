@@ -13,6 +13,7 @@ struct RunOptions {
   bool overwrite = false;      // allow a folder that already holds a run
   std::string data_root;       // fallback folder for relative data paths
   bool progress = true;        // live progress line on stderr
+  bool resume = false;         // continue run_dir from its latest checkpoint
 };
 
 struct RunSummary {

@@ -110,3 +110,53 @@ TEST(Config, ExampleConfigsParse) {
 
 }  // namespace
 }  // namespace pipetrain
+
+namespace pipetrain {
+namespace {
+
+// From fuzz/fuzz_config.cpp: invalid UTF-8 is a UserError naming its place, checked before
+// toml++ parses anything.
+TEST(Config, InvalidUtf8IsAUserErrorNamingThePlace) {
+  const std::string crash = read_file(std::string(PIPETRAIN_SOURCE_DIR) +
+                                      "/fuzz/regressions/config/invalid_utf8_table_header");
+  EXPECT_THROW(parse_config_toml(crash, "crash.toml"), UserError);
+  try {
+    parse_config_toml("[model]\nlayers = \"\xe8\"\n", "bad.toml");
+    FAIL() << "accepted invalid UTF-8";
+  } catch (const UserError& error) {
+    EXPECT_STREQ(error.what(), "bad.toml:2:11: malformed TOML: not valid UTF-8");
+  }
+  EXPECT_NO_THROW(parse_config_toml("[sample]\nprompt = \"h\xc3\xa9\"\n", "ok.toml"));
+}
+
+}  // namespace
+}  // namespace pipetrain
+
+namespace pipetrain {
+namespace {
+
+// From fuzz/fuzz_config.cpp: toml++ reaches __builtin_unreachable when it tests some non-ASCII
+// characters for whitespace; they are refused before, except inside strings and comments.
+TEST(Config, NonAsciiOutsideStringsIsRefusedBeforeTomlxx) {
+  const std::string crash = read_file(std::string(PIPETRAIN_SOURCE_DIR) +
+                                      "/fuzz/regressions/config/unicode_whitespace_unreachable");
+  EXPECT_THROW(parse_config_toml(crash, "crash.toml"), UserError);
+  EXPECT_THROW(parse_config_toml(read_file(std::string(PIPETRAIN_SOURCE_DIR) +
+                                           "/fuzz/regressions/config/quote_run_unreachable"),
+                                 "crash.toml"),
+               UserError);
+  EXPECT_THROW(parse_config_toml("\"#\"\xc6\xa0", "crash.toml"), UserError);  // quoted_key_hash
+  try {
+    parse_config_toml("[model]\nlayers = 4 \xc3\xa9\n", "bad.toml");
+    FAIL() << "accepted";
+  } catch (const UserError& error) {
+    EXPECT_STREQ(error.what(), "bad.toml:2:12: malformed TOML: non-ASCII character outside a string or comment");
+  }
+  const Config ok = parse_config_toml(
+      "# caf\xc3\xa9\n[sample]\nprompt = \"a\\\"\xc3\xa9\" # \xc3\xa9\n", "ok.toml");
+  EXPECT_EQ(ok.sample.prompt, "a\"\xc3\xa9");
+  EXPECT_THROW(parse_config_toml("[sample]\nprompt = '''\n\xc3\xa9\n'''\n", "x.toml"), UserError);  // conservative
+}
+
+}  // namespace
+}  // namespace pipetrain

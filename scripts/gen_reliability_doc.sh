@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Runs every bad-input case below through ./build/pipetrain and writes the table of
+# docs/reliability.md between its BEGIN/END markers: the case, the command, the exit code and
+# the message the user gets. Usage: scripts/gen_reliability_doc.sh [BINARY]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bin=$(realpath "${1:-build/pipetrain}")
+work=$(mktemp -d /tmp/pipetrain-badinput.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+tiny="--quiet --model.layers 1 --model.d_model 16 --model.heads 1 --model.seq_len 8 --train.batch_size 4 --train.microbatches 2 --train.steps 2 --eval.every 0 --eval.batches 1 --sample.tokens 0 --train.threads 1"
+
+# Fixtures.
+printf '[model\nlayers = 4\n' > "$work/malformed.toml"
+printf '[model]\nlayers = "four"\n' > "$work/wrong_type.toml"
+printf '[modle]\nlayers = 4\n' > "$work/bad_section.toml"
+printf 'layers = 4\n' > "$work/no_section.toml"
+printf 'short' > "$work/short.txt"
+: > "$work/empty.txt"
+printf '{"format": ' > "$work/bad_plan.json"
+printf 'not,a,schedule\n1,2\n' > "$work/bad.csv"
+mkdir -p "$work/ro" && touch "$work/file"
+"$bin" train $tiny --stages 1 --checkpoint.every 1 --run-dir "$work/done" >/dev/null 2>&1
+"$bin" train $tiny --stages 1 --train.steps 4 --checkpoint.every 1 --run-dir "$work/base" >/dev/null 2>&1
+"$bin" train $tiny --stages 2 --train.steps 4 --checkpoint.every 1 --run-dir "$work/pipe" >/dev/null 2>&1
+rm "$(echo "$work/pipe/checkpoints/$(cat "$work/pipe/checkpoints/latest")")/stage1.safetensors"
+for name in truncated corrupt badjson wrongmodel noconfig nockpt; do cp -r "$work/base" "$work/$name"; done
+latest() { echo "$work/$1/checkpoints/$(cat "$work/$1/checkpoints/latest")"; }
+cut_to_half() { truncate -s $(($(stat -c %s "$1") / 2)) "$1"; }
+cut_to_half "$(latest truncated)/model.safetensors"
+printf '\xff\xff\xff\xff\xff\xff\xff\x7fgarbage' > "$(latest corrupt)/model.safetensors"
+printf '{"format": "pipetrain-checkpoint-2", "step": "x"}' > "$(latest badjson)/checkpoint.json"
+rm "$work/noconfig/config.toml"
+rm -r "$work/nockpt/checkpoints"
+"$bin" train $tiny --stages 1 --model.d_model 32 --train.steps 4 --checkpoint.every 1 --run-dir "$work/other" >/dev/null 2>&1
+rm -r "$work/wrongmodel/checkpoints" && cp -r "$work/other/checkpoints" "$work/wrongmodel/checkpoints"
+python3 -c 'import socket,time,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(600)' > "$work/port" &
+listener=$!
+while [ ! -s "$work/port" ]; do sleep 0.2; done
+port=$(cat "$work/port")
+
+rows=()
+# case NAME ; ENV ; ARGS (run in $work)
+run_case() {
+  local name=$1 env=$2 args=$3
+  local output code
+  output=$(cd "$work" && env $env timeout 120 "$bin" $args 2>&1 >/dev/null)
+  code=$?
+  local lines message
+  lines=$(printf '%s\n' "$output" | grep -c .)
+  message=$(printf '%s\n' "$output" | grep . | tail -1 | sed "s|$work|W|g; s/|/\\\\|/g")
+  local shown_args=$(printf '%s' "$args" | sed "s|$tiny|TINY|; s|$work|W|g; s/|/\\\\|/g")
+  local shown_env=""
+  [ -n "$env" ] && shown_env="$(printf '%s' "$env" | sed "s|$work|W|g") "
+  rows+=("| $((${#rows[@]} + 1)) | $name | \`${shown_env}pipetrain $shown_args\` | $code | $lines | $message |")
+  [ "$code" -ne 0 ] || echo "gen_reliability_doc: case '$name' exited 0" >&2
+}
+
+run_case "malformed TOML" "" "train $work/malformed.toml"
+run_case "wrong type in TOML" "" "train $work/wrong_type.toml"
+run_case "unknown section" "" "train $work/bad_section.toml"
+run_case "field outside a section" "" "train $work/no_section.toml"
+run_case "config file missing" "" "train $work/nope.toml"
+run_case "unknown field (typo)" "" "train --model.layerz 4"
+run_case "wrong type on the command line" "" "train --model.layers four"
+run_case "negative size" "" "train --model.d_model -8"
+run_case "heads do not divide d_model" "" "train --model.heads 3"
+run_case "vocabulary too small for bytes" "" "train --model.vocab_size 100"
+run_case "unknown optimizer" "" "train --train.optimizer lion"
+run_case "beta out of range" "" "train --train.beta2 1.5"
+run_case "min_lr above lr" "" "train --train.min_lr 1"
+run_case "validation fraction out of range" "" "train --data.val_fraction 1.5"
+run_case "microbatches do not divide the batch" "" "train --train.batch_size 10 --microbatches 4"
+run_case "unknown schedule" "" "train --schedule zigzag"
+run_case "partition counts do not match stages" "" "train $tiny --stages 2 --partition 1,1,1"
+run_case "partition does not cover the layers" "" "train $tiny --stages 2 --partition 1,1"
+run_case "empty stage in partition" "" "train $tiny --stages 2 --partition 0,3"
+run_case "more stages than layers" "" "train $tiny --stages 5"
+run_case "chunks without interleaved" "" "train $tiny --model.layers 3 --stages 2 --chunks 2 --schedule 1f1b"
+run_case "batch not divisible by replicas x microbatches" "" "train $tiny --stages 2 --dp-width 3"
+run_case "2BW with m < d (asynchronous policy)" "" "train $tiny --stages 4 --model.layers 2 --schedule 2bw --microbatches 2"
+run_case "recompute without a pipeline" "" "train $tiny --stages 1 --pipeline.recompute all"
+run_case "timeout of zero" "" "train $tiny --pipeline.timeout_s 0"
+run_case "data file missing" "" "train $tiny --data.path nope.txt"
+run_case "data file shorter than one sequence" "" "train $tiny --data.path $work/short.txt"
+run_case "data file empty" "" "train $tiny --data.path $work/empty.txt"
+run_case "run folder not creatable (under a file)" "" "train $tiny --run-dir $work/file/run"
+run_case "run folder not writable (/proc)" "" "train $tiny --run-dir /proc/pipetrain-run"
+run_case "run folder already holds a run" "" "train $tiny --stages 1 --run-dir $work/done"
+run_case "resume: folder missing" "" "train --resume $work/nothing"
+run_case "resume: folder without config.toml" "" "train --resume $work/noconfig"
+run_case "resume: run without checkpoints" "" "train --resume $work/nockpt --train.steps 6"
+run_case "resume: truncated checkpoint" "" "train --resume $work/truncated --train.steps 6"
+run_case "resume: corrupt safetensors header" "" "train --resume $work/corrupt --train.steps 6"
+run_case "resume: malformed checkpoint.json" "" "train --resume $work/badjson --train.steps 6"
+run_case "resume: wrong-model checkpoint" "" "train --resume $work/wrongmodel --train.steps 6"
+run_case "resume: different model shape requested" "" "train --resume $work/base --train.steps 6 --model.layers 3"
+run_case "resume: different optimizer" "" "train --resume $work/base --train.steps 6 --train.optimizer sgd"
+run_case "resume: run already finished" "" "train --resume $work/done"
+run_case "resume: stage file of a pipeline checkpoint missing" "" "train --resume $work/pipe --train.steps 6"
+run_case "resume with a config file" "" "train $work/malformed.toml --resume $work/base"
+run_case "plan file missing" "" "train --plan $work/nope.json"
+run_case "plan file malformed" "" "train --plan $work/bad_plan.json"
+run_case "schedule CSV malformed" "" "simulate --load $work/bad.csv"
+run_case "torchrun: RANK outside the world" "RANK=5 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1" "train $tiny --stages 2 --run-dir $work/r5"
+run_case "torchrun: WORLD_SIZE does not match stages" "RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=1" "train $tiny --stages 2 --run-dir $work/w3"
+run_case "torchrun: RANK not a number" "RANK=x WORLD_SIZE=2" "train $tiny --stages 2 --run-dir $work/rx"
+run_case "port in use (rank 0 hosts the store)" "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port" "train $tiny --stages 2 --pipeline.timeout_s 5 --run-dir $work/port-run"
+run_case "unreachable rendezvous address" "" "train $tiny --stages 2 --pipeline.master_addr 203.0.113.1 --pipeline.timeout_s 3 --run-dir $work/addr"
+kill $listener 2>/dev/null
+
+table=$(printf '%s\n' "| # | case | command (W = scratch folder, TINY = a 1-layer model, 2 steps) | exit | lines | message |" "|---|---|---|---|---|---|" "${rows[@]}")
+doc=docs/reliability.md
+python3 - "$doc" "$table" <<'PY'
+import sys
+path, table = sys.argv[1], sys.argv[2]
+text = open(path).read()
+begin, end = "<!-- BEGIN bad-input table -->", "<!-- END bad-input table -->"
+head, rest = text.split(begin)
+_, tail = rest.split(end)
+open(path, "w").write(head + begin + "\n" + table + "\n" + end + tail)
+PY
+echo "gen_reliability_doc: ${#rows[@]} cases written to $doc"

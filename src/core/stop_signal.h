@@ -1,0 +1,18 @@
+#pragma once
+// SIGINT/SIGTERM as a request, not a kill: the training loop finishes its current step, writes
+// a checkpoint and exits (exit code 128 + signal), so `--resume` continues from there.
+#include <string>
+
+namespace pipetrain {
+
+void install_stop_handlers();  // idempotent
+int stop_signal();             // the signal received (SIGINT/SIGTERM), or 0
+
+// Thrown by a training loop that stopped on request after checkpointing; main() exits with
+// 128 + signal and prints the message.
+struct StopRequested {
+  int signal = 0;
+  std::string message;
+};
+
+}  // namespace pipetrain

@@ -1,0 +1,180 @@
+#include "io/checkpoint_dir.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/files.h"
+
+namespace fs = std::filesystem;
+
+namespace pipetrain {
+namespace {
+
+constexpr const char* kFormat = "pipetrain-checkpoint-2";
+
+template <typename T>
+T field(const nlohmann::json& json, const char* key, const std::string& origin) {
+  if (!json.contains(key)) fail("{}: checkpoint.json has no '{}' (damaged or not a pipetrain checkpoint)", origin, key);
+  try {
+    return json.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    fail("{}: checkpoint.json field '{}' has the wrong type", origin, key);
+  }
+}
+
+// Complete checkpoint folders (no .partial), oldest first.
+std::vector<fs::path> complete_checkpoints(const fs::path& root) {
+  std::vector<fs::path> out;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(root, error)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name.rfind("step-", 0) == 0 && name.find('.') == std::string::npos) {
+      out.push_back(entry.path());
+    }
+  }
+  std::sort(out.begin(), out.end());  // zero-padded steps sort by name
+  return out;
+}
+
+}  // namespace
+
+std::string checkpoint_info_json(const CheckpointInfo& info) {
+  nlohmann::json partition = nlohmann::json::array();
+  for (const auto& [first, last] : info.partition) partition.push_back({first, last});
+  const nlohmann::json json = {{"format", kFormat},
+                               {"step", info.step},
+                               {"data_position", info.data_position},
+                               {"schedule", info.schedule},
+                               {"policy", info.policy},
+                               {"stages", info.stages},
+                               {"partition", partition},
+                               {"optimizer", info.optimizer},
+                               {"layers", info.layers},
+                               {"model_shape", info.model_shape},
+                               {"val_loss", info.val_loss},
+                               {"config_hash", info.config_hash},
+                               {"rng_state", info.rng_state},
+                               {"weight_versions", info.weight_versions},
+                               {"optimizer_files", info.optimizer_files},
+                               {"config", info.config_toml}};
+  return json.dump(2) + "\n";
+}
+
+CheckpointInfo parse_checkpoint_info(const std::string& text, const std::string& origin) {
+  const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) fail("{}: checkpoint.json is not valid JSON (damaged?)", origin);
+  const auto format = field<std::string>(json, "format", origin);
+  if (format != kFormat) fail("{}: checkpoint format '{}' is not '{}'", origin, format, kFormat);
+  CheckpointInfo info;
+  info.step = field<int64_t>(json, "step", origin);
+  info.data_position = field<int64_t>(json, "data_position", origin);
+  info.schedule = field<std::string>(json, "schedule", origin);
+  info.policy = field<std::string>(json, "policy", origin);
+  info.stages = field<int64_t>(json, "stages", origin);
+  info.partition = field<std::vector<std::pair<int64_t, int64_t>>>(json, "partition", origin);
+  info.optimizer = field<std::string>(json, "optimizer", origin);
+  info.layers = field<int64_t>(json, "layers", origin);
+  info.model_shape = field<std::vector<int64_t>>(json, "model_shape", origin);
+  info.val_loss = json.contains("val_loss") && json["val_loss"].is_number() ? json["val_loss"].get<double>() : 0.0;
+  info.config_hash = field<std::string>(json, "config_hash", origin);
+  info.rng_state = field<std::string>(json, "rng_state", origin);
+  info.weight_versions = field<std::vector<std::vector<std::string>>>(json, "weight_versions", origin);
+  info.optimizer_files = field<std::vector<std::string>>(json, "optimizer_files", origin);
+  info.config_toml = field<std::string>(json, "config", origin);
+  if (info.step < 0 || info.stages < 1 || int64_t(info.partition.size()) != info.stages ||
+      int64_t(info.weight_versions.size()) != info.stages) {
+    fail("{}: checkpoint.json is inconsistent (step {}, {} stages, {} partition entries, {} weight "
+         "lists)", origin, info.step, info.stages, info.partition.size(), info.weight_versions.size());
+  }
+  for (const auto& versions : info.weight_versions) {
+    if (versions.empty()) fail("{}: checkpoint.json lists a stage without weights", origin);
+    for (const auto& file : versions) {
+      if (file.empty() || file.find('/') != std::string::npos || file.find("..") != std::string::npos) {
+        fail("{}: checkpoint.json names an invalid weight file '{}'", origin, file);
+      }
+    }
+  }
+  return info;
+}
+
+std::string config_hash(const std::string& text) {
+  uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
+  return fmt::format("{:016x}", hash);
+}
+
+std::string checkpoints_root(const std::string& run_dir) { return (fs::path(run_dir) / "checkpoints").string(); }
+
+std::string step_dir_name(int64_t step) { return fmt::format("step-{:06d}", step); }
+
+void fsync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+std::string begin_checkpoint(const std::string& run_dir, int64_t step) {
+  const fs::path partial = fs::path(checkpoints_root(run_dir)) / (step_dir_name(step) + ".partial");
+  std::error_code error;
+  fs::remove_all(partial, error);  // left by a crash: never complete, never referenced
+  fs::create_directories(partial, error);
+  if (error) fail("cannot create checkpoint folder '{}': {}", partial.string(), error.message());
+  return partial.string();
+}
+
+std::string commit_checkpoint(const std::string& run_dir, const CheckpointInfo& info, int64_t keep) {
+  const fs::path root = checkpoints_root(run_dir);
+  const fs::path partial = root / (step_dir_name(info.step) + ".partial");
+  const fs::path final_dir = root / step_dir_name(info.step);
+  write_file_atomically((partial / "checkpoint.json").string(), checkpoint_info_json(info));
+  fsync_directory(partial.string());
+  std::error_code error;
+  if (fs::exists(final_dir)) {  // the same step again (resumed run): replace it whole
+    const fs::path old = root / (step_dir_name(info.step) + ".old");
+    fs::remove_all(old, error);
+    fs::rename(final_dir, old, error);
+    if (error) fail("cannot replace checkpoint '{}': {}", final_dir.string(), error.message());
+  }
+  fs::rename(partial, final_dir, error);
+  if (error) fail("cannot finish checkpoint '{}': {}", final_dir.string(), error.message());
+  fsync_directory(root.string());
+  write_file_atomically((root / "latest").string(), step_dir_name(info.step) + "\n");
+  fsync_directory(root.string());
+  fs::remove_all(root / (step_dir_name(info.step) + ".old"), error);
+  auto complete = complete_checkpoints(root);
+  for (size_t i = 0; i + size_t(std::max<int64_t>(keep, 1)) < complete.size(); ++i) {
+    if (complete[i] != final_dir) fs::remove_all(complete[i], error);
+  }
+  return final_dir.string();
+}
+
+std::string latest_checkpoint_or_empty(const std::string& run_dir) {
+  const fs::path root = checkpoints_root(run_dir);
+  std::error_code error;
+  if (!fs::exists(root / "latest", error)) return "";
+  std::string name = read_file((root / "latest").string());
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  if (name.rfind("step-", 0) != 0 || name.find('/') != std::string::npos) return "";
+  const fs::path dir = root / name;
+  return fs::is_directory(dir, error) ? dir.string() : "";
+}
+
+std::string latest_checkpoint(const std::string& run_dir) {
+  if (!fs::is_directory(run_dir)) fail("--resume: run folder '{}' does not exist", run_dir);
+  const std::string dir = latest_checkpoint_or_empty(run_dir);
+  if (dir.empty()) {
+    fail("--resume: '{}' has no complete checkpoint ({}/latest missing or naming no folder)",
+         run_dir, checkpoints_root(run_dir));
+  }
+  return dir;
+}
+
+}  // namespace pipetrain

@@ -1,0 +1,57 @@
+#pragma once
+// The on-disk layout of periodic checkpoints, free of libtorch:
+//
+//   RUN_DIR/checkpoints/step-000200/   one complete checkpoint (weights, optimizer, checkpoint.json)
+//   RUN_DIR/checkpoints/latest         "step-000200": the newest complete one, written last
+//
+// A checkpoint is written into step-000200.partial/, then checkpoint.json, fsync, rename to
+// step-000200/, fsync of the folder, and only then `latest`. A crash at any point leaves the
+// previous complete checkpoint and `latest` untouched; a .partial folder is never read.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pipetrain {
+
+// The JSON sidecar (checkpoint.json). Weight files are listed per stage as versions, newest
+// first: synchronous policies hold one version, asynchronous ones (2BW: two) list each.
+struct CheckpointInfo {
+  int64_t step = 0;                 // optimizer steps done; training resumes at this step
+  std::string schedule;             // pipeline.schedule ("single" for the single-process trainer)
+  std::string policy = "sync";      // weight policy of the schedule
+  int64_t stages = 1;
+  std::vector<std::pair<int64_t, int64_t>> partition;  // per stage: layers [first, last)
+  std::string optimizer;
+  int64_t layers = 0;               // embedding + blocks + head
+  std::vector<int64_t> model_shape; // layers, d_model, heads, seq_len, vocab_size
+  std::string config_hash;          // FNV-1a of the run's config TOML
+  std::string config_toml;
+  std::string rng_state;            // hex of the torch CPU generator state
+  int64_t data_position = 0;        // batches are a pure function of (seed, step): = step
+  double val_loss = 0;
+  std::vector<std::vector<std::string>> weight_versions;  // per stage: files, newest first
+  std::vector<std::string> optimizer_files;
+};
+
+std::string checkpoint_info_json(const CheckpointInfo& info);
+// Validates every field; UserError naming `origin` for anything missing or malformed.
+CheckpointInfo parse_checkpoint_info(const std::string& text, const std::string& origin);
+
+std::string config_hash(const std::string& text);  // 16 hex digits
+std::string checkpoints_root(const std::string& run_dir);
+std::string step_dir_name(int64_t step);  // "step-000200"
+
+// Creates (empty) RUN_DIR/checkpoints/step-N.partial/ and returns its path.
+std::string begin_checkpoint(const std::string& run_dir, int64_t step);
+// Writes checkpoint.json, renames the partial folder to its final name, updates `latest`, and
+// removes all but the newest `keep` complete checkpoints. Returns the final folder.
+std::string commit_checkpoint(const std::string& run_dir, const CheckpointInfo& info, int64_t keep);
+
+// The folder `latest` names, checked to exist; UserError if the run has no checkpoint.
+std::string latest_checkpoint(const std::string& run_dir);
+// The latest checkpoint's folder, or "" if none (for messages).
+std::string latest_checkpoint_or_empty(const std::string& run_dir);
+
+void fsync_directory(const std::string& dir);
+
+}  // namespace pipetrain

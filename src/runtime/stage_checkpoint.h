@@ -1,0 +1,39 @@
+#pragma once
+// Checkpoints of a pipeline run: every worker of replica 0 writes its chunks' weights and
+// optimizer state (stage<k>.safetensors, stage<k>.optimizer.safetensors), and the reporting
+// worker completes the folder (checkpoint.json, rename, `latest`) once all are written.
+#include <string>
+#include <vector>
+
+#include "io/checkpoint_dir.h"
+#include "runtime/layout.h"
+#include "runtime/partition.h"
+
+namespace pipetrain::runtime {
+
+class Comm;
+class StageExecutor;  // forward declarations keep this header (and the launcher) free of torch
+
+// This worker's stage files into `dir` (replica 0 only: the replicas hold the same weights).
+void write_stage_files(const std::string& dir, StageExecutor& executor, const Layout& layout);
+
+// The sidecar of a pipeline checkpoint whose stage files follow the naming above.
+CheckpointInfo pipeline_checkpoint_info(const Config& config, int64_t step,
+                                        const std::vector<StageRange>& ranges, double val_loss);
+
+// A periodic checkpoint, collective over every worker. Returns the completed folder.
+std::string write_pipeline_checkpoint(const std::string& run_dir, StageExecutor& executor,
+                                      Comm& comm, const Layout& layout, const Config& config,
+                                      const std::vector<StageRange>& ranges, int64_t step,
+                                      double val_loss);
+
+// UserError if the checkpoint cannot continue exactly under `config` (see read_checkpoint_for).
+void check_resumable(const std::string& checkpoint_dir, const Config& config,
+                     const std::vector<StageRange>& ranges);
+
+// Loads this worker's chunks (weights, optimizer state, RNG) from a checkpoint of any
+// partition (synchronous policies) and returns the step to continue at.
+int64_t restore_pipeline_state(const std::string& checkpoint_dir, StageExecutor& executor,
+                               const Config& config, const std::vector<StageRange>& ranges);
+
+}  // namespace pipetrain::runtime

@@ -1,0 +1,170 @@
+#include "train/checkpoint.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <filesystem>
+#include <mutex>
+#include <map>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "model/state_io.h"
+#include "train/optim.h"
+
+namespace fs = std::filesystem;
+
+namespace pipetrain {
+namespace {
+
+std::vector<int64_t> model_shape(const ModelConfig& m) {
+  return {m.layers, m.d_model, m.heads, m.seq_len, m.vocab_size};
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  if (s.size() != 5) return "?";
+  return fmt::format("{} layers, d_model {}, {} heads, seq_len {}, vocab {}", s[0], s[1], s[2], s[3], s[4]);
+}
+
+
+void append_file(std::vector<TensorEntry>& out, const fs::path& path) {
+  if (!fs::exists(path)) fail("{}: file missing (checkpoint incomplete or damaged)", path.string());
+  for (auto& entry : decode_safetensors(read_file(path.string()), path.string())) out.push_back(std::move(entry));
+}
+
+// A pipeline head owns a copy of the tied embedding (and its optimizer state); a checkpoint
+// that shares the tensor stores it once, as layer0.token_weight.
+void add_head_copy(std::vector<TensorEntry>& entries, const std::string& head_copy) {
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < entries.size(); ++i) index[entries[i].name] = i;
+  const std::string source = "layer0.token_weight";
+  const size_t count = entries.size();
+  for (size_t i = 0; i < count; ++i) {
+    const std::string name = entries[i].name;
+    if (name.rfind(source, 0) != 0) continue;
+    const std::string alias = head_copy + name.substr(source.size());
+    if (index.count(alias) != 0) continue;
+    TensorEntry copy = entries[i];
+    copy.name = alias;
+    entries.push_back(std::move(copy));
+  }
+}
+
+}  // namespace
+
+// The weight policy a run's schedule implies: the synchronous ones share "sync"; an
+// asynchronous schedule (2BW, PipeDream, ...) is its own policy, with its own weight versions.
+std::string policy_of(const Config& config) {
+  const auto& p = config.pipeline;
+  const bool sync = p.stages * p.dp_width * p.chunks == 1 || p.schedule == "gpipe" ||
+                    p.schedule == "1f1b" || p.schedule == "interleaved";
+  return sync ? "sync" : p.schedule;
+}
+
+void save_module_state(const std::string& dir, const std::string& weights_file,
+                       const std::string& optimizer_file, torch::nn::Module& module,
+                       torch::optim::Optimizer& optimizer) {
+  save_module_state(dir, weights_file, optimizer_file, module,
+                    optimizer_state_tensors(optimizer, module));
+}
+
+void save_module_state(const std::string& dir, const std::string& weights_file,
+                       const std::string& optimizer_file, torch::nn::Module& module,
+                       const std::vector<std::pair<std::string, torch::Tensor>>& optimizer_state) {
+  write_file_atomically((fs::path(dir) / weights_file).string(), encode_safetensors(module_entries(module)));
+  std::vector<TensorEntry> state;
+  for (const auto& [name, tensor] : optimizer_state) state.push_back(to_entry(name, tensor));
+  write_file_atomically((fs::path(dir) / optimizer_file).string(), encode_safetensors(state));
+}
+
+CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
+                                    const std::vector<std::pair<int64_t, int64_t>>& partition) {
+  CheckpointInfo info;
+  info.step = step;
+  info.data_position = step;
+  info.schedule = config.pipeline.stages > 1 ? config.pipeline.schedule : "single";
+  info.policy = policy_of(config);
+  info.stages = int64_t(partition.size());
+  info.partition = partition;
+  info.optimizer = config.train.optimizer;
+  info.layers = config.model.layers + 2;
+  info.model_shape = model_shape(config.model);
+  info.config_toml = to_toml(config);
+  info.config_hash = config_hash(info.config_toml);
+  info.rng_state = torch_rng_state_hex();
+  info.weight_versions.resize(partition.size());
+  return info;
+}
+
+CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
+                                   const std::vector<std::pair<int64_t, int64_t>>& partition) {
+  const std::string path = (fs::path(dir) / "checkpoint.json").string();
+  if (!fs::exists(path)) fail("{}: missing (not a complete checkpoint)", path);
+  CheckpointInfo info = parse_checkpoint_info(read_file(path), path);
+  if (info.model_shape != model_shape(config.model)) {
+    fail("{}: checkpoint of a different model ({}); this run's model is {}", dir,
+         shape_text(info.model_shape), shape_text(model_shape(config.model)));
+  }
+  if (info.optimizer != config.train.optimizer) {
+    fail("{}: checkpoint has {} optimizer state; train.optimizer is {}: cannot continue exactly",
+         dir, info.optimizer, config.train.optimizer);
+  }
+  const std::string policy = policy_of(config);
+  if (info.policy != policy) {
+    fail("{}: checkpoint of weight policy '{}' cannot continue under policy '{}'", dir, info.policy, policy);
+  }
+  if (info.policy != "sync" && info.partition != partition) {
+    fail("{}: weight policy '{}' keeps per-stage weight versions; loading them into another "
+         "partition would not be exact (checkpoint: {} stages)", dir, info.policy, info.stages);
+  }
+  if (info.step >= config.train.steps) {
+    fail("{}: checkpoint is at step {}, the run has train.steps = {}: nothing to resume (raise "
+         "--train.steps)", dir, info.step, config.train.steps);
+  }
+  return info;
+}
+
+CheckpointTensors read_checkpoint_tensors(const std::string& dir, const CheckpointInfo& info) {
+  CheckpointTensors tensors;
+  for (const auto& versions : info.weight_versions) append_file(tensors.weights, fs::path(dir) / versions.front());
+  for (const auto& file : info.optimizer_files) append_file(tensors.optimizer, fs::path(dir) / file);
+  return tensors;
+}
+
+void load_module_state(const CheckpointTensors& tensors, const std::string& origin,
+                       torch::nn::Module& module, torch::optim::Optimizer& optimizer,
+                       const std::string& head_copy) {
+  auto weights = tensors.weights;
+  auto state = tensors.optimizer;
+  add_head_copy(weights, head_copy);
+  add_head_copy(state, head_copy);
+  load_module_entries(module, weights, origin);
+  load_optimizer_state(optimizer, module, state, origin);
+}
+
+std::string torch_rng_state_hex() {
+  const auto state = at::detail::getDefaultCPUGenerator().get_state();  // contiguous uint8 tensor
+  const auto* bytes = state.data_ptr<uint8_t>();
+  std::string hex;
+  hex.reserve(size_t(state.numel()) * 2);
+  for (int64_t i = 0; i < state.numel(); ++i) hex += fmt::format("{:02x}", bytes[i]);
+  return hex;
+}
+
+void restore_torch_rng_state(const std::string& hex, const std::string& origin) {
+  const auto current = at::detail::getDefaultCPUGenerator().get_state();
+  if (hex.size() != size_t(current.numel()) * 2) fail("{}: RNG state has the wrong size", origin);
+  auto state = torch::empty_like(current);
+  auto* bytes = state.data_ptr<uint8_t>();
+  for (int64_t i = 0; i < state.numel(); ++i) {
+    try {
+      bytes[i] = uint8_t(std::stoul(hex.substr(size_t(i) * 2, 2), nullptr, 16));
+    } catch (const std::exception&) {
+      fail("{}: RNG state is not hex", origin);
+    }
+  }
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
+
+}  // namespace pipetrain

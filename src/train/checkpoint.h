@@ -1,0 +1,57 @@
+#pragma once
+// Saving and loading training state (weights, optimizer state, RNG) in a checkpoint folder
+// (io/checkpoint_dir.h), for the single-process trainer and for each pipeline stage alike.
+// Parameter names are global ("layer<i>.<name>"), so a stage loads its layers from the files of
+// any partition: a synchronous run resumes onto a different stage count exactly as it was.
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "core/config.h"
+#include "io/checkpoint_dir.h"
+#include "io/safetensors.h"
+
+namespace pipetrain {
+
+// Writes `module`'s weights and optimizer state into `dir` as the two files named.
+void save_module_state(const std::string& dir, const std::string& weights_file,
+                       const std::string& optimizer_file, torch::nn::Module& module,
+                       torch::optim::Optimizer& optimizer);
+// The same with the optimizer state already named (a pipeline's, a ZeRO-1 gather's).
+void save_module_state(const std::string& dir, const std::string& weights_file,
+                       const std::string& optimizer_file, torch::nn::Module& module,
+                       const std::vector<std::pair<std::string, torch::Tensor>>& optimizer_state);
+
+// The weight policy a run's schedule implies: the synchronous ones share "sync"; an
+// asynchronous schedule (2BW, PipeDream, ...) is its own policy, with its own weight versions.
+std::string policy_of(const Config& config);
+
+// The sidecar for this config at `step` (schedule, partition, shape, hash, RNG); the caller
+// fills weight_versions / optimizer_files.
+CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
+                                    const std::vector<std::pair<int64_t, int64_t>>& partition);
+
+// Reads `dir`/checkpoint.json and refuses (UserError, with the reason) what cannot continue
+// exactly under `config`: another model shape or optimizer, or an asynchronous policy's
+// weight versions on another partition.
+CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
+                                   const std::vector<std::pair<int64_t, int64_t>>& partition);
+
+// Every tensor of the checkpoint's weight files (newest version) and optimizer files.
+struct CheckpointTensors {
+  std::vector<TensorEntry> weights, optimizer;
+};
+CheckpointTensors read_checkpoint_tensors(const std::string& dir, const CheckpointInfo& info);
+
+// Loads `module`'s parameters and their optimizer state (step counts, moments, momentum).
+// `head_copy`: the name of a pipeline head's own copy of the tied embedding, filled from
+// layer0.token_weight when the checkpoint came from a run that shares the tensor.
+void load_module_state(const CheckpointTensors& tensors, const std::string& origin,
+                       torch::nn::Module& module, torch::optim::Optimizer& optimizer,
+                       const std::string& head_copy);
+
+std::string torch_rng_state_hex();
+void restore_torch_rng_state(const std::string& hex, const std::string& origin);
+
+}  // namespace pipetrain

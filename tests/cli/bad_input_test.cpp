@@ -1,0 +1,113 @@
+// A sample of docs/reliability.md's bad-input table, checked on every test run: damaged or
+// mismatched checkpoints and reused run folders get one line and exit 2, and a failed run
+// changes nothing already written.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "core/files.h"
+
+namespace pipetrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kTiny =
+    "train --quiet --model.layers 1 --model.d_model 16 --model.heads 1 --model.seq_len 8 "
+    "--train.batch_size 4 --train.microbatches 2 --train.steps 3 --eval.every 0 "
+    "--eval.batches 1 --sample.tokens 0 --train.threads 1 --checkpoint.every 1";
+
+struct Result {
+  int exit_code;
+  std::string output;
+};
+
+Result run(const std::string& args) {
+  const std::string command = std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string output;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+void expect_one_line_error(const std::string& args, const std::string& fragment) {
+  const Result result = run(args);
+  EXPECT_EQ(result.exit_code, 2) << args << "\n" << result.output;
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
+  EXPECT_EQ(result.output.rfind("pipetrain: error: ", 0), 0u) << result.output;
+  EXPECT_NE(result.output.find(fragment), std::string::npos) << result.output;
+}
+
+// A finished 2-step run of kTiny ( --train.steps 2) to damage; resumed to 3 steps.
+fs::path finished_run(const std::string& name) {
+  const auto dir = fs::temp_directory_path() / ("pipetrain_badinput_" + name + std::to_string(getpid()));
+  fs::remove_all(dir);
+  EXPECT_EQ(run(kTiny + " --stages 1 --train.steps 2 --run-dir " + dir.string()).exit_code, 0);
+  return dir;
+}
+
+fs::path latest(const fs::path& dir) {
+  std::string name = read_file((dir / "checkpoints" / "latest").string());
+  name.pop_back();
+  return dir / "checkpoints" / name;
+}
+
+std::string snapshot(const fs::path& dir) {
+  std::string all;
+  for (const char* file : {"config.toml", "metrics.jsonl", "checkpoints/latest"}) {
+    all += read_file((dir / file).string());
+  }
+  return all + read_file((latest(dir) / "model.safetensors").string());
+}
+
+TEST(BadInput, DamagedCheckpointsAreOneLineAndChangeNothing) {
+  const auto dir = finished_run("damaged");
+  const auto weights = latest(dir) / "model.safetensors";
+  const std::string good = read_file(weights.string());
+  write_file_atomically(weights.string(), good.substr(0, good.size() / 2));
+  const std::string before = snapshot(dir);
+  for (const std::string stages : {"1", "2"}) {  // 2: the launcher refuses before any worker
+    expect_one_line_error("train --resume " + dir.string() + " --train.steps 3 --stages " + stages,
+                          "model.safetensors");
+  }
+  EXPECT_EQ(snapshot(dir), before) << "a failed resume changed the run folder";
+  write_file_atomically(weights.string(), "\xff\xff\xff\xff\xff\xff\xff\x7fgarbage");
+  expect_one_line_error("train --resume " + dir.string() + " --train.steps 3", "model.safetensors");
+  write_file_atomically(weights.string(), good);
+  const auto sidecar = (latest(dir) / "checkpoint.json").string();
+  write_file_atomically(sidecar, "{\"format\": \"pipetrain-checkpoint-2\", \"step\": \"x\"}");
+  expect_one_line_error("train --resume " + dir.string() + " --train.steps 3", "checkpoint.json");
+  fs::remove_all(dir);
+}
+
+TEST(BadInput, MismatchedResumeIsRefusedAndChangesNothing) {
+  const auto dir = finished_run("mismatch");
+  const std::string before = snapshot(dir);
+  expect_one_line_error("train --resume " + dir.string() + " --train.steps 3 --model.d_model 32",
+                        "checkpoint of a different model");
+  expect_one_line_error("train --resume " + dir.string() + " --train.steps 3 --train.optimizer adam",
+                        "cannot continue exactly");
+  expect_one_line_error("train --resume " + dir.string() + " --train.steps 3 --stages 2 --train.optimizer sgd",
+                        "cannot continue exactly");
+  expect_one_line_error("train --resume " + dir.string(), "nothing to resume");
+  EXPECT_EQ(snapshot(dir), before) << "a failed run changed the run folder";
+  fs::remove_all(dir);
+}
+
+TEST(BadInput, ARunFolderThatHoldsARunIsNotOverwritten) {
+  const auto dir = finished_run("reuse");
+  const std::string before = snapshot(dir);
+  for (const std::string stages : {"1", "2"}) {
+    expect_one_line_error(kTiny + " --stages " + stages + " --run-dir " + dir.string(), "already holds a run");
+  }
+  EXPECT_EQ(snapshot(dir), before);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pipetrain

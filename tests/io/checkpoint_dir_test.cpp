@@ -1,0 +1,107 @@
+// The checkpoint folder protocol: complete folders only, `latest` written last, old ones pruned,
+// a crash's .partial folder never read; the sidecar round-trips and damage is a UserError.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "io/checkpoint_dir.h"
+
+namespace pipetrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+CheckpointInfo sample_info(int64_t step) {
+  CheckpointInfo info;
+  info.step = step;
+  info.data_position = step;
+  info.schedule = "1f1b";
+  info.stages = 2;
+  info.partition = {{0, 3}, {3, 6}};
+  info.optimizer = "adamw";
+  info.layers = 6;
+  info.model_shape = {4, 128, 4, 128, 256};
+  info.config_toml = "[train]\nsteps = 10\n";
+  info.config_hash = config_hash(info.config_toml);
+  info.rng_state = "00ff";
+  info.weight_versions = {{"stage0.safetensors"}, {"stage1.safetensors"}};
+  info.optimizer_files = {"stage0.optimizer.safetensors", "stage1.optimizer.safetensors"};
+  return info;
+}
+
+fs::path scratch() {
+  const auto dir = fs::temp_directory_path() / ("pipetrain_ckdir_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(CheckpointDir, SidecarRoundTrips) {
+  const auto info = sample_info(200);
+  const auto back = parse_checkpoint_info(checkpoint_info_json(info), "x");
+  EXPECT_EQ(back.step, 200);
+  EXPECT_EQ(back.partition, info.partition);
+  EXPECT_EQ(back.weight_versions, info.weight_versions);
+  EXPECT_EQ(back.optimizer_files, info.optimizer_files);
+  EXPECT_EQ(back.model_shape, info.model_shape);
+  EXPECT_EQ(back.config_hash, info.config_hash);
+  EXPECT_EQ(back.rng_state, "00ff");
+  EXPECT_EQ(back.policy, "sync");
+}
+
+TEST(CheckpointDir, DamagedSidecarIsAUserErrorNamingTheFile) {
+  const std::string good = checkpoint_info_json(sample_info(2));
+  for (const std::string bad : {std::string("{"), good.substr(0, good.size() / 2), std::string("[]"),
+                                std::string("{\"format\": \"pipetrain-checkpoint-2\"}")}) {
+    try {
+      parse_checkpoint_info(bad, "run/ck.json");
+      FAIL() << "accepted: " << bad;
+    } catch (const UserError& error) {
+      EXPECT_EQ(std::string(error.what()).rfind("run/ck.json: ", 0), 0u) << error.what();
+    }
+  }
+  auto escaping = sample_info(2);
+  escaping.weight_versions[0] = {"../../etc/passwd"};
+  EXPECT_THROW(parse_checkpoint_info(checkpoint_info_json(escaping), "x"), UserError);
+  auto inconsistent = sample_info(2);
+  inconsistent.partition.pop_back();
+  EXPECT_THROW(parse_checkpoint_info(checkpoint_info_json(inconsistent), "x"), UserError);
+}
+
+TEST(CheckpointDir, KeepsTheNewestCompleteFoldersAndLatestNamesTheLast) {
+  const auto run = scratch();
+  EXPECT_EQ(latest_checkpoint_or_empty(run.string()), "");
+  EXPECT_THROW(latest_checkpoint(run.string()), UserError);
+  for (int64_t step : {2, 4, 6}) {
+    const auto partial = begin_checkpoint(run.string(), step);
+    write_file_atomically(partial + "/stage0.safetensors", "w");
+    commit_checkpoint(run.string(), sample_info(step), /*keep=*/2);
+  }
+  const auto root = run / "checkpoints";
+  EXPECT_FALSE(fs::exists(root / "step-000002"));
+  EXPECT_TRUE(fs::exists(root / "step-000004" / "checkpoint.json"));
+  EXPECT_TRUE(fs::exists(root / "step-000006" / "stage0.safetensors"));
+  EXPECT_EQ(read_file((root / "latest").string()), "step-000006\n");
+  EXPECT_EQ(latest_checkpoint(run.string()), (root / "step-000006").string());
+
+  // A crash while writing step 8: the partial folder is never what `latest` names.
+  const auto partial = begin_checkpoint(run.string(), 8);
+  write_file_atomically(partial + "/stage0.safetensors", "half");
+  EXPECT_EQ(latest_checkpoint(run.string()), (root / "step-000006").string());
+  // The next attempt at step 8 starts from an empty folder.
+  EXPECT_TRUE(fs::is_empty(begin_checkpoint(run.string(), 8)));
+  fs::remove_all(run);
+}
+
+TEST(CheckpointDir, ConfigHashIsStableAndSensitive) {
+  EXPECT_EQ(config_hash("a"), config_hash("a"));
+  EXPECT_NE(config_hash("a"), config_hash("b"));
+  EXPECT_EQ(config_hash("").size(), 16u);
+  EXPECT_EQ(step_dir_name(200), "step-000200");
+}
+
+}  // namespace
+}  // namespace pipetrain
