@@ -180,4 +180,11 @@ std::string config_reference_markdown() {
   return out;
 }
 
+std::string policy_of(const Config& config) {
+  const auto& p = config.pipeline;
+  const bool sync = p.stages * p.dp_width * p.chunks == 1 || p.schedule == "gpipe" ||
+                    p.schedule == "1f1b" || p.schedule == "interleaved";
+  return sync ? "sync" : p.schedule;
+}
+
 }  // namespace pipetrain

@@ -113,6 +113,9 @@ Config parse_config_toml(const std::string& text, const std::string& origin);
 Config load_config_file(const std::string& path);
 void set_field_from_string(Config& config, const std::string& key, const std::string& value);
 void validate(const Config& config);  // cross-field rules (heads | d_model, ...)
+// The weight policy a run's schedule implies: the synchronous ones share "sync"; an
+// asynchronous schedule (2BW, PipeDream, ...) is its own policy, with its own weight versions.
+std::string policy_of(const Config& config);
 
 // Serialisation.
 std::string to_toml(const Config& config);

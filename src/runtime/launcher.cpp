@@ -236,6 +236,12 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
   }
   for (const auto& w : workers) {
     if (stopped_on_request(w)) {
+      if (policy_of(config) != "sync") {
+        throw StopRequested{WEXITSTATUS(w.status) - 128,
+                            fmt::format("all {} workers stopped on request; no checkpoint: "
+                                        "schedule '{}' keeps microbatches in flight between steps",
+                                        world, p.schedule)};
+      }
       throw StopRequested{WEXITSTATUS(w.status) - 128,
                           fmt::format("all {} workers stopped on request; checkpoint {}; continue "
                                       "with: pipetrain train --resume {}", world,

@@ -148,12 +148,6 @@ schedule::Schedule make_run_schedule(const Config& config) {
       fail("pipeline.recompute runs with synchronous schedules (gpipe, 1f1b, interleaved) only; "
            "pipeline.schedule is '{}'", p.schedule);
     }
-    // Between two steps a no-flush pipeline still holds microbatches in flight and stashed
-    // weight versions; a checkpoint there would not resume exactly.
-    if (config.checkpoint.every > 0) {
-      fail("checkpoint.every needs a synchronous schedule (gpipe, 1f1b, interleaved): '{}' has "
-           "no step boundary to checkpoint at; it writes the final checkpoint only", p.schedule);
-    }
     spec.iterations = int(config.train.steps);  // no flush: one list for the whole run
   }
   return schedule::make_schedule(spec);
@@ -334,6 +328,9 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   RunSummary summary;
   double val_loss = std::nan("");
   const auto start = Clock::now();
+  // Between two steps a no-flush pipeline still holds microbatches in flight and stashed weight
+  // versions: a checkpoint there would not resume exactly, so only the final one is written.
+  const bool checkpoints_mid_run = schedule.policy.kind == schedule::WeightPolicyKind::Sync;
   for (int64_t step = first_step; step < config.train.steps; ++step) {
     maybe_inject_fault(env.rank, step, launched);
     const auto step_start = Clock::now();
@@ -357,7 +354,16 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
       if (!reports) return std::nullopt;  // the reporting worker names the failure
       fail_non_finite_loss(result.loss, done, fmt::format("stage {}, the last", stages - 1), dir.string());
     }
-    if (stop > 0 || periodic_checkpoint_due(config, done)) {
+    if (stop > 0 && !checkpoints_mid_run) {
+      if (progress) progress->finish();
+      const int signal = stop_signal() != 0 ? stop_signal() : SIGTERM;  // a peer's signal
+      if (!reports) throw StopRequested{signal, ""};
+      throw StopRequested{signal, fmt::format("stopped by {} after step {}; no checkpoint: schedule "
+                                              "'{}' keeps microbatches in flight between steps",
+                                              signal == SIGINT ? "SIGINT" : "SIGTERM", done,
+                                              config.pipeline.schedule)};
+    }
+    if (stop > 0 || (checkpoints_mid_run && periodic_checkpoint_due(config, done))) {
       const auto saved = write_pipeline_checkpoint(dir.string(), executor, comm, layout, config,
                                                    ranges, done, val_loss);
       if (stop > 0) {

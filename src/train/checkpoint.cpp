@@ -51,15 +51,6 @@ void add_head_copy(std::vector<TensorEntry>& entries, const std::string& head_co
 
 }  // namespace
 
-// The weight policy a run's schedule implies: the synchronous ones share "sync"; an
-// asynchronous schedule (2BW, PipeDream, ...) is its own policy, with its own weight versions.
-std::string policy_of(const Config& config) {
-  const auto& p = config.pipeline;
-  const bool sync = p.stages * p.dp_width * p.chunks == 1 || p.schedule == "gpipe" ||
-                    p.schedule == "1f1b" || p.schedule == "interleaved";
-  return sync ? "sync" : p.schedule;
-}
-
 void save_module_state(const std::string& dir, const std::string& weights_file,
                        const std::string& optimizer_file, torch::nn::Module& module,
                        torch::optim::Optimizer& optimizer) {

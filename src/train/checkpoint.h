@@ -23,10 +23,6 @@ void save_module_state(const std::string& dir, const std::string& weights_file,
                        const std::string& optimizer_file, torch::nn::Module& module,
                        const std::vector<std::pair<std::string, torch::Tensor>>& optimizer_state);
 
-// The weight policy a run's schedule implies: the synchronous ones share "sync"; an
-// asynchronous schedule (2BW, PipeDream, ...) is its own policy, with its own weight versions.
-std::string policy_of(const Config& config);
-
 // The sidecar for this config at `step` (schedule, partition, shape, hash, RNG); the caller
 // fills weight_versions / optimizer_files.
 CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
