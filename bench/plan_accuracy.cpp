@@ -35,6 +35,7 @@ double predict_ms(const plan::ModelProfile& profile, const Config& config, const
   costs.stages.clear();
   costs.p2p_latency_ms = 1e3 * profile.links.p2p.latency_s;  // measured by measure_local_links
   costs.bandwidth_bytes_per_ms = profile.links.p2p.bandwidth / 1e3;
+  costs.synchronous_updates = true;  // as the runtime's updates are
   for (const auto& range : runtime::stage_ranges(config)) {
     sim::StageCost stage;
     stage.forward_ms = stage.backward_ms = stage.weight_ms = 0;

@@ -49,7 +49,7 @@ SCHEDULES=(
   echo
   echo "**ZB-H1 memory.** Activations count as held until the W pass of their microbatch. Worker"
   echo "r runs 1F1B's order of F and B and defers each W by r B-passes, so no worker holds more"
-  echo "than p microbatches (1F1B's peak, on worker 0) and the bubble is (p-1)(tf + tb - tw)."
+  echo "than p microbatches (1F1B's peak, on worker 0) and the bubble is (p-1)(tf + tb - tw) in ZB's notation, where tb is the input-gradient pass alone (here 3 x (1 + 1 - 1) = 3 ms)."
   echo
   echo "| schedule | iteration (ms) | bubble (worker 0) | peak activations (w0) | weight versions (w0) |"
   echo "|---|---|---|---|---|"

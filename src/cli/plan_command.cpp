@@ -32,6 +32,7 @@ void add_plan_command(CLI::App& app) {
     } else {
       request.profile = plan::model_profile_from_json(parse_json_file(profile), profile);
       request.model = request.profile->shape;
+      request.for_pipetrain_runtime = true;  // a plan to run here
       request.microbatch_sizes.clear();
       for (const auto& m : request.profile->layers.front().by_microbatch) {
         request.microbatch_sizes.push_back(m.microbatch);

@@ -44,6 +44,18 @@ void plan_from_profile(const std::string& path, int stages, int64_t batch, int64
   }
 }
 
+// "24 x 3" or "2 x 4 + 1 x 3": how many microbatches of each size (sizes come largest first).
+std::string describe_sizes(const std::vector<int64_t>& sizes) {
+  std::string out;
+  for (size_t k = 0; k < sizes.size();) {
+    size_t same = k;
+    while (same < sizes.size() && sizes[same] == sizes[k]) ++same;
+    out += fmt::format("{}{} x {}", out.empty() ? "" : " + ", same - k, sizes[k]);
+    k = same;
+  }
+  return out;
+}
+
 }  // namespace
 
 void add_terapipe_command(CLI::App& app) {
@@ -87,6 +99,18 @@ void add_terapipe_command(CLI::App& app) {
                r.uniform_s, r.microbatch_only_s / r.uniform_s);
     fmt::print("| DP slicing, {} slices | {:.3f} | {:.2f}x |\n", r.dp.slices.size(), r.dp_s,
                r.microbatch_only_s / r.dp_s);
+    fmt::print("| DP slicing + batch DP, microbatches {} | {:.3f} | {:.2f}x |\n",
+               describe_sizes(r.joint.microbatch_sizes), r.joint.total_s,
+               r.microbatch_only_s / r.joint.total_s);
+    for (size_t k = 0; k < r.joint.slices.size(); ++k) {
+      if (k > 0 && r.joint.slices[k] == r.joint.slices[k - 1]) continue;
+      fmt::print("  microbatch of {}: {} slices: {}\n", r.joint.microbatch_sizes[k],
+                 r.joint.slices[k].size(), fmt::join(r.joint.slices[k], " "));
+    }
+    if (!r.joint.exhaustive) {
+      fmt::print("  (batch DP over {} t_max candidates evenly spaced among the slice latencies)\n",
+                 r.joint.candidates_tried);
+    }
     if (svg.empty() && trace.empty()) return;
     const plan::SlicedSimulation simulated = plan::simulate_sliced(setup, r.dp);
     fmt::print("simulated GPipe schedule with these slices: {:.3f} s per step\n",

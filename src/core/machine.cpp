@@ -25,6 +25,11 @@ BlasInfo loaded_blas() {
   return info;
 }
 
+std::string describe_blas(const BlasInfo& blas) {
+  if (blas.openblas) return "OpenBLAS (" + blas.path + ")";
+  return "WARNING not OpenBLAS, expect ~16x slower GEMMs (" + (blas.path.empty() ? "none found" : blas.path) + ")";
+}
+
 int cpu_cores() {
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);

@@ -12,6 +12,8 @@ struct BlasInfo {
 // Reads /proc/self/maps: which libblas the dynamic linker actually loaded. Debian picks it via
 // alternatives; the reference BLAS is ~16x slower than OpenBLAS for our GEMMs.
 BlasInfo loaded_blas();
+// "OpenBLAS (/path)" or a warning naming the slower BLAS that was loaded, for start-up lines.
+std::string describe_blas(const BlasInfo& blas);
 
 int cpu_cores();
 

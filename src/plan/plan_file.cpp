@@ -38,10 +38,15 @@ std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlo
         {"train.batch_size", text(micro * microbatches * width)},
         {"pipeline.recompute", plan.at("recompute").get<bool>() ? "all" : "none"}};
     if (schedule == "interleaved") {
-      // The planner splits each device's layers over two chunks; the runtime needs p x 2
-      // stage counts, which its balanced partition gives.
+      // The runtime takes the p x 2 model stages' counts (older plans: its balanced cut).
+      const auto chunked = plan.value("chunk_partition", std::vector<int64_t>{});
+      if (!chunked.empty() && int64_t(chunked.size()) != 2 * stages) {
+        fail("{}: inconsistent plan ({} chunk partition counts for {} stages x 2 chunks)", origin,
+             chunked.size(), stages);
+      }
       fields.push_back({"pipeline.chunks", "2"});
-      fields.push_back({"pipeline.partition", "balanced"});
+      fields.push_back({"pipeline.partition",
+                        chunked.empty() ? "balanced" : fmt::format("{}", fmt::join(chunked, ","))});
     } else {
       fields.push_back({"pipeline.chunks", "1"});
       fields.push_back({"pipeline.partition", fmt::format("{}", fmt::join(partition, ","))});

@@ -52,6 +52,23 @@ Placement place(const ClusterSpec& c, int stages, int width) {
 
 }  // namespace
 
+// The simulator's cost of layers [first, first + count) as one model stage (no all-reduce).
+sim::StageCost model_stage_cost(const std::vector<LayerCost>& layers, int first, int count) {
+  sim::StageCost stage;
+  stage.forward_ms = stage.backward_ms = stage.weight_ms = 0;
+  stage.weight_bytes = stage.activation_bytes = 0;
+  for (int i = first; i < first + count; ++i) {
+    stage.forward_ms += layers[i].forward_s * 1e3;
+    stage.backward_ms += layers[i].backward_s * 1e3;
+    stage.weight_bytes += layers[i].param_bytes;
+    stage.activation_bytes += layers[i].activation_bytes;
+    stage.optimizer_ms += layers[i].optimizer_s * 1e3;
+  }
+  stage.weight_ms = stage.backward_ms / 2;
+  stage.transfer_bytes = layers[size_t(first + count - 1)].output_bytes;
+  return stage;
+}
+
 PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& schedule,
                                  int stages, int64_t microbatch, bool recompute) {
   const ClusterSpec& cluster = request.cluster;
@@ -65,6 +82,10 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
   const int chunks = schedule == "interleaved" ? 2 : 1;
   if (schedule == "2bw" && c.microbatches < stages) {
     c.rejected = fmt::format("m = {} < d = {} (2BW needs m >= d)", c.microbatches, stages);
+    return c;
+  }
+  if (schedule == "2bw" && c.dp_width > 1 && request.for_pipetrain_runtime) {
+    c.rejected = "the runtime runs 2BW without data parallelism (w = 1 only)";
     return c;
   }
   if (schedule == "interleaved" && (c.microbatches % stages != 0 || stages == 1)) {
@@ -113,41 +134,47 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
   costs.p2p_latency_ms = placement.p2p_latency * 1e3;
   costs.bandwidth_bytes_per_ms = placement.p2p_bandwidth / 1e3;
   costs.samples_per_microbatch = double(microbatch);
+  costs.synchronous_updates = request.for_pipetrain_runtime;
   double slowest_compute = 0, slowest_allreduce = 0;
+  std::vector<double> device_allreduce_ms;
   int first = 0;
   for (int s = 0; s < stages; ++s) {
-    sim::StageCost stage;
-    stage.forward_ms = stage.backward_ms = stage.weight_ms = 0;
-    stage.weight_bytes = stage.activation_bytes = 0;
-    double gradient_bytes = 0;
-    for (int i = first; i < first + c.partition[s]; ++i) {
-      stage.forward_ms += layers[i].forward_s * 1e3;
-      stage.backward_ms += layers[i].backward_s * 1e3;
-      stage.weight_bytes += layers[i].param_bytes;
-      stage.activation_bytes += layers[i].activation_bytes;
-      stage.optimizer_ms += layers[i].optimizer_s * 1e3;
-      gradient_bytes += layers[i].param_bytes;
-    }
+    sim::StageCost stage = model_stage_cost(layers, first, c.partition[s]);
     first += c.partition[s];
-    stage.weight_ms = stage.backward_ms / 2;
-    stage.transfer_bytes = layers[first - 1].output_bytes;
-    const double allreduce = allreduce_seconds(gradient_bytes, c.dp_width, placement.allreduce_bandwidth,
-                                               placement.allreduce_latency);
+    const double allreduce = allreduce_seconds(stage.weight_bytes, c.dp_width,  // gradient bytes
+                                               placement.allreduce_bandwidth, placement.allreduce_latency);
     stage.allreduce_ms = allreduce * 1e3;
+    device_allreduce_ms.push_back(stage.allreduce_ms);
     slowest_compute = std::max(slowest_compute, (stage.forward_ms + stage.backward_ms) / 1e3);
     slowest_allreduce = std::max(slowest_allreduce, allreduce);
-    for (int v = 0; v < chunks; ++v) {  // interleaved: each stage's layers split over v chunks
-      sim::StageCost chunk = stage;
-      chunk.forward_ms /= chunks, chunk.backward_ms /= chunks, chunk.weight_ms /= chunks;
-      chunk.weight_bytes /= chunks, chunk.activation_bytes /= chunks, chunk.allreduce_ms /= chunks;
-      costs.stages.push_back(chunk);
-    }
+    costs.stages.push_back(stage);
   }
-  if (chunks > 1) {  // CostModel stages are indexed chunk * p + worker
-    std::vector<sim::StageCost> ordered(costs.stages.size());
-    for (int s = 0; s < stages; ++s)
-      for (int v = 0; v < chunks; ++v) ordered[v * stages + s] = costs.stages[s * chunks + v];
-    costs.stages = ordered;
+  if (chunks > 1) {
+    // Interleaved runs d x v model stages (stage = chunk x d + device), cut by the balanced
+    // partitioner as the runtime cuts them: time them as such, not as even splits of the d
+    // stages above (whose memory check stands).
+    StageLimits timing = limits;
+    timing.memory_bytes = 1e300;
+    const int model_stages = stages * chunks;
+    const auto cut = model_stages <= int(layers.size())
+                         ? balanced_partition(layers, model_stages, timing)
+                         : std::nullopt;
+    if (!cut) {
+      c.fits = false;
+      c.peak_memory_bytes = 0;  // a rule, not memory: not listed among the misfits
+      c.rejected = fmt::format("{} model stages for {} layers", model_stages, layers.size());
+      return c;
+    }
+    c.chunk_partition = cut->layer_counts;
+    costs.stages.clear();
+    int begin = 0;
+    for (size_t s = 0; s < c.chunk_partition.size(); ++s) {
+      sim::StageCost stage = model_stage_cost(layers, begin, c.chunk_partition[s]);
+      const int device = int(s) % stages;
+      stage.allreduce_ms = device_allreduce_ms[size_t(device)] / chunks;
+      begin += c.chunk_partition[s];
+      costs.stages.push_back(stage);
+    }
   }
   schedule::ScheduleSpec spec;
   spec.name = schedule;
@@ -256,6 +283,7 @@ nlohmann::json plan_to_json(const PlanRequest& request, const PlanCandidate& pla
           {"stages", plan.stages},                {"dp_width", plan.dp_width},
           {"microbatch_size", plan.microbatch},   {"microbatches", plan.microbatches},
           {"recompute", plan.recompute},          {"partition", plan.partition},
+          {"chunk_partition", plan.chunk_partition},
           {"predicted_samples_per_s", plan.samples_per_s},
           {"predicted_peak_memory_bytes", plan.peak_memory_bytes}};
 }

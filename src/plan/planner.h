@@ -24,6 +24,10 @@ struct PlanRequest {
   std::vector<std::string> schedules = {"2bw", "1f1b", "gpipe", "interleaved"};
   std::vector<int64_t> microbatch_sizes = {1, 2, 4, 8, 16, 32};
   std::vector<bool> recompute = {false, true};
+  // Plan for pipetrain's runtime: its updates synchronise all stages (sim::CostModel's
+  // synchronous_updates) and it runs 2BW without data parallelism. On for plans from a measured
+  // profile (they run here), off for the papers' clusters.
+  bool for_pipetrain_runtime = false;
 };
 
 struct PlanCandidate {
@@ -32,6 +36,8 @@ struct PlanCandidate {
   int64_t microbatch = 1, microbatches = 1;
   bool recompute = false;
   std::vector<int> partition;     // layers per stage over [embedding, blocks, head]
+  // Interleaved: layers per model stage (chunk x d + device), the balanced cut the runtime runs.
+  std::vector<int> chunk_partition;
   bool fits = false;
   std::string rejected;           // why it cannot run (memory, m < d, ...)
   double samples_per_s = 0;

@@ -52,6 +52,12 @@ TeraPipeComparison compare_terapipe(const TeraPipeSetup& setup) {
     const double t = total(uniform);
     if (t < out.uniform_s) out.uniform_s = t, out.best_uniform = uniform;
   }
+  const BatchSliceCost batch_cost = [&](int64_t b, int64_t l, int64_t c) {
+    return slice_latency_s(setup, b, l, c);
+  };
+  // The equal-microbatch plan's slowest slice is a candidate, so the joint plan is never worse.
+  out.joint = optimal_batch_and_token_slicing(setup.batch, length, k, batch_cost, setup.granularity,
+                                              400, {out.dp.max_slice_s});
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "plan/analytic.h"
+#include "plan/batch_token_slicer.h"
 #include "plan/cluster.h"
 #include "plan/token_slicer.h"
 #include "schedule/schedule.h"
@@ -35,6 +36,8 @@ struct TeraPipeComparison {
   double uniform_s = 0;
   Slicing dp;                    // the DP's slicing of each microbatch
   double dp_s = 0;               // all microbatches: sum of slice times + (K - 1) max
+  // TeraPipe's joint DP: microbatch sizes may differ, each microbatch sliced on its own.
+  BatchAndTokenSlicing joint;
 };
 
 TeraPipeComparison compare_terapipe(const TeraPipeSetup& setup);

@@ -307,9 +307,10 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   MemoryReport run_memory;  // field-wise maximum over the steps
   if (reports) {
     fmt::print(stderr, "pipetrain: pipeline of {} stages ({}) on {} worker(s) x {} replica(s), "
-               "schedule {}, {} microbatches, {} thread(s) per worker; run folder {}\n", stages,
-               describe_partition(ranges), layout.workers, layout.replicas,
-               config.pipeline.schedule, config.train.microbatches, threads, dir.string());
+               "schedule {}, {} microbatches, {} thread(s) per worker; BLAS: {}; run folder {}\n",
+               stages, describe_partition(ranges), layout.workers, layout.replicas,
+               config.pipeline.schedule, config.train.microbatches, threads,
+               describe_blas(loaded_blas()), dir.string());
   }
 
   const std::string resume_from = env_or("PIPETRAIN_RESUME_FROM", options.resume ? latest_checkpoint(dir.string()) : "");

@@ -4,6 +4,7 @@
 #include <deque>
 #include <fmt/format.h>
 #include <map>
+#include <optional>
 
 namespace pipetrain::schedule {
 namespace {
@@ -74,8 +75,35 @@ TransferMatch match_transfers(const Schedule& s) {
   return m;
 }
 
+namespace {
+
+// Per worker, the positions of its OptimizerSteps in order (the k-th meets every k-th).
+std::vector<std::vector<size_t>> update_positions(const Schedule& s) {
+  std::vector<std::vector<size_t>> out(size_t(s.workers));
+  for (int w = 0; w < s.workers; ++w) {
+    for (size_t k = 0; k < s.actions[w].size(); ++k) {
+      if (s.actions[w][k].kind == ActionKind::OptimizerStep) out[size_t(w)].push_back(k);
+    }
+  }
+  return out;
+}
+
+// The ordinal of the update at position k of worker w, if every worker has one of that ordinal.
+std::optional<size_t> barrier_ordinal(const std::vector<std::vector<size_t>>& updates, int w,
+                                      size_t k) {
+  const auto& mine = updates[size_t(w)];
+  const size_t ordinal = size_t(std::lower_bound(mine.begin(), mine.end(), k) - mine.begin());
+  for (const auto& other : updates) {
+    if (other.size() <= ordinal) return std::nullopt;
+  }
+  return ordinal;
+}
+
+}  // namespace
+
 ReplayResult replay(const Schedule& s, const TransferMatch& match,
-                    const ActionDuration& duration, SendMode mode) {
+                    const ActionDuration& duration, SendMode mode, bool update_barrier) {
+  const auto updates = update_barrier ? update_positions(s) : std::vector<std::vector<size_t>>{};
   ReplayResult r;
   r.times.resize(s.workers);
   r.stopped_at.assign(s.workers, 0);
@@ -88,6 +116,28 @@ ReplayResult replay(const Schedule& s, const TransferMatch& match,
       auto& k = r.stopped_at[w];
       while (k < s.actions[w].size()) {
         const Action& a = s.actions[w][k];
+        const auto ordinal = update_barrier && a.kind == ActionKind::OptimizerStep
+                                 ? barrier_ordinal(updates, w, k)
+                                 : std::nullopt;
+        if (ordinal) {
+          // Waits until every worker stands at its update of this ordinal; all start together.
+          bool all_here = true;
+          double start = 0;
+          for (int u = 0; u < s.workers; ++u) {
+            all_here &= r.stopped_at[u] == updates[size_t(u)][*ordinal];
+            start = std::max(start, free[u]);
+          }
+          if (!all_here) break;
+          for (int u = 0; u < s.workers; ++u) {
+            const size_t ku = updates[size_t(u)][*ordinal];
+            const double d = duration(u, s.actions[u][ku]);
+            r.times[u][ku] = {start, start + d};
+            free[u] = start + d;
+            ++r.stopped_at[u];
+          }
+          progress = true;
+          continue;
+        }
         if (!is_comm(a.kind)) {
           double d = duration(w, a);
           r.times[w][k] = {free[w], free[w] + d};

@@ -38,7 +38,10 @@ struct ReplayResult {
 // (the matching recv takes the same time). Requires a match without problems.
 using ActionDuration = std::function<double(int worker, const Action& action)>;
 enum class SendMode { Rendezvous, Eager };
+// update_barrier: every worker's k-th OptimizerStep starts at the same moment, when the last
+// worker reaches its own (a collective inside the update, such as a global gradient norm).
 ReplayResult replay(const Schedule& schedule, const TransferMatch& match,
-                    const ActionDuration& duration, SendMode mode = SendMode::Rendezvous);
+                    const ActionDuration& duration, SendMode mode = SendMode::Rendezvous,
+                    bool update_barrier = false);
 
 }  // namespace pipetrain::schedule

@@ -27,6 +27,10 @@ struct CostModel {
   // Optional share of a microbatch's compute taken by each token slice (sums to 1); empty:
   // slices share evenly. TeraPipe slices differ in length and context, hence in cost.
   std::vector<double> slice_fraction;
+  // Every worker's k-th update starts together, as on pipetrain's runtime, whose update
+  // all-reduces the global gradient norm (and each step ends with a stop-flag all-reduce). Off:
+  // updates are local (the papers' systems).
+  bool synchronous_updates = false;
 
   const StageCost& stage(int stage_index) const;
   double slice_share(int slice, int slices) const;

@@ -50,7 +50,7 @@ SimResult simulate(const schedule::Schedule& s, const CostModel& costs) {
   schedule::TransferMatch match = schedule::match_transfers(s);
   schedule::ReplayResult replay = schedule::replay(
       s, match, [&](int w, const Action& a) { return costs.duration_ms(s, w, a); },
-      schedule::SendMode::Eager);
+      schedule::SendMode::Eager, costs.synchronous_updates);
   r.times = std::move(replay.times);
 
   std::vector<double> iteration_end(s.iterations, 0.0);

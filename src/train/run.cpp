@@ -115,10 +115,8 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   if (!options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));
 
   const int threads = configure_compute_threads(config.train.threads);
-  const BlasInfo blas = loaded_blas();
   fmt::print(stderr, "pipetrain: {} compute thread(s); BLAS: {}\n", threads,
-             blas.openblas ? "OpenBLAS (" + blas.path + ")"
-                           : "WARNING not OpenBLAS, expect ~16x slower GEMMs (" + blas.path + ")");
+             describe_blas(loaded_blas()));
   Trainer trainer(config, data);
   fmt::print(stderr, "pipetrain: GPT {} layers, d_model {}, {} parameters; data {} ({} train / {} val bytes); run folder {}\n",
              config.model.layers, config.model.d_model, format_count(double(parameter_count(trainer.model()))),

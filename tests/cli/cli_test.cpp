@@ -7,6 +7,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
 #include "io/metrics.h"
 
 namespace {
@@ -126,6 +130,35 @@ TEST(Cli, TrainRunsAPlanFile) {
   expect_one_line_error("train --plan " + (dir / "not_a_plan.json").string(), "not a pipetrain plan");
   expect_one_line_error("train --plan " + (dir / "missing.json").string(), "missing.json");
   expect_one_line_error("train --plan", "--plan needs a plan file");
+  fs::remove_all(dir);
+}
+
+// `pipetrain simulate` as a user runs it: the grid, the closed-form numbers, and both pictures.
+TEST(Cli, SimulatePrintsTheGridAndWritesTraceAndSvg) {
+  const auto dir = temp_dir("simulate");
+  fs::create_directories(dir);
+  const Result result = run("simulate --schedule 1f1b --stages 2 --microbatches 3 --svg " +
+                            (dir / "t.svg").string() + " --trace " + (dir / "t.json").string());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("w0: 0F0 0F1 0B0 0F2 0B1 0B2"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("w1: 1F0 1B0 1F1 1B1 1F2 1B2"), std::string::npos) << result.output;
+  // Default costs tf = 1, tb = 2 ms: (m + p - 1)(tf + tb) = 12 ms, bubble (p-1)/(m+p-1) = 25%.
+  EXPECT_NE(result.output.find("iteration time   12.000 ms"), std::string::npos) << result.output;
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '%'), 2) << result.output;
+  EXPECT_NE(result.output.find("25.00%"), std::string::npos) << result.output;
+  std::ifstream trace_file(dir / "t.json");
+  const auto trace = nlohmann::json::parse(trace_file);
+  int compute = 0;
+  const std::regex compute_name("[0-9]+[FB][0-9]+");
+  for (const auto& event : trace["traceEvents"]) {
+    if (event["ph"] == "X" && std::regex_match(event["name"].get<std::string>(), compute_name)) ++compute;
+  }
+  EXPECT_EQ(compute, 12);  // 2 workers x 3 microbatches x (F, B)
+  std::stringstream svg;
+  svg << std::ifstream(dir / "t.svg").rdbuf();
+  EXPECT_EQ(svg.str().rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.str().find("</svg>"), std::string::npos);
+  expect_one_line_error("simulate --schedule 2bw --stages 4 --microbatches 2", "m >= d");
   fs::remove_all(dir);
 }
 

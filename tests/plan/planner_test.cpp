@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "plan/plan_file.h"
 #include "plan/planner.h"
 
 namespace pipetrain::plan {
@@ -61,6 +62,34 @@ TEST(Planner, RanksFeasiblePlansAndExplainsTheRest) {
   const auto flush = evaluate_candidate(request, "1f1b", 8, 1, false);
   ASSERT_TRUE(two_bw.fits && flush.fits);
   EXPECT_GT(two_bw.samples_per_s, flush.samples_per_s);
+}
+
+// Interleaved plans are timed on the d x 2 model stages the runtime runs, and the plan file
+// hands those counts to the runtime.
+TEST(Planner, InterleavedPlansCarryTheirChunkPartition) {
+  PlanRequest request;
+  request.model = find_gpt_shape("gpt-3.9b");
+  request.cluster = p3_cluster();
+  request.global_batch = 256;
+  const auto c = evaluate_candidate(request, "interleaved", 8, 1, false);
+  ASSERT_TRUE(c.fits) << c.rejected;
+  ASSERT_EQ(c.chunk_partition.size(), 16u);
+  int layers = 0;
+  for (int n : c.chunk_partition) {
+    EXPECT_GE(n, 1);
+    layers += n;
+  }
+  EXPECT_EQ(layers, request.model.layers + 2);  // embedding + blocks + head
+  const auto json = plan_to_json(request, c);
+  std::string partition, chunks;
+  for (const auto& [key, value] : plan_config_overrides(json, "plan.json")) {
+    if (key == "pipeline.partition") partition = value;
+    if (key == "pipeline.chunks") chunks = value;
+  }
+  EXPECT_EQ(chunks, "2");
+  std::string expected;
+  for (int n : c.chunk_partition) expected += (expected.empty() ? "" : ",") + std::to_string(n);
+  EXPECT_EQ(partition, expected);
 }
 
 TEST(Cluster, DescriptionsParseAndErrorsAreClear) {

@@ -34,6 +34,22 @@ TEST(TeraPipe, SlicingBeatsMicrobatchOnlyPipeliningAtBatchTwo) {
   EXPECT_EQ(covered, 2048);
 }
 
+// The joint batch + token DP includes the equal-microbatch plan, so it is never slower; with
+// batch 2 on 48 stages it keeps single-sequence microbatches.
+TEST(TeraPipe, BatchDpIsNeverSlowerThanEqualMicrobatches) {
+  TeraPipeSetup setup = gpt3_175b();
+  for (int64_t batch : {2, 8}) {
+    setup.batch = batch;
+    const TeraPipeComparison r = compare_terapipe(setup);
+    EXPECT_LE(r.joint.total_s, r.dp_s * (1 + 1e-12)) << batch;
+    int64_t sequences = 0;
+    for (int64_t b : r.joint.microbatch_sizes) sequences += b;
+    EXPECT_EQ(sequences, batch);
+  }
+  setup.batch = 2;
+  EXPECT_EQ(compare_terapipe(setup).joint.microbatch_sizes, (std::vector<int64_t>{1, 1}));
+}
+
 TEST(TeraPipe, BadSetupsAreUserErrors) {
   TeraPipeSetup setup = gpt3_175b();
   setup.microbatch = 3;

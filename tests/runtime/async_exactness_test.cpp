@@ -29,23 +29,25 @@ struct Case {
   std::string schedule;
   int stages;
   std::string optimizer;
+  int microbatches = 0;  // 0: m = p
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   std::string name = info.param.schedule + "_p" + std::to_string(info.param.stages) + "_" +
                      info.param.optimizer;
+  if (info.param.microbatches > 0) name += "_m" + std::to_string(info.param.microbatches);
   for (auto& c : name) if (c == '-') c = '_';
   return name;
 }
 
 void PrintTo(const Case& c, std::ostream* out) {
-  *out << c.schedule << " p=" << c.stages << " " << c.optimizer;
+  *out << c.schedule << " p=" << c.stages << " " << c.optimizer << " m=" << (c.microbatches > 0 ? c.microbatches : c.stages);
 }
 
-// m = p microbatches of 2 rows: the smallest 2BW allows; 4 steps reach versions 0..3 (2BW) and
-// 16 updates (per-microbatch policies).
+// m = p microbatches of 2 rows (the smallest 2BW allows) unless the case says more; 4 steps reach
+// versions 0..3 (2BW) and 4m updates (per-microbatch policies).
 std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
-  const int m = c.stages;
+  const int m = c.microbatches > 0 ? c.microbatches : c.stages;
   return {{"model.layers", "3"},       {"model.d_model", "32"},     {"model.heads", "2"},
           {"model.seq_len", "16"},     {"train.batch_size", std::to_string(2 * m)},
           {"train.steps", "4"},        {"train.warmup_steps", "1"}, {"train.lr", "1e-2"},
@@ -157,6 +159,12 @@ std::vector<Case> all_cases() {
       for (const char* optimizer : {"sgd", "adam", "adamw"}) cases.push_back({schedule, p, optimizer});
     }
   }
+  // More microbatches than stages (m > d: a version spans more than the pipeline's depth).
+  cases.push_back({"2bw", 2, "adam", 5});
+  cases.push_back({"2bw", 4, "sgd", 6});
+  cases.push_back({"2bw-predict", 2, "adamw", 4});
+  cases.push_back({"pipeoptim", 2, "adam", 3});
+  cases.push_back({"pipedream", 3, "sgd", 5});
   return cases;
 }
 

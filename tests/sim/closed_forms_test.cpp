@@ -116,6 +116,42 @@ TEST(ClosedForms, NoFlushSchedulesHaveNoSteadyStateBubble) {
         }
 }
 
+// pipetrain's runtime synchronises every update (global gradient norm): the k-th update of
+// every worker starts together, which gives part of the flush's bubble back to 2BW, never more.
+TEST(ClosedForms, SynchronousUpdatesStartTogether) {
+  for (const Costs& c : kCostSets)
+    for (int p = 2; p <= 6; ++p)
+      for (int m = p; m <= 12; m += 2) {
+        const auto schedule = schedule::make_schedule(spec_of("2bw", p, m, c, 1, 6));
+        StageCost cost;
+        cost.forward_ms = c.tf, cost.backward_ms = c.tb, cost.weight_ms = c.tw;
+        cost.optimizer_ms = 0.25;
+        CostModel model = uniform_cost_model(cost);
+        model.synchronous_updates = true;
+        const SimResult r = simulate(schedule, model);
+        std::vector<std::vector<double>> starts(static_cast<size_t>(p));
+        for (int w = 0; w < p; ++w)
+          for (size_t k = 0; k < schedule.actions[w].size(); ++k)
+            if (schedule.actions[w][k].kind == schedule::ActionKind::OptimizerStep)
+              starts[size_t(w)].push_back(r.times[w][k].start);
+        for (int w = 1; w < p; ++w) ASSERT_EQ(starts[size_t(w)], starts[0]) << "p=" << p << " m=" << m;
+        const double free_updates = m * (c.tf + c.tb) + 0.25;
+        ASSERT_GT(r.iteration_ms, free_updates + kEps) << "p=" << p << " m=" << m;
+        ASSERT_LE(r.iteration_ms, (m + p - 1) * (c.tf + c.tb) + 0.25 + kEps) << "p=" << p << " m=" << m;
+        model.synchronous_updates = false;
+        ASSERT_NEAR(simulate(schedule, model).iteration_ms, free_updates, kEps);
+      }
+  // A flushed schedule's updates are aligned by the flush already: nothing changes.
+  const Costs c = kCostSets[0];
+  StageCost cost;
+  cost.optimizer_ms = 0.5;
+  CostModel model = uniform_cost_model(cost);
+  const auto gpipe = schedule::make_schedule(spec_of("gpipe", 4, 8, c));
+  const double local = simulate(gpipe, model).makespan_ms;
+  model.synchronous_updates = true;
+  EXPECT_NEAR(simulate(gpipe, model).makespan_ms, local, kEps);
+}
+
 TEST(ClosedForms, TransfersAndUpdatesCostTime) {
   const Costs c = kCostSets[0];
   StageCost cost;
