@@ -1,5 +1,6 @@
 #include "runtime/comm.h"
 
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -37,6 +38,22 @@ std::shared_ptr<gloo::transport::Device> gloo_device(const std::string& master_a
 // asks for more.
 void quiet_c10d_logging() {
   if (std::getenv("GLOG_minloglevel") == nullptr) FLAGS_minloglevel = 3;
+}
+
+c10::intrusive_ptr<c10d::Store> open_store(const WorkerEnvironment& env,
+                                           std::chrono::milliseconds timeout) {
+  if (!env.store_file.empty()) {
+    auto store = c10::make_intrusive<c10d::FileStore>(env.store_file, env.world_size);
+    store->setTimeout(timeout);
+    return store;
+  }
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(env.master_port);
+  options.isServer = env.rank == 0 && !env.store_hosted_elsewhere;
+  options.numWorkers = env.world_size;
+  options.waitWorkers = false;
+  options.timeout = timeout;
+  return c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
 }
 
 }  // namespace
@@ -101,21 +118,16 @@ Comm::Comm(const WorkerEnvironment& env, std::chrono::milliseconds timeout)
   impl_->rank = env.rank;
   impl_->world = env.world_size;
   impl_->timeout = timeout;
-  c10d::TCPStoreOptions store_options;
-  store_options.port = static_cast<uint16_t>(env.master_port);
-  store_options.isServer = env.rank == 0 && !env.store_hosted_elsewhere;
-  store_options.numWorkers = env.world_size;
-  store_options.waitWorkers = false;
-  store_options.timeout = timeout;
   try {
-    impl_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
+    impl_->store = open_store(env, timeout);
     impl_->options = c10d::ProcessGroupGloo::Options::create(timeout);
     impl_->options->devices.push_back(gloo_device(env.master_addr));
     impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env.rank,
                                                                env.world_size, impl_->options);
   } catch (const std::exception& error) {
-    fail("rank {}: rendezvous at {}:{} failed within {} s: {}", env.rank, env.master_addr,
-         env.master_port, timeout.count() / 1000, first_line(error));
+    fail("rank {}: rendezvous at {} failed within {} s: {}", env.rank,
+         env.store_file.empty() ? fmt::format("{}:{}", env.master_addr, env.master_port) : env.store_file,
+         timeout.count() / 1000, first_line(error));
   }
 }
 

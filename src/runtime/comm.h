@@ -19,6 +19,9 @@ struct WorkerEnvironment {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   bool store_hosted_elsewhere = false;  // pipetrain's launcher hosts the store (no port race)
+  // One machine, loopback, no fixed port: rendezvous through this file (c10d FileStore) so no
+  // process listens on a TCP port; c10d's TCPStore server binds every interface.
+  std::string store_file;
 };
 
 // Hosts the rendezvous store (the launcher keeps it alive); port 0: an OS-chosen free port.

@@ -58,6 +58,7 @@ bool failed(const Worker& w) {
 // The environment of one worker: ours plus the torchrun variables.
 std::vector<std::string> worker_environment(int rank, int local_rank, int world,
                                             const std::string& addr, int port,
+                                            const std::string& store_file,
                                             const std::string& run_dir, bool progress,
                                             const std::string& resume_from) {
   std::vector<std::string> env;
@@ -75,11 +76,35 @@ std::vector<std::string> worker_environment(int rank, int local_rank, int world,
   env.push_back("MASTER_ADDR=" + addr);
   env.push_back(fmt::format("MASTER_PORT={}", port));
   env.push_back("PIPETRAIN_STORE_HOSTED=1");
+  if (!store_file.empty()) env.push_back("PIPETRAIN_STORE_FILE=" + store_file);
   env.push_back("PIPETRAIN_RUN_DIR=" + run_dir);
   env.push_back(fmt::format("PIPETRAIN_PROGRESS={}", progress ? 1 : 0));
   if (!resume_from.empty()) env.push_back("PIPETRAIN_RESUME_FROM=" + resume_from);
   return env;
 }
+
+// A private folder for the rendezvous file, removed with everything in it when the run ends.
+class RendezvousFile {
+ public:
+  RendezvousFile() {
+    std::string pattern = (fs::temp_directory_path() / "pipetrain-rendezvous-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      fail("cannot create a rendezvous folder in {}: {}", fs::temp_directory_path().string(),
+           std::strerror(errno));
+    }
+    dir_ = pattern;
+  }
+  ~RendezvousFile() {
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+  RendezvousFile(const RendezvousFile&) = delete;
+  RendezvousFile& operator=(const RendezvousFile&) = delete;
+  std::string path() const { return (fs::path(dir_) / "store").string(); }
+
+ private:
+  std::string dir_;
+};
 
 std::vector<char*> c_strings(std::vector<std::string>& strings) {
   std::vector<char*> out;
@@ -182,9 +207,17 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
   }
   const int world = int(p.stages * p.dp_width);
   const auto timeout = std::chrono::milliseconds(int64_t(p.timeout_s * 1000));
-  // Node 0 hosts the rendezvous; the others' workers connect to it.
+  // One machine on loopback: rendezvous through a file, so nothing listens beyond loopback (Gloo
+  // binds 127.0.0.1). Otherwise node 0 hosts a TCPStore and the others' workers connect to it.
+  const bool file_rendezvous = p.nnodes == 1 && p.master_port == 0 &&
+                               (p.master_addr == "127.0.0.1" || p.master_addr == "localhost");
+  std::optional<RendezvousFile> store_file;
   std::optional<StoreHost> store;
-  if (p.node_rank == 0) store.emplace(p.master_addr, int(p.master_port), timeout);
+  if (file_rendezvous) {
+    store_file.emplace();
+  } else if (p.node_rank == 0) {
+    store.emplace(p.master_addr, int(p.master_port), timeout);
+  }
   const int port = store ? store->port() : int(p.master_port);
 
   std::vector<std::string> argv = {"pipetrain", "train"};
@@ -195,7 +228,8 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
     Worker w;
     w.rank = share.first_rank + local;
     w.pid = spawn(argv, worker_environment(w.rank, local, world, p.master_addr, port,
-                                           options.run_dir, options.progress, resume_from));
+                                           store_file ? store_file->path() : "", options.run_dir,
+                                           options.progress, resume_from));
     pids << w.pid << "\n";
     workers.push_back(w);
   }

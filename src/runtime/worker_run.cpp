@@ -66,6 +66,7 @@ WorkerEnvironment environment_from_env(const Config& config) {
   env.master_addr = env_or("MASTER_ADDR", config.pipeline.master_addr);
   env.master_port = env_int("MASTER_PORT", 29500);
   env.store_hosted_elsewhere = env_or("PIPETRAIN_STORE_HOSTED", "0") == "1";
+  env.store_file = env_or("PIPETRAIN_STORE_FILE", "");
   const int expected = int(config.pipeline.stages * config.pipeline.dp_width);
   if (env.world_size != expected) {
     fail("WORLD_SIZE is {} but pipeline.stages x pipeline.dp_width is {}", env.world_size, expected);
