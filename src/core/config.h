@@ -17,6 +17,7 @@ struct ModelConfig {
   int64_t heads = 4;        // attention heads (must divide d_model)
   int64_t seq_len = 128;    // context length in tokens
   int64_t vocab_size = 256; // byte-level vocabulary
+  int64_t loss_chunk_tokens = 0;  // > 0: chunked cross-entropy, this many tokens' logits at a time
 };
 
 struct TrainConfig {

@@ -25,6 +25,9 @@ std::vector<FieldSpec> make_fields() {
       spec("model.seq_len", "context length in tokens (bytes)", at(&C::model, &M::seq_len), 2),
       spec("model.vocab_size", "vocabulary size; byte-level text needs all 256 byte values",
        at(&C::model, &M::vocab_size), 256),
+      spec("model.loss_chunk_tokens", "head + loss as chunked cross-entropy: the logits are computed "
+       "(and recomputed in backward) this many tokens at a time, never all [tokens, vocab] at once; "
+       "0 = off (full logits)", at(&C::model, &M::loss_chunk_tokens), 0),
       spec("train.steps", "optimizer steps", at(&C::train, &T::steps), 1),
       spec("train.batch_size", "sequences per optimizer step (the global batch)",
        at(&C::train, &T::batch_size), 1),

@@ -114,8 +114,10 @@ LmHead::LmHead(const GptConfig& config, torch::Generator&) {
 
 torch::Tensor LmHead::forward(const torch::Tensor& x) {
   if (!tied_weight_.defined()) throw std::logic_error("LmHead used before tie_to/own_copy_of");
-  return torch::matmul(ln_f_->forward(x), tied_weight_.t());
+  return torch::matmul(normalize(x), tied_weight_.t());
 }
+
+torch::Tensor LmHead::normalize(const torch::Tensor& x) { return ln_f_->forward(x); }
 
 void LmHead::tie_to(const torch::Tensor& token_weight) { tied_weight_ = token_weight; }
 
@@ -152,17 +154,26 @@ GptStack::GptStack(const GptConfig& config, uint64_t seed, int64_t first, int64_
   }
 }
 
-torch::Tensor GptStack::forward(const torch::Tensor& x) {
+torch::Tensor GptStack::forward(const torch::Tensor& x, HeadOutput head) {
+  const bool hidden = head == HeadOutput::Hidden && has_head();
   torch::Tensor h = x;
-  for (auto& layer : layers_) h = layer->forward(h);
-  return h;
+  for (size_t i = 0; i + (hidden ? 1 : 0) < layers_.size(); ++i) h = layers_[i]->forward(h);
+  return hidden ? std::static_pointer_cast<LmHead>(layers_.back())->normalize(h) : h;
 }
 
 torch::Tensor GptStack::forward_slice(const torch::Tensor& x, int64_t start,
-                                      SequenceKvCache& cache) {
+                                      SequenceKvCache& cache, HeadOutput head) {
+  const bool hidden = head == HeadOutput::Hidden && has_head();
   torch::Tensor h = x;
-  for (size_t i = 0; i < layers_.size(); ++i) h = layers_[i]->forward_slice(h, start, cache.layer(i));
-  return h;
+  for (size_t i = 0; i + (hidden ? 1 : 0) < layers_.size(); ++i) {
+    h = layers_[i]->forward_slice(h, start, cache.layer(i));
+  }
+  return hidden ? std::static_pointer_cast<LmHead>(layers_.back())->normalize(h) : h;
+}
+
+const torch::Tensor& GptStack::head_weight() const {
+  if (!has_head()) throw std::logic_error("head_weight: this stack does not hold the head");
+  return std::static_pointer_cast<LmHead>(layers_.back())->tied_weight();
 }
 
 std::shared_ptr<GptStack> make_gpt(const GptConfig& config, uint64_t seed) {

@@ -24,6 +24,11 @@ struct GptConfig {
   int64_t layer_count() const { return layers + 2; }  // embedding + blocks + head
 };
 
+// What a stack that ends with the head returns: the logits [B, T, V], or the head's normalised
+// input [B, T, D] (after the final layer norm) for a loss that applies the head's weight itself
+// without materialising every logit (chunked cross-entropy).
+enum class HeadOutput { Logits, Hidden };
+
 class GptLayer : public torch::nn::Module {
  public:
   // Embedding: int64 tokens [B, T] -> [B, T, D]; block: [B, T, D] -> [B, T, D];
@@ -63,6 +68,7 @@ class LmHead : public GptLayer {
  public:
   LmHead(const GptConfig& config, torch::Generator& generator);
   torch::Tensor forward(const torch::Tensor& x) override;
+  torch::Tensor normalize(const torch::Tensor& x);  // the final layer norm: [B, T, D]
   // Logits use the token embedding's weight directly (weight tying). When the embedding lives in
   // the same module it is shared; a pipeline stage without the embedding owns a copy instead.
   void tie_to(const torch::Tensor& token_weight);
@@ -79,10 +85,16 @@ class LmHead : public GptLayer {
 class GptStack : public torch::nn::Module {
  public:
   GptStack(const GptConfig& config, uint64_t seed, int64_t first, int64_t last);
-  torch::Tensor forward(const torch::Tensor& x);
+  // `head` matters only to a stack holding the head (its last layer).
+  torch::Tensor forward(const torch::Tensor& x, HeadOutput head = HeadOutput::Logits);
   // The token slice [start, start + x.size(1)) of the sequences whose earlier slices' K/V are in
   // `cache` (appended to): slices run in order give the unsliced forward's values.
-  torch::Tensor forward_slice(const torch::Tensor& x, int64_t start, SequenceKvCache& cache);
+  torch::Tensor forward_slice(const torch::Tensor& x, int64_t start, SequenceKvCache& cache,
+                              HeadOutput head = HeadOutput::Logits);
+  bool has_head() const { return last_ == config_.layer_count(); }
+  // The head's weight [V, D]: the embedding's token weight itself when this stack holds both,
+  // otherwise the head's own copy. Throws std::logic_error without the head.
+  const torch::Tensor& head_weight() const;
   int64_t first() const { return first_; }
   int64_t last() const { return last_; }
   const GptConfig& config() const { return config_; }

@@ -254,14 +254,16 @@ void StageExecutor::forward(const Key& key, int microbatch, const TokenBatch& ba
 void StageExecutor::forward_with_graph(const Key& key, InFlight& state) {
   const auto [chunk, microbatch, slice] = key;
   auto& model = *chunks_.at(size_t(chunk)).model;
+  // The last stage: logits, or (model.loss_chunk_tokens) the head's input for chunked CE.
+  const HeadOutput head = head_output_of(config_.model);
   auto output = slices_.count() == 1
-                    ? model.forward(state.input)
+                    ? model.forward(state.input, head)
                     : model.forward_slice(state.input, slices_.starts.at(size_t(slice)),
-                                          kv_caches_[{chunk, microbatch}]);
+                                          kv_caches_[{chunk, microbatch}], head);
   if (is_last_stage(layout_.stage_of(chunk))) {
     // A token slice's loss is its share (slice tokens / sequence tokens) of the microbatch mean.
     const double share = double(state.targets.size(1)) / double(config_.model.seq_len);
-    auto loss = lm_loss(output, state.targets);
+    auto loss = head_loss(model, output, state.targets, config_.model);
     state.loss_value = loss.item<double>() * share;
     // The replicas' gradients are summed, so each microbatch carries 1 / (m w) of the global
     // mean: exactly the Trainer's gradient of the mean over the whole batch. Per-microbatch
@@ -389,9 +391,11 @@ double StageExecutor::evaluate() {
                        ? to_tensor(batch.inputs, rows, batch.seq_len)
                        : comm_.recv(activation_shape(rows), torch::kFloat32,
                                     peer_rank((s - 1) % layout_.workers), tag_before);
-      auto output = chunk.model->forward(input);
+      auto output = chunk.model->forward(input, head_output_of(config_.model));
       if (is_last_stage(s)) {
-        total += lm_loss(output, to_tensor(batch.targets, rows, batch.seq_len)).item<double>();
+        total += head_loss(*chunk.model, output, to_tensor(batch.targets, rows, batch.seq_len),
+                           config_.model)
+                     .item<double>();
       } else {
         comm_.send(output, peer_rank((s + 1) % layout_.workers), tag_before + 1);
         if (!asynchronous()) comm_.wait_sends();  // no-flush: the next step waits for it

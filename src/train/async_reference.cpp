@@ -113,8 +113,9 @@ double AsyncReference::run_microbatch(int64_t j, const TokenBatch& micro, double
     load(r, weights_for(r, forward_reads(r, j)));
   }
   auto x = to_tensor(micro.inputs, rows, micro.seq_len);
-  for (auto& stage : stages_) x = stage->forward(x);
-  auto loss = lm_loss(x, to_tensor(micro.targets, rows, micro.seq_len));
+  for (auto& stage : stages_) x = stage->forward(x, head_output_of(config_.model));
+  auto loss = head_loss(*stages_.back(), x, to_tensor(micro.targets, rows, micro.seq_len),
+                        config_.model);
   for (int r = 0; r < stages_count_; ++r) load(r, weights_for(r, backward_reads(r, j)));
   (loss / scale).backward();
   for (int r = 0; r < stages_count_; ++r) load(r, live[r]);

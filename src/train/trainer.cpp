@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "loss/chunked_cross_entropy.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
 
@@ -21,6 +22,19 @@ torch::Tensor to_tensor(const std::vector<int64_t>& values, int64_t rows, int64_
   return torch::tensor(values, torch::kInt64).view({rows, cols});
 }
 
+HeadOutput head_output_of(const ModelConfig& model) {
+  return model.loss_chunk_tokens > 0 ? HeadOutput::Hidden : HeadOutput::Logits;
+}
+
+torch::Tensor head_loss(const GptStack& model, const torch::Tensor& output,
+                        const torch::Tensor& targets, const ModelConfig& config) {
+  if (config.loss_chunk_tokens <= 0) return lm_loss(output, targets);
+  loss::ChunkedCrossEntropyOptions options;
+  options.chunk_tokens = config.loss_chunk_tokens;
+  return loss::chunked_cross_entropy(output.reshape({-1, output.size(-1)}), model.head_weight(),
+                                     targets.reshape({-1}), options);
+}
+
 Trainer::Trainer(const Config& config, const TextDataset& data)
     : config_(config),
       data_(data),
@@ -36,8 +50,10 @@ StepResult Trainer::train_step(int64_t step) {
   double loss_sum = 0;
   for (int64_t m = 0; m < train.microbatches; ++m) {
     const TokenBatch micro = batch.rows(m * micro_size, micro_size);
-    auto logits = model_->forward(to_tensor(micro.inputs, micro_size, micro.seq_len));
-    auto loss = lm_loss(logits, to_tensor(micro.targets, micro_size, micro.seq_len));
+    auto output = model_->forward(to_tensor(micro.inputs, micro_size, micro.seq_len),
+                                  head_output_of(config_.model));
+    auto loss = head_loss(*model_, output, to_tensor(micro.targets, micro_size, micro.seq_len),
+                          config_.model);
     (loss / static_cast<double>(train.microbatches)).backward();
     loss_sum += loss.item<double>();
   }
@@ -58,8 +74,11 @@ double Trainer::evaluate() {
   double total = 0;
   for (int64_t i = 0; i < config_.eval.batches; ++i) {
     const TokenBatch batch = data_.val_batch(i, batch_size);
-    auto logits = model_->forward(to_tensor(batch.inputs, batch_size, batch.seq_len));
-    total += lm_loss(logits, to_tensor(batch.targets, batch_size, batch.seq_len)).item<double>();
+    auto output = model_->forward(to_tensor(batch.inputs, batch_size, batch.seq_len),
+                                  head_output_of(config_.model));
+    total += head_loss(*model_, output, to_tensor(batch.targets, batch_size, batch.seq_len),
+                       config_.model)
+                 .item<double>();
   }
   return total / static_cast<double>(config_.eval.batches);
 }

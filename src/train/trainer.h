@@ -21,6 +21,15 @@ struct StepResult {
 GptConfig gpt_config_from(const ModelConfig& model);
 torch::Tensor to_tensor(const std::vector<int64_t>& values, int64_t rows, int64_t cols);
 
+// The head + loss of a stack that ends with the head, as model.loss_chunk_tokens says:
+// 0: the stack returns the logits [B, T, V] and lm_loss takes their cross-entropy;
+// > 0: the stack returns the head's normalised input [B, T, D] and chunked cross-entropy applies
+// the head's weight (the tied embedding, or the last stage's copy of it) chunk by chunk, never
+// holding more than loss_chunk_tokens x V logits. Same loss and gradients either way.
+HeadOutput head_output_of(const ModelConfig& model);
+torch::Tensor head_loss(const GptStack& model, const torch::Tensor& output,
+                        const torch::Tensor& targets, const ModelConfig& config);
+
 class Trainer {
  public:
   Trainer(const Config& config, const TextDataset& data);

@@ -50,22 +50,23 @@ TEST(TransducerKernel, GradientScaleMultipliesGradient) {
 }
 
 // Oracle: -log of the summed probability of every alignment path (blank = advance t,
-// label = advance u; the path ends with the blank out of (T-1, U)).
-double brute_force_loss(const at::Tensor& logits, const std::vector<int64_t>& y, int64_t blank) {
+// label = advance u; the path ends with the blank out of (T-1, U)), built from plain libtorch
+// ops so autograd gives the oracle's gradient w.r.t. the logits too.
+at::Tensor brute_force_loss(const at::Tensor& logits, const std::vector<int64_t>& y, int64_t blank) {
   const at::Tensor lp = logits.log_softmax(2);
-  auto p = lp.accessor<double, 3>();
   const int64_t T = logits.size(0), U = int64_t(y.size());
-  double total = 0.0;
-  std::function<void(int64_t, int64_t, double)> walk = [&](int64_t t, int64_t u, double logp) {
-    if (t == T - 1 && u == U) {
-      total += std::exp(logp + p[t][u][blank]);
-      return;
-    }
-    if (u < U) walk(t, u + 1, logp + p[t][u][y[u]]);
-    if (t < T - 1) walk(t + 1, u, logp + p[t][u][blank]);
-  };
-  walk(0, 0, 0.0);
-  return -std::log(total);
+  std::vector<at::Tensor> paths;  // log-probability of each complete alignment
+  std::function<void(int64_t, int64_t, const at::Tensor&)> walk =
+      [&](int64_t t, int64_t u, const at::Tensor& logp) {
+        if (t == T - 1 && u == U) {
+          paths.push_back(logp + lp[t][u][blank]);
+          return;
+        }
+        if (u < U) walk(t, u + 1, logp + lp[t][u][y[u]]);
+        if (t < T - 1) walk(t + 1, u, logp + lp[t][u][blank]);
+      };
+  walk(0, 0, torch::zeros({}, logits.options()));
+  return -torch::logsumexp(torch::stack(paths), 0);
 }
 
 TEST(TransducerKernel, MatchesBruteForceOnRandomSmallCases) {
@@ -76,10 +77,17 @@ TEST(TransducerKernel, MatchesBruteForceOnRandomSmallCases) {
     std::vector<int64_t> y(U);
     for (auto& label : y) label = (blank + 1 + rng() % (V - 1)) % V;  // never blank
     at::Tensor logits = torch::randn({T, U + 1, V}, torch::kDouble) * 2;
-    const double expected = brute_force_loss(logits, y, blank);
+    // The oracle's loss and, by autograd through the sum over alignments, its gradient.
+    const at::Tensor leaf = logits.clone().requires_grad_(true);
+    const at::Tensor oracle = brute_force_loss(leaf, y, blank);
+    oracle.backward();
+    const double expected = oracle.item<double>();
     at::Tensor work = logits.clone();
     EXPECT_NEAR(transducer_loss_and_grad_(work, torch::tensor(y), blank), expected, 1e-10)
         << "T=" << T << " U=" << U << " V=" << V;
+    // The kernel's in-place gradient (log-softmax folded in) against the oracle's, element-wise.
+    const double max_error = (work - leaf.grad()).abs().max().item<double>();
+    EXPECT_LT(max_error, 1e-8) << "gradient, T=" << T << " U=" << U << " V=" << V;
   }
 }
 

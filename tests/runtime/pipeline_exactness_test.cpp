@@ -33,6 +33,7 @@ struct Case {
   int zero1 = 0;          // 1: optimizer state sharded over the replicas (ZeRO-1)
   std::string optimizer = "adamw";
   std::string slices = "1";        // pipeline.slices: TeraPipe token slices of the 16 tokens
+  int loss_chunk_tokens = 0;       // model.loss_chunk_tokens: chunked cross-entropy on the last stage
 
   // 6 rows as before; otherwise the smallest batch every replica's microbatches divide evenly.
   int batch_size() const { return 6 % (microbatches * dp_width) == 0 ? 6 : 2 * microbatches * dp_width; }
@@ -51,6 +52,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   if (c.slices != "1") name += "_slices_" + c.slices;
   for (auto& ch : name) if (ch == ',') ch = '_';
   if (c.zero1 == 1) name += "_zero1_" + c.optimizer;
+  if (c.loss_chunk_tokens > 0) name += "_ce" + std::to_string(c.loss_chunk_tokens);
   return name + "_" + partition;
 }
 
@@ -68,7 +70,8 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
           {"pipeline.chunks", std::to_string(c.chunks)}, {"pipeline.timeout_s", "60"},
           {"pipeline.recompute", c.recompute},
           {"pipeline.zero1", std::to_string(c.zero1)}, {"train.optimizer", c.optimizer},
-          {"pipeline.slices", c.slices}};
+          {"pipeline.slices", c.slices},
+          {"model.loss_chunk_tokens", std::to_string(c.loss_chunk_tokens)}};
 }
 
 double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
@@ -79,7 +82,8 @@ void PrintTo(const Case& c, std::ostream* out) {
   *out << c.schedule << " p=" << c.stages << " m=" << c.microbatches << " w=" << c.dp_width
        << " v=" << c.chunks << " partition=" << c.partition << " recompute=" << c.recompute
        << " zero1=" << c.zero1
-       << " optimizer=" << c.optimizer << " slices=" << c.slices;
+       << " optimizer=" << c.optimizer << " slices=" << c.slices
+       << " loss_chunk_tokens=" << c.loss_chunk_tokens;
 }
 
 class PipelineExactness : public ::testing::TestWithParam<Case> {};
@@ -97,6 +101,8 @@ TEST_P(PipelineExactness, MatchesTheSingleProcessTrainer) {
   const auto run = testing::run_pipetrain(args + " --run-dir " + dir.string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
 
+  // The reference always materialises the full logits: a chunked pipeline must train like it.
+  config.model.loss_chunk_tokens = 0;
   torch::set_num_threads(1);
   const TextDataset data(std::string(PIPETRAIN_SOURCE_DIR) + "/" + config.data.path,
                          config.data.val_fraction, config.model.seq_len);
@@ -198,6 +204,18 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpipe", 4, 1, "balanced", 1, 1, "none", 0, "adamw", "4"},
                       Case{"gpipe", 4, 2, "2,1,1,1", 1, 1, "none", 0, "adamw", "7,6,3"},
                       Case{"gpipe", 2, 2, "balanced", 2, 1, "none", 0, "adamw", "6,10"}),
+    case_name);
+
+// Chunked cross-entropy (model.loss_chunk_tokens) on the last stage, against the reference
+// with the full logits: 2 stages with chunks that do not divide a microbatch's tokens (and
+// with one chunk covering them all), with recomputation of the last stage, and with token
+// slices (each slice's loss chunked on its own).
+INSTANTIATE_TEST_SUITE_P(
+    ChunkedLoss, PipelineExactness,
+    ::testing::Values(Case{"1f1b", 2, 2, "balanced", 1, 1, "none", 0, "adamw", "1", 7},
+                      Case{"gpipe", 2, 3, "1,4", 1, 1, "none", 0, "adamw", "1", 1000},
+                      Case{"1f1b", 2, 3, "balanced", 1, 1, "all", 0, "adamw", "1", 5},
+                      Case{"gpipe", 2, 2, "balanced", 1, 1, "none", 0, "adamw", "5,7,4", 3}),
     case_name);
 
 }  // namespace
