@@ -34,6 +34,7 @@ struct Case {
   std::string optimizer = "adamw";
   std::string slices = "1";        // pipeline.slices: TeraPipe token slices of the 16 tokens
   int loss_chunk_tokens = 0;       // model.loss_chunk_tokens: chunked cross-entropy on the last stage
+  int blocks = 3;                  // model.layers: 4 x 2 interleaved model stages need more than 3
 
   // 6 rows as before; otherwise the smallest batch every replica's microbatches divide evenly.
   int batch_size() const { return 6 % (microbatches * dp_width) == 0 ? 6 : 2 * microbatches * dp_width; }
@@ -53,12 +54,13 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   for (auto& ch : name) if (ch == ',') ch = '_';
   if (c.zero1 == 1) name += "_zero1_" + c.optimizer;
   if (c.loss_chunk_tokens > 0) name += "_ce" + std::to_string(c.loss_chunk_tokens);
+  if (c.blocks != 3) name += "_blocks" + std::to_string(c.blocks);
   return name + "_" + partition;
 }
 
 // The same fields for the reference Config and for the command line.
 std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
-  return {{"model.layers", "3"},        {"model.d_model", "32"},      {"model.heads", "2"},
+  return {{"model.layers", std::to_string(c.blocks)},        {"model.d_model", "32"},      {"model.heads", "2"},
           {"model.seq_len", "16"},      {"train.batch_size", std::to_string(c.batch_size())},    {"train.steps", "3"},
           {"train.warmup_steps", "1"},  {"train.lr", "1e-2"},          {"train.threads", "1"},
           {"train.microbatches", std::to_string(c.microbatches)},
@@ -151,7 +153,7 @@ TEST_P(PipelineExactness, MatchesTheSingleProcessTrainer) {
         (dir / "checkpoint" / fmt::format("stage{}.safetensors", c.model_stages() - 1)).string();
     bool found = false;
     for (const auto& entry : decode_safetensors(read_file(last), last)) {
-      if (entry.name != "layer4.tied_weight") continue;
+      if (entry.name != fmt::format("layer{}.tied_weight", c.blocks + 1)) continue;
       found = true;
       EXPECT_LT(relative_difference(from_entry(entry), saved["layer0.token_weight"]), 1e-6);
     }
@@ -190,7 +192,17 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"1f1b", 2, 2, "balanced", 2, 1, "none", 1, "sgd"},
                       Case{"1f1b", 2, 2, "balanced", 2, 1, "none", 1, "adam"},
                       Case{"1f1b", 2, 2, "balanced", 2, 1, "none", 1, "adamw"},
-                      Case{"interleaved", 2, 2, "balanced", 2, 2, "none", 1, "adam"}),
+                      Case{"interleaved", 2, 2, "balanced", 2, 2, "none", 1, "adam"},
+                      // The rest of the p x m x w grid: GPipe at p = 4 with m = 1 and 3,
+                      // replicas with uneven partitions and m in {3, 8}, p = 4 with replicas
+                      // (8 workers), interleaved at m = 8 and at p = 4 (8 model stages).
+                      Case{"gpipe", 4, 1, "balanced"}, Case{"gpipe", 4, 3, "1,2,1,1"},
+                      Case{"1f1b", 4, 1, "2,1,1,1"},
+                      Case{"gpipe", 2, 3, "1,4", 2}, Case{"1f1b", 2, 8, "4,1", 2},
+                      Case{"1f1b", 4, 3, "balanced", 2},
+                      Case{"interleaved", 2, 8, "balanced", 1, 2},
+                      Case{"interleaved", 4, 4, "balanced", 1, 2, "none", 0, "adamw", "1", 0, 6},
+                      Case{"interleaved", 4, 8, "1,1,1,1,1,1,1,1", 1, 2, "none", 0, "adamw", "1", 0, 6}),
     case_name);
 
 // TeraPipe token slicing (GPipe over slices): uneven slices, one to four stages, several
