@@ -61,8 +61,8 @@ class StageExecutor {
   const schedule::WeightPolicy& weight_policy() const { return schedule_.policy; }
   void point_at_latest_weights();  // the modules show the latest weights (checkpoints)
   // Exact resume of a 2BW run (see WeightVersions): the chunk's stashed `version`, named as its
-  // parameters; and the continuation at `step` from the cut "iterations < step done", with
-  // the masters already loaded and each chunk's checkpointed versions.
+  // parameters; and the continuation at `step` (= updates done, 2BW) from the cut "iterations
+  // < step done", with the masters already loaded and each chunk's checkpointed versions.
   std::vector<std::pair<std::string, torch::Tensor>> stashed_version(const Chunk& chunk,
                                                                     int version) const;
   void resume_at(int64_t step, std::vector<std::map<int, std::vector<torch::Tensor>>> stashed);

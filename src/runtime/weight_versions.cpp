@@ -75,16 +75,17 @@ const std::vector<torch::Tensor>& WeightVersions::stashed(int version) const {
 }
 
 void WeightVersions::resume(const std::vector<schedule::Action>& remaining, int iterations,
-                            int updates, std::map<int, std::vector<torch::Tensor>> stashed) {
+                            int updates, std::map<int, std::vector<torch::Tensor>> saved) {
   master_version_ = updates;
   count_readers(remaining, iterations);
   versions_.clear();
-  for (const auto& [version, readers] : readers_left_) {
+  for (const auto& entry : readers_left_) {
+    const int version = entry.first;
     if (version > master_version_) break;  // made by a later update
     if (aliases_masters(version)) {
       versions_[version] = aliases_of(masters_);
-    } else if (stashed.count(version) != 0) {
-      versions_[version] = std::move(stashed.at(version));
+    } else if (saved.count(version) != 0) {
+      versions_[version] = std::move(saved.at(version));
     } else {
       throw std::logic_error(fmt::format("stage {}: resuming after {} updates needs weight "
                                          "version {}, which the checkpoint lacks", stage_,

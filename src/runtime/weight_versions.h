@@ -56,9 +56,9 @@ class WeightVersions {
   const std::vector<torch::Tensor>& stashed(int version) const;
   // Continues after `updates` updates on `remaining` (this worker's actions of the iterations
   // >= k, `iterations` in the whole list): the masters already hold version `updates`, and
-  // `stashed` gives the checkpointed versions (the readers of each are counted again).
+  // `saved` gives the checkpointed versions (the readers of each are counted again).
   void resume(const std::vector<schedule::Action>& remaining, int iterations, int updates,
-              std::map<int, std::vector<torch::Tensor>> stashed);
+              std::map<int, std::vector<torch::Tensor>> saved);
 
   // Distinct weight copies (storages) the policy holds now / at its peak: the master, the
   // stashed versions, a prediction's saved original.
