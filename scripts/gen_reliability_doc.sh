@@ -23,6 +23,8 @@ mkdir -p "$work/ro" && touch "$work/file"
 "$bin" train $tiny --stages 1 --train.steps 4 --checkpoint.every 1 --run-dir "$work/base" >/dev/null 2>&1
 "$bin" train $tiny --stages 2 --train.steps 4 --checkpoint.every 1 --run-dir "$work/pipe" >/dev/null 2>&1
 "$bin" train $tiny --stages 1 --dp-width 2 --zero1 --train.steps 4 --checkpoint.every 2 --run-dir "$work/zero1" >/dev/null 2>&1
+"$bin" train $tiny --stages 2 --schedule pipedream --run-dir "$work/pipedream" >/dev/null 2>&1
+"$bin" train $tiny --stages 2 --schedule 2bw --train.steps 4 --checkpoint.every 1 --run-dir "$work/twobw" >/dev/null 2>&1
 rm "$(echo "$work/pipe/checkpoints/$(cat "$work/pipe/checkpoints/latest")")/stage1.safetensors"
 for name in truncated corrupt badjson wrongmodel noconfig nockpt; do cp -r "$work/base" "$work/$name"; done
 latest() { echo "$work/$1/checkpoints/$(cat "$work/$1/checkpoints/latest")"; }
@@ -30,6 +32,7 @@ cut_to_half() { truncate -s $(($(stat -c %s "$1") / 2)) "$1"; }
 cut_to_half "$(latest truncated)/model.safetensors"
 printf '\xff\xff\xff\xff\xff\xff\xff\x7fgarbage' > "$(latest corrupt)/model.safetensors"
 printf '{"format": "pipetrain-checkpoint-2", "step": "x"}' > "$(latest badjson)/checkpoint.json"
+rm "$(latest twobw)/stage0.version3.safetensors"
 rm "$work/noconfig/config.toml"
 rm -r "$work/nockpt/checkpoints"
 "$bin" train $tiny --stages 1 --model.d_model 32 --train.steps 4 --checkpoint.every 1 --run-dir "$work/other" >/dev/null 2>&1
@@ -114,6 +117,8 @@ run_case "token slices that do not sum to seq_len" "" "train $tiny --stages 2 --
 run_case "several nodes without a fixed port" "" "train $tiny --stages 2 --nnodes 2 --node-rank 0"
 run_case "node rank outside the nodes" "" "train $tiny --stages 2 --nnodes 2 --node-rank 2 --master-port 29500"
 run_case "unreachable rendezvous address" "" "train $tiny --stages 2 --pipeline.master_addr 203.0.113.1 --pipeline.timeout_s 3 --run-dir $work/addr"
+run_case "resume: PipeDream run (updates every microbatch)" "" "train --resume $work/pipedream --train.steps 4"
+run_case "resume: 2BW stashed-version file missing" "" "train --resume $work/twobw --train.steps 6"
 kill $listener 2>/dev/null
 
 table=$(printf '%s\n' "| # | case | command (W = scratch folder, TINY = a 1-layer model, 2 steps) | exit | lines | message |" "|---|---|---|---|---|---|" "${rows[@]}")

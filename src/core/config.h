@@ -117,6 +117,9 @@ void validate(const Config& config);  // cross-field rules (heads | d_model, ...
 // The weight policy a run's schedule implies: the synchronous ones share "sync"; an
 // asynchronous schedule (2BW, PipeDream, ...) is its own policy, with its own weight versions.
 std::string policy_of(const Config& config);
+// Why checkpoints of this weight policy cannot continue exactly ("" if they can: "sync", 2BW
+// and 2bw-predict). Such runs write only the final checkpoint and --resume refuses them.
+std::string resume_refusal(const std::string& policy);
 
 // Serialisation.
 std::string to_toml(const Config& config);

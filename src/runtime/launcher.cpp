@@ -197,6 +197,7 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
   const NodeShare share = node_share(p);
   // Every worker resumes from the same checkpoint, whatever `latest` says later. (Several
   // nodes resume from a run folder they share.)
+  if (options.resume) refuse_inexact_policy(config);  // the reason, before any missing checkpoint
   const std::string resume_from = options.resume ? latest_checkpoint(options.run_dir) : "";
   if (options.resume) check_resumable(resume_from, config, stage_ranges(config));  // before writing
   if (p.node_rank == 0) {
@@ -270,11 +271,11 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
   }
   for (const auto& w : workers) {
     if (stopped_on_request(w)) {
-      if (policy_of(config) != "sync") {
+      const std::string refusal = resume_refusal(policy_of(config));
+      if (!refusal.empty()) {
         throw StopRequested{WEXITSTATUS(w.status) - 128,
-                            fmt::format("all {} workers stopped on request; no checkpoint: "
-                                        "schedule '{}' keeps microbatches in flight between steps",
-                                        world, p.schedule)};
+                            fmt::format("all {} workers stopped on request; no checkpoint: {}",
+                                        world, refusal)};
       }
       throw StopRequested{WEXITSTATUS(w.status) - 128,
                           fmt::format("all {} workers stopped on request; checkpoint {}; continue "

@@ -1,12 +1,17 @@
 #include "runtime/stage_checkpoint.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/files.h"
+#include "model/state_io.h"
 #include "runtime/comm.h"
 #include "runtime/stage_executor.h"
+#include "schedule/generators.h"
 #include "train/checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -20,10 +25,72 @@ std::vector<std::pair<int64_t, int64_t>> as_pairs(const std::vector<StageRange>&
   return out;
 }
 
+schedule::WeightPolicy weight_policy_of(const Config& config) {
+  schedule::ScheduleSpec spec;
+  spec.name = config.pipeline.schedule;
+  spec.stages = 1;
+  spec.microbatches = 1;
+  return schedule::make_schedule(spec).policy;
+}
+
+// A stashed weight version of a 2BW stage (stage<k>.safetensors holds the masters).
+std::string version_file(int stage, int version) {
+  return fmt::format("stage{}.version{}.safetensors", stage, version);
+}
+
+void write_version_file(const std::string& dir, int stage, int version,
+                        const std::vector<std::pair<std::string, torch::Tensor>>& named) {
+  std::vector<TensorEntry> entries;
+  for (const auto& [name, tensor] : named) entries.push_back(to_entry(name, tensor));
+  write_file_atomically((fs::path(dir) / version_file(stage, version)).string(),
+                        encode_safetensors(entries));
+}
+
+// The chunk's checkpointed versions, as WeightVersions::resume takes them.
+std::map<int, std::vector<torch::Tensor>> read_version_files(const std::string& dir,
+                                                             const StageExecutor::Chunk& chunk,
+                                                             const std::vector<int>& versions) {
+  std::map<int, std::vector<torch::Tensor>> out;
+  for (const int version : versions) {
+    const auto path = (fs::path(dir) / version_file(chunk.stage, version)).string();
+    std::map<std::string, TensorEntry> by_name;
+    for (auto& entry : decode_safetensors(read_file(path), path)) by_name[entry.name] = entry;
+    for (const auto& item : chunk.model->named_parameters()) {
+      const auto it = by_name.find(item.key());
+      if (it == by_name.end()) fail("{}: has no tensor '{}'", path, item.key());
+      const auto tensor = from_entry(it->second);
+      if (tensor.sizes() != item.value().sizes()) fail("{}: tensor '{}' has the wrong shape", path, item.key());
+      out[version].push_back(tensor);
+    }
+  }
+  return out;
+}
+
+// Every stashed version a continuation reads is listed and readable (before any worker starts).
+void check_version_files(const std::string& dir, const CheckpointInfo& info, const Config& config) {
+  const auto versions = checkpointed_versions(weight_policy_of(config), int(info.step));
+  for (size_t stage = 0; stage < info.weight_versions.size(); ++stage) {
+    const auto& listed = info.weight_versions[stage];
+    for (const int version : versions) {
+      const std::string name = version_file(int(stage), version);
+      if (std::find(listed.begin(), listed.end(), name) == listed.end()) {
+        fail("{}: lists no weight version {} of stage {}, which a '{}' run reads after step {}",
+             dir, version, stage, info.policy, info.step);
+      }
+      const auto path = (fs::path(dir) / name).string();
+      if (!fs::exists(path)) fail("{}: file missing (checkpoint incomplete or damaged)", path);
+      decode_safetensors(read_file(path), path);
+    }
+  }
+}
+
 }  // namespace
 
-void write_stage_files(const std::string& dir, StageExecutor& executor, const Layout& layout) {
+void write_stage_files(const std::string& dir, StageExecutor& executor, const Layout& layout,
+                       int64_t step) {
   if (layout.replica() == 0) fs::create_directories(dir);  // a node with its own run folder
+  executor.point_at_latest_weights();  // between steps the modules may show a stashed version
+  const auto versions = checkpointed_versions(executor.weight_policy(), int(step));
   for (const auto& chunk : executor.chunks()) {
     // Every replica takes part (with ZeRO-1 the state is gathered from the replicas' shards);
     // replica 0 writes: the replicas hold the same weights.
@@ -32,6 +99,9 @@ void write_stage_files(const std::string& dir, StageExecutor& executor, const La
     save_module_state(dir, fmt::format("stage{}.safetensors", chunk.stage),
                       fmt::format("stage{}.optimizer.safetensors", chunk.stage), *chunk.model,
                       state);
+    for (const int version : versions) {
+      write_version_file(dir, chunk.stage, version, executor.stashed_version(chunk, version));
+    }
   }
 }
 
@@ -39,8 +109,10 @@ CheckpointInfo pipeline_checkpoint_info(const Config& config, int64_t step,
                                         const std::vector<StageRange>& ranges, double val_loss) {
   CheckpointInfo info = make_checkpoint_info(config, step, as_pairs(ranges));
   info.val_loss = val_loss;
+  const auto versions = checkpointed_versions(weight_policy_of(config), int(step));
   for (size_t s = 0; s < ranges.size(); ++s) {
-    info.weight_versions[s] = {fmt::format("stage{}.safetensors", s)};
+    info.weight_versions[s] = {fmt::format("stage{}.safetensors", s)};  // the newest: masters
+    for (const int version : versions) info.weight_versions[s].push_back(version_file(int(s), version));
     info.optimizer_files.push_back(fmt::format("stage{}.optimizer.safetensors", s));
   }
   return info;
@@ -53,11 +125,16 @@ std::string write_pipeline_checkpoint(const std::string& run_dir, StageExecutor&
   const fs::path partial = fs::path(checkpoints_root(run_dir)) / (step_dir_name(step) + ".partial");
   if (layout.reports()) begin_checkpoint(run_dir, step);
   comm.barrier();  // the folder exists (and is empty)
-  write_stage_files(partial.string(), executor, layout);
+  write_stage_files(partial.string(), executor, layout, step);
   comm.barrier();  // every stage file is written
   if (!layout.reports()) return (fs::path(checkpoints_root(run_dir)) / step_dir_name(step)).string();
   return commit_checkpoint(run_dir, pipeline_checkpoint_info(config, step, ranges, val_loss),
                            config.checkpoint.keep);
+}
+
+void refuse_inexact_policy(const Config& config) {
+  const std::string refusal = resume_refusal(policy_of(config));
+  if (!refusal.empty()) fail("--resume cannot continue exactly: {}", refusal);
 }
 
 void check_resumable(const std::string& checkpoint_dir, const Config& config,
@@ -66,22 +143,28 @@ void check_resumable(const std::string& checkpoint_dir, const Config& config,
     fail("--resume does not support ZeRO-1 runs yet (pipeline.zero1 = 1): the checkpoint holds the "
          "gathered optimizer state, which the sharded optimizer cannot load back yet");
   }
-  if (policy_of(config) != "sync") {
-    fail("--resume needs a synchronous schedule (gpipe, 1f1b, interleaved); '{}' keeps "
-         "microbatches in flight across steps", config.pipeline.schedule);
-  }
+  refuse_inexact_policy(config);
   const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges));
   read_checkpoint_tensors(checkpoint_dir, info);  // every file present and well-formed
+  check_version_files(checkpoint_dir, info, config);
 }
 
 int64_t restore_pipeline_state(const std::string& checkpoint_dir, StageExecutor& executor,
                                const Config& config, const std::vector<StageRange>& ranges) {
+  refuse_inexact_policy(config);  // workers started without the launcher's check
   const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges));
   const auto tensors = read_checkpoint_tensors(checkpoint_dir, info);
   const std::string head_copy = fmt::format("layer{}.tied_weight", config.model.layers + 1);
+  const auto versions = checkpointed_versions(executor.weight_policy(), int(info.step));
+  std::vector<std::map<int, std::vector<torch::Tensor>>> stashed;
   for (const auto& chunk : executor.chunks()) {
-    load_module_state(tensors, checkpoint_dir, *chunk.model, executor.optimizer(), head_copy);
+    // No-flush policies: before any compute the module's parameters share the masters'
+    // storage, so loading the module fills the masters.
+    load_module_state(tensors, checkpoint_dir, *chunk.model, executor.optimizer(), head_copy,
+                      executor.optimized_tensors(chunk));
+    stashed.push_back(read_version_files(checkpoint_dir, chunk, versions));
   }
+  executor.resume_at(info.step, std::move(stashed));
   restore_torch_rng_state(info.rng_state, checkpoint_dir);
   return info.step;
 }

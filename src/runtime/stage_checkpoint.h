@@ -14,8 +14,10 @@ namespace pipetrain::runtime {
 class Comm;
 class StageExecutor;  // forward declarations keep this header (and the launcher) free of torch
 
-// This worker's stage files into `dir` (replica 0 only: the replicas hold the same weights).
-void write_stage_files(const std::string& dir, StageExecutor& executor, const Layout& layout);
+// This worker's stage files into `dir` (replica 0 only: the replicas hold the same weights)
+// after `step` steps; 2BW stages add the stashed versions a continuation reads.
+void write_stage_files(const std::string& dir, StageExecutor& executor, const Layout& layout,
+                       int64_t step);
 
 // The sidecar of a pipeline checkpoint whose stage files follow the naming above.
 CheckpointInfo pipeline_checkpoint_info(const Config& config, int64_t step,
@@ -27,12 +29,16 @@ std::string write_pipeline_checkpoint(const std::string& run_dir, StageExecutor&
                                       const std::vector<StageRange>& ranges, int64_t step,
                                       double val_loss);
 
+// UserError if no checkpoint of this config's weight policy can continue exactly.
+void refuse_inexact_policy(const Config& config);
+
 // UserError if the checkpoint cannot continue exactly under `config` (see read_checkpoint_for).
 void check_resumable(const std::string& checkpoint_dir, const Config& config,
                      const std::vector<StageRange>& ranges);
 
 // Loads this worker's chunks (weights, optimizer state, RNG) from a checkpoint of any
-// partition (synchronous policies) and returns the step to continue at.
+// partition (synchronous policies; 2BW: the same partition, with its stashed versions) and
+// returns the step to continue at.
 int64_t restore_pipeline_state(const std::string& checkpoint_dir, StageExecutor& executor,
                                const Config& config, const std::vector<StageRange>& ranges);
 

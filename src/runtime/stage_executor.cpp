@@ -72,14 +72,16 @@ StageExecutor::StageExecutor(const Config& config, const TextDataset* data, Comm
     optimizer_ = make_optimizer(params, config.train);
   }
   step_params_ = params;
-  split_into_steps();
+  split_into_steps(0);
 }
 
 // Synchronous: every step runs the whole list. No-flush: step k ends after this worker's last
 // update of iteration k (the m microbatches of global batch k), the final step at the list's end.
-// A 2BW step is one update; PipeDream-style policies update after every microbatch.
-void StageExecutor::split_into_steps() {
+// A 2BW step is one update; PipeDream-style policies update after every microbatch. A resumed
+// list starts at `first_step`: the steps before it are empty.
+void StageExecutor::split_into_steps(int64_t first_step) {
   const auto& actions = schedule_.actions.at(size_t(layout_.worker()));
+  steps_.clear();
   if (!asynchronous()) {
     steps_.assign(1, {0, actions.size()});
     microbatches_per_update_ = int(config_.train.microbatches);
@@ -92,8 +94,9 @@ void StageExecutor::split_into_steps() {
   for (size_t k = 0; k < actions.size(); ++k) {
     if (actions[k].kind == ActionKind::OptimizerStep) last_update.at(size_t(actions[k].iteration)) = k;
   }
+  steps_.assign(size_t(first_step), {0, 0});
   size_t begin = 0;
-  for (size_t it = 0; it < last_update.size(); ++it) {
+  for (size_t it = size_t(first_step); it < last_update.size(); ++it) {
     const size_t end = it + 1 == last_update.size() ? actions.size() : last_update[it] + 1;
     steps_.push_back({begin, end});
     begin = end;
@@ -344,6 +347,11 @@ void StageExecutor::optimizer_step() {
 std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::optimizer_state(
     const Chunk& chunk) {
   if (zero1_) return zero1_->state_tensors(*chunk.model);  // a collective of the replica group
+  return optimizer_state_tensors(*optimizer_, optimized_tensors(chunk));
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::optimized_tensors(
+    const Chunk& chunk) const {
   std::vector<std::pair<std::string, torch::Tensor>> named;
   size_t index = 0;
   const size_t c = size_t(&chunk - chunks_.data());
@@ -351,7 +359,46 @@ std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::optimizer_stat
     named.emplace_back(item.key(), asynchronous() ? versions_.at(c)->masters().at(index++)
                                                   : item.value());
   }
-  return optimizer_state_tensors(*optimizer_, named);
+  return named;
+}
+
+void StageExecutor::point_at_latest_weights() {
+  for (auto& versions : versions_) versions->point_at_latest();
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::stashed_version(
+    const Chunk& chunk, int version) const {
+  const auto& tensors = versions_.at(size_t(&chunk - chunks_.data()))->stashed(version);
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  size_t index = 0;
+  for (const auto& item : chunk.model->named_parameters()) {
+    named.emplace_back(item.key(), tensors.at(index++));
+  }
+  return named;
+}
+
+// The actions of the iterations < step all ran before the checkpoint (each step ends with its
+// update, and the barrier of the checkpoint saw every update); those of later iterations that
+// ran early (the first stages' warm-up forwards of the next group) run again from the saved
+// versions they read: the same inputs, the same weights, the same results. Dropping matched
+// send/recv pairs keeps the lists deadlock-free.
+void StageExecutor::resume_at(int64_t step,
+                              std::vector<std::map<int, std::vector<torch::Tensor>>> stashed) {
+  if (!asynchronous() || step == 0) return;
+  auto& actions = schedule_.actions.at(size_t(layout_.worker()));
+  std::vector<schedule::Action> remaining;
+  for (const auto& a : actions) {
+    if (a.iteration >= step) remaining.push_back(a);
+  }
+  actions = remaining;
+  split_into_steps(step);
+  for (size_t c = 0; c < versions_.size(); ++c) {
+    std::vector<schedule::Action> own;
+    for (const auto& a : remaining) {
+      if (size_t(a.chunk) == c) own.push_back(a);
+    }
+    versions_[c]->resume(own, schedule_.iterations, int(step), std::move(stashed.at(c)));
+  }
 }
 
 std::vector<torch::Tensor> StageExecutor::held_weights() const {
@@ -378,7 +425,7 @@ double StageExecutor::evaluate() {
   torch::NoGradGuard no_grad;
   const int64_t rows = config_.train.batch_size;
   const int stages = layout_.stages();
-  for (auto& versions : versions_) versions->point_at_latest();
+  point_at_latest_weights();
   double total = 0;
   for (int64_t i = 0; i < config_.eval.batches; ++i) {
     TokenBatch batch;

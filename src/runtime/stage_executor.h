@@ -55,6 +55,17 @@ class StageExecutor {
   // The chunk's optimizer state named as a single-process checkpoint names it. With ZeRO-1 a
   // collective over the replica group (every replica calls it, chunk by chunk).
   std::vector<std::pair<std::string, torch::Tensor>> optimizer_state(const Chunk& chunk);
+  // The tensors the optimizer updates for the chunk (the masters of a no-flush policy), named as
+  // the module's parameters.
+  std::vector<std::pair<std::string, torch::Tensor>> optimized_tensors(const Chunk& chunk) const;
+  const schedule::WeightPolicy& weight_policy() const { return schedule_.policy; }
+  void point_at_latest_weights();  // the modules show the latest weights (checkpoints)
+  // Exact resume of a 2BW run (see WeightVersions): the chunk's stashed `version`, named as its
+  // parameters; and the continuation at `step` (= updates done, 2BW) from the cut "iterations
+  // < step done", with the masters already loaded and each chunk's checkpointed versions.
+  std::vector<std::pair<std::string, torch::Tensor>> stashed_version(const Chunk& chunk,
+                                                                    int version) const;
+  void resume_at(int64_t step, std::vector<std::map<int, std::vector<torch::Tensor>>> stashed);
   // Most distinct weight copies each chunk held at once (1 for synchronous schedules).
   std::vector<int> peak_weight_copies() const;
   // Every weight tensor this worker holds now: each chunk's parameters and, for no-flush
@@ -80,7 +91,7 @@ class StageExecutor {
   void forward(const Key& key, int microbatch, const TokenBatch& batch);
   void forward_with_graph(const Key& key, InFlight& state);
   void backward(const Key& key);
-  void split_into_steps();
+  void split_into_steps(int64_t first_step);
   const TokenBatch& batch_of(int64_t step);  // the global batch of a step (kept for two steps)
   bool asynchronous() const { return !versions_.empty(); }
   void all_reduce_chunk_grads(int chunk);

@@ -1,6 +1,9 @@
 #include "runtime/weight_versions.h"
 
 #include <set>
+#include <stdexcept>
+
+#include <fmt/format.h>
 
 #include "train/prediction.h"
 
@@ -34,10 +37,63 @@ WeightVersions::WeightVersions(const schedule::Schedule& schedule, int worker, i
     : policy_(schedule.policy), stage_(stage), views_(std::move(params)) {
   for (const auto& p : views_) masters_.push_back(p.variable_data().requires_grad_(true));
   if (!stashing()) return;
-  for (const auto& a : schedule.actions.at(size_t(worker))) {
+  count_readers(schedule.actions.at(size_t(worker)), schedule.iterations);
+  if (readers_left_.count(0)) versions_[0] = aliases_of(masters_);
+}
+
+std::vector<int> checkpointed_versions(const schedule::WeightPolicy& policy, int updates) {
+  if (policy.kind != WeightPolicyKind::DoubleBuffer || updates == 0) return {};
+  if (policy.predict_ahead > 0) return {updates, updates - 1};
+  return {updates - 1};
+}
+
+void WeightVersions::count_readers(const std::vector<schedule::Action>& actions, int iterations) {
+  readers_left_.clear();
+  for (const auto& a : actions) {
     if (schedule::is_compute(a.kind)) ++readers_left_[a.version];
   }
-  if (readers_left_.count(0)) versions_[0] = aliases_of(masters_);
+  // The final checkpoint continues too (with more train.steps): keep the versions that groups
+  // `iterations` and `iterations` + 1 would read, never released (at most the 2 copies of 2BW).
+  if (policy_.kind == WeightPolicyKind::DoubleBuffer) {
+    ++readers_left_[iterations - 1];
+    ++readers_left_[iterations];
+  }
+}
+
+bool WeightVersions::aliases_masters(int version) const {
+  // after_step: plain 2BW aliases the new version to the masters; 2bw-predict stores a copy.
+  return version == master_version_ && policy_.predict_ahead == 0;
+}
+
+const std::vector<torch::Tensor>& WeightVersions::stashed(int version) const {
+  const auto it = versions_.find(version);
+  if (it == versions_.end() || aliases_masters(version)) {
+    throw std::logic_error(fmt::format("stage {}: no stashed weight version {} to checkpoint",
+                                       stage_, version));
+  }
+  return it->second;
+}
+
+void WeightVersions::resume(const std::vector<schedule::Action>& remaining, int iterations,
+                            int updates, std::map<int, std::vector<torch::Tensor>> saved) {
+  master_version_ = updates;
+  count_readers(remaining, iterations);
+  versions_.clear();
+  for (const auto& entry : readers_left_) {
+    const int version = entry.first;
+    if (version > master_version_) break;  // made by a later update
+    if (aliases_masters(version)) {
+      versions_[version] = aliases_of(masters_);
+    } else if (saved.count(version) != 0) {
+      versions_[version] = std::move(saved.at(version));
+    } else {
+      throw std::logic_error(fmt::format("stage {}: resuming after {} updates needs weight "
+                                         "version {}, which the checkpoint lacks", stage_,
+                                         updates, version));
+    }
+  }
+  point_views_at(masters_);
+  note_peak();
 }
 
 bool WeightVersions::stashing() const {

@@ -24,6 +24,12 @@
 
 namespace pipetrain::runtime {
 
+// The stashed versions (other than the masters' own storage) a 2BW checkpoint after `updates`
+// updates holds, newest first; empty for policies that do not resume. Group g reads version
+// g-1, so a continuation at step k reads k-1 (group k) and k (group k+1): k is the masters
+// themselves unless 2bw-predict extrapolated it into a copy of its own.
+std::vector<int> checkpointed_versions(const schedule::WeightPolicy& policy, int updates);
+
 class WeightVersions {
  public:
   // `params`: the stage module's parameters, in module order. `worker`'s actions of `schedule`
@@ -44,6 +50,16 @@ class WeightVersions {
 
   void point_at_latest();  // evaluation and checkpoints read the latest weights
 
+  // Exact resume (2BW, 2bw-predict). A checkpoint at step k is the cut "every action of the
+  // iterations < k done": it holds the masters (version k) and the stashed versions
+  // checkpointed_versions() names; the stash of one of them:
+  const std::vector<torch::Tensor>& stashed(int version) const;
+  // Continues after `updates` updates on `remaining` (this worker's actions of the iterations
+  // >= k, `iterations` in the whole list): the masters already hold version `updates`, and
+  // `saved` gives the checkpointed versions (the readers of each are counted again).
+  void resume(const std::vector<schedule::Action>& remaining, int iterations, int updates,
+              std::map<int, std::vector<torch::Tensor>> saved);
+
   // Distinct weight copies (storages) the policy holds now / at its peak: the master, the
   // stashed versions, a prediction's saved original.
   int live_copies() const;
@@ -54,6 +70,8 @@ class WeightVersions {
 
  private:
   bool stashing() const;
+  bool aliases_masters(int version) const;
+  void count_readers(const std::vector<schedule::Action>& actions, int iterations);
   void point_views_at(const std::vector<torch::Tensor>& tensors);
   void predict_in_master(int steps, torch::optim::Optimizer& optimizer);
   void note_peak();

@@ -330,9 +330,11 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   RunSummary summary;
   double val_loss = std::nan("");
   const auto start = Clock::now();
-  // Between two steps a no-flush pipeline still holds microbatches in flight and stashed weight
-  // versions: a checkpoint there would not resume exactly, so only the final one is written.
-  const bool checkpoints_mid_run = schedule.policy.kind == schedule::WeightPolicyKind::Sync;
+  // Between two steps a no-flush pipeline still holds microbatches in flight: 2BW checkpoints
+  // the stashed versions they read (see WeightVersions); the other policies cannot resume
+  // exactly, so only their final checkpoint is written.
+  const std::string no_resume = resume_refusal(policy_of(config));
+  const bool checkpoints_mid_run = no_resume.empty();
   for (int64_t step = first_step; step < config.train.steps; ++step) {
     maybe_inject_fault(env.rank, step, launched);
     const auto step_start = Clock::now();
@@ -360,10 +362,9 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
       if (progress) progress->finish();
       const int signal = stop_signal() != 0 ? stop_signal() : SIGTERM;  // a peer's signal
       if (!reports) throw StopRequested{signal, ""};
-      throw StopRequested{signal, fmt::format("stopped by {} after step {}; no checkpoint: schedule "
-                                              "'{}' keeps microbatches in flight between steps",
+      throw StopRequested{signal, fmt::format("stopped by {} after step {}; no checkpoint: {}",
                                               signal == SIGINT ? "SIGINT" : "SIGTERM", done,
-                                              config.pipeline.schedule)};
+                                              no_resume)};
     }
     if (stop > 0 || (checkpoints_mid_run && periodic_checkpoint_due(config, done))) {
       const auto saved = write_pipeline_checkpoint(dir.string(), executor, comm, layout, config,
@@ -403,7 +404,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
 
   const fs::path checkpoint_dir = dir / "checkpoint";
   fs::create_directories(checkpoint_dir);
-  write_stage_files(checkpoint_dir.string(), executor, layout);
+  write_stage_files(checkpoint_dir.string(), executor, layout, config.train.steps);
   write_pipeline_checkpoint(dir.string(), executor, comm, layout, config, ranges, config.train.steps, val_loss);
   write_trace_part(dir, env.rank, executor.events());
   const auto run_memory_by_rank = gather_memory(comm, run_memory);

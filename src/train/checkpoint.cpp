@@ -124,12 +124,21 @@ CheckpointTensors read_checkpoint_tensors(const std::string& dir, const Checkpoi
 void load_module_state(const CheckpointTensors& tensors, const std::string& origin,
                        torch::nn::Module& module, torch::optim::Optimizer& optimizer,
                        const std::string& head_copy) {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& item : module.named_parameters()) named.emplace_back(item.key(), item.value());
+  load_module_state(tensors, origin, module, optimizer, head_copy, named);
+}
+
+void load_module_state(const CheckpointTensors& tensors, const std::string& origin,
+                       torch::nn::Module& module, torch::optim::Optimizer& optimizer,
+                       const std::string& head_copy,
+                       const std::vector<std::pair<std::string, torch::Tensor>>& optimized) {
   auto weights = tensors.weights;
   auto state = tensors.optimizer;
   add_head_copy(weights, head_copy);
   add_head_copy(state, head_copy);
   load_module_entries(module, weights, origin);
-  load_optimizer_state(optimizer, module, state, origin);
+  load_optimizer_state(optimizer, optimized, state, origin);
 }
 
 std::string torch_rng_state_hex() {

@@ -46,6 +46,12 @@ CheckpointTensors read_checkpoint_tensors(const std::string& dir, const Checkpoi
 void load_module_state(const CheckpointTensors& tensors, const std::string& origin,
                        torch::nn::Module& module, torch::optim::Optimizer& optimizer,
                        const std::string& head_copy);
+// The same when the optimizer updates tensors of its own (`optimized`, named as the module's
+// parameters and sharing their storage: a no-flush pipeline stage's masters).
+void load_module_state(const CheckpointTensors& tensors, const std::string& origin,
+                       torch::nn::Module& module, torch::optim::Optimizer& optimizer,
+                       const std::string& head_copy,
+                       const std::vector<std::pair<std::string, torch::Tensor>>& optimized);
 
 std::string torch_rng_state_hex();
 void restore_torch_rng_state(const std::string& hex, const std::string& origin);

@@ -104,15 +104,21 @@ torch::Tensor state_tensor(const std::map<std::string, const TensorEntry*>& by_n
 
 void load_optimizer_state(torch::optim::Optimizer& optimizer, torch::nn::Module& module,
                           const std::vector<TensorEntry>& entries, const std::string& origin) {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& item : module.named_parameters()) named.emplace_back(item.key(), item.value());
+  load_optimizer_state(optimizer, named, entries, origin);
+}
+
+void load_optimizer_state(torch::optim::Optimizer& optimizer,
+                          const std::vector<std::pair<std::string, torch::Tensor>>& named,
+                          const std::vector<TensorEntry>& entries, const std::string& origin) {
   std::map<std::string, const TensorEntry*> by_name;
   for (const auto& entry : entries) by_name[entry.name] = &entry;
   const bool is_adam = dynamic_cast<torch::optim::Adam*>(&optimizer) != nullptr;
   const bool is_adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer) != nullptr;
   auto& state = optimizer.state();
-  for (const auto& item : module.named_parameters()) {
-    const auto key = c10::guts::to_string(item.value().unsafeGetTensorImpl());
-    const std::string name = item.key();
-    const auto& p = item.value();
+  for (const auto& [name, p] : named) {
+    const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
     if (is_adam || is_adamw) {
       if (by_name.count(name + ".step") == 0) continue;  // never stepped
       const auto step = state_tensor(by_name, name + ".step", {}, origin).item<int64_t>();

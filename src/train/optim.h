@@ -33,5 +33,9 @@ std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
 // named entries (missing entries = a parameter not yet stepped). UserError on a shape mismatch.
 void load_optimizer_state(torch::optim::Optimizer& optimizer, torch::nn::Module& module,
                           const std::vector<TensorEntry>& entries, const std::string& origin);
+// The same for named tensors the optimizer owns (a pipeline's master weights).
+void load_optimizer_state(torch::optim::Optimizer& optimizer,
+                          const std::vector<std::pair<std::string, torch::Tensor>>& named,
+                          const std::vector<TensorEntry>& entries, const std::string& origin);
 
 }  // namespace pipetrain

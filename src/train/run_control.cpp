@@ -52,6 +52,9 @@ void maybe_inject_fault(int rank, int64_t step, bool launched) {
   const std::string what(action);
   if (what == "term") {
     ::kill(launched ? ::getppid() : ::getpid(), SIGTERM);
+    // This worker sees it at once (as if forwarded): the stop lands in this step, whatever
+    // the launcher's polling delay.
+    if (launched) std::raise(SIGTERM);
   } else if (what == "hang") {
     std::raise(SIGSTOP);
   } else {

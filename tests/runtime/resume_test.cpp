@@ -85,6 +85,82 @@ TEST(Resume, GpipeKilledAndResumedIsBitwiseIdentical) {
   kill_and_resume(kTiny + " --stages 2 --schedule gpipe", 1, 4, "gpipe_kill");
 }
 
+// 2BW keeps microbatches in flight across steps; a checkpoint at step k holds the masters and
+// the stashed version group k reads, and the resumed run redoes iteration k's early forwards.
+// Kill points (rank, step) from fixed seeds, resuming at steps 2, 4 and 6: 2 stages m=2, and
+// 3 stages m=4.
+TEST(Resume, TwoBWKilledAtRandomAndResumedIsBitwiseIdentical) {
+  struct Case {
+    int stages;
+    std::string args;
+    std::vector<unsigned> seeds;
+  };
+  const std::vector<Case> cases = {
+      {2, kTiny + " --stages 2 --schedule 2bw", {1u, 4u, 11u}},  // kills (1,4) (0,7) (1,3)
+      {3, kTiny + " --stages 3 --schedule 2bw --train.microbatches 4", {5u, 11u}},  // (2,6) (0,3)
+  };
+  for (const auto& c : cases) {
+    for (const unsigned seed : c.seeds) {
+      std::mt19937 random(seed);
+      const int rank = int(random() % unsigned(c.stages)), step = 1 + int(random() % 7);
+      SCOPED_TRACE(fmt::format("{} stages, seed {}: kill rank {} before step {}", c.stages, seed,
+                               rank, step));
+      kill_and_resume(c.args, rank, step, fmt::format("twobw{}_kill{}", c.stages, seed));
+    }
+  }
+}
+
+// 2bw-predict checkpoints both predicted versions (k-1 and k) besides the masters.
+TEST(Resume, TwoBWPredictKilledAndResumedIsBitwiseIdentical) {
+  kill_and_resume(kTiny + " --stages 2 --schedule 2bw-predict", 0, 5, "twobw_predict_kill");
+}
+
+TEST(Resume, TwoBWSigtermStopsWithACheckpointAndResumesExactly) {
+  const std::string args = kTiny + " --stages 2 --schedule 2bw --checkpoint.every 0";
+  const auto dir = testing::fresh_dir("twobw_sigterm");
+  const auto stopped = testing::run_pipetrain(args + " --run-dir " + dir.string(), "PIPETRAIN_FAULT=1:3:term");
+  EXPECT_EQ(stopped.exit_code, 128 + SIGTERM) << stopped.output;
+  EXPECT_NE(stopped.output.find("stopped on request; checkpoint " + dir.string() + "/checkpoints/step-"),
+            std::string::npos) << stopped.output;
+  const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  expect_same_final_state(dir, reference_run(args));
+  fs::remove_all(dir);
+}
+
+// The final checkpoint of a 2BW run keeps the version the next group would read: with a
+// learning rate that does not depend on train.steps (min_lr = lr), 4 steps then --resume to 8
+// equal 8 steps.
+TEST(Resume, TwoBWFinalCheckpointContinuesToMoreSteps) {
+  const std::string args = kTiny + " --stages 2 --schedule 2bw --train.min_lr 0.001 --train.lr 0.001";
+  const auto dir = testing::fresh_dir("twobw_extend");
+  const auto first = testing::run_pipetrain(args + " --train.steps 4 --run-dir " + dir.string());
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resuming at step 4"), std::string::npos) << resumed.output;
+  expect_same_final_state(dir, reference_run(args));
+  fs::remove_all(dir);
+}
+
+// Policies that update after every microbatch write only the final checkpoint; --resume and
+// SIGTERM say why in one line.
+TEST(Resume, PerMicrobatchPoliciesAreRefusedWithTheReason) {
+  const std::string reason = "updates after every microbatch, and the microbatches in flight at a "
+                             "step boundary read weights that no checkpoint holds";
+  const std::string args = kTiny + " --stages 2 --schedule pipedream --checkpoint.every 0";
+  const auto dir = testing::fresh_dir("pipedream_refused");
+  const auto stopped = testing::run_pipetrain(args + " --run-dir " + dir.string(), "PIPETRAIN_FAULT=0:2:term");
+  EXPECT_EQ(stopped.exit_code, 128 + SIGTERM) << stopped.output;
+  EXPECT_NE(stopped.output.find("no checkpoint: schedule 'pipedream' " + reason), std::string::npos)
+      << stopped.output;
+  const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string());
+  EXPECT_EQ(resumed.exit_code, 2) << resumed.output;
+  EXPECT_NE(resumed.output.find("--resume cannot continue exactly: schedule 'pipedream' " + reason),
+            std::string::npos) << resumed.output;
+  fs::remove_all(dir);
+}
+
 // SIGTERM to the launcher: it forwards the signal, every worker finishes its step, writes a
 // checkpoint and exits 143; --resume continues to the same bytes.
 TEST(Resume, SigtermStopsWithACheckpointAndResumesExactly) {
