@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 
 #include <glog/logging.h>
 
@@ -97,6 +98,13 @@ struct Comm::Impl {
     int peer;
   };
   std::vector<PendingSend> pending;
+  struct PostedRecv {
+    at::Tensor tensor;
+    c10::intrusive_ptr<c10d::Work> work;
+    int peer;
+  };
+  std::map<int, PostedRecv> posted;
+  int next_recv_handle = 0;
 
   c10d::ProcessGroupGloo& of(int handle) const {
     return handle == kWorld ? *group : *subgroups.at(size_t(handle)).group;
@@ -163,13 +171,29 @@ void Comm::wait_oldest_sends(size_t count) {
 }
 
 at::Tensor Comm::recv(std::vector<int64_t> shape, at::ScalarType dtype, int peer, int tag) {
+  return take_recv(post_recv(std::move(shape), dtype, peer, tag));
+}
+
+int Comm::post_recv(std::vector<int64_t> shape, at::ScalarType dtype, int peer, int tag) {
   std::vector<at::Tensor> tensors{torch::empty(shape, torch::dtype(dtype))};
   try {
-    impl_->group->recv(tensors, peer, tag)->wait(impl_->timeout);
+    auto work = impl_->group->recv(tensors, peer, tag);
+    impl_->posted[impl_->next_recv_handle] = {tensors[0], work, peer};
   } catch (const std::exception& error) {
     impl_->lost("receive", peer, error);
   }
-  return tensors[0];
+  return impl_->next_recv_handle++;
+}
+
+at::Tensor Comm::take_recv(int handle) {
+  auto posted = impl_->posted.extract(handle);
+  if (posted.empty()) throw std::logic_error("take_recv: no receive posted with this handle");
+  try {
+    posted.mapped().work->wait(impl_->timeout);
+  } catch (const std::exception& error) {
+    impl_->lost("receive", posted.mapped().peer, error);
+  }
+  return posted.mapped().tensor;
 }
 
 void Comm::barrier() {

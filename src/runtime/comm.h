@@ -53,6 +53,9 @@ class Comm {
   size_t pending_sends() const;
   // Blocking receive into a fresh tensor of the given shape and dtype.
   at::Tensor recv(std::vector<int64_t> shape, at::ScalarType dtype, int peer, int tag);
+  // The same in two halves: post now (returns a handle), wait for the data later.
+  int post_recv(std::vector<int64_t> shape, at::ScalarType dtype, int peer, int tag);
+  at::Tensor take_recv(int handle);
 
   void barrier();  // all ranks
 

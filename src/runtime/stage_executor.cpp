@@ -137,6 +137,7 @@ StepResult StageExecutor::train_step(int64_t step) {
   for (size_t k = begin; k < end; ++k) {
     const auto& action = actions[k];
     const auto start = std::chrono::steady_clock::now();
+    post_next_receive(actions, k + 1, end);
     // No-flush: the first stages run ahead into the next step's microbatches.
     run_action(action, batch_of(asynchronous() ? action.iteration : step));
     if (step >= traced_steps) continue;
@@ -170,6 +171,37 @@ StepResult StageExecutor::train_step(int64_t step) {
   return result_;
 }
 
+StageExecutor::RecvRequest StageExecutor::recv_request(const schedule::Action& action) const {
+  const int m = schedule_.total_microbatches(), stage = layout_.stage_of(action.chunk);
+  const int unit = schedule_.global_microbatch(action) * slices_.count() + action.slice;
+  const int units = m * slices_.count();
+  const int tag = action.kind == ActionKind::RecvActivation ? activation_tag(stage - 1, unit, units)
+                                                            : gradient_tag(stage, unit, units);
+  return {activation_shape(micro_rows(), action.slice), peer_rank(action.peer), tag};
+}
+
+void StageExecutor::post_next_receive(const std::vector<schedule::Action>& actions, size_t from,
+                                      size_t end) {
+  for (size_t j = from; j < end; ++j) {
+    const auto& next = actions[j];
+    if (next.kind != ActionKind::RecvActivation && next.kind != ActionKind::RecvGrad) continue;
+    const RecvRequest r = recv_request(next);
+    if (!posted_receives_.count({r.peer, r.tag})) {
+      posted_receives_[{r.peer, r.tag}] = comm_.post_recv(r.shape, torch::kFloat32, r.peer, r.tag);
+    }
+    return;
+  }
+}
+
+torch::Tensor StageExecutor::receive(const schedule::Action& action) {
+  const RecvRequest r = recv_request(action);
+  const auto posted = posted_receives_.find({r.peer, r.tag});
+  if (posted == posted_receives_.end()) return comm_.recv(r.shape, torch::kFloat32, r.peer, r.tag);
+  const int handle = posted->second;
+  posted_receives_.erase(posted);
+  return comm_.take_recv(handle);
+}
+
 void StageExecutor::run_action(const schedule::Action& action, const TokenBatch& batch) {
   // Keys and tags count microbatches over the whole list (no-flush lists span every step).
   const int mb = schedule_.global_microbatch(action), chunk = action.chunk;
@@ -195,8 +227,7 @@ void StageExecutor::run_action(const schedule::Action& action, const TokenBatch&
       if (recompute_.at(size_t(chunk))) in_flight_.at(key).output = torch::Tensor();
       return;
     case ActionKind::RecvActivation:
-      in_flight_[key].input = comm_.recv(activation_shape(micro_rows(), action.slice), torch::kFloat32,
-                                         peer_rank(action.peer), activation_tag(stage - 1, unit, units));
+      in_flight_[key].input = receive(action);
       return;
     case ActionKind::SendGrad: {
       // The input gradient leaves the chunk: this microbatch's activations can go.
@@ -205,8 +236,7 @@ void StageExecutor::run_action(const schedule::Action& action, const TokenBatch&
       return comm_.send(grad, peer_rank(action.peer), gradient_tag(stage - 1, unit, units));
     }
     case ActionKind::RecvGrad:
-      in_flight_.at(key).output_grad = comm_.recv(activation_shape(micro_rows(), action.slice), torch::kFloat32,
-                                                  peer_rank(action.peer), gradient_tag(stage, unit, units));
+      in_flight_.at(key).output_grad = receive(action);
       return;
     case ActionKind::AllReduceGrads:
       return all_reduce_chunk_grads(chunk);

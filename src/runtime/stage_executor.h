@@ -101,6 +101,15 @@ class StageExecutor {
   bool is_first_stage(int stage) const { return stage == 0; }
   bool is_last_stage(int stage) const { return stage == layout_.stages() - 1; }
   int peer_rank(int worker) const { return layout_.rank_of(layout_.replica(), worker); }
+  // Receives are posted one ahead of their action, so the data lands while this worker computes
+  // (and the sender's send completes sooner); a posted receive never blocks anyone.
+  struct RecvRequest {
+    std::vector<int64_t> shape;
+    int peer = 0, tag = 0;
+  };
+  RecvRequest recv_request(const schedule::Action& action) const;
+  void post_next_receive(const std::vector<schedule::Action>& actions, size_t from, size_t end);
+  torch::Tensor receive(const schedule::Action& action);
 
   Config config_;
   const TextDataset* data_;
@@ -120,6 +129,7 @@ class StageExecutor {
   torch::Tensor tied_weight_;                // embedding on the first stage, head copy on the last
   std::vector<torch::Tensor> norm_params_;   // parameters counted in the global norm
   std::map<Key, InFlight> in_flight_;
+  std::map<std::pair<int, int>, int> posted_receives_;  // (peer, tag) -> Comm's handle
   TokenSlices slices_;  // pipeline.slices; with more than one, the K/V cache per (chunk, microbatch)
   std::map<std::pair<int, int>, SequenceKvCache> kv_caches_;
   int steps_pending_ = 0;  // OptimizerStep actions seen this step (one per chunk)
