@@ -100,6 +100,18 @@ BatchAndTokenSlicing optimal_batch_and_token_slicing(int64_t batch, int64_t sequ
       best.slices.push_back(per_size[choice[rest]].slices);
     }
   }
+  // Largest microbatches first (any order gives the same T).
+  std::vector<size_t> order(best.microbatch_sizes.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return best.microbatch_sizes[a] > best.microbatch_sizes[b];
+  });
+  BatchAndTokenSlicing sorted = best;
+  for (size_t k = 0; k < order.size(); ++k) {
+    sorted.microbatch_sizes[k] = best.microbatch_sizes[order[k]];
+    sorted.slices[k] = best.slices[order[k]];
+  }
+  best = std::move(sorted);
   // The true objective: the slowest slice may be below the t_max that found the plan.
   double sum = 0;
   for (size_t k = 0; k < best.slices.size(); ++k) {

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "core/error.h"
@@ -79,6 +80,7 @@ TEST(BatchAndTokenSlicing, OptimalOnSmallInstancesAgainstBruteForce) {
       EXPECT_EQ(tokens, length);
     }
     EXPECT_EQ(sequences, batch);
+    EXPECT_TRUE(std::is_sorted(plan.microbatch_sizes.rbegin(), plan.microbatch_sizes.rend()));
   }
 }
 
