@@ -4,42 +4,15 @@
 #include <limits>
 
 #include "core/error.h"
+#include "plan/token_slicer.h"
 
 namespace pipetrain::plan {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
-// Slice latencies of one microbatch size: t[j][i] is the slice [points[j], points[i]).
-using LatencyTable = std::vector<std::vector<double>>;
-
-struct TokenDp {
-  double sum = kInfinity;
-  std::vector<int64_t> slices;
-};
-
-// The cheapest slicing of one microbatch with every slice <= t_max (sum of slice times).
-TokenDp constrained_slicing(const LatencyTable& t, const std::vector<int64_t>& points, double t_max) {
-  const size_t n = points.size();
-  std::vector<double> sum(n, kInfinity);
-  std::vector<size_t> previous(n, 0);
-  sum[0] = 0;
-  for (size_t i = 1; i < n; ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      if (t[j][i] > t_max || sum[j] == kInfinity) continue;
-      if (sum[j] + t[j][i] < sum[i]) sum[i] = sum[j] + t[j][i], previous[i] = j;
-    }
-  }
-  TokenDp out;
-  if (sum[n - 1] == kInfinity) return out;
-  out.sum = sum[n - 1];
-  for (size_t i = n - 1; i > 0; i = previous[i]) out.slices.push_back(points[i] - points[previous[i]]);
-  std::reverse(out.slices.begin(), out.slices.end());
-  return out;
-}
-
 // Every distinct latency, or evenly spaced ranks of them when there are too many.
-std::vector<double> t_max_candidates(const std::vector<LatencyTable>& tables, size_t limit,
+std::vector<double> t_max_candidates(const std::vector<SliceLatencyTable>& tables, size_t limit,
                                      const std::vector<double>& extra, bool& exhaustive) {
   std::vector<double> all;
   for (const auto& t : tables)
@@ -66,31 +39,26 @@ BatchAndTokenSlicing optimal_batch_and_token_slicing(int64_t batch, int64_t sequ
     fail("batch and token slicing needs a positive batch, sequence length, stage count and "
          "granularity");
   }
-  std::vector<int64_t> points;
-  for (int64_t p = 0; p < sequence_length; p += granularity) points.push_back(p);
-  points.push_back(sequence_length);
-  const size_t n = points.size();
-  std::vector<LatencyTable> tables(size_t(batch) + 1);  // index: microbatch size
+  const auto points = slice_boundaries(sequence_length, granularity);
+  std::vector<SliceLatencyTable> tables(size_t(batch) + 1);  // index: microbatch size
   for (int64_t b = 1; b <= batch; ++b) {
-    tables[b].assign(n, std::vector<double>(n, kInfinity));
-    for (size_t j = 0; j < n; ++j)
-      for (size_t i = j + 1; i < n; ++i) tables[b][j][i] = cost(b, points[i] - points[j], points[j]);
+    tables[b] = slice_latency_table(points, [&](int64_t l, int64_t c) { return cost(b, l, c); });
   }
   BatchAndTokenSlicing best;
   best.total_s = kInfinity;
   const auto candidates = t_max_candidates(tables, max_candidates, extra_candidates, best.exhaustive);
-  std::vector<TokenDp> per_size(size_t(batch) + 1);
+  std::vector<SlicingUnderLimit> per_size(size_t(batch) + 1);
   std::vector<double> g(size_t(batch) + 1);
   std::vector<int64_t> choice(size_t(batch) + 1);
   for (double t_max : candidates) {
     if ((stages - 1) * t_max > best.total_s) break;  // the stopping rule
     ++best.candidates_tried;
-    for (int64_t b = 1; b <= batch; ++b) per_size[b] = constrained_slicing(tables[b], points, t_max);
+    for (int64_t b = 1; b <= batch; ++b) per_size[b] = cheapest_slicing_under(tables[b], points, t_max);
     std::fill(g.begin(), g.end(), kInfinity);
     g[0] = 0;
     for (int64_t total = 1; total <= batch; ++total)
       for (int64_t b = 1; b <= total; ++b)
-        if (g[total - b] + per_size[b].sum < g[total]) g[total] = g[total - b] + per_size[b].sum, choice[total] = b;
+        if (g[total - b] + per_size[b].sum_s < g[total]) g[total] = g[total - b] + per_size[b].sum_s, choice[total] = b;
     if (g[batch] == kInfinity || g[batch] + (stages - 1) * t_max >= best.total_s) continue;
     best.total_s = g[batch] + (stages - 1) * t_max;
     best.microbatch_sizes.clear();

@@ -10,15 +10,41 @@ namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
-// The slice boundaries allowed: multiples of the granularity, plus L itself.
-std::vector<int64_t> boundaries(int64_t length, int64_t granularity) {
+}  // namespace
+
+std::vector<int64_t> slice_boundaries(int64_t sequence_length, int64_t granularity) {
   std::vector<int64_t> points;
-  for (int64_t p = 0; p < length; p += granularity) points.push_back(p);
-  points.push_back(length);
+  for (int64_t p = 0; p < sequence_length; p += granularity) points.push_back(p);
+  points.push_back(sequence_length);
   return points;
 }
 
-}  // namespace
+SliceLatencyTable slice_latency_table(const std::vector<int64_t>& points, const SliceCost& cost) {
+  const size_t n = points.size();
+  SliceLatencyTable t(n, std::vector<double>(n, kInfinity));
+  for (size_t j = 0; j < n; ++j)
+    for (size_t i = j + 1; i < n; ++i) t[j][i] = cost(points[i] - points[j], points[j]);
+  return t;
+}
+
+SlicingUnderLimit cheapest_slicing_under(const SliceLatencyTable& t,
+                                         const std::vector<int64_t>& points, double t_max) {
+  const size_t n = points.size();
+  std::vector<double> sum(n, kInfinity);
+  std::vector<size_t> previous(n, 0);
+  sum[0] = 0;
+  for (size_t i = 1; i < n; ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (t[j][i] > t_max || sum[j] == kInfinity) continue;
+      if (sum[j] + t[j][i] < sum[i]) sum[i] = sum[j] + t[j][i], previous[i] = j;
+    }
+  }
+  SlicingUnderLimit out{sum[n - 1], {}};
+  if (out.sum_s == kInfinity) return out;
+  for (size_t i = n - 1; i > 0; i = previous[i]) out.slices.push_back(points[i] - points[previous[i]]);
+  std::reverse(out.slices.begin(), out.slices.end());
+  return out;
+}
 
 double slicing_objective(const std::vector<int64_t>& slices, const SliceCost& cost, int stages) {
   double sum = 0, slowest = 0;
@@ -43,43 +69,24 @@ Slicing optimal_token_slicing_weighted(int64_t sequence_length, double max_weigh
   if (sequence_length < 1 || max_weight < 0 || granularity < 1) {
     fail("token slicing needs a positive sequence length, stage count and granularity");
   }
-  const auto points = boundaries(sequence_length, granularity);
-  const size_t n = points.size();
-  // t[j][i]: time of the slice [points[j], points[i]) (context points[j]).
-  std::vector<std::vector<double>> t(n, std::vector<double>(n, kInfinity));
+  const auto points = slice_boundaries(sequence_length, granularity);
+  const SliceLatencyTable t = slice_latency_table(points, cost);
   std::vector<double> candidates;
-  for (size_t j = 0; j < n; ++j) {
-    for (size_t i = j + 1; i < n; ++i) {
-      t[j][i] = cost(points[i] - points[j], points[j]);
-      candidates.push_back(t[j][i]);
-    }
-  }
+  for (const auto& row : t)
+    for (double v : row)
+      if (v != kInfinity) candidates.push_back(v);
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
 
   Slicing best;
   best.total_s = kInfinity;
-  std::vector<double> sum(n);
-  std::vector<size_t> previous(n);
   for (double t_max : candidates) {
     if (max_weight * t_max > best.total_s) break;  // the stopping rule
     ++best.candidates_tried;
-    std::fill(sum.begin(), sum.end(), kInfinity);
-    sum[0] = 0;
-    for (size_t i = 1; i < n; ++i) {
-      for (size_t j = 0; j < i; ++j) {
-        if (t[j][i] > t_max || sum[j] == kInfinity) continue;
-        if (sum[j] + t[j][i] < sum[i]) sum[i] = sum[j] + t[j][i], previous[i] = j;
-      }
-    }
-    if (sum[n - 1] == kInfinity) continue;
-    const double total = sum[n - 1] + max_weight * t_max;
-    if (total < best.total_s) {
-      best.total_s = total;
-      best.slices.clear();
-      for (size_t i = n - 1; i > 0; i = previous[i]) best.slices.push_back(points[i] - points[previous[i]]);
-      std::reverse(best.slices.begin(), best.slices.end());
-    }
+    auto under = cheapest_slicing_under(t, points, t_max);
+    if (under.sum_s == kInfinity) continue;
+    const double total = under.sum_s + max_weight * t_max;
+    if (total < best.total_s) best.total_s = total, best.slices = std::move(under.slices);
   }
   // Report the true objective (the slowest slice may be below the t_max that found it).
   double sum_s = 0;

@@ -19,6 +19,20 @@ struct Slicing {
   int candidates_tried = 0;     // t_max values examined before the stopping rule
 };
 
+// The pieces both DPs (this one and the joint batch + token DP) are built from.
+// Slice boundaries allowed: multiples of `granularity`, plus L itself.
+std::vector<int64_t> slice_boundaries(int64_t sequence_length, int64_t granularity);
+// t[j][i]: the latency of the slice [points[j], points[i]) (infinity unless j < i).
+using SliceLatencyTable = std::vector<std::vector<double>>;
+SliceLatencyTable slice_latency_table(const std::vector<int64_t>& points, const SliceCost& cost);
+// The cheapest slicing whose slices all take <= t_max: summed time (infinity if none) and lengths.
+struct SlicingUnderLimit {
+  double sum_s;
+  std::vector<int64_t> slices;
+};
+SlicingUnderLimit cheapest_slicing_under(const SliceLatencyTable& t,
+                                         const std::vector<int64_t>& points, double t_max);
+
 double slicing_objective(const std::vector<int64_t>& slices, const SliceCost& cost, int stages);
 
 // Slices are multiples of `granularity` tokens (the last may be shorter if L is not a multiple).
