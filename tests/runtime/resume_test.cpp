@@ -115,17 +115,24 @@ TEST(Resume, TwoBWPredictKilledAndResumedIsBitwiseIdentical) {
   kill_and_resume(kTiny + " --stages 2 --schedule 2bw-predict", 0, 5, "twobw_predict_kill");
 }
 
-TEST(Resume, TwoBWSigtermStopsWithACheckpointAndResumesExactly) {
-  const std::string args = kTiny + " --stages 2 --schedule 2bw --checkpoint.every 0";
-  const auto dir = testing::fresh_dir("twobw_sigterm");
-  const auto stopped = testing::run_pipetrain(args + " --run-dir " + dir.string(), "PIPETRAIN_FAULT=1:3:term");
+// A pipeline run stopped by SIGTERM (fault hook on `rank` at step 3): exit 143 with a checkpoint
+// and the command to continue; --resume then ends on the uninterrupted run's bytes.
+void sigterm_then_resume(const std::string& args, int rank, const std::string& name) {
+  const auto dir = testing::fresh_dir(name);
+  const auto stopped = testing::run_pipetrain(args + " --run-dir " + dir.string(),
+                                              fmt::format("PIPETRAIN_FAULT={}:3:term", rank));
   EXPECT_EQ(stopped.exit_code, 128 + SIGTERM) << stopped.output;
   EXPECT_NE(stopped.output.find("stopped on request; checkpoint " + dir.string() + "/checkpoints/step-"),
             std::string::npos) << stopped.output;
+  EXPECT_NE(stopped.output.find("pipetrain train --resume " + dir.string()), std::string::npos);
   const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string());
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   expect_same_final_state(dir, reference_run(args));
   fs::remove_all(dir);
+}
+
+TEST(Resume, TwoBWSigtermStopsWithACheckpointAndResumesExactly) {
+  sigterm_then_resume(kTiny + " --stages 2 --schedule 2bw --checkpoint.every 0", 1, "twobw_sigterm");
 }
 
 // The final checkpoint of a 2BW run keeps the version the next group would read: with a
@@ -164,17 +171,7 @@ TEST(Resume, PerMicrobatchPoliciesAreRefusedWithTheReason) {
 // SIGTERM to the launcher: it forwards the signal, every worker finishes its step, writes a
 // checkpoint and exits 143; --resume continues to the same bytes.
 TEST(Resume, SigtermStopsWithACheckpointAndResumesExactly) {
-  const std::string args = kTiny + " --stages 2 --checkpoint.every 0";
-  const auto dir = testing::fresh_dir("sigterm");
-  const auto stopped = testing::run_pipetrain(args + " --run-dir " + dir.string(), "PIPETRAIN_FAULT=0:3:term");
-  EXPECT_EQ(stopped.exit_code, 128 + SIGTERM) << stopped.output;
-  EXPECT_NE(stopped.output.find("stopped on request; checkpoint " + dir.string() + "/checkpoints/step-"),
-            std::string::npos) << stopped.output;
-  EXPECT_NE(stopped.output.find("pipetrain train --resume " + dir.string()), std::string::npos);
-  const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string());
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  expect_same_final_state(dir, reference_run(args));
-  fs::remove_all(dir);
+  sigterm_then_resume(kTiny + " --stages 2 --checkpoint.every 0", 0, "sigterm");
 }
 
 TEST(Resume, SingleProcessSigtermStopsWithACheckpoint) {
