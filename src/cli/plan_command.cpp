@@ -7,6 +7,8 @@
 #include "io/json_file.h"
 #include "core/text.h"
 #include "plan/planner.h"
+#include "schedule/generators.h"
+#include "sim/timeline.h"
 
 namespace pipetrain::cli {
 
@@ -14,7 +16,7 @@ void add_plan_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "plan", "Plan pipeline depth, data-parallel width, microbatch size, recomputation and "
               "schedule for a model on a cluster (analytic profile + simulator)");
-  static std::string model = "gpt-3.9b", cluster = "p3-16xlarge-x8", out, schedules, profile;
+  static std::string model = "gpt-3.9b", cluster = "p3-16xlarge-x8", out, schedules, profile, svg, trace;
   static int64_t global_batch = 256;
   static int top = 10;
   cmd->add_option("--model", model, "gpt-355m, gpt-2.2b, gpt-3.9b, gpt3-1b, gpt3-13b, gpt3-44b, gpt3-175b")
@@ -24,6 +26,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--schedules", schedules, "comma-separated subset of 2bw,1f1b,gpipe,interleaved");
   cmd->add_option("--top", top, "alternatives to show")->capture_default_str();
   cmd->add_option("--out", out, "write the best plan as JSON here");
+  cmd->add_option("--svg", svg, "write the best plan's simulated timeline here (SVG)");
+  cmd->add_option("--trace", trace, "write the best plan's simulated timeline here (Chrome trace JSON), "
+                  "to set beside a real run's trace.json");
   cmd->add_option("--profile", profile, "measured layer costs from `pipetrain profile` (instead of --model)");
   cmd->callback([] {
     plan::PlanRequest request;
@@ -62,6 +67,15 @@ void add_plan_command(CLI::App& app) {
                best.schedule, best.stages, best.dp_width, best.microbatch, best.microbatches,
                best.recompute ? "on" : "off", fmt::join(best.partition, ","), best.samples_per_s);
     if (!out.empty()) write_file_atomically(out, plan::plan_to_json(request, best).dump(2) + "\n");
+    if (!svg.empty() || !trace.empty()) {
+      const auto s = schedule::make_schedule(best.schedule_spec);
+      sim::Timeline timeline = sim::timeline_from_simulation(s, sim::simulate(s, best.costs));
+      timeline.title = fmt::format("predicted: {} d={} w={} b={} m={}, iteration {:.1f} ms", best.schedule,
+                                   best.stages, best.dp_width, best.microbatch, best.microbatches,
+                                   1e3 * best.iteration_s);
+      if (!svg.empty()) write_file_atomically(svg, sim::render_svg(timeline));
+      if (!trace.empty()) write_file_atomically(trace, sim::chrome_trace_json(timeline));
+    }
   });
 }
 

@@ -176,13 +176,14 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
       costs.stages.push_back(stage);
     }
   }
-  schedule::ScheduleSpec spec;
+  schedule::ScheduleSpec& spec = c.schedule_spec;
   spec.name = schedule;
   spec.stages = stages;
   spec.microbatches = static_cast<int>(c.microbatches);
   spec.chunks = chunks;
   spec.iterations = schedule == "2bw" ? 4 : 1;
   spec.dp_width = c.dp_width;
+  c.costs = costs;
   const sim::SimResult result = sim::simulate(schedule::make_schedule(spec), costs);
   c.fits = true;
   c.samples_per_s = result.samples_per_s;

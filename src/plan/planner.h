@@ -13,6 +13,8 @@
 #include "plan/analytic.h"
 #include "plan/cluster.h"
 #include "plan/profile_json.h"
+#include "schedule/schedule.h"
+#include "sim/cost_model.h"
 
 namespace pipetrain::plan {
 
@@ -45,6 +47,9 @@ struct PlanCandidate {
   double peak_memory_bytes = 0;   // worst device
   double compute_s_per_sample = 0, allreduce_s_per_sample = 0, other_s_per_sample = 0;
   std::string lost_because;       // against the best plan
+  // What the prediction simulated (fitting candidates): re-simulate for the timeline.
+  schedule::ScheduleSpec schedule_spec;
+  sim::CostModel costs;
 };
 
 struct PlanResult {

@@ -77,12 +77,18 @@ TransferMatch match_transfers(const Schedule& s) {
 
 namespace {
 
-// Per worker, the positions of its OptimizerSteps in order (the k-th meets every k-th).
+// Per worker, the position of its last OptimizerStep of each iteration, in order (the k-th
+// meets every k-th). With several chunks a worker has one OptimizerStep per chunk, but the
+// update's collective (the global norm over every chunk's gradient) runs once, at the last.
 std::vector<std::vector<size_t>> update_positions(const Schedule& s) {
   std::vector<std::vector<size_t>> out(size_t(s.workers));
   for (int w = 0; w < s.workers; ++w) {
-    for (size_t k = 0; k < s.actions[w].size(); ++k) {
-      if (s.actions[w][k].kind == ActionKind::OptimizerStep) out[size_t(w)].push_back(k);
+    const auto& actions = s.actions[size_t(w)];
+    for (size_t k = 0; k < actions.size(); ++k) {
+      if (actions[k].kind != ActionKind::OptimizerStep) continue;
+      auto& mine = out[size_t(w)];
+      const bool same_iteration = !mine.empty() && actions[mine.back()].iteration == actions[k].iteration;
+      if (same_iteration) mine.back() = k; else mine.push_back(k);
     }
   }
   return out;
@@ -92,7 +98,9 @@ std::vector<std::vector<size_t>> update_positions(const Schedule& s) {
 std::optional<size_t> barrier_ordinal(const std::vector<std::vector<size_t>>& updates, int w,
                                       size_t k) {
   const auto& mine = updates[size_t(w)];
-  const size_t ordinal = size_t(std::lower_bound(mine.begin(), mine.end(), k) - mine.begin());
+  const auto at = std::lower_bound(mine.begin(), mine.end(), k);
+  if (at == mine.end() || *at != k) return std::nullopt;  // an earlier chunk's update: no barrier
+  const size_t ordinal = size_t(at - mine.begin());
   for (const auto& other : updates) {
     if (other.size() <= ordinal) return std::nullopt;
   }

@@ -38,8 +38,9 @@ struct ReplayResult {
 // (the matching recv takes the same time). Requires a match without problems.
 using ActionDuration = std::function<double(int worker, const Action& action)>;
 enum class SendMode { Rendezvous, Eager };
-// update_barrier: every worker's k-th OptimizerStep starts at the same moment, when the last
-// worker reaches its own (a collective inside the update, such as a global gradient norm).
+// update_barrier: every worker's k-th update starts at the same moment, when the last worker
+// reaches its own (a collective inside the update, such as a global gradient norm). A worker's
+// update of an iteration is its last OptimizerStep of that iteration (one per chunk).
 ReplayResult replay(const Schedule& schedule, const TransferMatch& match,
                     const ActionDuration& duration, SendMode mode = SendMode::Rendezvous,
                     bool update_barrier = false);

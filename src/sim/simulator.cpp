@@ -51,6 +51,10 @@ SimResult simulate(const schedule::Schedule& s, const CostModel& costs) {
   schedule::ReplayResult replay = schedule::replay(
       s, match, [&](int w, const Action& a) { return costs.duration_ms(s, w, a); },
       schedule::SendMode::Eager, costs.synchronous_updates);
+  if (!replay.finished) {
+    fail("schedule '{}' deadlocks under the cost model's {}: worker 0 stops at action {}", s.name,
+         costs.synchronous_updates ? "synchronous updates" : "transfers", replay.stopped_at[0]);
+  }
   r.times = std::move(replay.times);
 
   std::vector<double> iteration_end(s.iterations, 0.0);

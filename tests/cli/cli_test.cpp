@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -159,6 +160,31 @@ TEST(Cli, SimulatePrintsTheGridAndWritesTraceAndSvg) {
   EXPECT_EQ(svg.str().rfind("<svg", 0), 0u);
   EXPECT_NE(svg.str().find("</svg>"), std::string::npos);
   expect_one_line_error("simulate --schedule 2bw --stages 4 --microbatches 2", "m >= d");
+  fs::remove_all(dir);
+}
+
+// `plan --svg/--trace` draw the best plan's simulated timeline: one lane per pipeline worker,
+// m forwards and m backwards on each.
+TEST(Cli, PlanWritesTheBestPlansSimulatedTimeline) {
+  const auto dir = temp_dir("plan_timeline");
+  fs::create_directories(dir);
+  const Result result = run("plan --model gpt-2.2b --cluster p3-16xlarge-x8 --global-batch 256 "
+                            "--schedules 1f1b --top 1 --out " + (dir / "plan.json").string() +
+                            " --trace " + (dir / "t.json").string() + " --svg " + (dir / "t.svg").string());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto plan = nlohmann::json::parse(std::ifstream(dir / "plan.json"));
+  const int stages = plan["stages"], microbatches = plan["microbatches"];
+  const auto trace = nlohmann::json::parse(std::ifstream(dir / "t.json"));
+  std::map<int, int> compute_per_worker;
+  for (const auto& event : trace["traceEvents"]) {
+    const bool compute = event["cat"] == "Forward" || event["cat"] == "Backward";
+    if (event["ph"] == "X" && compute) ++compute_per_worker[event["pid"].get<int>()];
+  }
+  ASSERT_EQ(int(compute_per_worker.size()), stages);
+  for (const auto& [worker, count] : compute_per_worker) EXPECT_EQ(count, 2 * microbatches) << worker;
+  std::stringstream svg;
+  svg << std::ifstream(dir / "t.svg").rdbuf();
+  EXPECT_NE(svg.str().find("predicted: 1f1b"), std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -152,6 +152,32 @@ TEST(ClosedForms, SynchronousUpdatesStartTogether) {
   EXPECT_NEAR(simulate(gpipe, model).makespan_ms, local, kEps);
 }
 
+// With v chunks a worker has v OptimizerSteps per iteration, but the runtime runs the update
+// (and its global-norm collective) once, at the last: that is where the workers meet. Meeting
+// at the first instead deadlocks interleaved 1F1B (an earlier chunk's update precedes a recv).
+TEST(ClosedForms, SynchronousUpdatesWithChunksMeetAtTheLastUpdate) {
+  for (const char* name : {"interleaved", "bfs"})
+    for (int p = 2; p <= 4; ++p)
+      for (int m = p; m <= 3 * p; m += p) {
+        const Costs c = kCostSets[0];
+        const auto schedule = schedule::make_schedule(spec_of(name, p, m, c, 2));
+        StageCost cost;
+        cost.forward_ms = c.tf, cost.backward_ms = c.tb, cost.weight_ms = c.tw;
+        CostModel model = uniform_cost_model(cost, 2);
+        const double local = simulate(schedule, model).iteration_ms;
+        model.synchronous_updates = true;
+        const SimResult r = simulate(schedule, model);
+        // Free updates after a flush: already aligned, so the barrier changes nothing.
+        ASSERT_NEAR(r.iteration_ms, local, kEps) << name << " p=" << p << " m=" << m;
+        std::vector<double> last_update_start(size_t(p), -1);
+        for (int w = 0; w < p; ++w)
+          for (size_t k = 0; k < schedule.actions[w].size(); ++k)
+            if (schedule.actions[w][k].kind == schedule::ActionKind::OptimizerStep)
+              last_update_start[size_t(w)] = r.times[w][k].start;
+        for (int w = 1; w < p; ++w) ASSERT_EQ(last_update_start[size_t(w)], last_update_start[0]);
+      }
+}
+
 TEST(ClosedForms, TransfersAndUpdatesCostTime) {
   const Costs c = kCostSets[0];
   StageCost cost;
