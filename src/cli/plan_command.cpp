@@ -1,3 +1,5 @@
+#include <filesystem>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -16,7 +18,7 @@ void add_plan_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "plan", "Plan pipeline depth, data-parallel width, microbatch size, recomputation and "
               "schedule for a model on a cluster (analytic profile + simulator)");
-  static std::string model = "gpt-3.9b", cluster = "p3-16xlarge-x8", out, schedules, profile, svg, trace;
+  static std::string model = "gpt-3.9b", cluster = "p3-16xlarge-x8", out, schedules, profile, svg, trace, out_ranked;
   static int64_t global_batch = 256;
   static int top = 10;
   cmd->add_option("--model", model, "gpt-355m, gpt-2.2b, gpt-3.9b, gpt3-1b, gpt3-13b, gpt3-44b, gpt3-175b")
@@ -26,6 +28,8 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--schedules", schedules, "comma-separated subset of 2bw,1f1b,gpipe,interleaved");
   cmd->add_option("--top", top, "alternatives to show")->capture_default_str();
   cmd->add_option("--out", out, "write the best plan as JSON here");
+  cmd->add_option("--out-ranked", out_ranked, "write every plan that fits as DIR/rank-NNN.json, best first "
+                  "(to measure the ranking: bench/plan_choice.sh)");
   cmd->add_option("--svg", svg, "write the best plan's simulated timeline here (SVG)");
   cmd->add_option("--trace", trace, "write the best plan's simulated timeline here (Chrome trace JSON), "
                   "to set beside a real run's trace.json");
@@ -67,6 +71,15 @@ void add_plan_command(CLI::App& app) {
                best.schedule, best.stages, best.dp_width, best.microbatch, best.microbatches,
                best.recompute ? "on" : "off", fmt::join(best.partition, ","), best.samples_per_s);
     if (!out.empty()) write_file_atomically(out, plan::plan_to_json(request, best).dump(2) + "\n");
+    if (!out_ranked.empty()) {
+      std::error_code error;
+      std::filesystem::create_directories(out_ranked, error);
+      if (error) fail("--out-ranked: cannot create {}: {}", out_ranked, error.message());
+      for (size_t i = 0; i < result.ranked.size(); ++i) {
+        write_file_atomically(fmt::format("{}/rank-{:03}.json", out_ranked, i + 1),
+                              plan::plan_to_json(request, result.ranked[i]).dump(2) + "\n");
+      }
+    }
     if (!svg.empty() || !trace.empty()) {
       const auto s = schedule::make_schedule(best.schedule_spec);
       sim::Timeline timeline = sim::timeline_from_simulation(s, sim::simulate(s, best.costs));

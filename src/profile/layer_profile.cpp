@@ -69,19 +69,28 @@ double time_whole_model(GptStack& model, const GptConfig& shape, int64_t batch, 
                         [&] { lm_loss(model.forward(tokens), targets).backward(); });
 }
 
+double median_of(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+// Timings of one (layer, microbatch size), one sample per round.
+struct LayerSamples {
+  std::vector<double> forward, backward, input_backward;
+};
+
 // Layers timed one at a time run slower than inside the chain (measured here: ~10% at 16 x 128
 // tokens, from cache state and the allocator), so each microbatch size's layer times are scaled
 // to sum to the measured whole-model time. Returns the scale factors, one per microbatch size.
-std::vector<double> calibrate_to_whole_model(plan::ModelProfile& profile, GptStack& model,
-                                             const GptConfig& shape, const ProfileOptions& options) {
+std::vector<double> calibrate_to_whole_model(plan::ModelProfile& profile,
+                                             const std::vector<std::vector<double>>& whole_samples) {
   std::vector<double> scales;
-  for (size_t k = 0; k < options.microbatch_sizes.size(); ++k) {
+  for (size_t k = 0; k < whole_samples.size(); ++k) {
     double layer_sum = 0;
     for (const auto& layer : profile.layers) {
       layer_sum += layer.by_microbatch[k].forward_s + layer.by_microbatch[k].backward_s;
     }
-    const double whole = time_whole_model(model, shape, options.microbatch_sizes[k], options.repeats);
-    const double scale = whole / layer_sum;
+    const double scale = median_of(whole_samples[k]) / layer_sum;
     for (auto& layer : profile.layers) {
       auto& m = layer.by_microbatch[k];
       m.forward_s *= scale, m.backward_s *= scale, m.weight_s *= scale;
@@ -103,8 +112,7 @@ double median_seconds(int repeats, const std::function<void()>& prepare,
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (i > 0) samples.push_back(seconds);
   }
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() / 2];
+  return median_of(std::move(samples));
 }
 
 plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions& options,
@@ -123,6 +131,27 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
   // pays for it (block 0 measured 2.7x its peers).
   const auto& sizes = options.microbatch_sizes;
   time_whole_model(*model, shape, *std::max_element(sizes.begin(), sizes.end()), 1);
+  // Round-robin: every round times each (layer, size) once and the whole model at each size,
+  // and each entry is the median over rounds. A slow spell of a shared machine then spoils one
+  // sample of many entries, not every sample of one entry (which skews the partition).
+  std::vector<std::vector<LayerSamples>> samples(size_t(count), std::vector<LayerSamples>(sizes.size()));
+  std::vector<std::vector<double>> whole_samples(sizes.size());
+  for (int round = 0; round < options.repeats; ++round) {
+    for (int64_t i = 0; i < count; ++i) {
+      auto& layer = *model->layers()[static_cast<size_t>(i)];
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        const LayerTiming t = time_layer(layer, i == 0, i == count - 1, shape, sizes[k], 1);
+        auto& entry = samples[size_t(i)][k];
+        entry.forward.push_back(t.forward_s);
+        entry.backward.push_back(t.backward_s);
+        entry.input_backward.push_back(t.input_backward_s);
+      }
+    }
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      whole_samples[k].push_back(time_whole_model(*model, shape, sizes[k], 1));
+    }
+    if (progress) progress(fmt::format("round {} of {} timed", round + 1, options.repeats));
+  }
   for (int64_t i = 0; i < count; ++i) {
     auto& layer = *model->layers()[static_cast<size_t>(i)];
     const bool is_embedding = i == 0, is_head = i == count - 1;
@@ -131,13 +160,14 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
     for (const auto& p : layer.parameters()) measured.param_bytes += double(p.numel() * p.element_size());
     if (is_head) measured.param_bytes += double(shape.vocab_size * shape.d_model * 4);  // own tied copy
     measured.optimizer_s = time_optimizer_step(layer, config, options.repeats);
-    for (int64_t b : options.microbatch_sizes) {
-      const LayerTiming t = time_layer(layer, is_embedding, is_head, shape, b, options.repeats);
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      const int64_t b = sizes[k];
+      const auto& entry = samples[size_t(i)][k];
       plan::LayerMeasurement m;
       m.microbatch = b;
-      m.forward_s = t.forward_s;
-      m.backward_s = t.backward_s;
-      m.weight_s = std::max(0.0, t.backward_s - t.input_backward_s);
+      m.forward_s = median_of(entry.forward);
+      m.backward_s = median_of(entry.backward);
+      m.weight_s = std::max(0.0, m.backward_s - median_of(entry.input_backward));
       const double tokens = double(b * shape.seq_len), d = double(shape.d_model);
       m.output_bytes = is_head ? 0 : 4 * tokens * d;
       // Stashed activations (Korthikanti et al., doubled for fp32): 34 values per token and
@@ -153,7 +183,7 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
     }
     profile.layers.push_back(std::move(measured));
   }
-  const auto scales = calibrate_to_whole_model(profile, *model, shape, options);
+  const auto scales = calibrate_to_whole_model(profile, whole_samples);
   for (size_t k = 0; k < scales.size(); ++k) {
     profile.description += fmt::format("{} b={} layer times x{:.3f} (whole-model calibration)",
                                        k == 0 ? ";" : ",", options.microbatch_sizes[k], scales[k]);

@@ -14,7 +14,7 @@ namespace pipetrain::profile {
 
 struct ProfileOptions {
   std::vector<int64_t> microbatch_sizes = {1, 2, 4, 8};
-  int repeats = 5;  // the median of this many timed runs (after one warm-up)
+  int repeats = 5;  // rounds: each entry is the median of this many timings (each after a warm-up)
   int threads = 1;  // compute threads, as each pipeline worker gets
 };
 
