@@ -12,6 +12,7 @@
 
 #include "core/machine.h"
 #include "io/metrics.h"
+#include "plan/planner.h"
 #include "plan/profile_json.h"
 #include "profile/layer_profile.h"
 #include "profile/link_profile.h"
@@ -36,17 +37,8 @@ double predict_ms(const plan::ModelProfile& profile, const Config& config, const
   costs.p2p_latency_ms = 1e3 * profile.links.p2p.latency_s;  // measured by measure_local_links
   costs.bandwidth_bytes_per_ms = profile.links.p2p.bandwidth / 1e3;
   costs.synchronous_updates = true;  // as the runtime's updates are
-  for (const auto& range : runtime::stage_ranges(config)) {
-    sim::StageCost stage;
-    stage.forward_ms = stage.backward_ms = stage.weight_ms = 0;
-    for (int64_t i = range.first; i < range.last; ++i) {
-      stage.forward_ms += 1e3 * layers[size_t(i)].forward_s;
-      stage.backward_ms += 1e3 * layers[size_t(i)].backward_s;
-      stage.optimizer_ms += 1e3 * layers[size_t(i)].optimizer_s;
-    }
-    stage.weight_ms = stage.backward_ms / 2;
-    stage.transfer_bytes = layers[size_t(range.last - 1)].output_bytes;
-    costs.stages.push_back(stage);
+  for (const auto& range : runtime::stage_ranges(config)) {  // the runtime's partition
+    costs.stages.push_back(plan::model_stage_cost(layers, int(range.first), int(range.last - range.first)));
   }
   schedule::ScheduleSpec spec;
   spec.name = "1f1b";

@@ -44,7 +44,8 @@ void add_profile_command(CLI::App& app) {
     auto measured = profile::profile_gpt_layers(config, options, report);
     measured.links = profile::measure_local_links(std::max(options.repeats, 25));
     for (const auto& [name, fit] : {std::pair{"p2p send/recv", measured.links.p2p},
-                                    std::pair{"2-worker all-reduce", measured.links.all_reduce}}) {
+                                    std::pair{"2-worker all-reduce", measured.links.all_reduce},
+                                    std::pair{"send post (sender busy)", measured.links.send_post}}) {
       report(fmt::format("{}: latency {:.1f} us, {:.2f} GB/s (fit within {:.0f}%)", name,
                          1e6 * fit.latency_s, fit.bandwidth / 1e9, 100 * fit.max_error));
     }

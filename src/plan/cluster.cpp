@@ -82,6 +82,8 @@ void use_measured_links(ClusterSpec& cluster, const LinkProfile& links) {
   cluster.measured_allreduce_bandwidth = links.all_reduce.bandwidth;
   // The planner's ring model charges 2 (w - 1) latencies: w = 2 gives the measured latency.
   cluster.measured_allreduce_latency_s = links.all_reduce.latency_s / 2;
+  cluster.measured_send_post_latency_s = links.send_post.latency_s;
+  cluster.measured_send_post_bandwidth = links.send_post.bandwidth;
 }
 
 }  // namespace pipetrain::plan

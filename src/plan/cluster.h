@@ -23,6 +23,8 @@ struct ClusterSpec {
   double inter_node_latency_s = 20e-6;
   // A measured all-reduce inside a node (0: derive it from the intra-node link).
   double measured_allreduce_bandwidth = 0, measured_allreduce_latency_s = 0;
+  // From a measured profile: the sender's own time per send (0: free; see sim::CostModel).
+  double measured_send_post_latency_s = 0, measured_send_post_bandwidth = 0;
 
   int devices() const { return nodes * devices_per_node; }
   double sustained_flops(double tokens) const {

@@ -135,6 +135,9 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
   costs.bandwidth_bytes_per_ms = placement.p2p_bandwidth / 1e3;
   costs.samples_per_microbatch = double(microbatch);
   costs.synchronous_updates = request.for_pipetrain_runtime;
+  costs.send_post_ms = cluster.measured_send_post_latency_s * 1e3;
+  costs.send_post_bytes_per_ms = std::isfinite(cluster.measured_send_post_bandwidth)
+                                     ? cluster.measured_send_post_bandwidth / 1e3 : 0.0;
   double slowest_compute = 0, slowest_allreduce = 0;
   std::vector<double> device_allreduce_ms;
   int first = 0;

@@ -58,6 +58,8 @@ struct PlanResult {
 };
 
 PlanResult plan_training(const PlanRequest& request);
+// The simulator's cost of layers [first, first + count) as one model stage (no all-reduce).
+sim::StageCost model_stage_cost(const std::vector<LayerCost>& layers, int first, int count);
 PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& schedule,
                                  int stages, int64_t microbatch, bool recompute);
 std::string format_plan_report(const PlanRequest& request, const PlanResult& result, int top);

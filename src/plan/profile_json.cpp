@@ -1,17 +1,22 @@
 #include "plan/profile_json.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace pipetrain::plan {
 namespace {
 
+// An unbounded bandwidth (a fit with no per-byte part) is written as null: JSON has no infinity.
 nlohmann::json link_json(const LinkFit& fit) {
-  return {{"latency_s", fit.latency_s}, {"bandwidth_bytes_per_s", fit.bandwidth},
+  nlohmann::json bandwidth = std::isfinite(fit.bandwidth) ? nlohmann::json(fit.bandwidth) : nullptr;
+  return {{"latency_s", fit.latency_s}, {"bandwidth_bytes_per_s", bandwidth},
           {"max_fit_error", fit.max_error}};
 }
 
 LinkFit link_from_json(const nlohmann::json& json) {
-  return {json.at("latency_s").get<double>(), json.at("bandwidth_bytes_per_s").get<double>(),
+  const auto& bandwidth = json.at("bandwidth_bytes_per_s");
+  return {json.at("latency_s").get<double>(), bandwidth.is_null() ? INFINITY : bandwidth.get<double>(),
           json.at("max_fit_error").get<double>()};
 }
 
@@ -38,7 +43,8 @@ nlohmann::json to_json(const ModelProfile& profile) {
           {"layers", layers}};
   if (profile.links.measured) {
     json["links"] = {{"p2p", link_json(profile.links.p2p)},
-                     {"all_reduce", link_json(profile.links.all_reduce)}};
+                     {"all_reduce", link_json(profile.links.all_reduce)},
+                     {"send_post", link_json(profile.links.send_post)}};
   }
   return json;
 }
@@ -67,8 +73,9 @@ ModelProfile model_profile_from_json(const nlohmann::json& json, const std::stri
       profile.layers.push_back(std::move(parsed));
     }
     if (json.contains("links")) {
-      profile.links = {true, link_from_json(json["links"].at("p2p")),
-                       link_from_json(json["links"].at("all_reduce"))};
+      const auto& links = json["links"];
+      profile.links = {true, link_from_json(links.at("p2p")), link_from_json(links.at("all_reduce")),
+                       links.contains("send_post") ? link_from_json(links.at("send_post")) : LinkFit{}};
     }
   } catch (const nlohmann::json::exception& error) {
     fail("{}: malformed profile: {}", origin, error.what());

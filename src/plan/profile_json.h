@@ -34,6 +34,9 @@ struct LinkProfile {
   bool measured = false;
   LinkFit p2p;         // one send/recv between two workers
   LinkFit all_reduce;  // a 2-worker all-reduce (bytes = the buffer size)
+  // The sender's own time to post a send (Gloo writes to the socket in the caller's thread);
+  // zero in profiles written before it was measured.
+  LinkFit send_post;
 };
 
 struct ModelProfile {

@@ -25,7 +25,7 @@ double median(std::vector<double> values) {
 
 // What each of the two ranks does; rank 0 records the samples.
 void run_rank(int rank, int port, int repeats, std::vector<LinkSample>* p2p,
-              std::vector<LinkSample>* all_reduce) {
+              std::vector<LinkSample>* all_reduce, std::vector<LinkSample>* send_post) {
   torch::set_num_threads(1);
   runtime::WorkerEnvironment env;
   env.rank = rank;
@@ -36,12 +36,13 @@ void run_rank(int rank, int port, int repeats, std::vector<LinkSample>* p2p,
   const int peer = 1 - rank;
   for (int64_t floats : kSizes) {
     auto tensor = torch::ones({floats});
-    std::vector<double> round_trips, reductions;
+    std::vector<double> round_trips, reductions, posts;
     for (int i = 0; i <= repeats; ++i) {  // the first of each is a warm-up
       comm.barrier();
       const auto start = Clock::now();
       if (rank == 0) {
         comm.send(tensor, peer, 0);
+        posts.push_back(std::chrono::duration<double>(Clock::now() - start).count());
         comm.wait_sends();
         comm.recv({floats}, torch::kFloat32, peer, 1);
       } else {
@@ -60,6 +61,8 @@ void run_rank(int rank, int port, int repeats, std::vector<LinkSample>* p2p,
       const double bytes = 4.0 * double(floats);
       p2p->push_back({bytes, median(round_trips) / 2});
       all_reduce->push_back({bytes, median(reductions)});
+      posts.erase(posts.begin());  // the warm-up
+      send_post->push_back({bytes, median(posts)});
     }
   }
 }
@@ -89,24 +92,24 @@ plan::LinkFit fit_link(const std::vector<LinkSample>& samples) {
 
 plan::LinkProfile measure_local_links(int repeats) {
   runtime::StoreHost store("127.0.0.1", 0, kTimeout);
-  std::vector<LinkSample> p2p, all_reduce;
+  std::vector<LinkSample> p2p, all_reduce, send_post;
   std::exception_ptr peer_error;
   std::thread peer([&] {
     try {
-      run_rank(1, store.port(), repeats, nullptr, nullptr);
+      run_rank(1, store.port(), repeats, nullptr, nullptr, nullptr);
     } catch (...) {
       peer_error = std::current_exception();
     }
   });
   try {
-    run_rank(0, store.port(), repeats, &p2p, &all_reduce);
+    run_rank(0, store.port(), repeats, &p2p, &all_reduce, &send_post);
   } catch (...) {
     peer.join();
     throw;
   }
   peer.join();
   if (peer_error) std::rethrow_exception(peer_error);
-  return {true, fit_link(p2p), fit_link(all_reduce)};
+  return {true, fit_link(p2p), fit_link(all_reduce), fit_link(send_post)};
 }
 
 }  // namespace pipetrain::profile

@@ -110,7 +110,8 @@ std::optional<size_t> barrier_ordinal(const std::vector<std::vector<size_t>>& up
 }  // namespace
 
 ReplayResult replay(const Schedule& s, const TransferMatch& match,
-                    const ActionDuration& duration, SendMode mode, bool update_barrier) {
+                    const ActionDuration& duration, SendMode mode, bool update_barrier,
+                    const ActionDuration& send_post) {
   const auto updates = update_barrier ? update_positions(s) : std::vector<std::vector<size_t>>{};
   ReplayResult r;
   r.times.resize(s.workers);
@@ -157,7 +158,9 @@ ReplayResult replay(const Schedule& s, const TransferMatch& match,
         int peer = a.peer, kp = match.partner[w][k];
         if (mode == SendMode::Eager) {
           if (is_send(a.kind)) {  // posted; the send's end is when the data arrives
-            r.times[w][k] = {free[w], free[w] + duration(w, a)};
+            const double post = send_post ? send_post(w, a) : 0.0;
+            r.times[w][k] = {free[w], free[w] + post + duration(w, a)};
+            free[w] += post;
           } else {
             if (kp < 0 || r.stopped_at[peer] <= static_cast<size_t>(kp)) break;  // not sent yet
             const double arrival = r.times[peer][kp].end;

@@ -41,8 +41,10 @@ enum class SendMode { Rendezvous, Eager };
 // update_barrier: every worker's k-th update starts at the same moment, when the last worker
 // reaches its own (a collective inside the update, such as a global gradient norm). A worker's
 // update of an iteration is its last OptimizerStep of that iteration (one per chunk).
+// send_post (Eager only; none: free): the time a send keeps its sender busy before it moves on
+// (posting it: Gloo writes to the socket in the caller's thread); the data leaves after it.
 ReplayResult replay(const Schedule& schedule, const TransferMatch& match,
                     const ActionDuration& duration, SendMode mode = SendMode::Rendezvous,
-                    bool update_barrier = false);
+                    bool update_barrier = false, const ActionDuration& send_post = nullptr);
 
 }  // namespace pipetrain::schedule

@@ -36,6 +36,11 @@ double CostModel::duration_ms(const schedule::Schedule& s, int worker, const Act
   }
 }
 
+double CostModel::send_post_duration_ms(const schedule::Schedule& s, int worker, const Action& a) const {
+  const double bytes = stage(s.stage_of(worker, a.chunk)).transfer_bytes * slice_share(a.slice, s.slices);
+  return send_post_ms + (send_post_bytes_per_ms > 0 ? bytes / send_post_bytes_per_ms : 0.0);
+}
+
 CostModel uniform_cost_model(const StageCost& w, int chunks) {
   StageCost c = w;
   const double v = chunks;

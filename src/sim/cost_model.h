@@ -31,11 +31,18 @@ struct CostModel {
   // all-reduces the global gradient norm (and each step ends with a stop-flag all-reduce). Off:
   // updates are local (the papers' systems).
   bool synchronous_updates = false;
+  // CPU time a send keeps its sender busy (posting it; Gloo writes to the socket in the
+  // caller's thread): send_post_ms + bytes / send_post_bytes_per_ms (0: no per-byte part).
+  // The data leaves after it. Zero by default: sends are free to the sender.
+  double send_post_ms = 0.0;
+  double send_post_bytes_per_ms = 0.0;
 
   const StageCost& stage(int stage_index) const;
   double slice_share(int slice, int slices) const;
   // Duration of any action (transfers: of the send) on `worker`.
   double duration_ms(const schedule::Schedule& s, int worker, const schedule::Action& a) const;
+  // The sender's own time for a send (see send_post_ms).
+  double send_post_duration_ms(const schedule::Schedule& s, int worker, const schedule::Action& a) const;
 };
 
 // Costs given per worker's share of the model (one pipeline stage of a v = 1 schedule), spread

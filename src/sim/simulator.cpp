@@ -44,13 +44,15 @@ SimResult simulate(const schedule::Schedule& s, const CostModel& costs) {
         c.transfer_bytes < 0)
       fail("cost model of stage {}: times and sizes must be >= 0 and weight <= backward", st);
   }
-  if (costs.p2p_latency_ms < 0 || costs.bandwidth_bytes_per_ms < 0)
-    fail("cost model: p2p latency and bandwidth must be >= 0");
+  if (costs.p2p_latency_ms < 0 || costs.bandwidth_bytes_per_ms < 0 || costs.send_post_ms < 0 ||
+      costs.send_post_bytes_per_ms < 0)
+    fail("cost model: p2p latency, bandwidth and send post costs must be >= 0");
 
   schedule::TransferMatch match = schedule::match_transfers(s);
   schedule::ReplayResult replay = schedule::replay(
       s, match, [&](int w, const Action& a) { return costs.duration_ms(s, w, a); },
-      schedule::SendMode::Eager, costs.synchronous_updates);
+      schedule::SendMode::Eager, costs.synchronous_updates,
+      [&](int w, const Action& a) { return costs.send_post_duration_ms(s, w, a); });
   if (!replay.finished) {
     fail("schedule '{}' deadlocks under the cost model's {}: worker 0 stops at action {}", s.name,
          costs.synchronous_updates ? "synchronous updates" : "transfers", replay.stopped_at[0]);

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/error.h"
 #include "plan/planner.h"
 #include "profile/layer_profile.h"
@@ -101,6 +103,12 @@ TEST(LinkProfile, MeasuredLinksRoundTripThroughJson) {
   EXPECT_TRUE(back.links.measured);
   EXPECT_DOUBLE_EQ(back.links.p2p.latency_s, profile.links.p2p.latency_s);
   EXPECT_DOUBLE_EQ(back.links.all_reduce.bandwidth, profile.links.all_reduce.bandwidth);
+  EXPECT_GT(profile.links.send_post.latency_s + 1 / profile.links.send_post.bandwidth, 0);
+  EXPECT_DOUBLE_EQ(back.links.send_post.latency_s, profile.links.send_post.latency_s);
+  // A fit without a per-byte part (infinite bandwidth) survives JSON, which has no infinity.
+  profile.links.send_post.bandwidth = INFINITY;
+  const auto unbounded = plan::model_profile_from_json(plan::to_json(profile), "test");
+  EXPECT_TRUE(std::isinf(unbounded.links.send_post.bandwidth));
 }
 
 }  // namespace

@@ -189,6 +189,12 @@ TEST(ClosedForms, TransfersAndUpdatesCostTime) {
   SimResult r = simulate(schedule::make_schedule(spec_of("gpipe", 2, 1, c)), model);
   // F0, transfer, F1 B1, transfer, B0, optimizer step on worker 0.
   EXPECT_NEAR(r.makespan_ms, 1 + 0.2 + 3 + 0.2 + 2 + 0.5, kEps);
+  // Posting a send keeps the sender busy (0.05 ms + 100 bytes at 500 bytes/ms = 0.25 ms), and
+  // the data leaves after it: both sends lie on the critical path.
+  model.send_post_ms = 0.05;
+  model.send_post_bytes_per_ms = 500;
+  r = simulate(schedule::make_schedule(spec_of("gpipe", 2, 1, c)), model);
+  EXPECT_NEAR(r.makespan_ms, 1 + 0.25 + 0.2 + 3 + 0.25 + 0.2 + 2 + 0.5, kEps);
 }
 
 }  // namespace
