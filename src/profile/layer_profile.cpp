@@ -69,11 +69,6 @@ double time_whole_model(GptStack& model, const GptConfig& shape, int64_t batch, 
                         [&] { lm_loss(model.forward(tokens), targets).backward(); });
 }
 
-double median_of(std::vector<double> samples) {
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() / 2];
-}
-
 // Timings of one (layer, microbatch size), one sample per round.
 struct LayerSamples {
   std::vector<double> forward, backward, input_backward;
@@ -101,6 +96,11 @@ std::vector<double> calibrate_to_whole_model(plan::ModelProfile& profile,
 }
 
 }  // namespace
+
+double median_of(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
 
 double median_seconds(int repeats, const std::function<void()>& prepare,
                       const std::function<void()>& timed) {

@@ -18,6 +18,8 @@ struct ProfileOptions {
   int threads = 1;  // compute threads, as each pipeline worker gets
 };
 
+double median_of(std::vector<double> samples);  // the upper median; samples must not be empty
+
 // The median of `repeats` timed runs of `timed`, each after `prepare`, after one warm-up run.
 double median_seconds(int repeats, const std::function<void()>& prepare,
                       const std::function<void()>& timed);

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
+#include "profile/layer_profile.h"
 #include "runtime/comm.h"
 
 namespace pipetrain::profile {
@@ -17,11 +18,6 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kTimeout{60000};
 // 4 KiB .. 16 MiB: from latency-bound to bandwidth-bound (activations here are ~0.25-4 MiB).
 const std::vector<int64_t> kSizes = {1 << 10, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22};
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 // What each of the two ranks does; rank 0 records the samples.
 void run_rank(int rank, int port, int repeats, std::vector<LinkSample>* p2p,
@@ -38,11 +34,12 @@ void run_rank(int rank, int port, int repeats, std::vector<LinkSample>* p2p,
     auto tensor = torch::ones({floats});
     std::vector<double> round_trips, reductions, posts;
     for (int i = 0; i <= repeats; ++i) {  // the first of each is a warm-up
+      double post = 0;
       comm.barrier();
       const auto start = Clock::now();
       if (rank == 0) {
         comm.send(tensor, peer, 0);
-        posts.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+        post = std::chrono::duration<double>(Clock::now() - start).count();
         comm.wait_sends();
         comm.recv({floats}, torch::kFloat32, peer, 1);
       } else {
@@ -55,14 +52,13 @@ void run_rank(int rank, int port, int repeats, std::vector<LinkSample>* p2p,
       const auto reduce_start = Clock::now();
       comm.all_reduce_sum(tensor, runtime::Comm::kWorld);
       const double reduce = std::chrono::duration<double>(Clock::now() - reduce_start).count();
-      if (i > 0) round_trips.push_back(round_trip), reductions.push_back(reduce);
+      if (i > 0) round_trips.push_back(round_trip), reductions.push_back(reduce), posts.push_back(post);
     }
     if (rank == 0) {
       const double bytes = 4.0 * double(floats);
-      p2p->push_back({bytes, median(round_trips) / 2});
-      all_reduce->push_back({bytes, median(reductions)});
-      posts.erase(posts.begin());  // the warm-up
-      send_post->push_back({bytes, median(posts)});
+      p2p->push_back({bytes, median_of(round_trips) / 2});
+      all_reduce->push_back({bytes, median_of(reductions)});
+      send_post->push_back({bytes, median_of(posts)});
     }
   }
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/ranges.h>
+
 #include "core/error.h"
 
 namespace pipetrain::sim {
@@ -54,8 +56,8 @@ SimResult simulate(const schedule::Schedule& s, const CostModel& costs) {
       schedule::SendMode::Eager, costs.synchronous_updates,
       [&](int w, const Action& a) { return costs.send_post_duration_ms(s, w, a); });
   if (!replay.finished) {
-    fail("schedule '{}' deadlocks under the cost model's {}: worker 0 stops at action {}", s.name,
-         costs.synchronous_updates ? "synchronous updates" : "transfers", replay.stopped_at[0]);
+    fail("schedule '{}' deadlocks in the simulation{}: workers stop at actions {}", s.name,
+         costs.synchronous_updates ? " with synchronous updates" : "", fmt::join(replay.stopped_at, ", "));
   }
   r.times = std::move(replay.times);
 
