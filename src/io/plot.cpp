@@ -6,10 +6,13 @@
 
 #include <fmt/format.h>
 
+#include "core/ticks.h"
+
 namespace pipetrain {
 namespace {
 
 constexpr double kWidth = 720, kHeight = 420;
+constexpr size_t kMarkedPointsMax = 40;
 constexpr double kLeft = 70, kRight = 160, kTop = 40, kBottom = 50;
 
 std::string escape_xml(const std::string& text) {
@@ -50,6 +53,11 @@ std::string render_line_plot_svg(const std::vector<PlotSeries>& series, const st
   }
   xs.settle();
   ys.settle();
+  // Axes span whole round ticks, so every gridline carries a round label.
+  const std::vector<double> x_ticks = nice_ticks(xs.low, xs.high, 6);
+  const std::vector<double> y_ticks = nice_ticks(ys.low, ys.high, 5);
+  xs.low = x_ticks.front(), xs.high = x_ticks.back();
+  ys.low = y_ticks.front(), ys.high = y_ticks.back();
   const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
   auto px = [&](double x) { return kLeft + (x - xs.low) / (xs.high - xs.low) * plot_w; };
   auto py = [&](double y) { return kTop + (1 - (y - ys.low) / (ys.high - ys.low)) * plot_h; };
@@ -59,15 +67,16 @@ std::string render_line_plot_svg(const std::vector<PlotSeries>& series, const st
       "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
       "fill=\"white\"/>\n<text x=\"{}\" y=\"24\" font-size=\"15\">{}</text>\n",
       kWidth, kHeight, kLeft, escape_xml(title));
-  for (int i = 0; i <= 5; ++i) {  // grid lines with tick labels
-    const double fy = ys.low + (ys.high - ys.low) * i / 5, fx = xs.low + (xs.high - xs.low) * i / 5;
+  for (double fy : y_ticks) {
     svg += fmt::format(
         "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"#ddd\"/>"
-        "<text x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">{5:.3g}</text>\n",
+        "<text x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">{5:g}</text>\n",
         kLeft, kLeft + plot_w, py(fy), kLeft - 6, py(fy) + 4, fy);
+  }
+  for (double fx : x_ticks) {
     svg += fmt::format(
         "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#ddd\"/>"
-        "<text x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\">{4:.4g}</text>\n",
+        "<text x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\">{4:g}</text>\n",
         px(fx), kTop, kTop + plot_h, kTop + plot_h + 16, fx);
   }
   svg += fmt::format(
@@ -84,6 +93,15 @@ std::string render_line_plot_svg(const std::vector<PlotSeries>& series, const st
     }
     svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\" points=\"{}\"/>\n",
                        s.color, points);
+    // Sparse series (validation every 100 steps, or a single final value) also get markers:
+    // a line through one point draws nothing.
+    if (s.points.size() <= kMarkedPointsMax) {
+      for (const auto& [x, y] : s.points) {
+        if (std::isfinite(y))
+          svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n",
+                             px(x), py(y), s.color);
+      }
+    }
     const double ly = kTop + 16 + 20 * static_cast<double>(i);
     svg += fmt::format(
         "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"3\"/>"

@@ -149,7 +149,8 @@ StepResult StageExecutor::train_step(int64_t step) {
     events_.push_back({fmt::format("{}{}{}{}", layout_.stage_of(action.chunk),
                                    schedule::kind_token(action.kind), action.microbatch, slice),
                        std::string(schedule::kind_name(action.kind)), begin,
-                       ms(std::chrono::steady_clock::now()) - begin, action.microbatch});
+                       ms(std::chrono::steady_clock::now()) - begin, action.microbatch,
+                       int(step)});
   }
   if (asynchronous()) {
     // Not at each update, nor this step's sends: their receivers may still be behind.

@@ -212,9 +212,31 @@ std::string assemble_model_and_sample(const Config& config, const fs::path& chec
 void write_trace_part(const fs::path& dir, int rank, const std::vector<sim::TimedEvent>& events) {
   nlohmann::json part = nlohmann::json::array();
   for (const auto& e : events) {
-    part.push_back({e.name, e.category, e.start_ms, e.duration_ms, e.microbatch});
+    part.push_back({e.name, e.category, e.start_ms, e.duration_ms, e.microbatch, e.step});
   }
   write_file_atomically((dir / fmt::format("trace-rank{}.json", rank)).string(), part.dump());
+}
+
+// A few steady-state steps at a scale where each forward and backward is readable: twenty steps
+// in one picture would give a microbatch's forward a pixel or two. Step 0 is skipped (first-touch
+// allocations make it slow), unless the run is too short to have later steps.
+std::string timeline_picture(const sim::Timeline& traced) {
+  constexpr int kFirstStep = 2, kSteps = 3;
+  int last_step = -1;
+  for (const auto& lane : traced.events) {
+    for (const auto& e : lane) last_step = std::max(last_step, e.step);
+  }
+  const int first = std::max(0, std::min(kFirstStep, last_step + 1 - kSteps));
+  sim::Timeline window = sim::step_window(traced, first, kSteps);
+  const int shown = std::min(kSteps, last_step + 1 - first);
+  window.title = fmt::format("pipetrain: real run, step{} {} (of the {} traced in trace.json)",
+                             shown > 1 ? "s" : "",
+                             shown > 1 ? fmt::format("{}-{}", first + 1, first + shown)
+                                       : std::to_string(first + 1),
+                             last_step + 1);
+  sim::SvgOptions options;
+  options.width_px = sim::readable_width_px(window);
+  return sim::render_svg(window, options);
 }
 
 void write_trace(const fs::path& dir, const Layout& layout) {
@@ -230,7 +252,7 @@ void write_trace(const fs::path& dir, const Layout& layout) {
     timeline.events.emplace_back();
     if (!fs::exists(path)) continue;  // a worker on another node: its lane stays empty
     for (const auto& e : nlohmann::json::parse(read_file(path.string()))) {
-      timeline.events.back().push_back({e[0], e[1], e[2], e[3], e[4]});
+      timeline.events.back().push_back({e[0], e[1], e[2], e[3], e[4], e[5]});
       origin = std::min(origin, e[2].get<double>());
     }
     fs::remove(path);
@@ -239,7 +261,7 @@ void write_trace(const fs::path& dir, const Layout& layout) {
     for (auto& e : lane) e.start_ms -= origin;
   }
   write_file_atomically((dir / "trace.json").string(), sim::chrome_trace_json(timeline));
-  write_file_atomically((dir / "timeline.svg").string(), sim::render_svg(timeline));
+  write_file_atomically((dir / "timeline.svg").string(), timeline_picture(timeline));
 }
 
 }  // namespace

@@ -4,10 +4,13 @@
 
 #include <fmt/format.h>
 
+#include "core/ticks.h"
 #include "sim/timeline.h"
 
 namespace pipetrain::sim {
 namespace {
+
+constexpr double kLeftPx = 80, kRightPx = 20;  // lane labels; right margin
 
 std::string escape(const std::string& text) {
   std::string out;
@@ -36,14 +39,6 @@ std::string fill(const TimedEvent& e) {
   return fmt::format("hsl({:.0f},70%,{:.0f}%)", hue, lightness(e.category));
 }
 
-// A "nice" tick step (1, 2 or 5 times a power of ten) giving about `ticks` ticks.
-double tick_step(double span, int ticks) {
-  double raw = span / ticks, power = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0})
-    if (m * power >= raw) return m * power;
-  return 10 * power;
-}
-
 bool is_transfer(const std::string& category) {
   return category.rfind("Send", 0) == 0 || category.rfind("Recv", 0) == 0;
 }
@@ -51,7 +46,7 @@ bool is_transfer(const std::string& category) {
 }  // namespace
 
 std::string render_svg(const Timeline& t, const SvgOptions& o) {
-  const double left = 80, right = 20, top = 36, lane_gap = 6;
+  const double left = kLeftPx, right = kRightPx, top = 36, lane_gap = 6;
   double end_ms = 0;
   for (const auto& lane : t.events)
     for (const auto& e : lane) end_ms = std::max(end_ms, e.start_ms + e.duration_ms);
@@ -95,7 +90,7 @@ std::string render_svg(const Timeline& t, const SvgOptions& o) {
   // Time axis.
   svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
                      "stroke=\"black\"/>\n", left, axis_y, left + plot_w, axis_y);
-  double step = tick_step(end_ms, 10);
+  const double step = nice_tick_step(end_ms, std::max(10, int(plot_w / 150)));  // ~150 px apart
   for (double tick = 0; tick <= end_ms + 1e-9; tick += step) {
     double x = left + tick * scale;
     svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" "
@@ -119,6 +114,17 @@ std::string render_svg(const Timeline& t, const SvgOptions& o) {
   }
   svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">hue = microbatch</text>\n", lx, ly + 10);
   return svg + "</svg>\n";
+}
+
+double readable_width_px(const Timeline& timeline, double forward_px, double min_px,
+                         double max_px) {
+  double end_ms = 0;
+  for (const auto& lane : timeline.events) {
+    for (const TimedEvent& e : lane) end_ms = std::max(end_ms, e.start_ms + e.duration_ms);
+  }
+  const double forward_ms = median_forward_ms(timeline);
+  if (forward_ms <= 0 || end_ms <= 0) return min_px;
+  return std::clamp(end_ms / forward_ms * forward_px + kLeftPx + kRightPx, min_px, max_px);
 }
 
 }  // namespace pipetrain::sim

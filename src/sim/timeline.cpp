@@ -1,5 +1,8 @@
 #include "sim/timeline.h"
 
+#include <algorithm>
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "schedule/text_format.h"
@@ -24,6 +27,37 @@ Timeline timeline_from_simulation(const schedule::Schedule& s, const SimResult& 
     }
   }
   return t;
+}
+
+Timeline step_window(const Timeline& timeline, int first_step, int steps) {
+  Timeline window;
+  window.title = timeline.title;
+  window.lanes = timeline.lanes;
+  window.events.resize(timeline.events.size());
+  double origin = std::numeric_limits<double>::infinity();
+  for (size_t lane = 0; lane < timeline.events.size(); ++lane) {
+    for (const TimedEvent& e : timeline.events[lane]) {
+      if (e.step < first_step || e.step >= first_step + steps) continue;
+      window.events[lane].push_back(e);
+      origin = std::min(origin, e.start_ms);
+    }
+  }
+  for (auto& lane : window.events) {
+    for (auto& e : lane) e.start_ms -= origin;
+  }
+  return window;
+}
+
+double median_forward_ms(const Timeline& timeline) {
+  std::vector<double> durations;
+  for (const auto& lane : timeline.events) {
+    for (const TimedEvent& e : lane) {
+      if (e.category == "Forward") durations.push_back(e.duration_ms);
+    }
+  }
+  if (durations.empty()) return 0;
+  std::nth_element(durations.begin(), durations.begin() + durations.size() / 2, durations.end());
+  return durations[durations.size() / 2];
 }
 
 std::string chrome_trace_json(const Timeline& timeline) {

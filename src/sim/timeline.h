@@ -15,6 +15,7 @@ struct TimedEvent {
   double start_ms = 0;
   double duration_ms = 0;
   int microbatch = -1;  // colour key in the SVG; -1 for none
+  int step = -1;        // the training step a real run's action belongs to; -1 unknown
 };
 
 struct Timeline {
@@ -29,6 +30,14 @@ Timeline timeline_from_simulation(const schedule::Schedule& s, const SimResult& 
 // the runtime), tid 0, ts/dur in microseconds, plus process_name metadata.
 std::string chrome_trace_json(const Timeline& timeline);
 
+// The events of steps [first_step, first_step + steps), shifted to start at 0 ms: a real run's
+// picture shows a few steady-state steps at a readable scale (trace.json keeps every step).
+// Events without a step are dropped. An empty result if no event falls in the window.
+Timeline step_window(const Timeline& timeline, int first_step, int steps);
+
+// The median duration of the timeline's forward actions (0 if it has none).
+double median_forward_ms(const Timeline& timeline);
+
 struct SvgOptions {
   double width_px = 1200;
   double lane_height_px = 26;
@@ -37,5 +46,10 @@ struct SvgOptions {
 // Colour per microbatch; forward light, backward mid, weight-gradient dark; updates grey;
 // idle time shows as the striped lane background; time axis in ms; legend at the bottom.
 std::string render_svg(const Timeline& timeline, const SvgOptions& options = {});
+
+// A width at which a median forward spans at least `forward_px` pixels (its label fits),
+// within [min_px, max_px].
+double readable_width_px(const Timeline& timeline, double forward_px = 32, double min_px = 1200,
+                         double max_px = 4000);
 
 }  // namespace pipetrain::sim

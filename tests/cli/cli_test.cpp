@@ -189,3 +189,41 @@ TEST(Cli, PlanWritesTheBestPlansSimulatedTimeline) {
 }
 
 }  // namespace
+
+namespace {
+
+// The widths of the SVG boxes filled with a forward's colour (lightness 72%).
+std::vector<double> forward_box_widths(const std::string& svg) {
+  static const std::regex box(R"re(width="([0-9.]+)" height="26.0" fill="hsl\(\d+,70%,72%\))re");
+  std::vector<double> widths;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), box); it != std::sregex_iterator();
+       ++it)
+    widths.push_back(std::stod((*it)[1]));
+  return widths;
+}
+
+}  // namespace
+
+TEST(Cli, PipelineTimelineDrawsAFewStepsReadably) {
+  const auto dir = temp_dir("timeline");
+  const Result result = run(
+      "train --stages 2 --model.layers 2 --model.d_model 16 --model.heads 2 --model.seq_len 16 "
+      "--train.batch_size 8 --train.microbatches 4 --train.steps 7 --train.threads 1 "
+      "--eval.every 0 --eval.batches 1 --sample.tokens 0 --quiet --run-dir " + dir.string());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  std::ifstream in(dir / "timeline.svg");
+  const std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(svg.find("steps 3-5 (of the 7 traced in trace.json)"), std::string::npos) << svg.substr(0, 600);
+  // Steps 3-5 of 2 workers x 4 microbatches: 24 forwards drawn (the old picture drew all 56).
+  std::vector<double> widths = forward_box_widths(svg);
+  ASSERT_EQ(widths.size(), 24u);
+  std::sort(widths.begin(), widths.end());
+  const double width_px = std::stod(svg.substr(svg.find("width=\"") + 7));
+  if (width_px < 4000) EXPECT_GE(widths[widths.size() / 2], 31.9) << "median forward in px";
+  // trace.json keeps every traced step.
+  const auto trace = nlohmann::json::parse(std::ifstream(dir / "trace.json"));
+  size_t forwards = 0;
+  for (const auto& event : trace["traceEvents"]) forwards += event.value("cat", "") == "Forward";
+  EXPECT_EQ(forwards, 7u * 2 * 4);
+  fs::remove_all(dir);
+}

@@ -79,9 +79,22 @@ TEST(Plot, SvgHasOnePolylinePerSeriesAndEscapesText) {
     ++polylines;
   }
   EXPECT_EQ(polylines, 2u);
+  EXPECT_NE(svg.find("<circle"), std::string::npos);  // the one validation point is visible
   EXPECT_NE(svg.find("loss &amp; co"), std::string::npos);
   EXPECT_NE(svg.find("val &lt;b&gt;"), std::string::npos);
   EXPECT_EQ(svg.rfind("</svg>\n"), svg.size() - 7);
+}
+
+TEST(Plot, AxesCarryRoundNumbers) {
+  // 800 steps logged every 10: the old axis labelled 1, 160.8, 320.6, ...
+  std::vector<std::pair<double, double>> points;
+  for (int step = 1; step <= 800; step += 10) points.push_back({step, 5.5 - step / 200.0});
+  const std::string svg = render_line_plot_svg({{"train", "red", points}}, "t", "step", "loss");
+  // Losses 1.545..5.495 get the axis 1..6; steps 1..791 get 0..800.
+  for (const char* label : {">0<", ">200<", ">400<", ">600<", ">800<", ">1<", ">6<"})
+    EXPECT_NE(svg.find(label), std::string::npos) << label;
+  EXPECT_EQ(svg.find("160.8"), std::string::npos);
+  EXPECT_EQ(svg.find("1.545"), std::string::npos);
 }
 
 }  // namespace

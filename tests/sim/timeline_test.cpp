@@ -50,5 +50,38 @@ TEST(Timeline, SvgDrawsLanesAxisAndLegend) {
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
 }
 
+TEST(Timeline, StepWindowKeepsThoseStepsFromZero) {
+  Timeline t;
+  t.lanes = {"worker 0", "worker 1"};
+  for (int step = 0; step < 5; ++step) {
+    const double at = 10.0 * step;
+    t.events.resize(2);
+    t.events[0].push_back({"0F0", "Forward", at, 2, 0, step});
+    t.events[1].push_back({"1F0", "Forward", at + 2, 3, 0, step});
+  }
+  const Timeline window = step_window(t, 2, 2);
+  ASSERT_EQ(window.events.size(), 2u);
+  ASSERT_EQ(window.events[0].size(), 2u);
+  EXPECT_EQ(window.events[0][0].step, 2);
+  EXPECT_DOUBLE_EQ(window.events[0][0].start_ms, 0);   // step 2 began at 20 ms
+  EXPECT_DOUBLE_EQ(window.events[1][1].start_ms, 12);  // step 3's second lane: 32 - 20
+  EXPECT_DOUBLE_EQ(median_forward_ms(window), 3);      // durations 2, 2, 3, 3
+}
+
+TEST(Timeline, ReadableWidthGivesAForwardItsLabelsWidth) {
+  Timeline t;
+  t.lanes = {"worker 0"};
+  t.events = {{}};
+  for (int k = 0; k < 60; ++k) t.events[0].push_back({"0F0", "Forward", 2.0 * k, 1, 0, 0});
+  // 119 ms at 1 ms per forward: 119 x 32 px + 100 px of margins = 3908; 119 x 48 + 100 is
+  // clamped to 4000.
+  EXPECT_DOUBLE_EQ(readable_width_px(t), 3908);
+  EXPECT_DOUBLE_EQ(readable_width_px(t, 48), 4000);
+  EXPECT_DOUBLE_EQ(readable_width_px(t, 30), 119 * 30 + 100.0);
+  const std::string svg = render_svg(t, {readable_width_px(t, 30), 26, false});
+  EXPECT_NE(svg.find("width=\"3670\""), std::string::npos);
+  EXPECT_NE(svg.find(">0F0</text>"), std::string::npos);  // the label fits in its box
+}
+
 }  // namespace
 }  // namespace pipetrain::sim
