@@ -127,6 +127,13 @@ void validate(const Config& c) {
   if (c.train.beta1 >= 1 || c.train.beta2 >= 1) fail("train.beta1 and train.beta2 must be < 1");
   if (c.sample.temperature <= 0) fail("sample.temperature must be > 0");
   if (c.data.path.empty()) fail("data.path must not be empty");
+  if (c.data.format == "bytes" && c.model.vocab_size < 256) {
+    fail("model.vocab_size must be >= 256 for byte-level text (data.format = \"bytes\"), got {}",
+         c.model.vocab_size);
+  }
+  if (c.data.format == "bytes" && !c.data.tokenizer.empty()) {
+    fail("data.tokenizer is for token files: set data.format = \"tokens\" too (docs/data.md)");
+  }
   if (c.pipeline.zero1 > 1) fail("pipeline.zero1 must be 0 (off) or 1 (on), got {}", c.pipeline.zero1);
   if (c.pipeline.zero1 == 1 && c.pipeline.dp_width < 2) {
     fail("pipeline.zero1 = 1 shards the optimizer state over data-parallel replicas: it needs "

@@ -16,7 +16,7 @@ struct ModelConfig {
   int64_t d_model = 128;    // hidden size
   int64_t heads = 4;        // attention heads (must divide d_model)
   int64_t seq_len = 128;    // context length in tokens
-  int64_t vocab_size = 256; // byte-level vocabulary
+  int64_t vocab_size = 256; // byte-level vocabulary; token files need their tokenizer's
   int64_t loss_chunk_tokens = 0;  // > 0: chunked cross-entropy, this many tokens' logits at a time
 };
 
@@ -39,8 +39,10 @@ struct TrainConfig {
 };
 
 struct DataConfig {
-  std::string path = "data/tinyshakespeare.txt";
+  std::string format = "bytes";  // bytes: a text file's bytes are the tokens; tokens: llm.c files
+  std::string path = "data/tinyshakespeare.txt";  // tokens: a folder with train.bin and val.bin
   double val_fraction = 0.1;  // the tail of the file held out for validation
+  std::string tokenizer;      // tokens: the SentencePiece model that made them ("" = none)
 };
 
 struct EvalConfig {

@@ -23,8 +23,9 @@ std::vector<FieldSpec> make_fields() {
       spec("model.d_model", "hidden size", at(&C::model, &M::d_model), 1),
       spec("model.heads", "attention heads; must divide model.d_model", at(&C::model, &M::heads), 1),
       spec("model.seq_len", "context length in tokens (bytes)", at(&C::model, &M::seq_len), 2),
-      spec("model.vocab_size", "vocabulary size; byte-level text needs all 256 byte values",
-       at(&C::model, &M::vocab_size), 256),
+      spec("model.vocab_size", "vocabulary size; byte-level text needs all 256 byte values, token "
+       "files an id range that covers theirs (their tokenizer's vocabulary)",
+       at(&C::model, &M::vocab_size), 2),
       spec("model.loss_chunk_tokens", "head + loss as chunked cross-entropy: the logits are computed "
        "(and recomputed in backward) this many tokens at a time, never all [tokens, vocab] at once; "
        "0 = off (full logits)", at(&C::model, &M::loss_chunk_tokens), 0),
@@ -48,10 +49,18 @@ std::vector<FieldSpec> make_fields() {
        at(&C::train, &T::grad_clip), 0),
       spec("train.seed", "seed for initialisation, data order and sampling", at(&C::train, &T::seed), 0),
       spec("train.threads", "compute threads; 0 = one per core", at(&C::train, &T::threads), 0),
-      spec("data.path", "training text (bytes); relative paths are tried against the working "
-       "directory, then the pipetrain source folder", at(&C::data, &DataConfig::path)),
-      spec("data.val_fraction", "fraction of the file (its tail) held out for validation",
-       at(&C::data, &DataConfig::val_fraction), 0),
+      spec("data.format", "\"bytes\": data.path is a text file whose bytes are the tokens; "
+       "\"tokens\": llm.c token files from `pipetrain tokenize` or llm.c's scripts (docs/data.md)",
+       at(&C::data, &DataConfig::format), 0, {"bytes", "tokens"}),
+      spec("data.path", "training text (bytes), or (tokens) a folder with train.bin and val.bin or "
+       "a file named like llm.c's *_train.bin (its *_val.bin beside it); relative paths are tried "
+       "against the working directory, then the pipetrain source folder",
+       at(&C::data, &DataConfig::path)),
+      spec("data.val_fraction", "fraction of the file (its tail) held out for validation; for "
+       "token files, `pipetrain tokenize`'s default split", at(&C::data, &DataConfig::val_fraction), 0),
+      spec("data.tokenizer", "token files: the SentencePiece model that made them (checked against "
+       "their tokens.json), used to encode sample.prompt and decode samples; \"\" = samples print "
+       "token ids", at(&C::data, &DataConfig::tokenizer)),
       spec("eval.every", "validate every N steps and at the last step; 0 = only at the end",
        at(&C::eval, &EvalConfig::every), 0),
       spec("eval.batches", "batches per validation", at(&C::eval, &EvalConfig::batches), 1),

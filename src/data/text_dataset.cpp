@@ -1,21 +1,9 @@
 #include "data/text_dataset.h"
 
-#include <random>
-
 #include "core/error.h"
 #include "core/files.h"
 
 namespace pipetrain {
-
-TokenBatch TokenBatch::rows(int64_t first, int64_t count) const {
-  TokenBatch out;
-  out.batch_size = count;
-  out.seq_len = seq_len;
-  const auto begin = first * seq_len, end = (first + count) * seq_len;
-  out.inputs.assign(inputs.begin() + begin, inputs.begin() + end);
-  out.targets.assign(targets.begin() + begin, targets.begin() + end);
-  return out;
-}
 
 TextDataset::TextDataset(const std::string& path, double val_fraction, int64_t seq_len)
     : TextDataset(
@@ -63,26 +51,11 @@ TokenBatch TextDataset::windows(const std::vector<uint8_t>& split,
 }
 
 TokenBatch TextDataset::train_batch(uint64_t seed, int64_t step, int64_t batch_size) const {
-  // seed_seq mixes (seed, step) well; mt19937_64 is specified exactly by the standard, so the
-  // batches are the same on every platform.
-  std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
-                    static_cast<uint32_t>(step), static_cast<uint32_t>(uint64_t(step) >> 32)};
-  std::mt19937_64 rng(seq);
-  const auto max_start = static_cast<uint64_t>(train_tokens() - seq_len_ - 1);
-  std::vector<int64_t> starts(static_cast<size_t>(batch_size));
-  for (auto& start : starts) start = static_cast<int64_t>(rng() % (max_start + 1));
-  return windows(train_, starts);
+  return windows(train_, train_window_starts(seed, step, batch_size, train_tokens(), seq_len_));
 }
 
 TokenBatch TextDataset::val_batch(int64_t index, int64_t batch_size) const {
-  const int64_t max_start = val_tokens() - seq_len_ - 1;
-  std::vector<int64_t> starts(static_cast<size_t>(batch_size));
-  // Spread windows over the whole validation split; batch `index` is offset by a prime stride.
-  for (int64_t i = 0; i < batch_size; ++i) {
-    const int64_t k = index * batch_size + i;
-    starts[static_cast<size_t>(i)] = (k * 7919 * (seq_len_ + 1)) % (max_start + 1);
-  }
-  return windows(val_, starts);
+  return windows(val_, val_window_starts(index, batch_size, val_tokens(), seq_len_));
 }
 
 std::string decode_bytes(const std::vector<int64_t>& tokens) {

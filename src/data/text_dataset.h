@@ -6,31 +6,22 @@
 #include <string>
 #include <vector>
 
+#include "data/dataset.h"
+
 namespace pipetrain {
 
-struct TokenBatch {
-  int64_t batch_size = 0;
-  int64_t seq_len = 0;
-  std::vector<int64_t> inputs;   // [batch_size * seq_len], row-major
-  std::vector<int64_t> targets;  // inputs shifted by one token
-
-  // Rows [first, first + count) as a smaller batch (a microbatch).
-  TokenBatch rows(int64_t first, int64_t count) const;
-};
-
-class TextDataset {
+class TextDataset : public Dataset {
  public:
   // UserError if the file is missing or too short for the sequence length.
   TextDataset(const std::string& path, double val_fraction, int64_t seq_len);
   static TextDataset from_text(const std::string& text, double val_fraction, int64_t seq_len);
 
-  TokenBatch train_batch(uint64_t seed, int64_t step, int64_t batch_size) const;
-  // Evenly spaced windows over the validation split; the same for every call.
-  TokenBatch val_batch(int64_t index, int64_t batch_size) const;
+  TokenBatch train_batch(uint64_t seed, int64_t step, int64_t batch_size) const override;
+  TokenBatch val_batch(int64_t index, int64_t batch_size) const override;
 
-  int64_t train_tokens() const { return static_cast<int64_t>(train_.size()); }
-  int64_t val_tokens() const { return static_cast<int64_t>(val_.size()); }
-  int64_t seq_len() const { return seq_len_; }
+  int64_t train_tokens() const override { return static_cast<int64_t>(train_.size()); }
+  int64_t val_tokens() const override { return static_cast<int64_t>(val_.size()); }
+  int64_t seq_len() const override { return seq_len_; }
 
  private:
   TextDataset(std::vector<uint8_t> bytes, double val_fraction, int64_t seq_len,
