@@ -37,6 +37,15 @@ rm "$work/noconfig/config.toml"
 rm -r "$work/nockpt/checkpoints"
 "$bin" train $tiny --stages 1 --model.d_model 32 --train.steps 4 --checkpoint.every 1 --run-dir "$work/other" >/dev/null 2>&1
 rm -r "$work/wrongmodel/checkpoints" && cp -r "$work/other/checkpoints" "$work/wrongmodel/checkpoints"
+# Token files (docs/data.md): a tokenizer, its token files, damaged copies, another tokenizer.
+head -c 60000 data/tinyshakespeare.txt > "$work/text.txt"
+"$bin" tokenizer train --vocab 400 "$work/text.txt" --out "$work/tok.model" >/dev/null 2>&1
+"$bin" tokenizer train --vocab 300 "$work/text.txt" --out "$work/other.model" >/dev/null 2>&1
+"$bin" tokenize --tokenizer "$work/tok.model" "$work/text.txt" --out "$work/tokens" >/dev/null 2>&1
+for name in badmagic badversion cut; do cp -r "$work/tokens" "$work/$name"; done
+printf '\x01\x02\x03\x04' | dd of="$work/badmagic/train.bin" conv=notrunc status=none
+printf '\x07' | dd of="$work/badversion/train.bin" bs=1 seek=4 conv=notrunc status=none
+truncate -s -3 "$work/cut/val.bin"
 python3 -c 'import socket,time,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(600)' > "$work/port" &
 listener=$!
 while [ ! -s "$work/port" ]; do sleep 0.2; done
@@ -119,6 +128,15 @@ run_case "node rank outside the nodes" "" "train $tiny --stages 2 --nnodes 2 --n
 run_case "unreachable rendezvous address" "" "train $tiny --stages 2 --pipeline.master_addr 203.0.113.1 --pipeline.timeout_s 3 --run-dir $work/addr"
 run_case "resume: PipeDream run (updates every microbatch)" "" "train --resume $work/pipedream --train.steps 4"
 run_case "resume: 2BW stashed-version file missing" "" "train --resume $work/twobw --train.steps 6"
+tokens="--data.format tokens --model.vocab_size 400"
+run_case "token file: wrong magic" "" "train $tiny $tokens --data.path $work/badmagic"
+run_case "token file: unsupported version" "" "train $tiny $tokens --data.path $work/badversion"
+run_case "token file: truncated body" "" "train $tiny $tokens --data.path $work/cut"
+run_case "token ids outside the vocabulary" "" "train $tiny --data.format tokens --data.path $work/tokens"
+run_case "a tokenizer that did not make the token files" "" "train $tiny $tokens --data.path $work/tokens --data.tokenizer $work/other.model"
+run_case "tokenizer model missing" "" "train $tiny $tokens --data.path $work/tokens --data.tokenizer $work/nope.model"
+run_case "tokenize: tokenizer model missing" "" "tokenize --tokenizer $work/nope.model $work/text.txt --out $work/out"
+run_case "tokenizer: more pieces than the text holds" "" "tokenizer train --vocab 100000 $work/text.txt --out $work/huge.model"
 kill $listener 2>/dev/null
 
 table=$(printf '%s\n' "| # | case | command (W = scratch folder, TINY = a 1-layer model, 2 steps) | exit | lines | message |" "|---|---|---|---|---|---|" "${rows[@]}")

@@ -13,5 +13,7 @@ void add_plan_command(CLI::App& app);      // plan_command.cpp
 void add_profile_command(CLI::App& app);   // profile_command.cpp
 void add_terapipe_command(CLI::App& app);  // terapipe_command.cpp
 void add_terapipe_profile_command(CLI::App& app);  // terapipe_profile_command.cpp
+void add_tokenizer_command(CLI::App& app);  // tokenizer_command.cpp
+void add_tokenize_command(CLI::App& app);   // tokenizer_command.cpp
 
 }  // namespace pipetrain::cli

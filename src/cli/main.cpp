@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   pipetrain::cli::add_terapipe_command(app);
   pipetrain::cli::add_terapipe_profile_command(app);
   pipetrain::cli::add_config_command(app);
+  pipetrain::cli::add_tokenizer_command(app);
+  pipetrain::cli::add_tokenize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -1,38 +1,47 @@
 #include "data/tokenizer.h"
 
-#include <sentencepiece_processor.h>
-#include <sentencepiece_trainer.h>
+#include <dlfcn.h>
+#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
+#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "core/files.h"
+#include "data/sentencepiece_module.h"
+
+namespace fs = std::filesystem;
 
 namespace pipetrain {
 namespace {
 
-// The text's lines, read as SentencePiece trains on them, without holding the file.
-class LineIterator : public sentencepiece::SentenceIterator {
- public:
-  explicit LineIterator(const std::string& path) : in_(path, std::ios::binary) { Next(); }
-  bool done() const override { return done_; }
-  void Next() override { done_ = !std::getline(in_, line_); }
-  const std::string& value() const override { return line_; }
-  sentencepiece::util::Status status() const override {
-    return in_.bad() ? sentencepiece::util::Status(sentencepiece::util::StatusCode::kDataLoss,
-                                                   "read error")
-                     : sentencepiece::util::Status();
-  }
+// $PIPETRAIN_SENTENCEPIECE_MODULE, else beside the running program, else where the build put it.
+std::string sentencepiece_module_path() {
+  if (const char* path = std::getenv("PIPETRAIN_SENTENCEPIECE_MODULE")) return path;
+  std::error_code error;
+  const fs::path program = fs::read_symlink("/proc/self/exe", error);
+  const fs::path beside = program.parent_path() / "libpipetrain_sentencepiece.so";
+  if (!error && fs::exists(beside)) return beside.string();
+  return PIPETRAIN_SENTENCEPIECE_MODULE_PATH;
+}
 
- private:
-  std::ifstream in_;
-  std::string line_;
-  bool done_ = false;
-};
+const sentencepiece_module::Api* load_sentencepiece() {
+  const std::string path = sentencepiece_module_path();
+  // RTLD_DEEPBIND: the module and its libsentencepiece resolve their own (protobuf) symbols
+  // first; RTLD_LOCAL: nothing loaded later binds to them.
+  void* module = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  if (module == nullptr) fail("cannot load the SentencePiece module: {}", ::dlerror());
+  using Factory = const sentencepiece_module::Api* (*)();
+  const auto factory = reinterpret_cast<Factory>(::dlsym(module, "pipetrain_sentencepiece_api"));
+  if (factory == nullptr) fail("'{}' is not pipetrain's SentencePiece module: {}", path, ::dlerror());
+  return factory();
+}
+
+const sentencepiece_module::Api& sentencepiece() {
+  static const sentencepiece_module::Api* api = load_sentencepiece();
+  return *api;
+}
 
 std::unordered_map<std::string, std::string> trainer_arguments(const TokenizerTrainOptions& o) {
   return {{"model_type", o.type},
@@ -53,32 +62,30 @@ void train_tokenizer(const TokenizerTrainOptions& options) {
   if (options.type != "bpe" && options.type != "unigram") {
     fail("tokenizer type must be bpe or unigram, got '{}'", options.type);
   }
-  if (!std::filesystem::is_regular_file(options.text_path)) {
-    fail("text file '{}' not found", options.text_path);
-  }
-  LineIterator lines(options.text_path);
+  if (!fs::is_regular_file(options.text_path)) fail("text file '{}' not found", options.text_path);
   std::string model;
-  const auto status =
-      sentencepiece::SentencePieceTrainer::Train(trainer_arguments(options), &lines, &model);
-  if (!status.ok()) fail("tokenizer training failed: {}", status.message());
+  const std::string error =
+      sentencepiece().train(trainer_arguments(options), options.text_path, &model);
+  if (!error.empty()) fail("tokenizer training failed: {}", error);
+  const fs::path folder = fs::path(options.model_path).parent_path();
+  std::error_code made;
+  if (!folder.empty()) fs::create_directories(folder, made);
+  if (made) fail("cannot create folder '{}': {}", folder.string(), made.message());
   write_file_atomically(options.model_path, model);
 }
 
-Tokenizer::Tokenizer(const std::string& model_path)
-    : path_(model_path), processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
-  if (!std::filesystem::is_regular_file(model_path)) {
-    fail("tokenizer model '{}' not found", model_path);
-  }
-  const auto status = processor_->LoadFromSerializedProto(read_file(model_path));
-  if (!status.ok()) fail("'{}' is not a SentencePiece model: {}", model_path, status.message());
+Tokenizer::Tokenizer(const std::string& model_path) : path_(model_path) {
+  if (!fs::is_regular_file(model_path)) fail("tokenizer model '{}' not found", model_path);
+  const std::string error = sentencepiece().load(read_file(model_path), &model_);
+  if (!error.empty()) fail("'{}' is not a SentencePiece model: {}", model_path, error);
 }
 
 Tokenizer::~Tokenizer() = default;
 
 std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
   std::vector<int> ids;
-  const auto status = processor_->Encode(text, &ids);
-  if (!status.ok()) fail("{}: cannot encode text: {}", path_, status.message());
+  const std::string error = model_->encode(text, &ids);
+  if (!error.empty()) fail("{}: cannot encode text: {}", path_, error);
   return std::vector<int64_t>(ids.begin(), ids.end());
 }
 
@@ -86,14 +93,14 @@ std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
   std::vector<int> in_vocabulary;
   in_vocabulary.reserve(ids.size());
   for (int64_t id : ids) {
-    in_vocabulary.push_back(id >= 0 && id < vocab_size() ? int(id) : processor_->unk_id());
+    in_vocabulary.push_back(id >= 0 && id < vocab_size() ? int(id) : model_->unknown_id());
   }
   std::string text;
-  const auto status = processor_->Decode(in_vocabulary, &text);
-  if (!status.ok()) fail("{}: cannot decode ids: {}", path_, status.message());
+  const std::string error = model_->decode(in_vocabulary, &text);
+  if (!error.empty()) fail("{}: cannot decode ids: {}", path_, error);
   return text;
 }
 
-int64_t Tokenizer::vocab_size() const { return processor_->GetPieceSize(); }
+int64_t Tokenizer::vocab_size() const { return model_->piece_count(); }
 
 }  // namespace pipetrain

@@ -4,14 +4,15 @@
 // no normalization, whitespace kept as it is, no dummy leading space, and characters outside the
 // vocabulary (the newline among them: training reads the text line by line) fall back to their
 // UTF-8 bytes, one id per byte. So a stream of ids cut anywhere still decodes piece by piece.
+// SentencePiece itself runs in a module of its own (data/sentencepiece_module.h says why).
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace sentencepiece {
-class SentencePieceProcessor;
+namespace pipetrain::sentencepiece_module {
+class Model;
 }
 
 namespace pipetrain {
@@ -49,7 +50,7 @@ class Tokenizer {
 
  private:
   std::string path_;
-  std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
+  std::unique_ptr<sentencepiece_module::Model> model_;
 };
 
 }  // namespace pipetrain

@@ -22,7 +22,7 @@ constexpr int kEvalTagBase = 1 << 24;
 
 }  // namespace
 
-StageExecutor::StageExecutor(const Config& config, const TextDataset* data, Comm& comm,
+StageExecutor::StageExecutor(const Config& config, const Dataset* data, Comm& comm,
                              Layout layout, CommGroups groups,
                              const std::vector<StageRange>& ranges, schedule::Schedule schedule)
     : config_(config),

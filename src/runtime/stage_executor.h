@@ -37,7 +37,7 @@ class StageExecutor {
  public:
   // `data` is null on workers without the first or last stage: only the first stage reads
   // inputs, only the last reads targets.
-  StageExecutor(const Config& config, const TextDataset* data, Comm& comm, Layout layout,
+  StageExecutor(const Config& config, const Dataset* data, Comm& comm, Layout layout,
                 CommGroups groups, const std::vector<StageRange>& ranges,
                 schedule::Schedule schedule);
   // One optimizer step. loss is the global batch mean on the last stage, NaN elsewhere;
@@ -112,7 +112,7 @@ class StageExecutor {
   torch::Tensor receive(const schedule::Action& action);
 
   Config config_;
-  const TextDataset* data_;
+  const Dataset* data_;
   Comm& comm_;
   Layout layout_;
   CommGroups groups_;

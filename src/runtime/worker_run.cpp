@@ -19,6 +19,7 @@
 #include "core/progress.h"
 #include "core/stop_signal.h"
 #include "core/text.h"
+#include "data/text_codec.h"
 #include "io/metrics.h"
 #include "io/plot.h"
 #include "model/state_io.h"
@@ -165,7 +166,7 @@ void write_loss_plot(const std::string& path, const std::vector<std::pair<double
 // The last stage rebuilds the whole model from every stage's file: one model.safetensors, the
 // same as a single-process run's, and the text sample.
 std::string assemble_model_and_sample(const Config& config, const fs::path& checkpoint_dir,
-                                      int stages, double val_loss) {
+                                      int stages, double val_loss, const std::string& data_root) {
   for (int s = 0; s < stages; ++s) {
     const auto path = checkpoint_dir / fmt::format("stage{}.safetensors", s);
     if (!fs::exists(path)) {  // stages on other nodes, without a shared file system
@@ -202,9 +203,10 @@ std::string assemble_model_and_sample(const Config& config, const fs::path& chec
                                                                       stage_ranges(config), val_loss)));
   if (config.sample.tokens <= 0) return "";
   model->eval();
-  const auto tokens = generate(*model, encode_bytes(config.sample.prompt), config.sample.tokens,
+  const auto codec = make_text_codec(config.data, data_root);
+  const auto tokens = generate(*model, codec->encode(config.sample.prompt), config.sample.tokens,
                                config.sample.temperature, uint64_t(config.train.seed));
-  return config.sample.prompt + decode_bytes(tokens);
+  return codec->sample_text(config.sample.prompt, tokens);
 }
 
 // Each worker writes its events; the last stage merges them into trace.json (Chrome trace,
@@ -279,8 +281,12 @@ std::optional<RunSummary> run_pipeline(const Config& config, const RunOptions& o
   // Config, partition and data errors before any process starts: one line, not one per worker.
   stage_ranges(config);
   make_run_schedule(config);
-  TextDataset(resolve_existing_path(config.data.path, options.data_root), config.data.val_fraction,
-              config.model.seq_len);  // too short or empty: one line here, not one per worker
+  // Bad or too short data, ids beyond the vocabulary, a wrong tokenizer: one line here, not one
+  // per worker. Workers our launcher spawned skip it: it checked (token files are read whole).
+  if (env_or("PIPETRAIN_STORE_HOSTED", "0") != "1") {
+    make_dataset(config, options.data_root);
+    make_text_codec(config.data, options.data_root);
+  }
   if (started_as_worker()) return run_pipeline_worker(config, options);
   return launch_pipeline_workers(config, options, train_args);
 }
@@ -302,11 +308,8 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
                               ? config.train.threads
                               : std::max<int64_t>(1, cpu_cores() / env.world_size);
   configure_compute_threads(threads);
-  std::optional<TextDataset> data;
-  if (first || last) {
-    data.emplace(resolve_existing_path(config.data.path, options.data_root),
-                 config.data.val_fraction, config.model.seq_len);
-  }
+  std::unique_ptr<Dataset> data;  // token files are memory-mapped: the page cache is shared
+  if (first || last) data = make_dataset(config, options.data_root);
   if (reports && !launched) fs::create_directories(dir);
 
   // Before any tensor exists, so weights, gradients and optimizer state are all counted.
@@ -326,7 +329,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
                                   {layout.rank_of(layout.replica(), 0),
                                    layout.rank_of(layout.replica(), layout.workers - 1)});
   }
-  StageExecutor executor(config, data ? &*data : nullptr, comm, layout, groups, ranges, schedule);
+  StageExecutor executor(config, data.get(), comm, layout, groups, ranges, schedule);
   MemoryReport run_memory;  // field-wise maximum over the steps
   if (reports) {
     fmt::print(stderr, "pipetrain: pipeline of {} stages ({}) on {} worker(s) x {} replica(s), "
@@ -438,7 +441,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   summary.steps = config.train.steps;
   summary.final_val_loss = val_loss;
   summary.seconds = seconds_since(start);
-  summary.sample = assemble_model_and_sample(config, checkpoint_dir, stages, val_loss);
+  summary.sample = assemble_model_and_sample(config, checkpoint_dir, stages, val_loss, options.data_root);
   if (!summary.sample.empty()) write_file_atomically((dir / "sample.txt").string(), summary.sample + "\n");
   write_loss_plot((dir / "loss.svg").string(), train_curve, val_curve);
   write_trace(dir, layout);

@@ -25,7 +25,7 @@ std::vector<torch::Tensor> clones(const std::vector<torch::Tensor>& tensors) {
 
 }  // namespace
 
-AsyncReference::AsyncReference(const Config& config, const TextDataset& data,
+AsyncReference::AsyncReference(const Config& config, const Dataset& data,
                                const std::vector<std::pair<int64_t, int64_t>>& stages)
     : config_(config),
       data_(data),

@@ -31,7 +31,7 @@ namespace pipetrain {
 class AsyncReference {
  public:
   // `stages`: the pipeline's [first, last) layer range per stage.
-  AsyncReference(const Config& config, const TextDataset& data,
+  AsyncReference(const Config& config, const Dataset& data,
                  const std::vector<std::pair<int64_t, int64_t>>& stages);
   StepResult train_step(int64_t step);
   // Every stage's parameters by name (the last stage holds its own copy of the tied weight).
@@ -55,7 +55,7 @@ class AsyncReference {
   void load(int stage, const std::vector<torch::Tensor>& values);
 
   Config config_;
-  const TextDataset& data_;
+  const Dataset& data_;
   std::string policy_;
   int stages_count_;
   std::vector<std::shared_ptr<GptStack>> stages_;

@@ -14,6 +14,7 @@
 #include "core/progress.h"
 #include "core/stop_signal.h"
 #include "core/text.h"
+#include "data/text_codec.h"
 #include "io/metrics.h"
 #include "io/checkpoint_dir.h"
 #include "io/plot.h"
@@ -108,7 +109,8 @@ int configure_compute_threads(int64_t requested) {
 
 RunSummary run_training(const Config& config, const RunOptions& options) {
   const std::string data_path = resolve_existing_path(config.data.path, options.data_root);
-  const TextDataset data(data_path, config.data.val_fraction, config.model.seq_len);
+  const auto data = make_dataset(config, options.data_root);
+  const auto codec = make_text_codec(config.data, options.data_root);
   const auto resume_point = read_resume_point(config, options);
   if (!options.resume) prepare_run_dir(options.run_dir, options.overwrite);
   const fs::path dir(options.run_dir);
@@ -117,10 +119,11 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   const int threads = configure_compute_threads(config.train.threads);
   fmt::print(stderr, "pipetrain: {} compute thread(s); BLAS: {}\n", threads,
              describe_blas(loaded_blas()));
-  Trainer trainer(config, data);
-  fmt::print(stderr, "pipetrain: GPT {} layers, d_model {}, {} parameters; data {} ({} train / {} val bytes); run folder {}\n",
+  Trainer trainer(config, *data);
+  fmt::print(stderr, "pipetrain: GPT {} layers, d_model {}, {} parameters; data {} ({} train / {} val {}); run folder {}\n",
              config.model.layers, config.model.d_model, format_count(double(parameter_count(trainer.model()))),
-             data_path, data.train_tokens(), data.val_tokens(), options.run_dir);
+             data_path, data->train_tokens(), data->val_tokens(),
+             config.data.format == "bytes" ? "bytes" : "tokens", options.run_dir);
 
   const int64_t first_step = restore(trainer, config, options, resume_point);
   if (options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));  // it loaded
@@ -184,10 +187,10 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   write_loss_plot((dir / "loss.svg").string(), train_curve, val_curve);
   if (config.sample.tokens > 0) {
     trainer.model().eval();
-    const auto tokens = generate(trainer.model(), encode_bytes(config.sample.prompt),
+    const auto tokens = generate(trainer.model(), codec->encode(config.sample.prompt),
                                  config.sample.tokens, config.sample.temperature,
                                  static_cast<uint64_t>(config.train.seed));
-    summary.sample = config.sample.prompt + decode_bytes(tokens);
+    summary.sample = codec->sample_text(config.sample.prompt, tokens);
     write_file_atomically((dir / "sample.txt").string(), summary.sample + "\n");
   }
   const nlohmann::json summary_json = {{"steps", summary.steps},

@@ -35,7 +35,7 @@ torch::Tensor head_loss(const GptStack& model, const torch::Tensor& output,
                                      targets.reshape({-1}), options);
 }
 
-Trainer::Trainer(const Config& config, const TextDataset& data)
+Trainer::Trainer(const Config& config, const Dataset& data)
     : config_(config),
       data_(data),
       model_(make_gpt(gpt_config_from(config.model), static_cast<uint64_t>(config.train.seed))),

@@ -32,7 +32,7 @@ torch::Tensor head_loss(const GptStack& model, const torch::Tensor& output,
 
 class Trainer {
  public:
-  Trainer(const Config& config, const TextDataset& data);
+  Trainer(const Config& config, const Dataset& data);
   StepResult train_step(int64_t step);
   double evaluate();  // mean validation loss over eval.batches fixed batches
 
@@ -42,7 +42,7 @@ class Trainer {
 
  private:
   Config config_;
-  const TextDataset& data_;
+  const Dataset& data_;
   std::shared_ptr<GptStack> model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
 };

@@ -69,7 +69,12 @@ TEST(Config, CrossFieldRules) {
   EXPECT_EQ(error_of([] { parse_config_toml("[train]\nmicrobatches = 5\n", "t"); }),
             "train.microbatches (5) must divide train.batch_size (32)");
   EXPECT_EQ(error_of([] { parse_config_toml("[model]\nvocab_size = 10\n", "t"); }),
-            "t: model.vocab_size must be >= 256, got 10");
+            "model.vocab_size must be >= 256 for byte-level text (data.format = \"bytes\"), got 10");
+  // Token files bring their own vocabulary (checked against the files' ids when they open).
+  EXPECT_EQ(parse_config_toml("[model]\nvocab_size = 10\n[data]\nformat = \"tokens\"\n", "t")
+                .model.vocab_size, 10);
+  EXPECT_EQ(error_of([] { parse_config_toml("[data]\ntokenizer = \"tok.model\"\n", "t"); }),
+            "data.tokenizer is for token files: set data.format = \"tokens\" too (docs/data.md)");
   EXPECT_EQ(error_of([] { parse_config_toml("[pipeline]\nzero1 = 1\n", "t"); }),
             "pipeline.zero1 = 1 shards the optimizer state over data-parallel replicas: it needs "
             "pipeline.dp_width >= 2 (got 1)");
