@@ -40,7 +40,7 @@ rm -r "$work/wrongmodel/checkpoints" && cp -r "$work/other/checkpoints" "$work/w
 # Token files (docs/data.md): a tokenizer, its token files, damaged copies, another tokenizer.
 head -c 60000 data/tinyshakespeare.txt > "$work/text.txt"
 "$bin" tokenizer train --vocab 400 "$work/text.txt" --out "$work/tok.model" >/dev/null 2>&1
-"$bin" tokenizer train --vocab 300 "$work/text.txt" --out "$work/other.model" >/dev/null 2>&1
+"$bin" tokenizer train --vocab 380 "$work/text.txt" --out "$work/other.model" >/dev/null 2>&1
 "$bin" tokenize --tokenizer "$work/tok.model" "$work/text.txt" --out "$work/tokens" >/dev/null 2>&1
 for name in badmagic badversion cut; do cp -r "$work/tokens" "$work/$name"; done
 printf '\x01\x02\x03\x04' | dd of="$work/badmagic/train.bin" conv=notrunc status=none

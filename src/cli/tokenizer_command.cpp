@@ -44,11 +44,12 @@ class TokenizeProgressLine {
     const double seconds = std::max(seconds_since(start_), 1e-9);
     const double rate = double(p.bytes_done) / seconds;
     const int tenth = int(10 * p.bytes_done / std::max<int64_t>(p.bytes_total, 1));
-    const std::string line = fmt::format(
-        "tokenize: {} of {} ({}%), {} tokens, {}/s, ETA {}", format_bytes(double(p.bytes_done)),
-        format_bytes(double(p.bytes_total)), 100 * p.bytes_done / std::max<int64_t>(p.bytes_total, 1),
-        format_count(double(p.tokens)), format_bytes(rate),
-        format_duration(double(p.bytes_total - p.bytes_done) / std::max(rate, 1.0)));
+    const std::string line =
+        fmt::format("tokenize: {} of {} ({}%), {} tokens, {}/s, ETA {}",
+                    format_bytes(double(p.bytes_done)), format_bytes(double(p.bytes_total)),
+                    100 * p.bytes_done / std::max<int64_t>(p.bytes_total, 1),
+                    format_count(double(p.tokens)), format_bytes(rate),
+                    format_duration(double(p.bytes_total - p.bytes_done) / std::max(rate, 1.0)));
     if (tty_) {
       fmt::print(out_, "\r\033[K{}", line);
     } else if (tenth > last_tenth_) {
@@ -101,8 +102,10 @@ void add_tokenizer_train(CLI::App& parent) {
 
 void add_tokenizer_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("tokenizer", "SentencePiece tokenizers (see docs/data.md)");
-  cmd->require_subcommand(1);
   add_tokenizer_train(*cmd);
+  cmd->callback([cmd] {  // one line and exit 2, as every user error (CLI11 would exit 106)
+    if (cmd->get_subcommands().empty()) fail("pipetrain tokenizer needs a subcommand: train");
+  });
 }
 
 void add_tokenize_command(CLI::App& app) {
@@ -133,11 +136,12 @@ void add_tokenize_command(CLI::App& app) {
     }
     const std::filesystem::path dir(options->out_dir);
     const int64_t tokens = result.train_tokens + result.val_tokens;
-    fmt::print("tokenize: wrote {} ({} tokens) and {} ({} tokens), uint{}, {:.2f} bytes of text "
-               "per token; {} records tokenizer {} (vocabulary {})\n",
-               (dir / "train.bin").string(), result.train_tokens, (dir / "val.bin").string(),
-               result.val_tokens, 8 * result.token_bytes, double(result.text_bytes) / double(tokens),
-               (dir / "tokens.json").string(), *model, tokenizer.vocab_size());
+    fmt::print(
+        "tokenize: wrote {} ({} tokens) and {} ({} tokens), uint{}, {:.2f} bytes of text "
+        "per token; {} records tokenizer {} (vocabulary {})\n",
+        (dir / "train.bin").string(), result.train_tokens, (dir / "val.bin").string(),
+        result.val_tokens, 8 * result.token_bytes, double(result.text_bytes) / double(tokens),
+        (dir / "tokens.json").string(), *model, tokenizer.vocab_size());
   });
 }
 

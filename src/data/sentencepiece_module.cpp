@@ -50,9 +50,11 @@ class SentencePieceApi : public Api {
   std::string train(const std::unordered_map<std::string, std::string>& arguments,
                     const std::string& text_path, std::string* serialized_model) const override {
     LineIterator lines(text_path);
-    return error_of(sentencepiece::SentencePieceTrainer::Train(arguments, &lines, serialized_model));
+    return error_of(
+        sentencepiece::SentencePieceTrainer::Train(arguments, &lines, serialized_model));
   }
-  std::string load(const std::string& serialized_model, std::unique_ptr<Model>* model) const override {
+  std::string load(const std::string& serialized_model,
+                   std::unique_ptr<Model>* model) const override {
     auto loaded = std::make_unique<ProcessorModel>();
     const std::string error = error_of(loaded->processor.LoadFromSerializedProto(serialized_model));
     if (error.empty()) *model = std::move(loaded);

@@ -28,7 +28,8 @@ class Api {
   // SentencePieceTrainer::Train with these arguments on the lines of `text_path`.
   virtual std::string train(const std::unordered_map<std::string, std::string>& arguments,
                             const std::string& text_path, std::string* serialized_model) const = 0;
-  virtual std::string load(const std::string& serialized_model, std::unique_ptr<Model>* model) const = 0;
+  virtual std::string load(const std::string& serialized_model,
+                           std::unique_ptr<Model>* model) const = 0;
 };
 
 }  // namespace pipetrain::sentencepiece_module

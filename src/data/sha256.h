@@ -6,7 +6,7 @@
 
 namespace pipetrain {
 
-std::string sha256_hex(std::string_view bytes);         // 64 lowercase hex digits
+std::string sha256_hex(std::string_view bytes);           // 64 lowercase hex digits
 std::string sha256_hex_of_file(const std::string& path);  // UserError if unreadable
 
 }  // namespace pipetrain

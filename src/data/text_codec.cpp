@@ -37,8 +37,10 @@ class TokenizerCodec : public TextCodec {
 class TokenIdCodec : public TextCodec {
  public:
   std::vector<int64_t> encode(const std::string&) const override { return {}; }
-  std::string sample_text(const std::string&, const std::vector<int64_t>& generated) const override {
-    return fmt::format("(token ids: set data.tokenizer to decode them)\n{}", fmt::join(generated, " "));
+  std::string sample_text(const std::string&,
+                          const std::vector<int64_t>& generated) const override {
+    return fmt::format("(token ids: set data.tokenizer to decode them)\n{}",
+                       fmt::join(generated, " "));
   }
 };
 

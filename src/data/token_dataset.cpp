@@ -21,8 +21,10 @@ TokenSetPaths token_set_paths(const std::string& path) {
   const std::string name = fs::path(path).filename().string();
   const auto train_at = name.rfind("train");
   if (train_at == std::string::npos) {
-    fail("data.path '{}' (data.format = \"tokens\") must be a folder with train.bin and val.bin, "
-         "or a training token file whose name contains 'train'", path);
+    fail(
+        "data.path '{}' (data.format = \"tokens\") must be a folder with train.bin and val.bin, "
+        "or a training token file whose name contains 'train'",
+        path);
   }
   std::string val_name = name;
   val_name.replace(train_at, 5, "val");
@@ -47,9 +49,11 @@ void TokenDataset::check_vocabulary(int64_t vocab_size, int64_t vocab_hint) cons
     const int64_t largest = split->max_token();
     if (largest < vocab_size) continue;
     const int64_t need = std::max(largest + 1, vocab_hint);
-    fail("{}: token id {} is outside the model's vocabulary (model.vocab_size = {}); set "
-         "model.vocab_size to at least {}{}", split->path(), largest, vocab_size, need,
-         vocab_hint > 0 ? fmt::format(" (the tokenizer's vocabulary is {})", vocab_hint) : "");
+    fail(
+        "{}: token id {} is outside the model's vocabulary (model.vocab_size = {}); set "
+        "model.vocab_size to at least {}{}",
+        split->path(), largest, vocab_size, need,
+        vocab_hint > 0 ? fmt::format(" (the tokenizer's vocabulary is {})", vocab_hint) : "");
   }
 }
 

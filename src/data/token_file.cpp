@@ -37,8 +37,10 @@ std::array<unsigned char, kTokenFileHeaderBytes> token_file_header(int token_byt
 // The token width the header's (magic, version) pair names; UserError for any other pair.
 int token_bytes_of_header(const std::string& path, int32_t magic, int32_t version) {
   if (magic != kTokenFileMagicU16 && magic != kTokenFileMagicU32) {
-    fail("'{}' is not an llm.c token file: magic {} (expected {} for uint16 tokens or {} for "
-         "uint32 tokens)", path, magic, kTokenFileMagicU16, kTokenFileMagicU32);
+    fail(
+        "'{}' is not an llm.c token file: magic {} (expected {} for uint16 tokens or {} for "
+        "uint32 tokens)",
+        path, magic, kTokenFileMagicU16, kTokenFileMagicU32);
   }
   const bool wide = magic == kTokenFileMagicU32;
   const int32_t expected = wide ? kTokenFileVersionU32 : kTokenFileVersionU16;
@@ -53,12 +55,14 @@ void check_body_size(const std::string& path, int64_t count, int token_bytes, in
   if (count < 0) fail("'{}': the header's token count is negative ({})", path, count);
   const int64_t body = file_bytes - kTokenFileHeaderBytes, expected = count * token_bytes;
   if (body < expected) {
-    fail("'{}' is truncated: its header counts {} tokens ({} bytes) but only {} bytes follow "
-         "the header", path, count, expected, body);
+    fail(
+        "'{}' is truncated: its header counts {} tokens ({} bytes) but only {} bytes follow "
+        "the header",
+        path, count, expected, body);
   }
   if (body > expected) {
-    fail("'{}' has {} bytes after its {} tokens: the header's count does not match the file",
-         path, body - expected, count);
+    fail("'{}' has {} bytes after its {} tokens: the header's count does not match the file", path,
+         body - expected, count);
   }
 }
 

@@ -67,7 +67,6 @@ class TokenFileWriter {
   int64_t count_ = 0;
 };
 
-void write_token_file(const std::string& path, const std::vector<int64_t>& tokens,
-                      int token_bytes);
+void write_token_file(const std::string& path, const std::vector<int64_t>& tokens, int token_bytes);
 
 }  // namespace pipetrain

@@ -12,11 +12,13 @@ namespace pipetrain {
 
 void write_token_set_info(const std::string& path, const TokenSetInfo& info) {
   const nlohmann::json json = {
-      {"format", "llm.c token files: 256 x int32 header, then uint16 (magic 20240520) or uint32 "
-                 "(magic 20240801) tokens"},
-      {"tokenizer", {{"file", info.tokenizer_file},
-                     {"sha256", info.tokenizer_sha256},
-                     {"vocab_size", info.vocab_size}}},
+      {"format",
+       "llm.c token files: 256 x int32 header, then uint16 (magic 20240520) or uint32 "
+       "(magic 20240801) tokens"},
+      {"tokenizer",
+       {{"file", info.tokenizer_file},
+        {"sha256", info.tokenizer_sha256},
+        {"vocab_size", info.vocab_size}}},
       {"source", {{"file", info.source_file}, {"bytes", info.source_bytes}}},
       {"val_fraction", info.val_fraction},
       {"train", {{"file", "train.bin"}, {"tokens", info.train_tokens}}},
@@ -51,9 +53,11 @@ void check_tokenizer_matches(const std::optional<TokenSetInfo>& info, const std:
   if (!info) return;
   const std::string sha256 = sha256_hex_of_file(tokenizer_path);
   if (sha256 != info->tokenizer_sha256) {
-    fail("tokenizer model '{}' (sha256 {}) did not make these token files: {} records '{}' "
-         "(sha256 {}, vocabulary {})", tokenizer_path, sha256.substr(0, 12), info_path,
-         info->tokenizer_file, info->tokenizer_sha256.substr(0, 12), info->vocab_size);
+    fail(
+        "tokenizer model '{}' (sha256 {}) did not make these token files: {} records '{}' "
+        "(sha256 {}, vocabulary {})",
+        tokenizer_path, sha256.substr(0, 12), info_path, info->tokenizer_file,
+        info->tokenizer_sha256.substr(0, 12), info->vocab_size);
   }
 }
 

@@ -59,7 +59,8 @@ struct Encoder {
       const size_t old = pending.size();
       if (want > 0) {
         pending.resize(old + size_t(want));
-        if (!in.read(pending.data() + old, want)) fail("cannot read the text: {}", std::strerror(errno));
+        if (!in.read(pending.data() + old, want))
+          fail("cannot read the text: {}", std::strerror(errno));
         offset += want;
       }
       const size_t cut = offset < end ? last_safe_cut(pending, old) : pending.size();
@@ -77,7 +78,8 @@ struct Encoder {
 }  // namespace
 
 bool is_safe_cut(std::string_view text, size_t at) {
-  return at > 0 && at <= text.size() && (text[at - 1] == '\n' || (at < text.size() && text[at] == ' '));
+  return at > 0 && at <= text.size() &&
+         (text[at - 1] == '\n' || (at < text.size() && text[at] == ' '));
 }
 
 TokenizeResult tokenize_text_file(const Tokenizer& tokenizer, const TokenizeOptions& options,
@@ -106,9 +108,11 @@ TokenizeResult tokenize_text_file(const Tokenizer& tokenizer, const TokenizeOpti
   result.train_tokens = train.count();
   result.val_tokens = val.count();
   if (result.train_tokens == 0 || result.val_tokens == 0) {
-    fail("'{}': the {} split has no tokens (val_fraction {:g} of {} bytes, split at a line "
-         "start or a space)", options.text_path, result.train_tokens == 0 ? "training" : "validation",
-         options.val_fraction, size);
+    fail(
+        "'{}': the {} split has no tokens (val_fraction {:g} of {} bytes, split at a line "
+        "start or a space)",
+        options.text_path, result.train_tokens == 0 ? "training" : "validation",
+        options.val_fraction, size);
   }
   train.finish();
   val.finish();

@@ -34,7 +34,8 @@ const sentencepiece_module::Api* load_sentencepiece() {
   if (module == nullptr) fail("cannot load the SentencePiece module: {}", ::dlerror());
   using Factory = const sentencepiece_module::Api* (*)();
   const auto factory = reinterpret_cast<Factory>(::dlsym(module, "pipetrain_sentencepiece_api"));
-  if (factory == nullptr) fail("'{}' is not pipetrain's SentencePiece module: {}", path, ::dlerror());
+  if (factory == nullptr)
+    fail("'{}' is not pipetrain's SentencePiece module: {}", path, ::dlerror());
   return factory();
 }
 

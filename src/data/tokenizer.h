@@ -19,9 +19,9 @@ namespace pipetrain {
 
 struct TokenizerTrainOptions {
   std::string text_path;
-  std::string model_path;      // the .model file written
+  std::string model_path;  // the .model file written
   int64_t vocab_size = 8192;
-  std::string type = "bpe";    // bpe | unigram
+  std::string type = "bpe";  // bpe | unigram
   // Lines used for training, 0 = all. SentencePiece 0.1.97 samples them with a fixed seed of
   // its own, so the result is still the same on every run.
   int64_t max_sentences = 0;

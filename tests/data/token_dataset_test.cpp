@@ -21,7 +21,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / fmt::format("pipetrain_token_dataset_{}_{}", name, ::getpid());
+  const auto dir =
+      fs::temp_directory_path() / fmt::format("pipetrain_token_dataset_{}_{}", name, ::getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -41,10 +42,12 @@ std::vector<int64_t> tokens_of(const std::string& bytes) {
 }
 
 // Token files holding a text's bytes, split where TextDataset splits them.
-void write_split(const fs::path& dir, const std::string& text, double val_fraction, int token_bytes) {
+void write_split(const fs::path& dir, const std::string& text, double val_fraction,
+                 int token_bytes) {
   const auto val_size = size_t(double(text.size()) * val_fraction);
   const size_t train_size = text.size() - val_size;
-  write_token_file((dir / "train.bin").string(), tokens_of(text.substr(0, train_size)), token_bytes);
+  write_token_file((dir / "train.bin").string(), tokens_of(text.substr(0, train_size)),
+                   token_bytes);
   write_token_file((dir / "val.bin").string(), tokens_of(text.substr(train_size)), token_bytes);
 }
 
@@ -100,7 +103,8 @@ TEST(TokenDataset, MakeDatasetOpensAFolderOrLlmcNamedFiles) {
   const auto llmc = make_dataset(token_config(dir / "tiny_shakespeare_train.bin", 8, 256), "");
   EXPECT_EQ(llmc->train_tokens(), 2700);
   EXPECT_EQ(llmc->val_tokens(), 300);
-  EXPECT_NE(error_of(token_config(dir / "tiny_shakespeare_val.bin", 8, 256)).find("whose name contains 'train'"),
+  EXPECT_NE(error_of(token_config(dir / "tiny_shakespeare_val.bin", 8, 256))
+                .find("whose name contains 'train'"),
             std::string::npos);
   fs::remove_all(dir);
 }
@@ -114,14 +118,17 @@ TEST(TokenDataset, RefusesIdsOutsideTheVocabularyNamingTheFileAndTheId) {
   const std::string message = error_of(token_config(dir, 8, 256));
   EXPECT_NE(message.find("val.bin: token id 8191 is outside the model's vocabulary "
                          "(model.vocab_size = 256); set model.vocab_size to at least 8192"),
-            std::string::npos) << message;
+            std::string::npos)
+      << message;
   EXPECT_EQ(make_dataset(token_config(dir, 8, 8192), "")->val_tokens(), 100);
   // With a tokens.json the message names the tokenizer's vocabulary.
   TokenSetInfo info;
   info.vocab_size = 8200;
   write_token_set_info((dir / "tokens.json").string(), info);
-  EXPECT_NE(error_of(token_config(dir, 8, 300)).find("at least 8200 (the tokenizer's vocabulary is 8200)"),
-            std::string::npos) << error_of(token_config(dir, 8, 300));
+  EXPECT_NE(error_of(token_config(dir, 8, 300))
+                .find("at least 8200 (the tokenizer's vocabulary is 8200)"),
+            std::string::npos)
+      << error_of(token_config(dir, 8, 300));
   fs::remove_all(dir);
 }
 
@@ -140,10 +147,13 @@ TEST(TokenDataset, RefusesATokenizerThatDidNotMakeTheFilesOrIsMissing) {
   config.data.tokenizer = (dir / "a.model").string();
   EXPECT_EQ(make_dataset(config, "")->train_tokens(), 100);
   config.data.tokenizer = (dir / "b.model").string();
-  EXPECT_NE(error_of(config).find("did not make these token files"), std::string::npos) << error_of(config);
+  EXPECT_NE(error_of(config).find("did not make these token files"), std::string::npos)
+      << error_of(config);
   config.data.tokenizer = (dir / "missing.model").string();
-  EXPECT_NE(error_of(config).find("tokenizer model '" + (dir / "missing.model").string() + "' not found"),
-            std::string::npos) << error_of(config);
+  EXPECT_NE(
+      error_of(config).find("tokenizer model '" + (dir / "missing.model").string() + "' not found"),
+      std::string::npos)
+      << error_of(config);
   fs::remove_all(dir);
 }
 
@@ -151,8 +161,10 @@ TEST(TokenDataset, RefusesSplitsShorterThanAWindow) {
   const auto dir = fresh_dir("short");
   write_token_file((dir / "train.bin").string(), std::vector<int64_t>(100, 5), 2);
   write_token_file((dir / "val.bin").string(), std::vector<int64_t>(16, 5), 2);
-  EXPECT_NE(error_of(token_config(dir, 16, 256)).find("val.bin: 16 tokens are too few for sequences of 16 tokens"),
-            std::string::npos) << error_of(token_config(dir, 16, 256));
+  EXPECT_NE(error_of(token_config(dir, 16, 256))
+                .find("val.bin: 16 tokens are too few for sequences of 16 tokens"),
+            std::string::npos)
+      << error_of(token_config(dir, 16, 256));
   EXPECT_NE(error_of(token_config(dir / "nothing", 16, 256)).find("not found"), std::string::npos);
   fs::remove_all(dir);
 }

@@ -17,7 +17,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / fmt::format("pipetrain_token_file_{}_{}", name, ::getpid());
+  const auto dir =
+      fs::temp_directory_path() / fmt::format("pipetrain_token_file_{}_{}", name, ::getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -60,7 +61,8 @@ TEST(TokenFile, RoundTripsUint16AndUint32Tokens) {
   write_token_file((dir / "wide.bin").string(), wide, 4);
   EXPECT_EQ(fs::file_size(dir / "narrow.bin"), 1024u + 2 * narrow.size());
   EXPECT_EQ(fs::file_size(dir / "wide.bin"), 1024u + 4 * wide.size());
-  const TokenFile narrow_file((dir / "narrow.bin").string()), wide_file((dir / "wide.bin").string());
+  const TokenFile narrow_file((dir / "narrow.bin").string()),
+      wide_file((dir / "wide.bin").string());
   EXPECT_EQ(narrow_file.token_bytes(), 2);
   EXPECT_EQ(wide_file.token_bytes(), 4);
   EXPECT_EQ(read_all(narrow_file), narrow);
@@ -82,14 +84,15 @@ TEST(TokenFile, ReadsAFileWrittenByPythonWithTheSameTokens) {
   const std::vector<int64_t> llama3 = {128000, 9906, 11, 1917, 0, 4294967295LL};
   const auto write = [&](const std::string& name, const std::string& kind,
                          const std::vector<int64_t>& tokens) {
-    const std::string command = fmt::format(
-        "python3 {}/tests/data/write_llmc_tokens.py {} {} {}", PIPETRAIN_SOURCE_DIR,
-        (dir / name).string(), kind, fmt::join(tokens, " "));
+    const std::string command =
+        fmt::format("python3 {}/tests/data/write_llmc_tokens.py {} {} {}", PIPETRAIN_SOURCE_DIR,
+                    (dir / name).string(), kind, fmt::join(tokens, " "));
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
   };
   write("gpt2.bin", "gpt-2", gpt2);
   write("llama3.bin", "llama-3", llama3);
-  const TokenFile gpt2_file((dir / "gpt2.bin").string()), llama3_file((dir / "llama3.bin").string());
+  const TokenFile gpt2_file((dir / "gpt2.bin").string()),
+      llama3_file((dir / "llama3.bin").string());
   EXPECT_EQ(gpt2_file.token_bytes(), 2);
   EXPECT_EQ(read_all(gpt2_file), gpt2);
   EXPECT_EQ(llama3_file.token_bytes(), 4);
@@ -111,18 +114,28 @@ TEST(TokenFile, RefusesWrongMagicVersionOrSize) {
   write_bytes(dir / "trailing.bin", header_bytes(20240520, 1, 1) + two_tokens);
   write_bytes(dir / "short.bin", header_bytes(20240520, 1, 0).substr(0, 100));
   write_bytes(dir / "negative.bin", header_bytes(20240520, 1, -1));
-  EXPECT_NE(message_of((dir / "magic.bin").string()).find("not an llm.c token file: magic 20240521"),
-            std::string::npos) << message_of((dir / "magic.bin").string());
-  EXPECT_NE(message_of((dir / "version.bin").string()).find("version 7 is not supported with magic 20240520"),
-            std::string::npos) << message_of((dir / "version.bin").string());
-  EXPECT_NE(message_of((dir / "truncated.bin").string()).find("is truncated: its header counts 3 tokens (6 bytes) but only 4"),
-            std::string::npos) << message_of((dir / "truncated.bin").string());
+  EXPECT_NE(
+      message_of((dir / "magic.bin").string()).find("not an llm.c token file: magic 20240521"),
+      std::string::npos)
+      << message_of((dir / "magic.bin").string());
+  EXPECT_NE(message_of((dir / "version.bin").string())
+                .find("version 7 is not supported with magic 20240520"),
+            std::string::npos)
+      << message_of((dir / "version.bin").string());
+  EXPECT_NE(message_of((dir / "truncated.bin").string())
+                .find("is truncated: its header counts 3 tokens (6 bytes) but only 4"),
+            std::string::npos)
+      << message_of((dir / "truncated.bin").string());
   EXPECT_NE(message_of((dir / "trailing.bin").string()).find("has 2 bytes after its 1 tokens"),
-            std::string::npos) << message_of((dir / "trailing.bin").string());
-  EXPECT_NE(message_of((dir / "short.bin").string()).find("too short for an llm.c token file: 100 bytes"),
-            std::string::npos) << message_of((dir / "short.bin").string());
+            std::string::npos)
+      << message_of((dir / "trailing.bin").string());
+  EXPECT_NE(
+      message_of((dir / "short.bin").string()).find("too short for an llm.c token file: 100 bytes"),
+      std::string::npos)
+      << message_of((dir / "short.bin").string());
   EXPECT_NE(message_of((dir / "negative.bin").string()).find("token count is negative (-1)"),
-            std::string::npos) << message_of((dir / "negative.bin").string());
+            std::string::npos)
+      << message_of((dir / "negative.bin").string());
   EXPECT_NE(message_of((dir / "missing.bin").string()).find("not found"), std::string::npos);
   EXPECT_NE(message_of(dir.string()).find("not a regular file"), std::string::npos);
   EXPECT_NE(message_of("/dev/zero").find("not a regular file"), std::string::npos);

@@ -22,14 +22,16 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / fmt::format("pipetrain_tokenizer_{}_{}", name, ::getpid());
+  const auto dir =
+      fs::temp_directory_path() / fmt::format("pipetrain_tokenizer_{}_{}", name, ::getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
 }
 
 std::string shakespeare(size_t bytes) {
-  return read_file(std::string(PIPETRAIN_SOURCE_DIR) + "/data/tinyshakespeare.txt").substr(0, bytes);
+  return read_file(std::string(PIPETRAIN_SOURCE_DIR) + "/data/tinyshakespeare.txt")
+      .substr(0, bytes);
 }
 
 // One small BPE tokenizer (800 pieces, trained on 60 kB of Shakespeare) shared by the tests.
@@ -97,7 +99,8 @@ TEST(Tokenizer, TrainingIsDeterministic) {
     options.model_path = (dir / "second.model").string();
     train_tokenizer(options);
     EXPECT_EQ(sha256_hex_of_file((dir / "first.model").string()),
-              sha256_hex_of_file((dir / "second.model").string())) << type;
+              sha256_hex_of_file((dir / "second.model").string()))
+        << type;
   }
   // Sampled lines (SentencePiece's reservoir, its own fixed seed) are the same every time too.
   TokenizerTrainOptions sampled;
@@ -110,7 +113,8 @@ TEST(Tokenizer, TrainingIsDeterministic) {
   train_tokenizer(sampled);
   EXPECT_EQ(sha256_hex_of_file((dir / "first.model").string()),
             sha256_hex_of_file((dir / "second.model").string()));
-  EXPECT_NE(sha256_hex_of_file((dir / "first.model").string()), sha256_hex_of_file(small().model_path));
+  EXPECT_NE(sha256_hex_of_file((dir / "first.model").string()),
+            sha256_hex_of_file(small().model_path));
   fs::remove_all(dir);
 }
 
@@ -120,14 +124,14 @@ TEST(Tokenizer, TokenizeWritesFilesThatHoldTheWholeTextsTokens) {
   std::ofstream(dir / "text.txt", std::ios::binary) << text;
   const Tokenizer tokenizer(small().model_path);
   int64_t calls = 0, last_done = 0;
-  const TokenizeResult result = tokenize_text_file(
-      tokenizer, {(dir / "text.txt").string(), (dir / "out").string(), 0.1},
-      [&](const TokenizeProgress& p) {
-        ++calls;
-        EXPECT_GT(p.bytes_done, last_done);
-        last_done = p.bytes_done;
-        EXPECT_EQ(p.bytes_total, int64_t(text.size()));
-      });
+  const TokenizeResult result =
+      tokenize_text_file(tokenizer, {(dir / "text.txt").string(), (dir / "out").string(), 0.1},
+                         [&](const TokenizeProgress& p) {
+                           ++calls;
+                           EXPECT_GT(p.bytes_done, last_done);
+                           last_done = p.bytes_done;
+                           EXPECT_EQ(p.bytes_total, int64_t(text.size()));
+                         });
   EXPECT_GE(calls, 4);
   EXPECT_EQ(last_done, int64_t(text.size()));
   const auto train = read_all((dir / "out/train.bin").string());
@@ -167,17 +171,21 @@ TEST(Tokenizer, BadInputIsOneClearError) {
   std::ofstream(dir / "junk.model") << "not a model";
   EXPECT_NE(error_of([&] { Tokenizer((dir / "missing.model").string()); }).find("not found"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { Tokenizer((dir / "junk.model").string()); }).find("is not a SentencePiece model"),
+  EXPECT_NE(error_of([&] {
+              Tokenizer((dir / "junk.model").string());
+            }).find("is not a SentencePiece model"),
             std::string::npos);
   TokenizerTrainOptions options;
   options.text_path = small().text_path;
   options.model_path = (dir / "out.model").string();
   options.vocab_size = 100000;  // more pieces than 60 kB of text holds
   EXPECT_NE(error_of([&] { train_tokenizer(options); }).find("tokenizer training failed: "),
-            std::string::npos) << error_of([&] { train_tokenizer(options); });
+            std::string::npos)
+      << error_of([&] { train_tokenizer(options); });
   options.vocab_size = 800;
   options.type = "wordpiece";
-  EXPECT_NE(error_of([&] { train_tokenizer(options); }).find("must be bpe or unigram"), std::string::npos);
+  EXPECT_NE(error_of([&] { train_tokenizer(options); }).find("must be bpe or unigram"),
+            std::string::npos);
   options.type = "bpe";
   options.text_path = (dir / "missing.txt").string();
   EXPECT_NE(error_of([&] { train_tokenizer(options); }).find("not found"), std::string::npos);
@@ -200,14 +208,17 @@ TEST(TextCodec, EncodesThePromptAndDecodesSamplesAsTheDataSays) {
   data.format = "tokens";
   const auto ids = make_text_codec(data, "");
   EXPECT_TRUE(ids->encode("ROMEO:").empty());
-  EXPECT_EQ(ids->sample_text("ROMEO:", {5, 399}), "(token ids: set data.tokenizer to decode them)\n5 399");
+  EXPECT_EQ(ids->sample_text("ROMEO:", {5, 399}),
+            "(token ids: set data.tokenizer to decode them)\n5 399");
   data.tokenizer = small().model_path;
   const auto text = make_text_codec(data, "");
   const Tokenizer tokenizer(small().model_path);
   EXPECT_EQ(text->encode("ROMEO:"), tokenizer.encode("ROMEO:"));
   EXPECT_EQ(text->sample_text("ROMEO:", tokenizer.encode(" Good night.")), "ROMEO: Good night.");
   data.tokenizer = "missing.model";
-  EXPECT_NE(error_of([&] { make_text_codec(data, "/nonexistent"); }).find("tokenizer model 'missing.model' not found"),
+  EXPECT_NE(error_of([&] {
+              make_text_codec(data, "/nonexistent");
+            }).find("tokenizer model 'missing.model' not found"),
             std::string::npos);
 }
 

@@ -53,7 +53,8 @@ struct TokenFolder {
     fs::remove_all(dir);
     fs::create_directories(dir);
     std::ofstream(text, std::ios::binary)
-        << read_file(std::string(PIPETRAIN_SOURCE_DIR) + "/data/tinyshakespeare.txt").substr(0, 100000);
+        << read_file(std::string(PIPETRAIN_SOURCE_DIR) + "/data/tinyshakespeare.txt")
+               .substr(0, 100000);
     trained = run("tokenizer train --vocab 500 " + text + " --out " + model);
     tokenized = run("tokenize --tokenizer " + model + " " + text + " --out " + tokens);
   }
@@ -67,10 +68,12 @@ const TokenFolder& folder() {
 
 std::string tiny_train(const std::string& run_dir) {
   return "train --data.format tokens --data.path " + folder().tokens + " --data.tokenizer " +
-         folder().model + " --model.vocab_size 500 --model.layers 2 --model.d_model 16 "
+         folder().model +
+         " --model.vocab_size 500 --model.layers 2 --model.d_model 16 "
          "--model.heads 2 --model.seq_len 16 --train.batch_size 4 --train.microbatches 2 "
          "--train.steps 3 --train.warmup_steps 1 --eval.every 0 --eval.batches 1 --log.every 1 "
-         "--sample.tokens 30 --quiet --run-dir " + run_dir;
+         "--sample.tokens 30 --quiet --run-dir " +
+         run_dir;
 }
 
 double first_loss(const fs::path& run_dir) {
@@ -103,7 +106,8 @@ TEST(TokensCli, TextToTokenizerToTokenFilesToTrainingToADecodedSample) {
     EXPECT_GT(sample.size(), 40u) << sample;  // 30 pieces of text, most longer than a byte
   }
   // Without a tokenizer the sample is printed as ids.
-  const Result ids = run(tiny_train((made.dir / "ids").string()) + " --stages 1 --data.tokenizer ''");
+  const Result ids =
+      run(tiny_train((made.dir / "ids").string()) + " --stages 1 --data.tokenizer ''");
   ASSERT_EQ(ids.exit_code, 0) << ids.output;
   EXPECT_NE(ids.output.find("(token ids: set data.tokenizer to decode them)"), std::string::npos)
       << ids.output;
@@ -113,12 +117,18 @@ TEST(TokensCli, BadTokenFilesAndTokenizersGetOneLine) {
   const TokenFolder& made = folder();
   ASSERT_EQ(made.tokenized.exit_code, 0) << made.tokenized.output;
   const std::string base = tiny_train((made.dir / "bad").string());
-  expect_one_line_error(base + " --model.vocab_size 300", "is outside the model's vocabulary "
+  expect_one_line_error(base + " --model.vocab_size 300",
+                        "is outside the model's vocabulary "
                         "(model.vocab_size = 300); set model.vocab_size to at least 500");
-  expect_one_line_error(base + " --stages 2 --model.vocab_size 300", "is outside the model's vocabulary");
-  expect_one_line_error(base + " --data.tokenizer " + (made.dir / "missing.model").string(), "not found");
+  expect_one_line_error(base + " --stages 2 --model.vocab_size 300",
+                        "is outside the model's vocabulary");
+  expect_one_line_error(base + " --data.tokenizer " + (made.dir / "missing.model").string(),
+                        "not found");
   // Another tokenizer (a different vocabulary) did not make these files.
-  ASSERT_EQ(run("tokenizer train --vocab 400 " + made.text + " --out " + (made.dir / "other.model").string()).exit_code, 0);
+  ASSERT_EQ(run("tokenizer train --vocab 400 " + made.text + " --out " +
+                (made.dir / "other.model").string())
+                .exit_code,
+            0);
   expect_one_line_error(base + " --data.tokenizer " + (made.dir / "other.model").string(),
                         "did not make these token files");
   // Damaged files: a truncated body, a wrong magic.
@@ -133,11 +143,14 @@ TEST(TokensCli, BadTokenFilesAndTokenizersGetOneLine) {
     std::fstream file(damaged / "train.bin", std::ios::binary | std::ios::in | std::ios::out);
     file.write("\x01\x02\x03\x04", 4);
   }
-  expect_one_line_error(on_damaged + " --stages 2", "train.bin' is not an llm.c token file: magic 67305985");
-  expect_one_line_error("tokenize --tokenizer " + (made.dir / "missing.model").string() + " " +
-                            made.text + " --out " + (made.dir / "out").string(),
-                        "tokenizer model '" + (made.dir / "missing.model").string() + "' not found");
-  expect_one_line_error("tokenize --tokenizer " + made.model + " " + made.text, "tokenize needs --out DIR");
+  expect_one_line_error(on_damaged + " --stages 2",
+                        "train.bin' is not an llm.c token file: magic 67305985");
+  expect_one_line_error(
+      "tokenize --tokenizer " + (made.dir / "missing.model").string() + " " + made.text +
+          " --out " + (made.dir / "out").string(),
+      "tokenizer model '" + (made.dir / "missing.model").string() + "' not found");
+  expect_one_line_error("tokenize --tokenizer " + made.model + " " + made.text,
+                        "tokenize needs --out DIR");
   expect_one_line_error("tokenizer train --vocab 100000 " + made.text + " --out " +
                             (made.dir / "huge.model").string(),
                         "tokenizer training failed: ");
