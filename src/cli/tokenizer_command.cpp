@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "core/config.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "core/text.h"
@@ -19,19 +20,19 @@
 namespace pipetrain::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using TokenizerClock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
+double tokenizer_seconds_since(TokenizerClock::time_point start) {
+  return std::chrono::duration<double>(TokenizerClock::now() - start).count();
 }
 
 // A text path as data.path is found: as given, else under the pipetrain source folder.
-std::string text_file(const std::string& path) {
+std::string resolve_text_file(const std::string& path) {
   if (path.empty()) fail("give the text file to read, e.g. data/tinyshakespeare.txt");
   return resolve_existing_path(path, PIPETRAIN_SOURCE_DIR);
 }
 
-void require(const std::string& value, const std::string& what) {
+void require_option(const std::string& value, const std::string& what) {
   if (value.empty()) fail("{}", what);
 }
 
@@ -41,7 +42,7 @@ class TokenizeProgressLine {
  public:
   explicit TokenizeProgressLine(std::FILE* out) : out_(out), tty_(::isatty(::fileno(out)) != 0) {}
   void update(const TokenizeProgress& p) {
-    const double seconds = std::max(seconds_since(start_), 1e-9);
+    const double seconds = std::max(tokenizer_seconds_since(start_), 1e-9);
     const double rate = double(p.bytes_done) / seconds;
     const int tenth = int(10 * p.bytes_done / std::max<int64_t>(p.bytes_total, 1));
     const std::string line =
@@ -66,7 +67,7 @@ class TokenizeProgressLine {
   std::FILE* out_;
   bool tty_;
   int last_tenth_ = 0;
-  Clock::time_point start_ = Clock::now();
+  TokenizerClock::time_point start_ = TokenizerClock::now();
 };
 
 void add_tokenizer_train(CLI::App& parent) {
@@ -84,17 +85,18 @@ void add_tokenizer_train(CLI::App& parent) {
                   "SentencePiece training threads (a unigram model depends on the count)")
       ->capture_default_str();
   cmd->callback([options, text] {
-    require(options->model_path, "tokenizer train needs --out FILE.model");
+    require_option(options->model_path, "tokenizer train needs --out FILE.model");
     if (options->vocab_size < 1 || options->threads < 1 || options->max_sentences < 0) {
       fail("--vocab and --threads must be >= 1, --max-sentences >= 0");
     }
-    options->text_path = text_file(*text);
-    const auto start = Clock::now();
+    options->text_path = resolve_text_file(*text);
+    const auto start = TokenizerClock::now();
     train_tokenizer(*options);
     const Tokenizer tokenizer(options->model_path);
     fmt::print("tokenizer: wrote {} ({}, vocabulary {}, sha256 {}) from {} in {:.1f} s\n",
                options->model_path, options->type, tokenizer.vocab_size(),
-               sha256_hex_of_file(options->model_path), options->text_path, seconds_since(start));
+               sha256_hex_of_file(options->model_path), options->text_path,
+               tokenizer_seconds_since(start));
   });
 }
 
@@ -112,6 +114,7 @@ void add_tokenize_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "tokenize", "Tokenize a text file into llm.c token files DIR/train.bin, DIR/val.bin");
   auto options = std::make_shared<TokenizeOptions>();
+  options->val_fraction = DataConfig().val_fraction;
   auto text = std::make_shared<std::string>();
   auto model = std::make_shared<std::string>();
   cmd->add_option("text", *text, "the text file (UTF-8)");
@@ -121,12 +124,13 @@ void add_tokenize_command(CLI::App& app) {
                   "the text's tail held out for validation (data.val_fraction)")
       ->capture_default_str();
   cmd->callback([options, text, model] {
-    require(*model, "tokenize needs --tokenizer FILE.model (from `pipetrain tokenizer train`)");
-    require(options->out_dir, "tokenize needs --out DIR");
+    require_option(*model,
+                   "tokenize needs --tokenizer FILE.model (from `pipetrain tokenizer train`)");
+    require_option(options->out_dir, "tokenize needs --out DIR");
     if (options->val_fraction <= 0 || options->val_fraction >= 1) {
       fail("--val-fraction must be between 0 and 1 (exclusive), got {:g}", options->val_fraction);
     }
-    options->text_path = text_file(*text);
+    options->text_path = resolve_text_file(*text);
     const Tokenizer tokenizer(*model);
     TokenizeResult result;
     {
