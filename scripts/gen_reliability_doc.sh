@@ -119,6 +119,7 @@ run_case "node rank outside the nodes" "" "train $tiny --stages 2 --nnodes 2 --n
 run_case "unreachable rendezvous address" "" "train $tiny --stages 2 --pipeline.master_addr 203.0.113.1 --pipeline.timeout_s 3 --run-dir $work/addr"
 run_case "resume: PipeDream run (updates every microbatch)" "" "train --resume $work/pipedream --train.steps 4"
 run_case "resume: 2BW stashed-version file missing" "" "train --resume $work/twobw --train.steps 6"
+run_case "schedule the runtime does not run yet" "" "train $tiny --stages 2 --schedule bfs"
 kill $listener 2>/dev/null
 
 table=$(printf '%s\n' "| # | case | command (W = scratch folder, TINY = a 1-layer model, 2 steps) | exit | lines | message |" "|---|---|---|---|---|---|" "${rows[@]}")
