@@ -346,7 +346,7 @@ void StageExecutor::all_reduce_chunk_grads(int chunk) {
 }
 
 void StageExecutor::optimizer_step() {
-  if (flushes()) comm_.wait_sends();
+  if (flushes()) comm_.wait_sends();  // a flush: the iteration's sends are done before its update
   for (auto& chunk : chunks_) chunk.weights->before_step();
   // The tied embedding/head weight: both copies get the summed gradient (after the replica
   // all-reduce, so the sum covers every replica), and identical updates keep them equal.
