@@ -137,6 +137,7 @@ run_case "a tokenizer that did not make the token files" "" "train $tiny $tokens
 run_case "tokenizer model missing" "" "train $tiny $tokens --data.path $work/tokens --data.tokenizer $work/nope.model"
 run_case "tokenize: tokenizer model missing" "" "tokenize --tokenizer $work/nope.model $work/text.txt --out $work/out"
 run_case "tokenizer: more pieces than the text holds" "" "tokenizer train --vocab 100000 $work/text.txt --out $work/huge.model"
+run_case "schedule the runtime does not run yet" "" "train $tiny --stages 2 --schedule bfs"
 kill $listener 2>/dev/null
 
 table=$(printf '%s\n' "| # | case | command (W = scratch folder, TINY = a 1-layer model, 2 steps) | exit | lines | message |" "|---|---|---|---|---|---|" "${rows[@]}")

@@ -9,18 +9,9 @@ PIPETRAIN="${1:-${PIPETRAIN:-build/pipetrain}}"
 mkdir -p docs/schedules
 OUT=docs/schedules.md
 
-# name | extra flags | one-line description
-SCHEDULES=(
-  "gpipe||GPipe: all forwards, then all backwards; activations of all m microbatches."
-  "1f1b||1F1B with a flush every iteration (PipeDream-Flush): same bubble, at most p-s microbatches in flight on stage s."
-  "interleaved|--chunks 2|Megatron interleaved 1F1B, v=2 chunks per worker (stage = chunk*p + worker): bubble divided by v."
-  "bfs|--chunks 2|Looped breadth-first (Lamy-Poirier): chunk c of every microbatch before chunk c+1; holds v*m chunk activations."
-  "zb-h1||Zero-bubble ZB-H1: backward split into B (input grad, I) and W (weight grad); W fills the cooldown."
-  "2bw|--iterations 4|PipeDream-2BW: 1F1B without flush, a new weight version every m microbatches, 2 versions."
-  "pipedream|--iterations 4|PipeDream: update after every microbatch, weight stashing keeps up to p versions on stage 0."
-  "pipeoptim|--iterations 4|PipeOptim: PipeDream's order, forward on weights predicted s = D-r-1 updates ahead."
-  "spectrain|--iterations 4|SpecTrain: as PipeOptim, momentum prediction; forward s = floor(r/2)+D-r-1, backward floor(r/2)."
-)
+# The schedules, their example flags and descriptions come from the catalogue
+# (src/schedule/catalogue.cpp): one line each, name|flags|description.
+mapfile -t SCHEDULES < <("$PIPETRAIN" simulate --list)
 
 {
   echo "# Schedules"
@@ -50,6 +41,17 @@ SCHEDULES=(
   echo "**ZB-H1 memory.** Activations count as held until the W pass of their microbatch. Worker"
   echo "r runs 1F1B's order of F and B and defers each W by r B-passes, so no worker holds more"
   echo "than p microbatches (1F1B's peak, on worker 0) and the bubble is (p-1)(tf + tb - tw) in ZB's notation, where tb is the input-gradient pass alone (here 3 x (1 + 1 - 1) = 3 ms)."
+  echo
+  echo "## The catalogue"
+  echo
+  echo "What pipetrain knows about each schedule (\`pipetrain simulate --catalogue\`): its weight"
+  echo "policy, when it updates, whether it flushes and resumes exactly from a checkpoint, the"
+  echo "parameters it takes, whether real workers run it (\`pipetrain train\`) and whether"
+  echo "\`pipetrain plan\` considers it."
+  echo
+  "$PIPETRAIN" simulate --catalogue
+  echo
+  echo "## Simulated"
   echo
   echo "| schedule | iteration (ms) | bubble (worker 0) | peak activations (w0) | weight versions (w0) |"
   echo "|---|---|---|---|---|"

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "schedule/catalogue.h"
 
 namespace pipetrain::cli {
 namespace {
@@ -50,8 +51,14 @@ ConfigArguments parse_config_arguments(const std::vector<std::string>& args,
 
 Config resolve_config(const ConfigArguments& arguments) {
   Config config = arguments.config_path.empty() ? Config{} : load_config_file(arguments.config_path);
-  for (const auto& [key, value] : arguments.overrides) set_field_from_string(config, key, value);
+  std::string schedule_origin = arguments.config_path;
+  for (const auto& [key, value] : arguments.overrides) {
+    set_field_from_string(config, key, value);
+    if (key == "pipeline.schedule") schedule_origin = "--" + key;
+  }
   validate(config);
+  // The schedule's name is the catalogue's to check (core sits below it).
+  schedule::runtime_schedule(config.pipeline.schedule, schedule_origin);
   return config;
 }
 

@@ -21,7 +21,8 @@ ConfigArguments parse_config_arguments(const std::vector<std::string>& args,
                                        const std::vector<std::string>& value_options,
                                        const std::vector<std::string>& flag_options);
 
-// Defaults (or the file), then the overrides, then cross-field validation.
+// Defaults (or the file), then the overrides, then cross-field validation and a schedule the
+// runtime runs.
 Config resolve_config(const ConfigArguments& arguments);
 
 bool has_flag(const ConfigArguments& arguments, const std::string& flag);

@@ -9,10 +9,19 @@
 #include "io/json_file.h"
 #include "core/text.h"
 #include "plan/planner.h"
+#include "schedule/catalogue.h"
 #include "schedule/generators.h"
 #include "sim/timeline.h"
 
 namespace pipetrain::cli {
+
+namespace {
+
+std::vector<std::string> planned_schedules() {
+  return schedule::schedule_names_where([](const schedule::ScheduleEntry& e) { return e.planner.plans; });
+}
+
+}  // namespace
 
 void add_plan_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
@@ -25,7 +34,7 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--cluster", cluster, "a name in clusters/ or a cluster .toml path")->capture_default_str();
   cmd->add_option("--global-batch", global_batch, "sequences per optimizer step")->capture_default_str();
-  cmd->add_option("--schedules", schedules, "comma-separated subset of 2bw,1f1b,gpipe,interleaved");
+  cmd->add_option("--schedules", schedules, "comma-separated subset of " + join(planned_schedules(), ","));
   cmd->add_option("--top", top, "alternatives to show")->capture_default_str();
   cmd->add_option("--out", out, "write the best plan as JSON here");
   cmd->add_option("--out-ranked", out_ranked, "write every plan that fits as DIR/rank-NNN.json, best first "
@@ -58,8 +67,10 @@ void add_plan_command(CLI::App& app) {
     request.global_batch = global_batch;
     if (!schedules.empty()) request.schedules = split(schedules, ',');
     for (const auto& name : request.schedules) {
-      if (name != "2bw" && name != "1f1b" && name != "gpipe" && name != "interleaved") {
-        throw UserError(fmt::format("--schedules: unknown schedule '{}' (2bw, 1f1b, gpipe, interleaved)", name));
+      const schedule::ScheduleEntry* entry = schedule::find_schedule(name);
+      if (entry == nullptr || !entry->planner.plans) {
+        fail("--schedules: the planner does not plan schedule '{}' (it plans {})", name,
+             join(planned_schedules(), ", "));
       }
     }
     const plan::PlanResult result = plan::plan_training(request);

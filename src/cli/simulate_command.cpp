@@ -1,5 +1,6 @@
 // `pipetrain simulate`: build (or load) a schedule, validate it, simulate it under a cost model,
-// print the grid and the summary, optionally write the SVG timeline, Chrome trace and CSV.
+// print the grid and the summary, optionally write the SVG timeline, Chrome trace and CSV; or
+// list the schedule catalogue.
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -8,6 +9,8 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/text.h"
+#include "schedule/catalogue.h"
 #include "schedule/generators.h"
 #include "schedule/staleness.h"
 #include "schedule/text_format.h"
@@ -25,6 +28,7 @@ struct SimulateOptions {
   double latency_ms = 0, bandwidth = 0, samples_per_microbatch = 1;
   std::string svg, trace, csv_out, csv_in;
   bool show_transfers = false, show_versions = false;
+  bool list = false, catalogue = false;
 };
 
 void write_file(const std::string& path, const std::string& text) {
@@ -42,9 +46,30 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
-bool is_no_flush(const std::string& name) {
-  return name == "2bw" || name == "pipedream" || name == "pipeoptim" || name == "spectrain" ||
-         name == "2bw-predict" || name == "pipedream-nostash";
+// The flags docs/schedules.md simulates a schedule with (beyond p and m): two chunks where it
+// takes chunks, and the iterations that show a no-flush schedule's steady state.
+std::string example_flags(const schedule::ScheduleEntry& entry) {
+  std::vector<std::string> flags;
+  if (entry.parameters.chunks) flags.push_back("--chunks 2");
+  if (entry.simulated_iterations() > 1) {
+    flags.push_back(fmt::format("--iterations {}", entry.simulated_iterations()));
+  }
+  return join(flags, " ");
+}
+
+// One line per schedule for scripts (scripts/gen_schedule_docs.sh): name|example flags|summary.
+std::string catalogue_lines() {
+  std::string out;
+  for (const auto& e : schedule::schedule_catalogue()) {
+    out += fmt::format("{}|{}|{}\n", e.name, example_flags(e), e.summary);
+  }
+  return out;
+}
+
+std::string names_taking(bool schedule::Parameters::*parameter) {
+  return join(schedule::schedule_names_where(
+                  [&](const schedule::ScheduleEntry& e) { return e.parameters.*parameter; }),
+              ", ");
 }
 
 schedule::Schedule build(SimulateOptions& o) {
@@ -60,7 +85,8 @@ schedule::Schedule build(SimulateOptions& o) {
     return s;
   }
   if (o.iterations < 0) fail("--iterations must be >= 1 (got {})", o.iterations);
-  o.spec.iterations = o.iterations > 0 ? o.iterations : (is_no_flush(o.spec.name) ? 4 : 1);
+  o.spec.iterations = o.iterations > 0 ? o.iterations
+                                       : schedule::schedule_entry(o.spec.name).simulated_iterations();
   o.spec.nominal_forward = o.cost.forward_ms;
   o.spec.nominal_backward = o.cost.backward_ms;
   o.spec.nominal_weight = o.cost.weight_ms;
@@ -95,6 +121,8 @@ std::string summary(const schedule::Schedule& s, const sim::SimResult& r, bool s
 }
 
 void run(SimulateOptions& o) {
+  if (o.list) return void(fmt::print("{}", catalogue_lines()));
+  if (o.catalogue) return void(fmt::print("{}", schedule::catalogue_markdown()));
   schedule::Schedule s = build(o);
   sim::CostModel costs = sim::uniform_cost_model(o.cost, s.chunks);
   costs.p2p_latency_ms = o.latency_ms;
@@ -121,15 +149,16 @@ void run(SimulateOptions& o) {
 void add_simulate_command(CLI::App& app) {
   auto o = std::make_shared<SimulateOptions>();
   auto* cmd = app.add_subcommand("simulate", "Generate, validate and simulate a pipeline schedule");
-  std::string names;
-  for (const auto& name : schedule::schedule_names()) names += (names.empty() ? "" : ", ") + name;
-  cmd->add_option("--schedule", o->spec.name, "Schedule: " + names)->capture_default_str();
+  cmd->add_option("--schedule", o->spec.name, "Schedule: " + join(schedule::schedule_names(), ", "))
+      ->capture_default_str();
   cmd->add_option("--stages,-p", o->spec.stages, "Pipeline workers p")->capture_default_str();
   cmd->add_option("--microbatches,-m", o->spec.microbatches, "Microbatches per iteration")
       ->capture_default_str();
-  cmd->add_option("--chunks,-v", o->spec.chunks, "Model chunks per worker (interleaved, bfs)")
+  cmd->add_option("--chunks,-v", o->spec.chunks,
+                  "Model chunks per worker (" + names_taking(&schedule::Parameters::chunks) + ")")
       ->capture_default_str();
-  cmd->add_option("--slices", o->spec.slices, "Token slices per microbatch (gpipe)")
+  cmd->add_option("--slices", o->spec.slices,
+                  "Token slices per microbatch (" + names_taking(&schedule::Parameters::slices) + ")")
       ->capture_default_str();
   cmd->add_option("--iterations", o->iterations,
                   "Iterations (default: 1; 4 for no-flush schedules to see the steady state)");
@@ -162,6 +191,9 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--load", o->csv_in, "Simulate this CSV schedule instead of generating one");
   cmd->add_flag("--show-transfers", o->show_transfers, "Grid: also show send/recv/updates");
   cmd->add_flag("--show-versions", o->show_versions, "Grid: show the weight version read");
+  cmd->add_flag("--catalogue", o->catalogue, "Print the schedule catalogue (Markdown) instead");
+  cmd->add_flag("--list", o->list,
+                "Print one line per schedule instead: name|example flags|summary");
   cmd->callback([o] { run(*o); });
 }
 

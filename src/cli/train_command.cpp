@@ -8,12 +8,15 @@
 #include "core/files.h"
 #include "io/json_file.h"
 #include "plan/plan_file.h"
+#include "core/text.h"
 #include "runtime/pipeline.h"
+#include "schedule/catalogue.h"
 #include "train/run.h"
 
 namespace pipetrain::cli {
 namespace {
 
+// {schedules} and {chunked} come from the schedule catalogue.
 constexpr const char* kTrainUsage = R"(Usage: pipetrain train [CONFIG.toml] [--section.field VALUE ...] [options]
 
 Trains a GPT. With no arguments: the embedded default (byte-level GPT on
@@ -22,10 +25,11 @@ overridden, e.g. --model.layers 8 --train.steps 200 (see docs/config.md).
 
 Pipeline shorthands (see docs/config.md, [pipeline]):
   --stages P          pipeline stages, one worker process each (pipeline.stages)
-  --schedule NAME     gpipe | 1f1b | interleaved (pipeline.schedule)
+  --schedule NAME     pipeline.schedule, one of (see docs/schedules.md):
+{schedules}
   --microbatches M    microbatches per step (train.microbatches)
   --dp-width W        data-parallel replicas, W x P workers (pipeline.dp_width)
-  --chunks V          model chunks per worker, interleaved only (pipeline.chunks)
+  --chunks V          model chunks per worker, {chunked} only (pipeline.chunks)
   --partition LIST    layer counts per stage, e.g. 3,3, or balanced (pipeline.partition)
   --plan FILE         run a plan from `pipetrain plan --out FILE`: its model shape,
                       stages, width, microbatching, schedule, partition, recomputation
@@ -45,6 +49,29 @@ Options:
   --quiet         no live progress line
   -h, --help      this text
 )";
+
+// The schedules the runtime runs, wrapped under the usage's option descriptions.
+std::string runtime_schedule_lines() {
+  constexpr size_t kIndent = 22, kWidth = 80;
+  const auto names = schedule::schedule_names_where([](const auto& e) { return e.runtime.runs; });
+  std::string out, line;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string word = names[i] + (i + 1 < names.size() ? "," : "");
+    if (!line.empty() && kIndent + line.size() + 1 + word.size() > kWidth) {
+      out += std::string(kIndent, ' ') + line + "\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  return out + std::string(kIndent, ' ') + line;
+}
+
+std::string train_usage() {
+  const auto chunked = schedule::schedule_names_where(
+      [](const auto& e) { return e.runtime.runs && e.parameters.chunks; });
+  return fmt::format(fmt::runtime(kTrainUsage), fmt::arg("schedules", runtime_schedule_lines()),
+                     fmt::arg("chunked", join(chunked, ", ")));
+}
 
 // `--plan plan.json` -> the plan's `--section.field VALUE` pairs, in its place: fields given
 // after it still override it.
@@ -161,7 +188,7 @@ void add_train_command(CLI::App& app) {
   cmd->callback([cmd] {
     const auto args = cmd->remaining();
     for (const auto& arg : args) {
-      if (arg == "-h" || arg == "--help") return void(fmt::print("{}", kTrainUsage));
+      if (arg == "-h" || arg == "--help") return void(fmt::print("{}", train_usage()));
     }
     run_train(args);
   });

@@ -187,19 +187,4 @@ std::string config_reference_markdown() {
   return out;
 }
 
-std::string policy_of(const Config& config) {
-  const auto& p = config.pipeline;
-  const bool sync = p.stages * p.dp_width * p.chunks == 1 || p.schedule == "gpipe" ||
-                    p.schedule == "1f1b" || p.schedule == "interleaved";
-  return sync ? "sync" : p.schedule;
-}
-
-std::string resume_refusal(const std::string& policy) {
-  if (policy == "sync" || policy == "2bw" || policy == "2bw-predict") return "";
-  // A checkpoint at step k restarts iteration k; 2BW's group k reads a fixed saved version,
-  // but these policies' early forwards read the latest weights of their moment.
-  return fmt::format("schedule '{}' updates after every microbatch, and the microbatches in "
-                     "flight at a step boundary read weights that no checkpoint holds", policy);
-}
-
 }  // namespace pipetrain

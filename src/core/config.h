@@ -66,7 +66,7 @@ struct PipelineConfig {
   // The default job is a 2-stage 1F1B pipeline with 8 microbatches (train.microbatches): on 2
   // cores it beats one process with 2 threads (docs/benchmarks.md, "Pipeline throughput").
   int64_t stages = 2;               // p; 1 = the single-process trainer
-  std::string schedule = "1f1b";    // gpipe | 1f1b | interleaved (synchronous schedules)
+  std::string schedule = "1f1b";    // a schedule the runtime runs (src/schedule/catalogue.cpp)
   std::string partition = "balanced";  // "balanced" (by analytic compute) or counts "3,3"
   int64_t dp_width = 1;             // data-parallel replicas of every stage
   int64_t chunks = 1;               // v: model chunks per worker (interleaved); p * v stages
@@ -116,12 +116,8 @@ Config parse_config_toml(const std::string& text, const std::string& origin);
 Config load_config_file(const std::string& path);
 void set_field_from_string(Config& config, const std::string& key, const std::string& value);
 void validate(const Config& config);  // cross-field rules (heads | d_model, ...)
-// The weight policy a run's schedule implies: the synchronous ones share "sync"; an
-// asynchronous schedule (2BW, PipeDream, ...) is its own policy, with its own weight versions.
-std::string policy_of(const Config& config);
-// Why checkpoints of this weight policy cannot continue exactly ("" if they can: "sync", 2BW
-// and 2bw-predict). Such runs write only the final checkpoint and --resume refuses them.
-std::string resume_refusal(const std::string& policy);
+// What the schedule implies (its weight policy, whether it resumes) is the schedule catalogue's:
+// src/schedule/run_rules.h.
 
 // Serialisation.
 std::string to_toml(const Config& config);

@@ -72,9 +72,9 @@ std::vector<FieldSpec> make_fields() {
       spec("sample.prompt", "text the sample starts from", at(&C::sample, &SampleConfig::prompt)),
       spec("pipeline.stages", "pipeline stages (one worker process each); 1 = single process",
        at(&C::pipeline, &PipelineConfig::stages), 1),
-      spec("pipeline.schedule", "pipeline schedule", at(&C::pipeline, &PipelineConfig::schedule), 0,
-       {"gpipe", "1f1b", "interleaved", "2bw", "2bw-predict", "pipedream", "pipeoptim", "spectrain",
-        "pipedream-nostash"}),
+      spec("pipeline.schedule", "pipeline schedule: one that runs on workers in the catalogue of "
+       "docs/schedules.md (`pipetrain train --help` lists them)",
+       at(&C::pipeline, &PipelineConfig::schedule)),
       spec("pipeline.partition", "\"balanced\" (exact partitioner over the layers' analytic compute) or layer counts per stage over "
        "embedding + blocks + head, e.g. \"3,3\"", at(&C::pipeline, &PipelineConfig::partition)),
       spec("pipeline.dp_width", "data-parallel replicas of every stage",

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "schedule/catalogue.h"
 
 namespace pipetrain::plan {
 
@@ -15,6 +16,8 @@ std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlo
     }
     const auto& shape = plan.at("model_shape");
     const auto schedule = plan.at("schedule").get<std::string>();
+    const schedule::ScheduleEntry* entry = schedule::find_schedule(schedule);
+    if (entry == nullptr) fail("{}: plan of an unknown schedule '{}'", origin, schedule);
     const auto stages = plan.at("stages").get<int64_t>(), width = plan.at("dp_width").get<int64_t>();
     const auto micro = plan.at("microbatch_size").get<int64_t>();
     const auto microbatches = plan.at("microbatches").get<int64_t>();
@@ -37,14 +40,15 @@ std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlo
         {"train.microbatches", text(microbatches)},
         {"train.batch_size", text(micro * microbatches * width)},
         {"pipeline.recompute", plan.at("recompute").get<bool>() ? "all" : "none"}};
-    if (schedule == "interleaved") {
-      // The runtime takes the p x 2 model stages' counts (older plans: its balanced cut).
+    const int64_t chunks = entry->planner.chunks;
+    if (chunks > 1) {
+      // The runtime takes the p x v model stages' counts (older plans: its balanced cut).
       const auto chunked = plan.value("chunk_partition", std::vector<int64_t>{});
-      if (!chunked.empty() && int64_t(chunked.size()) != 2 * stages) {
-        fail("{}: inconsistent plan ({} chunk partition counts for {} stages x 2 chunks)", origin,
-             chunked.size(), stages);
+      if (!chunked.empty() && int64_t(chunked.size()) != chunks * stages) {
+        fail("{}: inconsistent plan ({} chunk partition counts for {} stages x {} chunks)", origin,
+             chunked.size(), stages, chunks);
       }
-      fields.push_back({"pipeline.chunks", "2"});
+      fields.push_back({"pipeline.chunks", text(chunks)});
       fields.push_back({"pipeline.partition",
                         chunked.empty() ? "balanced" : fmt::format("{}", fmt::join(chunked, ","))});
     } else {

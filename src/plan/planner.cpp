@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/text.h"
+#include "schedule/catalogue.h"
 #include "schedule/generators.h"
 #include "sim/simulator.h"
 
@@ -79,19 +80,23 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
   c.microbatch = microbatch;
   c.recompute = recompute;
   c.microbatches = request.global_batch / (microbatch * c.dp_width);
-  const int chunks = schedule == "interleaved" ? 2 : 1;
-  if (schedule == "2bw" && c.microbatches < stages) {
-    c.rejected = fmt::format("m = {} < d = {} (2BW needs m >= d)", c.microbatches, stages);
-    return c;
+  const schedule::ScheduleEntry& entry = schedule::schedule_entry(schedule);
+  const int chunks = entry.planner.chunks;
+  schedule::ScheduleSpec& spec = c.schedule_spec;
+  spec.name = schedule;
+  spec.stages = stages;
+  spec.microbatches = static_cast<int>(c.microbatches);
+  spec.chunks = chunks;
+  spec.iterations = entry.simulated_iterations();
+  spec.dp_width = c.dp_width;
+  c.rejected = entry.check(spec);
+  if (chunks > 1 && stages == 1) c.rejected = fmt::format("{} needs d > 1", schedule);
+  if (request.for_pipetrain_runtime && !entry.runtime.runs) {
+    c.rejected = fmt::format("the runtime does not run {}", schedule);
+  } else if (request.for_pipetrain_runtime && c.dp_width > 1 && !entry.runtime.data_parallel) {
+    c.rejected = fmt::format("the runtime runs {} without data parallelism (w = 1 only)", schedule);
   }
-  if (schedule == "2bw" && c.dp_width > 1 && request.for_pipetrain_runtime) {
-    c.rejected = "the runtime runs 2BW without data parallelism (w = 1 only)";
-    return c;
-  }
-  if (schedule == "interleaved" && (c.microbatches % stages != 0 || stages == 1)) {
-    c.rejected = "interleaved needs d > 1 and m divisible by d";
-    return c;
-  }
+  if (!c.rejected.empty()) return c;
   AnalyticOptions options{microbatch, recompute};
   std::vector<LayerCost> layers;
   if (request.profile) {
@@ -105,9 +110,9 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
   limits.memory_bytes = cluster.device_memory_bytes;
   limits.link_bandwidth = placement.p2p_bandwidth;
   limits.link_latency_s = placement.p2p_latency;
-  limits.weight_versions = schedule == "2bw" ? 2 : 1;
+  limits.weight_versions = entry.weight_versions(stages);
   limits.microbatches = static_cast<int>(c.microbatches);
-  limits.gpipe_memory = schedule == "gpipe";
+  limits.gpipe_memory = entry.holds_every_microbatch;
   limits.extra_bytes = recompute_workspace_bytes(request.model, cluster, options);
   if (stages > static_cast<int>(layers.size())) {
     c.rejected = fmt::format("{} stages for {} layers", stages, layers.size());
@@ -179,13 +184,6 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
       costs.stages.push_back(stage);
     }
   }
-  schedule::ScheduleSpec& spec = c.schedule_spec;
-  spec.name = schedule;
-  spec.stages = stages;
-  spec.microbatches = static_cast<int>(c.microbatches);
-  spec.chunks = chunks;
-  spec.iterations = schedule == "2bw" ? 4 : 1;
-  spec.dp_width = c.dp_width;
   c.costs = costs;
   const sim::SimResult result = sim::simulate(schedule::make_schedule(spec), costs);
   c.fits = true;
@@ -202,14 +200,18 @@ PlanResult plan_training(const PlanRequest& request) {
   const int devices = request.cluster.devices();
   if (request.global_batch < 1) fail("global batch must be positive");
   PlanResult result;
+  const std::vector<std::string> planned = schedule::schedule_names_where(
+      [](const schedule::ScheduleEntry& e) { return e.planner.plans; });
+  const auto& schedules = request.schedules.empty() ? planned : request.schedules;
   for (int stages = 1; stages <= devices; ++stages) {
     if (devices % stages != 0 || stages > request.model.layers + 2) continue;
     const int width = devices / stages;
     for (int64_t b : request.microbatch_sizes) {
       if (request.global_batch % (b * width) != 0) continue;
       for (bool recompute : request.recompute) {
-        for (const auto& schedule : request.schedules) {
-          if (stages == 1 && schedule != "1f1b") continue;  // d = 1 is plain data parallelism
+        for (const auto& schedule : schedules) {
+          // d = 1 is plain data parallelism: one schedule stands for all.
+          if (stages == 1 && !schedule::schedule_entry(schedule).planner.one_stage) continue;
           PlanCandidate c = evaluate_candidate(request, schedule, stages, b, recompute);
           (c.fits ? result.ranked : result.infeasible).push_back(std::move(c));
         }
@@ -265,7 +267,7 @@ std::string format_plan_report(const PlanRequest& request, const PlanResult& res
       return r.schedule == key.first && r.stages == key.second;
     });
     if (fits_somewhere) continue;
-    misfits += fmt::format("| {} | {} | {} | {} |\n", key.first == "1f1b" && key.second == 1 ? "data parallel" : key.first,
+    misfits += fmt::format("| {} | {} | {} | {} |\n", key.second == 1 ? "data parallel" : key.first,
                            key.second, c->dp_width, format_bytes(c->peak_memory_bytes));
   }
   if (!misfits.empty()) {

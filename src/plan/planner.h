@@ -23,7 +23,7 @@ struct PlanRequest {
   std::optional<ModelProfile> profile;  // measured layer costs instead of the analytic ones
   ClusterSpec cluster;
   int64_t global_batch = 256;
-  std::vector<std::string> schedules = {"2bw", "1f1b", "gpipe", "interleaved"};
+  std::vector<std::string> schedules;  // empty: every schedule the catalogue plans
   std::vector<int64_t> microbatch_sizes = {1, 2, 4, 8, 16, 32};
   std::vector<bool> recompute = {false, true};
   // Plan for pipetrain's runtime: its updates synchronise all stages (sim::CostModel's

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "schedule/catalogue.h"
 #include "schedule/generators.h"
 
 namespace pipetrain::plan {
@@ -63,7 +64,9 @@ TeraPipeComparison compare_terapipe(const TeraPipeSetup& setup) {
 
 SlicedSimulation simulate_sliced(const TeraPipeSetup& setup, const Slicing& slicing) {
   schedule::ScheduleSpec spec;
-  spec.name = "gpipe";
+  // TeraPipe's schedule: the one that takes token slices (GPipe).
+  spec.name = schedule::schedule_names_where(
+      [](const schedule::ScheduleEntry& e) { return e.parameters.slices; }).front();
   spec.stages = setup.stages;
   spec.microbatches = static_cast<int>(setup.batch / setup.microbatch);
   spec.slices = static_cast<int>(slicing.slices.size());

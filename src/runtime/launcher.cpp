@@ -20,6 +20,7 @@
 #include "runtime/comm.h"
 #include "runtime/pipeline.h"
 #include "runtime/stage_checkpoint.h"
+#include "schedule/run_rules.h"
 
 extern char** environ;
 
@@ -271,7 +272,7 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
   }
   for (const auto& w : workers) {
     if (stopped_on_request(w)) {
-      const std::string refusal = resume_refusal(policy_of(config));
+      const std::string refusal = schedule::resume_refusal(schedule::policy_of(config));
       if (!refusal.empty()) {
         throw StopRequested{WEXITSTATUS(w.status) - 128,
                             fmt::format("all {} workers stopped on request; no checkpoint: {}",

@@ -12,6 +12,7 @@
 #include "runtime/comm.h"
 #include "runtime/stage_executor.h"
 #include "schedule/generators.h"
+#include "schedule/run_rules.h"
 #include "train/checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -133,7 +134,7 @@ std::string write_pipeline_checkpoint(const std::string& run_dir, StageExecutor&
 }
 
 void refuse_inexact_policy(const Config& config) {
-  const std::string refusal = resume_refusal(policy_of(config));
+  const std::string refusal = schedule::resume_refusal(schedule::policy_of(config));
   if (!refusal.empty()) fail("--resume cannot continue exactly: {}", refusal);
 }
 

@@ -41,13 +41,10 @@ StageExecutor::StageExecutor(const Config& config, const Dataset* data, Comm& co
     auto model = std::make_shared<GptStack>(gpt_config_from(config.model),
                                             static_cast<uint64_t>(config.train.seed),
                                             range.first, range.last);
-    // No-flush schedules: the optimizer updates the masters, graphs read the module's tensors.
-    std::vector<torch::Tensor> updated = model->parameters();
-    if (schedule_.policy.kind != schedule::WeightPolicyKind::Sync) {
-      versions_.push_back(
-          std::make_unique<WeightVersions>(schedule_, layout_.worker(), stage, updated));
-      updated = versions_.back()->masters();
-    }
+    // No-flush policies: the optimizer updates the masters, graphs read the module's tensors.
+    std::shared_ptr<WeightVersions> weights =
+        make_weight_versions(schedule_, layout_.worker(), stage, model->parameters());
+    const std::vector<torch::Tensor>& updated = weights->optimized();
     size_t index = 0;
     for (const auto& item : model->named_parameters()) {
       const torch::Tensor& param = updated.at(index++);
@@ -61,7 +58,7 @@ StageExecutor::StageExecutor(const Config& config, const Dataset* data, Comm& co
       }
       norm_params_.push_back(param);
     }
-    chunks_.push_back({stage, model});
+    chunks_.push_back({stage, model, weights});
     recompute_.push_back(recomputes_stage(config.pipeline.recompute, stage, stages));
   }
   // One optimizer over every chunk: Adam's state is per parameter, so this equals the Trainer's.
@@ -75,21 +72,16 @@ StageExecutor::StageExecutor(const Config& config, const Dataset* data, Comm& co
   split_into_steps(0);
 }
 
-// Synchronous: every step runs the whole list. No-flush: step k ends after this worker's last
-// update of iteration k (the m microbatches of global batch k), the final step at the list's end.
-// A 2BW step is one update; PipeDream-style policies update after every microbatch. A resumed
-// list starts at `first_step`: the steps before it are empty.
+// Step k ends after this worker's last update of iteration k (the m microbatches of global batch
+// k), the final step at the list's end: a flush schedule's one-iteration list is one step. A 2BW
+// step is one update; PipeDream-style policies update after every microbatch. A resumed list
+// starts at `first_step`: the steps before it are empty.
 void StageExecutor::split_into_steps(int64_t first_step) {
   const auto& actions = schedule_.actions.at(size_t(layout_.worker()));
   steps_.clear();
-  if (!asynchronous()) {
-    steps_.assign(1, {0, actions.size()});
-    microbatches_per_update_ = int(config_.train.microbatches);
-    return;
-  }
-  const bool per_microbatch = schedule_.policy.kind == schedule::WeightPolicyKind::Stash ||
-                              schedule_.policy.kind == schedule::WeightPolicyKind::Predicted;
-  microbatches_per_update_ = per_microbatch ? 1 : int(config_.train.microbatches);
+  microbatches_per_update_ = schedule::updates_per_microbatch(schedule_.policy.kind)
+                                 ? 1
+                                 : int(config_.train.microbatches);
   std::vector<size_t> last_update(size_t(schedule_.iterations), 0);
   for (size_t k = 0; k < actions.size(); ++k) {
     if (actions[k].kind == ActionKind::OptimizerStep) last_update.at(size_t(actions[k].iteration)) = k;
@@ -126,20 +118,21 @@ int64_t StageExecutor::micro_rows() const {
 StepResult StageExecutor::train_step(int64_t step) {
   const auto& train = config_.train;
   current_step_ = step;
-  // No-flush schedules: gradients move out at each update.
-  if (!asynchronous()) zero1_ ? zero1_->zero_grad() : optimizer_->zero_grad();
+  // A step's gradients add up from zero. (No-flush policies have already moved theirs to the
+  // masters at each update and cleared them there: this finds none.)
+  zero1_ ? zero1_->zero_grad() : optimizer_->zero_grad();
   loss_sum_ = 0;
   steps_pending_ = 0;
   result_ = StepResult{};
   const auto& actions = schedule_.actions.at(size_t(layout_.worker()));
-  const auto [begin, end] = steps_.at(asynchronous() ? size_t(step) : 0);
+  const auto [begin, end] = steps_.at(size_t(step - list_start(step)));
   const size_t earlier_sends = comm_.pending_sends();
   for (size_t k = begin; k < end; ++k) {
     const auto& action = actions[k];
     const auto start = std::chrono::steady_clock::now();
     post_next_receive(actions, k + 1, end);
     // No-flush: the first stages run ahead into the next step's microbatches.
-    run_action(action, batch_of(asynchronous() ? action.iteration : step));
+    run_action(action, batch_of(list_start(step) + action.iteration));
     if (step >= traced_steps) continue;
     const auto ms = [](std::chrono::steady_clock::time_point t) {
       return std::chrono::duration<double, std::milli>(t.time_since_epoch()).count();
@@ -152,14 +145,12 @@ StepResult StageExecutor::train_step(int64_t step) {
                        ms(std::chrono::steady_clock::now()) - begin, action.microbatch,
                        int(step)});
   }
-  if (asynchronous()) {
-    // Not at each update, nor this step's sends: their receivers may still be behind.
-    if (end == actions.size()) {
-      comm_.wait_sends();
-      for (auto& versions : versions_) versions->point_at_latest();
-    } else {
-      comm_.wait_oldest_sends(earlier_sends);
-    }
+  if (end == actions.size()) {  // the list is done (a flush: its sends were done at the update)
+    comm_.wait_sends();
+    point_at_latest_weights();
+  } else {
+    // No-flush: not at each update, nor this step's sends: their receivers may still be behind.
+    comm_.wait_oldest_sends(earlier_sends);
   }
   if (end == actions.size() && (!in_flight_.empty() || !kv_caches_.empty()))
     throw std::logic_error("schedule left microbatches in flight");
@@ -211,10 +202,8 @@ void StageExecutor::run_action(const schedule::Action& action, const TokenBatch&
   const Key key{chunk, mb, action.slice};
   // Token slices travel as units of their own: (microbatch, slice) numbered slice-minor.
   const int unit = mb * slices_.count() + action.slice, units = m * slices_.count();
-  WeightVersions* versions = asynchronous() ? versions_.at(size_t(chunk)).get() : nullptr;
-  if (versions != nullptr && schedule::is_compute(action.kind)) {
-    versions->before_compute(action, *optimizer_);
-  }
+  WeightVersions& weights = *chunks_.at(size_t(chunk)).weights;
+  if (schedule::is_compute(action.kind)) weights.before_compute(action, optimizer());
   switch (action.kind) {
     case ActionKind::Forward:
       forward(key, action.microbatch, batch);
@@ -253,7 +242,7 @@ void StageExecutor::run_action(const schedule::Action& action, const TokenBatch&
       fail("the runtime cannot execute {} actions yet (schedule '{}')",
            schedule::kind_name(action.kind), schedule_.name);
   }
-  if (versions != nullptr) versions->after_compute(action);
+  weights.after_compute(action);
 }
 
 // key's microbatch counts over the whole action list; `microbatch` is its index in its step.
@@ -357,8 +346,8 @@ void StageExecutor::all_reduce_chunk_grads(int chunk) {
 }
 
 void StageExecutor::optimizer_step() {
-  if (!asynchronous()) comm_.wait_sends();
-  for (auto& versions : versions_) versions->before_step();
+  if (flushes()) comm_.wait_sends();  // a flush: the iteration's sends are done before its update
+  for (auto& chunk : chunks_) chunk.weights->before_step();
   // The tied embedding/head weight: both copies get the summed gradient (after the replica
   // all-reduce, so the sum covers every replica), and identical updates keep them equal.
   if (tied_weight_.defined()) comm_.all_reduce_sum(tied_weight_.mutable_grad(), groups_.tied);
@@ -369,10 +358,13 @@ void StageExecutor::optimizer_step() {
   scale_grads_to_norm(step_params_, global_norm, config_.train.grad_clip);
   result_.grad_norm = global_norm;
   result_.lr = learning_rate_at(config_.train, current_step_);
-  if (zero1_) return zero1_->step(result_.lr);  // this replica's shard, then all-gather
-  set_learning_rate(*optimizer_, result_.lr);
-  optimizer_->step();
-  for (auto& versions : versions_) versions->after_step(*optimizer_);
+  if (zero1_) {
+    zero1_->step(result_.lr);  // this replica's shard, then all-gather
+  } else {
+    set_learning_rate(*optimizer_, result_.lr);
+    optimizer_->step();
+  }
+  for (auto& chunk : chunks_) chunk.weights->after_step(optimizer());
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::optimizer_state(
@@ -384,22 +376,21 @@ std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::optimizer_stat
 std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::optimized_tensors(
     const Chunk& chunk) const {
   std::vector<std::pair<std::string, torch::Tensor>> named;
+  const auto& tensors = chunk.weights->optimized();
   size_t index = 0;
-  const size_t c = size_t(&chunk - chunks_.data());
   for (const auto& item : chunk.model->named_parameters()) {
-    named.emplace_back(item.key(), asynchronous() ? versions_.at(c)->masters().at(index++)
-                                                  : item.value());
+    named.emplace_back(item.key(), tensors.at(index++));
   }
   return named;
 }
 
 void StageExecutor::point_at_latest_weights() {
-  for (auto& versions : versions_) versions->point_at_latest();
+  for (auto& chunk : chunks_) chunk.weights->point_at_latest();
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::stashed_version(
     const Chunk& chunk, int version) const {
-  const auto& tensors = versions_.at(size_t(&chunk - chunks_.data()))->stashed(version);
+  const auto& tensors = chunk.weights->stashed(version);
   std::vector<std::pair<std::string, torch::Tensor>> named;
   size_t index = 0;
   for (const auto& item : chunk.model->named_parameters()) {
@@ -415,7 +406,7 @@ std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::stashed_versio
 // send/recv pairs keeps the lists deadlock-free.
 void StageExecutor::resume_at(int64_t step,
                               std::vector<std::map<int, std::vector<torch::Tensor>>> stashed) {
-  if (!asynchronous() || step == 0) return;
+  if (flushes() || step == 0) return;  // one iteration's list, the same at every step
   auto& actions = schedule_.actions.at(size_t(layout_.worker()));
   std::vector<schedule::Action> remaining;
   for (const auto& a : actions) {
@@ -423,12 +414,12 @@ void StageExecutor::resume_at(int64_t step,
   }
   actions = remaining;
   split_into_steps(step);
-  for (size_t c = 0; c < versions_.size(); ++c) {
+  for (size_t c = 0; c < chunks_.size(); ++c) {
     std::vector<schedule::Action> own;
     for (const auto& a : remaining) {
       if (size_t(a.chunk) == c) own.push_back(a);
     }
-    versions_[c]->resume(own, schedule_.iterations, int(step), std::move(stashed.at(c)));
+    chunks_[c].weights->resume(own, schedule_.iterations, int(step), std::move(stashed.at(c)));
   }
 }
 
@@ -437,16 +428,16 @@ std::vector<torch::Tensor> StageExecutor::held_weights() const {
   for (const auto& chunk : chunks_) {
     for (const auto& p : chunk.model->parameters()) held.push_back(p);
   }
-  for (const auto& versions : versions_) {
-    const auto more = versions->held_tensors();
+  for (const auto& chunk : chunks_) {
+    const auto more = chunk.weights->held_tensors();
     held.insert(held.end(), more.begin(), more.end());
   }
   return held;
 }
 
 std::vector<int> StageExecutor::peak_weight_copies() const {
-  std::vector<int> peaks(chunks_.size(), 1);
-  for (size_t c = 0; c < versions_.size(); ++c) peaks[c] = versions_[c]->peak_copies();
+  std::vector<int> peaks;
+  for (const auto& chunk : chunks_) peaks.push_back(chunk.weights->peak_copies());
   return peaks;
 }
 
@@ -476,7 +467,7 @@ double StageExecutor::evaluate() {
                      .item<double>();
       } else {
         comm_.send(output, peer_rank((s + 1) % layout_.workers), tag_before + 1);
-        if (!asynchronous()) comm_.wait_sends();  // no-flush: the next step waits for it
+        if (flushes()) comm_.wait_sends();  // no-flush: the next step waits for it
       }
     }
   }

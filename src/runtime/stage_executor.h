@@ -1,9 +1,10 @@
 #pragma once
 // Runs one pipeline worker: interprets its actions of a Schedule (forward, backward,
 // send/recv of activations and gradients, data-parallel gradient all-reduce, optimizer step)
-// on real tensors, for each of the model chunks it holds. No-flush schedules (2BW, PipeDream,
-// PipeOptim, SpecTrain, ...) cover the whole run in one action list; train_step(k) runs the part
-// that ends with step k's update, and a WeightVersions object per chunk picks the weights.
+// on real tensors, for each of the model chunks it holds; each chunk's WeightVersions object (its
+// schedule's weight policy) picks the weights every action reads. No-flush schedules (2BW,
+// PipeDream, PipeOptim, SpecTrain, ...) cover the whole run in one action list; train_step(k) runs
+// the part that ends with step k's update.
 #include <map>
 #include <tuple>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "runtime/zero1.h"
 #include "runtime/token_slices.h"
 #include "runtime/weight_versions.h"
+#include "schedule/catalogue.h"
 #include "schedule/schedule.h"
 #include "sim/timeline.h"
 #include "train/trainer.h"
@@ -48,6 +50,7 @@ class StageExecutor {
   struct Chunk {
     int stage;
     std::shared_ptr<GptStack> model;
+    std::shared_ptr<WeightVersions> weights;  // what its actions read, what the optimizer updates
   };
   const std::vector<Chunk>& chunks() const { return chunks_; }
   // With ZeRO-1 (pipeline.zero1) the optimizer over this replica's shard only.
@@ -93,7 +96,10 @@ class StageExecutor {
   void backward(const Key& key);
   void split_into_steps(int64_t first_step);
   const TokenBatch& batch_of(int64_t step);  // the global batch of a step (kept for two steps)
-  bool asynchronous() const { return !versions_.empty(); }
+  // Flush schedules run one iteration's list again at every step and finish their sends before
+  // each update; no-flush lists cover the whole run, step k being its k-th part.
+  bool flushes() const { return schedule::flushes(schedule_.policy.kind); }
+  int64_t list_start(int64_t step) const { return flushes() ? step : 0; }  // step of iteration 0
   void all_reduce_chunk_grads(int chunk);
   void optimizer_step();
   std::vector<int64_t> activation_shape(int64_t rows, int slice = -1) const;  // -1: whole sequence
@@ -121,7 +127,6 @@ class StageExecutor {
   std::vector<bool> recompute_;  // per chunk: activation recomputation (pipeline.recompute)
   std::unique_ptr<torch::optim::Optimizer> optimizer_;  // null with ZeRO-1
   std::unique_ptr<Zero1Optimizer> zero1_;               // pipeline.zero1 = 1
-  std::vector<std::unique_ptr<WeightVersions>> versions_;  // per chunk; empty when synchronous
   std::vector<torch::Tensor> step_params_;                 // what the optimizer updates
   std::vector<std::pair<size_t, size_t>> steps_;           // per step: [begin, end) of actions
   int microbatches_per_update_ = 1;

@@ -29,7 +29,9 @@
 #include "runtime/stage_checkpoint.h"
 #include "runtime/stage_executor.h"
 #include "runtime/token_slices.h"
+#include "schedule/catalogue.h"
 #include "schedule/generators.h"
+#include "schedule/run_rules.h"
 #include "train/optim.h"
 #include "train/run_control.h"
 
@@ -82,12 +84,16 @@ int64_t peak_resident_bytes() {
   return int64_t(usage.ru_maxrss) * 1024;  // KiB on Linux
 }
 
-bool is_no_flush(const std::string& name) {
-  schedule::ScheduleSpec spec;
-  spec.name = name;
-  spec.stages = 1;
-  spec.microbatches = 1;
-  return schedule::make_schedule(spec).policy.kind != schedule::WeightPolicyKind::Sync;
+// The schedules the runtime runs that pass `keep`, for an error that names them.
+std::vector<std::string> runtime_schedules_where(
+    const std::function<bool(const schedule::ScheduleEntry&)>& keep) {
+  return schedule::schedule_names_where([&](const auto& e) { return e.runtime.runs && keep(e); });
+}
+
+std::string as_alternatives(const std::vector<std::string>& names) {  // "a" or "b"
+  std::vector<std::string> quoted;
+  for (const auto& name : names) quoted.push_back(fmt::format("\"{}\"", name));
+  return join(quoted, " or ");
 }
 
 // Per stage (rank order), the most distinct weight copies held and the peak resident memory:
@@ -117,15 +123,18 @@ schedule::Schedule make_run_schedule(const Config& config) {
   spec.dp_width = int(config.pipeline.dp_width);
   spec.slices = token_slices_of(config).count();
   const auto& p = config.pipeline;
-  if (spec.slices > 1 && p.schedule != "gpipe") {
-    fail("pipeline.slices = \"{}\" (token slicing) needs pipeline.schedule = \"gpipe\" (got '{}')",
-         p.slices, p.schedule);
+  const schedule::ScheduleEntry& entry = schedule::runtime_schedule(p.schedule, "");
+  if (spec.slices > 1 && !entry.parameters.slices) {
+    fail("pipeline.slices = \"{}\" (token slicing) needs pipeline.schedule = {} (got '{}')", p.slices,
+         as_alternatives(runtime_schedules_where([](const auto& e) { return e.parameters.slices; })),
+         p.schedule);
   }
   if (spec.slices > 1 && p.recompute != "none") {
     fail("pipeline.slices and pipeline.recompute cannot be combined yet");
   }
-  if (p.chunks > 1 && p.schedule != "interleaved") {
-    fail("pipeline.chunks = {} needs pipeline.schedule = \"interleaved\" (got '{}')", p.chunks,
+  if (p.chunks > 1 && !entry.parameters.chunks) {
+    fail("pipeline.chunks = {} needs pipeline.schedule = {} (got '{}')", p.chunks,
+         as_alternatives(runtime_schedules_where([](const auto& e) { return e.parameters.chunks; })),
          p.schedule);
   }
   if (p.chunks > 1 && p.stages == 1) {
@@ -141,17 +150,17 @@ schedule::Schedule make_run_schedule(const Config& config) {
   for (int64_t stage = 0; stage < p.stages * p.chunks; ++stage) {
     recomputes_stage(p.recompute, stage, p.stages * p.chunks);  // fails on a malformed list
   }
-  if (is_no_flush(config.pipeline.schedule)) {
-    if (p.dp_width > 1) {
-      fail("pipeline.schedule '{}' runs without data parallelism (pipeline.dp_width = 1)",
-           p.schedule);
-    }
-    if (p.recompute != "none") {
-      fail("pipeline.recompute runs with synchronous schedules (gpipe, 1f1b, interleaved) only; "
-           "pipeline.schedule is '{}'", p.schedule);
-    }
-    spec.iterations = int(config.train.steps);  // no flush: one list for the whole run
+  if (p.dp_width > 1 && !entry.runtime.data_parallel) {
+    fail("pipeline.schedule '{}' runs without data parallelism (pipeline.dp_width = 1); with "
+         "replicas the runtime runs {}", p.schedule,
+         join(runtime_schedules_where([](const auto& e) { return e.runtime.data_parallel; }), ", "));
   }
+  if (p.recompute != "none" && !entry.runtime.recompute) {
+    fail("pipeline.recompute runs with the schedules {} only; pipeline.schedule is '{}'",
+         join(runtime_schedules_where([](const auto& e) { return e.runtime.recompute; }), ", "),
+         p.schedule);
+  }
+  if (!entry.flushes()) spec.iterations = int(config.train.steps);  // one list for the whole run
   return schedule::make_schedule(spec);
 }
 
@@ -358,7 +367,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   // Between two steps a no-flush pipeline still holds microbatches in flight: 2BW checkpoints
   // the stashed versions they read (see WeightVersions); the other policies cannot resume
   // exactly, so only their final checkpoint is written.
-  const std::string no_resume = resume_refusal(policy_of(config));
+  const std::string no_resume = schedule::resume_refusal(schedule::policy_of(config));
   const bool checkpoints_mid_run = no_resume.empty();
   for (int64_t step = first_step; step < config.train.steps; ++step) {
     maybe_inject_fault(env.rank, step, launched);

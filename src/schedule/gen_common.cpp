@@ -2,32 +2,7 @@
 
 #include <algorithm>
 
-#include "core/error.h"
-
 namespace pipetrain::schedule::detail {
-
-void check_spec(const ScheduleSpec& spec, Allowed allowed) {
-  const char* name = spec.name.c_str();
-  if (spec.stages < 1) fail("schedule {}: stages must be >= 1 (got {})", name, spec.stages);
-  if (spec.microbatches < 1)
-    fail("schedule {}: microbatches must be >= 1 (got {})", name, spec.microbatches);
-  if (spec.iterations < 1)
-    fail("schedule {}: iterations must be >= 1 (got {})", name, spec.iterations);
-  if (spec.dp_width < 1) fail("schedule {}: dp-width must be >= 1 (got {})", name, spec.dp_width);
-  if (spec.chunks < 1) fail("schedule {}: chunks must be >= 1 (got {})", name, spec.chunks);
-  if (spec.slices < 1) fail("schedule {}: slices must be >= 1 (got {})", name, spec.slices);
-  if (spec.chunks > 1 && !allowed.chunks)
-    fail("schedule {}: takes one chunk per worker (got --chunks {}); use interleaved or bfs", name,
-         spec.chunks);
-  if (spec.slices > 1 && !allowed.slices)
-    fail("schedule {}: token slices are only supported by gpipe (got --slices {})", name,
-         spec.slices);
-  // Keeps the value sizes sane: these lists are simulated and drawn.
-  long long actions = 1LL * spec.stages * spec.chunks * spec.microbatches * spec.slices *
-                      spec.iterations;
-  if (actions > 2'000'000)
-    fail("schedule {}: {} compute actions is too many to simulate", name, actions);
-}
 
 Schedule make_header(const ScheduleSpec& spec, const char* name, WeightPolicyKind policy) {
   Schedule s;

@@ -5,14 +5,6 @@
 
 namespace pipetrain::schedule::detail {
 
-struct Allowed {
-  bool chunks = false;  // v > 1 accepted
-  bool slices = false;  // slices > 1 accepted
-};
-
-// Throws UserError for sizes that make no sense for this generator.
-void check_spec(const ScheduleSpec& spec, Allowed allowed);
-
 // Metadata of a schedule (no actions yet).
 Schedule make_header(const ScheduleSpec& spec, const char* name, WeightPolicyKind policy);
 

@@ -1,14 +1,11 @@
 // Flush-every-iteration generators: GPipe, 1F1B-flush, interleaved 1F1B, looped breadth-first.
 #include <algorithm>
 
-#include "core/error.h"
 #include "schedule/gen_common.h"
 
 namespace pipetrain::schedule {
-using detail::Allowed;
 
 Schedule make_gpipe_schedule(const ScheduleSpec& spec) {
-  detail::check_spec(spec, Allowed{false, true});
   const int p = spec.stages, m = spec.microbatches, slices = spec.slices;
   ComputeOrder one(p);
   for (int w = 0; w < p; ++w) {
@@ -25,7 +22,6 @@ Schedule make_gpipe_schedule(const ScheduleSpec& spec) {
 }
 
 Schedule make_1f1b_flush_schedule(const ScheduleSpec& spec) {
-  detail::check_spec(spec, Allowed{});
   const int p = spec.stages, m = spec.microbatches;
   ComputeOrder one(p);
   for (int w = 0; w < p; ++w) one[w] = detail::one_f_one_b(w, p, m, m);
@@ -34,9 +30,9 @@ Schedule make_1f1b_flush_schedule(const ScheduleSpec& spec) {
 }
 
 // Megatron-LM's interleaved 1F1B: virtual microbatch k runs chunk (k / p) % v of microbatch
-// (k / (p v)) p + k % p; worker r warms up with 2 (p - r - 1) + (v - 1) p forwards.
+// (k / (p v)) p + k % p; worker r warms up with 2 (p - r - 1) + (v - 1) p forwards. Needs
+// m % p == 0 (the catalogue checks it).
 Schedule make_interleaved_schedule(const ScheduleSpec& spec) {
-  detail::check_spec(spec, Allowed{true, false});
   const int p = spec.stages, m = spec.microbatches, v = spec.chunks;
   if (v == 1) {
     ScheduleSpec plain = spec;
@@ -44,8 +40,6 @@ Schedule make_interleaved_schedule(const ScheduleSpec& spec) {
     s.name = "interleaved";
     return s;
   }
-  if (m % p != 0)
-    fail("schedule interleaved: microbatches ({}) must be a multiple of stages ({})", m, p);
   const int total = m * v;
   auto item = [&](ActionKind kind, int k) {
     int group = k % (p * v);
@@ -72,7 +66,6 @@ Schedule make_interleaved_schedule(const ScheduleSpec& spec) {
 // chunks in reverse for the backward; the looping placement lets chunk c+1 start on worker 0
 // as soon as the last worker has finished chunk c of microbatch 0.
 Schedule make_looped_bfs_schedule(const ScheduleSpec& spec) {
-  detail::check_spec(spec, Allowed{true, false});
   const int p = spec.stages, m = spec.microbatches, v = spec.chunks;
   ComputeOrder one(p);
   for (int w = 0; w < p; ++w) {

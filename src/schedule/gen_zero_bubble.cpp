@@ -27,7 +27,6 @@ std::vector<ComputeItem> zb_h1_worker_order(int w, int p, int m) {
 }  // namespace
 
 Schedule make_zb_h1_schedule(const ScheduleSpec& spec) {
-  detail::check_spec(spec, detail::Allowed{});
   ComputeOrder order(spec.stages);
   for (int w = 0; w < spec.stages; ++w) order[w] = zb_h1_worker_order(w, spec.stages, spec.microbatches);
   return lower_schedule(detail::make_header(spec, "zb-h1", WeightPolicyKind::Sync),

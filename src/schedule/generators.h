@@ -1,5 +1,6 @@
 #pragma once
-// Schedule generators: pure functions from a ScheduleSpec to a Schedule. Bad parameters are
+// Schedule generators: pure functions from a ScheduleSpec to a Schedule. They check nothing:
+// make_schedule checks the parameters by the schedule's catalogue entry first, and bad ones are
 // UserError (they come from the command line or a config).
 #include <string>
 #include <vector>
@@ -8,9 +9,9 @@
 
 namespace pipetrain::schedule {
 
-// Names accepted by make_schedule (and `pipetrain simulate --schedule`).
+// Names accepted by make_schedule (and `pipetrain simulate --schedule`): the catalogue's.
 const std::vector<std::string>& schedule_names();
-Schedule make_schedule(const ScheduleSpec& spec);
+Schedule make_schedule(const ScheduleSpec& spec);  // by the catalogue entry of spec.name
 
 // Synchronous (flush every iteration, one weight version).
 Schedule make_gpipe_schedule(const ScheduleSpec& spec);        // slices >= 1 (TeraPipe-style)
@@ -29,8 +30,7 @@ Schedule make_2bw_predict_schedule(const ScheduleSpec& spec);  // 2BW, versions 
 // moment, backward the (newer) weights of its own moment; no prediction.
 Schedule make_pipedream_nostash_schedule(const ScheduleSpec& spec);
 
-// The no-flush 1F1B with any policy and no parameter checks: lets tests build schedules the
-// checked generators refuse (2BW with m < p) to show that the validator rejects them too.
+// The no-flush 1F1B with any policy: lets tests build schedules the catalogue refuses (2BW with m < p) to show that the validator rejects them too.
 Schedule make_async_1f1b_schedule(const ScheduleSpec& spec, WeightPolicyKind policy);
 
 }  // namespace pipetrain::schedule

@@ -6,20 +6,18 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "schedule/catalogue.h"
+
 namespace pipetrain::schedule {
 namespace {
 
 constexpr double kUnset = std::numeric_limits<double>::infinity();
 
-bool per_microbatch_updates(WeightPolicyKind kind) {
-  return kind == WeightPolicyKind::Stash || kind == WeightPolicyKind::Predicted;
-}
-
 // Appends AllReduceGrads (when dp_width > 1) and OptimizerStep after the action that completes
 // the last gradient of an update group on a chunk: an iteration for sync/2BW, a microbatch for
 // PipeDream-style per-microbatch updates.
 std::vector<std::vector<Action>> insert_updates(const Schedule& s, const ComputeOrder& order) {
-  const bool per_mb = per_microbatch_updates(s.policy.kind);
+  const bool per_mb = updates_per_microbatch(s.policy.kind);
   const int per_group = per_mb ? s.slices : s.microbatches * s.slices;
   std::vector<std::vector<Action>> lists(s.workers);
   for (int w = 0; w < s.workers; ++w) {

@@ -1,21 +1,15 @@
 #include "train/async_reference.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
+#include "schedule/catalogue.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
 #include "train/prediction.h"
 
 namespace pipetrain {
 namespace {
-
-bool per_microbatch(const std::string& policy) { return policy.rfind("2bw", 0) != 0; }
-
-PredictionKind kind_of(const std::string& policy) {
-  return policy == "spectrain" ? PredictionKind::MomentumOnly : PredictionKind::OptimizerUpdate;
-}
 
 std::vector<torch::Tensor> clones(const std::vector<torch::Tensor>& tensors) {
   std::vector<torch::Tensor> out;
@@ -29,13 +23,11 @@ AsyncReference::AsyncReference(const Config& config, const Dataset& data,
                                const std::vector<std::pair<int64_t, int64_t>>& stages)
     : config_(config),
       data_(data),
-      policy_(config.pipeline.schedule),
+      schedule_(schedule::schedule_entry(config.pipeline.schedule)),
       stages_count_(int(stages.size())),
       history_(stages.size()) {
-  const std::vector<std::string> known = {"2bw", "2bw-predict", "pipedream", "pipedream-nostash",
-                                          "pipeoptim", "spectrain"};
-  if (std::find(known.begin(), known.end(), policy_) == known.end())
-    fail("AsyncReference: no reference rule for schedule '{}'", policy_);
+  if (schedule_.reference.forward == nullptr)
+    fail("AsyncReference: no reference rule for schedule '{}'", schedule_.name);
   std::vector<torch::Tensor> all;
   const std::string head_copy = fmt::format("layer{}.tied_weight", config.model.layers + 1);
   for (const auto& [first, last] : stages) {
@@ -61,7 +53,7 @@ void AsyncReference::record_version() {
     Version v;
     v.weights = clones(params_[r]);
     for (const auto& p : params_[r]) {
-      auto d = prediction_direction(*optimizer_, p, kind_of(policy_));
+      auto d = prediction_direction(*optimizer_, p, prediction_kind());
       v.directions.push_back(d.defined() ? d.clone() : d);
     }
     v.lr = current_learning_rate(*optimizer_);
@@ -71,22 +63,17 @@ void AsyncReference::record_version() {
   }
 }
 
+PredictionKind AsyncReference::prediction_kind() const {
+  return schedule_.reference.momentum_only ? PredictionKind::MomentumOnly
+                                           : PredictionKind::OptimizerUpdate;
+}
+
 AsyncReference::Reads AsyncReference::forward_reads(int r, int64_t j) const {
-  const int p = stages_count_, m = int(config_.train.microbatches);
-  if (!per_microbatch(policy_)) {
-    const int group = int(j / m);
-    return {std::max(0, group - 1), policy_ == "2bw-predict" ? 1 : 0};
-  }
-  const int version = std::max(0, int(j) - (p - 1 - r));
-  if (policy_ == "pipeoptim") return {version, p - 1 - r};
-  if (policy_ == "spectrain") return {version, r / 2 + p - 1 - r};
-  return {version, 0};  // pipedream, pipedream-nostash
+  return schedule_.reference.forward(r, j, stages_count_, int(config_.train.microbatches));
 }
 
 AsyncReference::Reads AsyncReference::backward_reads(int r, int64_t j) const {
-  if (!per_microbatch(policy_) || policy_ == "pipedream") return forward_reads(r, j);
-  if (policy_ == "spectrain") return {int(j), r / 2};
-  return {int(j), 0};  // the latest weights: pipeoptim, pipedream-nostash
+  return schedule_.reference.backward(r, j, stages_count_, int(config_.train.microbatches));
 }
 
 std::vector<torch::Tensor> AsyncReference::weights_for(int r, Reads reads) const {
@@ -146,7 +133,7 @@ StepResult AsyncReference::train_step(int64_t step) {
   const auto& train = config_.train;
   const TokenBatch batch = data_.train_batch(uint64_t(train.seed), step, train.batch_size);
   const int64_t m = train.microbatches, rows = train.batch_size / m;
-  const bool each = per_microbatch(policy_);
+  const bool each = schedule_.updates_per_microbatch();
   double loss_sum = 0;
   StepResult result;
   for (int64_t i = 0; i < m; ++i) {

@@ -1,7 +1,8 @@
 #pragma once
 // The single-process reference for the no-flush weight policies: the whole model in one
 // process, cut into the same stages as the pipeline, trained microbatch after microbatch with
-// each policy's update rule written out directly (closed forms, no schedule):
+// each policy's update rule written out directly (the closed forms of its catalogue entry, no
+// schedule):
 //   2bw                W(t+1) = W(t) - lr * update(grad f(W(t-1))): group g of m microbatches
 //                      reads version max(0, g-1) for its forward and backward
 //   2bw-predict        as 2bw, but group g reads W(g-1) extrapolated one update ahead
@@ -24,6 +25,8 @@
 #include "core/config.h"
 #include "data/text_dataset.h"
 #include "model/gpt.h"
+#include "schedule/catalogue.h"
+#include "train/prediction.h"
 #include "train/trainer.h"
 
 namespace pipetrain {
@@ -42,10 +45,8 @@ class AsyncReference {
     std::vector<torch::Tensor> weights, directions;
     double lr = 0;
   };
-  struct Reads {  // what one microbatch reads on one stage
-    int version = 0;
-    int predict = 0;  // updates to extrapolate
-  };
+  using Reads = schedule::Reads;  // what one microbatch reads on one stage
+  PredictionKind prediction_kind() const;
   Reads forward_reads(int stage, int64_t microbatch) const;
   Reads backward_reads(int stage, int64_t microbatch) const;
   std::vector<torch::Tensor> weights_for(int stage, Reads reads) const;
@@ -56,7 +57,7 @@ class AsyncReference {
 
   Config config_;
   const Dataset& data_;
-  std::string policy_;
+  const schedule::ScheduleEntry& schedule_;
   int stages_count_;
   std::vector<std::shared_ptr<GptStack>> stages_;
   std::vector<std::vector<torch::Tensor>> params_;  // per stage

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "model/state_io.h"
+#include "schedule/run_rules.h"
 #include "train/optim.h"
 
 namespace fs = std::filesystem;
@@ -73,7 +74,7 @@ CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
   info.step = step;
   info.data_position = step;
   info.schedule = config.pipeline.stages > 1 ? config.pipeline.schedule : "single";
-  info.policy = policy_of(config);
+  info.policy = schedule::policy_of(config);
   info.stages = int64_t(partition.size());
   info.partition = partition;
   info.optimizer = config.train.optimizer;
@@ -99,7 +100,7 @@ CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
     fail("{}: checkpoint has {} optimizer state; train.optimizer is {}: cannot continue exactly",
          dir, info.optimizer, config.train.optimizer);
   }
-  const std::string policy = policy_of(config);
+  const std::string policy = schedule::policy_of(config);
   if (info.policy != policy) {
     fail("{}: checkpoint of weight policy '{}' cannot continue under policy '{}'", dir, info.policy, policy);
   }

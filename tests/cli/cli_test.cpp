@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "io/metrics.h"
+#include "schedule/catalogue.h"
 
 namespace {
 
@@ -161,6 +162,28 @@ TEST(Cli, SimulatePrintsTheGridAndWritesTraceAndSvg) {
   EXPECT_NE(svg.str().find("</svg>"), std::string::npos);
   expect_one_line_error("simulate --schedule 2bw --stages 4 --microbatches 2", "m >= d");
   fs::remove_all(dir);
+}
+
+// The help texts and refusals list the schedules the catalogue says run, plan or simulate
+// (`train --help` once listed only three of the nine the runtime runs).
+TEST(Cli, HelpAndRefusalsNameTheCatalogueSchedules) {
+  using pipetrain::schedule::ScheduleEntry;
+  const std::string train_help = run("train --help").output;
+  const std::string plan_help = run("plan --help").output;
+  const std::string simulate_help = run("simulate --help").output;
+  const std::string refusal = run("train --schedule bfs").output;
+  for (const ScheduleEntry& entry : pipetrain::schedule::schedule_catalogue()) {
+    const std::string name = " " + entry.name + ",";  // one item of a list
+    const std::string last = " " + entry.name + "\n";  // or its last
+    const auto listed = [&](const std::string& text) {
+      return text.find(name) != std::string::npos || text.find(last) != std::string::npos;
+    };
+    EXPECT_EQ(listed(train_help), entry.runtime.runs) << entry.name << "\n" << train_help;
+    EXPECT_EQ(listed(refusal + "\n"), entry.runtime.runs) << entry.name << "\n" << refusal;
+    EXPECT_NE(simulate_help.find(entry.name), std::string::npos) << entry.name;
+    if (entry.planner.plans) EXPECT_NE(plan_help.find(entry.name), std::string::npos) << entry.name;
+  }
+  expect_one_line_error("train --schedule bfs", "runs in the simulator only");
 }
 
 // `plan --svg/--trace` draw the best plan's simulated timeline: one lane per pipeline worker,

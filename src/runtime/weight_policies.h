@@ -1,0 +1,89 @@
+#pragma once
+// The no-flush weight policies behind WeightVersions (see weight_versions.h for why they keep
+// views and masters). Internal to the runtime: make_weight_versions picks one.
+#include <map>
+#include <vector>
+
+#include "runtime/weight_versions.h"
+#include "train/prediction.h"
+
+namespace pipetrain::runtime {
+
+// What the no-flush policies share: graphs read the module's parameters ("views"), the optimizer
+// updates separate masters (the latest weights), and gradients move from one to the other at
+// each update.
+class MasterWeights : public WeightVersions {
+ public:
+  explicit MasterWeights(std::vector<torch::Tensor> params);
+  const std::vector<torch::Tensor>& optimized() const override { return masters_; }
+  void point_at_latest() override { point_views_at(masters_); }
+  int peak_copies() const override { return peak_copies_; }
+  std::vector<torch::Tensor> held_tensors() const override;
+
+ protected:
+  void point_views_at(const std::vector<torch::Tensor>& tensors);
+  void move_gradients_to_masters();
+  void finish_update();  // the masters' gradients are spent; one more version exists
+  virtual int live_copies() const = 0;
+  void note_peak();
+
+  std::vector<torch::Tensor> views_, masters_;
+  int master_version_ = 0;
+
+ private:
+  int peak_copies_ = 1;
+};
+
+// PipeDream-2BW (versions kept for the final checkpoint, optionally extrapolated `predict_ahead`
+// updates) and PipeDream (a version per update, kept until its last reader is done).
+class StashedWeights : public MasterWeights {
+ public:
+  struct Options {
+    bool keep_final_versions = false;  // 2BW: the final checkpoint continues too
+    int predict_ahead = 0;             // 2bw-predict: each new version extrapolated this far
+  };
+  // `actions`: this worker's list, `iterations` long (the readers of each version).
+  StashedWeights(const std::vector<schedule::Action>& actions, int iterations, int stage,
+                 Options options, std::vector<torch::Tensor> params);
+  void before_compute(const schedule::Action& action, torch::optim::Optimizer&) override;
+  void after_compute(const schedule::Action& action) override;
+  void before_step() override;
+  void after_step(torch::optim::Optimizer& optimizer) override;
+  const std::vector<torch::Tensor>& stashed(int version) const override;
+  void resume(const std::vector<schedule::Action>& remaining, int iterations, int updates,
+              std::map<int, std::vector<torch::Tensor>> saved) override;
+  std::vector<torch::Tensor> held_tensors() const override;
+
+ private:
+  int live_copies() const override;
+  bool aliases_masters(int version) const;
+  void count_readers(const std::vector<schedule::Action>& actions, int iterations);
+  std::vector<torch::Tensor> new_version(torch::optim::Optimizer& optimizer) const;
+
+  Options options_;
+  int stage_;
+  std::map<int, std::vector<torch::Tensor>> versions_;  // version -> its storage
+  std::map<int, int> readers_left_;                     // version -> compute actions
+};
+
+// PipeOptim, SpecTrain and PipeDream without stashing: every action reads the latest weights,
+// extrapolated `forward_ahead` updates for a forward and `backward_ahead` for a backward.
+class PredictedWeights : public MasterWeights {
+ public:
+  PredictedWeights(int forward_ahead, int backward_ahead, PredictionKind kind,
+                   std::vector<torch::Tensor> params);
+  void before_compute(const schedule::Action& action, torch::optim::Optimizer& optimizer) override;
+  void after_compute(const schedule::Action& action) override;
+  void before_step() override;
+  void after_step(torch::optim::Optimizer& optimizer) override;
+  std::vector<torch::Tensor> held_tensors() const override;
+
+ private:
+  int live_copies() const override;
+
+  int forward_ahead_, backward_ahead_;
+  PredictionKind kind_;
+  std::vector<torch::Tensor> saved_original_;  // the masters before a prediction, to undo it
+};
+
+}  // namespace pipetrain::runtime

@@ -1,0 +1,122 @@
+// The entries of the schedule catalogue, and the closed-form update rules of the no-flush ones.
+#include "schedule/catalogue.h"
+
+#include <algorithm>
+
+#include "schedule/generators.h"
+
+namespace pipetrain::schedule {
+namespace {
+
+// Closed forms in (stage r, microbatch j, p stages, m microbatches per group). A per-microbatch
+// policy's microbatch j meets j updates on the last stage, p-1-r fewer on stage r by its forward.
+int pipedream_version(int r, int64_t j, int p) { return std::max(0, int(j) - (p - 1 - r)); }
+Reads latest(int, int64_t j, int, int) { return {int(j), 0}; }
+// 2BW: group g = j / m reads version g-1 (group 0 version 0), forward and backward alike.
+Reads two_bw(int, int64_t j, int, int m) { return {std::max(0, int(j / m) - 1), 0}; }
+Reads two_bw_predicted(int r, int64_t j, int p, int m) { return {two_bw(r, j, p, m).version, 1}; }
+Reads pipedream(int r, int64_t j, int p, int) { return {pipedream_version(r, j, p), 0}; }
+Reads pipeoptim_forward(int r, int64_t j, int p, int) { return {pipedream_version(r, j, p), p - 1 - r}; }
+Reads spectrain_forward(int r, int64_t j, int p, int) {
+  return {pipedream_version(r, j, p), r / 2 + p - 1 - r};
+}
+Reads spectrain_backward(int r, int64_t j, int, int) { return {int(j), r / 2}; }
+
+RuntimeSupport runs_fully() { return {true, true, true}; }
+RuntimeSupport runs_without_replicas() { return {true, false, false}; }  // no-flush schedules
+
+std::vector<ScheduleEntry> entries() {
+  std::vector<ScheduleEntry> all;
+  all.reserve(16);  // each entry is completed through the reference `add` returns
+  auto add = [&](std::string name, Schedule (*generate)(const ScheduleSpec&),
+                 WeightPolicyKind policy, std::string summary) -> ScheduleEntry& {
+    ScheduleEntry e;
+    e.name = std::move(name);
+    e.generate = generate;
+    e.policy = policy;
+    e.rule = flushes(policy) ? "sync" : e.name;
+    e.resumes = flushes(policy);
+    e.summary = std::move(summary);
+    return all.emplace_back(std::move(e));
+  };
+  using K = WeightPolicyKind;
+  auto& gpipe = add("gpipe", make_gpipe_schedule, K::Sync,
+                    "GPipe: all forwards, then all backwards; activations of all m microbatches.");
+  gpipe.parameters.slices = true;
+  gpipe.holds_every_microbatch = true;
+  gpipe.runtime = runs_fully();
+  gpipe.planner.plans = true;
+
+  auto& flush = add("1f1b", make_1f1b_flush_schedule, K::Sync,
+                    "1F1B with a flush every iteration (PipeDream-Flush): same bubble, at most p-s "
+                    "microbatches in flight on stage s.");
+  flush.runtime = runs_fully();
+  flush.planner = {true, true, 1};
+
+  auto& interleaved = add("interleaved", make_interleaved_schedule, K::Sync,
+                          "Megatron interleaved 1F1B, v=2 chunks per worker (stage = chunk*p + "
+                          "worker): bubble divided by v.");
+  interleaved.parameters.chunks = true;
+  interleaved.parameters.chunked_microbatches_multiple_of_stages = true;
+  interleaved.runtime = runs_fully();
+  interleaved.planner = {true, false, 2};
+
+  auto& bfs = add("bfs", make_looped_bfs_schedule, K::Sync,
+                  "Looped breadth-first (Lamy-Poirier): chunk c of every microbatch before chunk "
+                  "c+1; holds v*m chunk activations.");
+  bfs.parameters.chunks = true;
+  bfs.holds_every_microbatch = true;
+
+  add("zb-h1", make_zb_h1_schedule, K::Sync,
+      "Zero-bubble ZB-H1: backward split into B (input grad, I) and W (weight grad); W fills the "
+      "cooldown.");
+
+  auto& two_bw_entry = add("2bw", make_2bw_schedule, K::DoubleBuffer,
+                           "PipeDream-2BW: 1F1B without flush, a new weight version every m "
+                           "microbatches, 2 versions.");
+  two_bw_entry.reference = {two_bw, two_bw, false};
+  two_bw_entry.resumes = true;
+  two_bw_entry.runtime = runs_without_replicas();
+  two_bw_entry.planner.plans = true;
+
+  auto& predicted_2bw = add("2bw-predict", make_2bw_predict_schedule, K::DoubleBuffer,
+                            "PipeDream-2BW whose versions are extrapolated one update ahead with "
+                            "the optimizer's own direction, to cancel the one-step delay.");
+  predicted_2bw.reference = {two_bw_predicted, two_bw_predicted, false};
+  predicted_2bw.resumes = true;
+  predicted_2bw.runtime = runs_without_replicas();
+
+  auto& stash = add("pipedream", make_pipedream_schedule, K::Stash,
+                    "PipeDream: update after every microbatch, weight stashing keeps up to p "
+                    "versions on stage 0.");
+  stash.reference = {pipedream, pipedream, false};
+  stash.runtime = runs_without_replicas();
+
+  auto& pipeoptim = add("pipeoptim", make_pipeoptim_schedule, K::Predicted,
+                        "PipeOptim: PipeDream's order, forward on weights predicted s = D-r-1 "
+                        "updates ahead.");
+  pipeoptim.reference = {pipeoptim_forward, latest, false};
+  pipeoptim.runtime = runs_without_replicas();
+
+  auto& spectrain = add("spectrain", make_spectrain_schedule, K::Predicted,
+                        "SpecTrain: as PipeOptim, momentum prediction; forward s = "
+                        "floor(r/2)+D-r-1, backward floor(r/2).");
+  spectrain.reference = {spectrain_forward, spectrain_backward, true};
+  spectrain.runtime = runs_without_replicas();
+
+  auto& nostash = add("pipedream-nostash", make_pipedream_nostash_schedule, K::Predicted,
+                      "PipeDream without weight stashing (a negative control): forward and "
+                      "backward read the latest weights of their moment.");
+  nostash.reference = {pipedream, latest, false};
+  nostash.runtime = runs_without_replicas();
+  return all;
+}
+
+}  // namespace
+
+const std::vector<ScheduleEntry>& schedule_catalogue() {
+  static const std::vector<ScheduleEntry> catalogue = entries();
+  return catalogue;
+}
+
+}  // namespace pipetrain::schedule

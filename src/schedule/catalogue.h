@@ -1,0 +1,95 @@
+#pragma once
+// The schedule catalogue: one entry per schedule with everything the rest of pipetrain needs to
+// know about it (generator, weight policy, flush, resume, which parameters it takes, what runs
+// and plans it). Nothing outside src/schedule compares schedule names: it asks the catalogue.
+// A new schedule is one generator (generators.h) and one entry (catalogue.cpp).
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "schedule/schedule.h"
+
+namespace pipetrain::schedule {
+
+// The two rules a weight policy kind implies, written once. Sync schedules flush at the end of
+// every iteration; the others run without flushes. Stash and Predicted (PipeDream's family)
+// update after every microbatch; Sync and DoubleBuffer once per iteration of m microbatches.
+bool flushes(WeightPolicyKind kind);
+bool updates_per_microbatch(WeightPolicyKind kind);
+
+// What microbatch j (counted over the run) reads on stage r of p: a weight version (the number
+// of updates it includes) and how many updates ahead it is extrapolated.
+struct Reads {
+  int version = 0;
+  int predict = 0;
+};
+using ReadsRule = Reads (*)(int stage, int64_t microbatch, int stages, int microbatches);
+
+// A no-flush schedule's update rule as closed forms, written independently of its generator:
+// AsyncReference executes them, and the exactness tests hold the pipelined runs to them.
+struct ClosedFormRule {
+  ReadsRule forward = nullptr;   // null: synchronous (plain mini-batch training)
+  ReadsRule backward = nullptr;
+  bool momentum_only = false;    // extrapolate with SGD momentum alone (SpecTrain), not the update
+};
+
+// Parameters a generator takes beyond the ones every generator takes (p, m, iterations, w >= 1).
+struct Parameters {
+  bool chunks = false;  // v > 1 model chunks per worker (looping placement)
+  bool slices = false;  // token slices per microbatch (TeraPipe)
+  bool chunked_microbatches_multiple_of_stages = false;  // with v > 1: m % p == 0 (Megatron)
+};
+
+struct RuntimeSupport {
+  bool runs = false;           // real workers run it (`pipetrain train`)
+  bool data_parallel = false;  // with pipeline.dp_width > 1 (and so ZeRO-1)
+  bool recompute = false;      // with pipeline.recompute
+};
+
+struct PlannerSupport {
+  bool plans = false;      // `pipetrain plan` considers it
+  bool one_stage = false;  // it stands for plain data parallelism at d = 1 (one entry does)
+  int chunks = 1;          // model chunks per device it plans with
+};
+
+struct ScheduleEntry {
+  std::string name;
+  Schedule (*generate)(const ScheduleSpec&) = nullptr;  // unchecked: see make_schedule
+  WeightPolicyKind policy = WeightPolicyKind::Sync;
+  // The update rule's name: "sync" for every flushing schedule, else the paper's ("2bw", ...).
+  // Checkpoints record it; a run continues only under the same rule.
+  std::string rule = "sync";
+  ClosedFormRule reference;
+  Parameters parameters;
+  bool resumes = false;  // exact resume from a checkpoint taken between two steps
+  // Activation memory: every microbatch of an iteration held at once (GPipe), rather than at
+  // most p - s on stage s (1F1B and its variants).
+  bool holds_every_microbatch = false;
+  RuntimeSupport runtime;
+  PlannerSupport planner;
+  std::string summary;  // one line for docs/schedules.md
+
+  bool flushes() const { return schedule::flushes(policy); }
+  bool updates_per_microbatch() const { return schedule::updates_per_microbatch(policy); }
+  // No-flush schedules reach their steady state from the third iteration on.
+  int simulated_iterations() const { return flushes() ? 1 : 4; }
+  // Most weight versions one stage holds (the planner's memory model).
+  int weight_versions(int stages) const;
+  // "" when the generator builds a valid schedule for `spec`, else why not (one line).
+  std::string check(const ScheduleSpec& spec) const;
+};
+
+// Every schedule, in documentation order.
+const std::vector<ScheduleEntry>& schedule_catalogue();
+const ScheduleEntry* find_schedule(const std::string& name);  // null when unknown
+const ScheduleEntry& schedule_entry(const std::string& name);  // UserError naming the known ones
+std::vector<std::string> schedule_names_where(const std::function<bool(const ScheduleEntry&)>& keep);
+// The runtime's entry for `name`; a UserError, prefixed with `origin`, for a name it does not run
+// (naming the ones it runs).
+const ScheduleEntry& runtime_schedule(const std::string& name, const std::string& origin);
+
+// The catalogue as a Markdown table (docs/schedules.md, `pipetrain simulate --catalogue`).
+std::string catalogue_markdown();
+
+}  // namespace pipetrain::schedule

@@ -1,0 +1,179 @@
+// The schedule catalogue: each entry's check accepts exactly what its generator can build, its
+// closed-form rule agrees with the versions its generator assigns, and what it says about the
+// runtime is what errors and docs say.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "core/text.h"
+#include "schedule/catalogue.h"
+#include "schedule/generators.h"
+#include "schedule/run_rules.h"
+#include "schedule/validate.h"
+
+namespace pipetrain::schedule {
+namespace {
+
+// Every combination of small sizes, the common ones valid.
+std::vector<ScheduleSpec> small_specs(const std::string& name) {
+  std::vector<ScheduleSpec> specs;
+  for (int p = 1; p <= 4; ++p)
+    for (int m = 1; m <= 8; ++m)
+      for (int v : {1, 3})
+        for (int slices : {1, 2})
+          for (int w : {1, 2})
+            for (int iterations : {1, 2}) {
+              ScheduleSpec spec;
+              spec.name = name;
+              spec.stages = p, spec.microbatches = m, spec.chunks = v, spec.slices = slices;
+              spec.dp_width = w, spec.iterations = iterations;
+              specs.push_back(spec);
+            }
+  return specs;
+}
+
+std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Catalogue, NamesAreUniqueAndEachGeneratorBuildsItsOwnEntry) {
+  std::set<std::string> names;
+  for (const auto& entry : schedule_catalogue()) {
+    EXPECT_TRUE(names.insert(entry.name).second) << entry.name << " twice";
+    EXPECT_FALSE(entry.summary.empty());
+    EXPECT_EQ(entry.summary.find('|'), std::string::npos) << "a table cell: " << entry.summary;
+    ScheduleSpec spec;
+    spec.name = entry.name;
+    spec.stages = 2, spec.microbatches = 4;
+    const Schedule s = make_schedule(spec);
+    EXPECT_EQ(s.name, entry.name);
+    EXPECT_EQ(s.policy.kind, entry.policy) << entry.name;
+  }
+  EXPECT_EQ(schedule_names().size(), schedule_catalogue().size());
+  EXPECT_EQ(find_schedule("zigzag"), nullptr);
+}
+
+TEST(Catalogue, EveryGeneratorBuildsValidSchedulesWhereItsCheckAccepts) {
+  for (const auto& entry : schedule_catalogue()) {
+    int accepted = 0;
+    for (const ScheduleSpec& spec : small_specs(entry.name)) {
+      const std::string refusal = entry.check(spec);
+      if (!refusal.empty()) {
+        EXPECT_EQ(error_of([&] { make_schedule(spec); }), refusal);
+        continue;
+      }
+      ++accepted;
+      const Validation check = validate(make_schedule(spec));
+      ASSERT_TRUE(check.ok) << entry.name << " p=" << spec.stages << " m=" << spec.microbatches
+                            << " v=" << spec.chunks << " slices=" << spec.slices << "\n"
+                            << check.error;
+    }
+    EXPECT_GT(accepted, 0) << entry.name;
+  }
+}
+
+TEST(Catalogue, ChecksRefuseWhatTheGeneratorsCannotBuild) {
+  for (const auto& entry : schedule_catalogue()) {
+    int refused = 0;
+    for (const ScheduleSpec& spec : small_specs(entry.name)) {
+      if (entry.check(spec).empty()) continue;
+      ++refused;
+      // The generator itself checks nothing: what it builds anyway must not validate.
+      bool built_valid = false;
+      try {
+        built_valid = validate(entry.generate(spec)).ok;
+      } catch (const std::exception&) {
+      }
+      EXPECT_FALSE(built_valid) << entry.name << " refuses a schedule it builds: "
+                                << entry.check(spec);
+    }
+    EXPECT_GT(refused, 0) << entry.name;  // every generator has limits (chunks or slices)
+  }
+}
+
+TEST(Catalogue, ClosedFormRulesReadTheVersionsTheGeneratorsAssign) {
+  const int p = 4, m = 6;  // m > p: 2BW's groups straddle the stages' warm-ups
+  for (const auto& entry : schedule_catalogue()) {
+    if (entry.flushes()) {
+      EXPECT_EQ(entry.reference.forward, nullptr) << entry.name;
+      continue;
+    }
+    ASSERT_NE(entry.reference.forward, nullptr) << entry.name;
+    ASSERT_NE(entry.reference.backward, nullptr) << entry.name;
+    ScheduleSpec spec;
+    spec.name = entry.name;
+    spec.stages = p, spec.microbatches = m, spec.iterations = 3;
+    const Schedule s = make_schedule(spec);
+    int compared = 0;
+    for (int w = 0; w < s.workers; ++w) {
+      for (const Action& a : s.actions[w]) {
+        if (!is_compute(a.kind)) continue;
+        const int r = s.stage_of(w, a);
+        const bool forward = a.kind == ActionKind::Forward;
+        const Reads reads = (forward ? entry.reference.forward : entry.reference.backward)(
+            r, s.global_microbatch(a), p, m);
+        EXPECT_EQ(a.version, reads.version) << entry.name << " stage " << r << " "
+                                            << kind_name(a.kind) << " " << s.global_microbatch(a);
+        // What the runtime extrapolates: per stage (predicted) or per version (2bw-predict).
+        const auto& staleness = forward ? s.policy.forward_staleness : s.policy.backward_staleness;
+        const bool predicts = forward || s.policy.predict_backward;
+        const int ahead = entry.policy == WeightPolicyKind::Predicted
+                              ? (predicts ? staleness.at(size_t(r)) : 0)
+                              : s.policy.predict_ahead;
+        EXPECT_EQ(ahead, reads.predict) << entry.name << " stage " << r;
+        ++compared;
+      }
+    }
+    EXPECT_EQ(compared, 2 * p * m * 3) << entry.name;
+  }
+}
+
+TEST(Catalogue, UpdateAndResumeRulesFollowThePolicy) {
+  for (const auto& entry : schedule_catalogue()) {
+    EXPECT_EQ(entry.rule == "sync", entry.flushes()) << entry.name;
+    // Between two steps, per-microbatch policies have microbatches in flight on weights no
+    // checkpoint holds; 2BW checkpoints its stashed versions.
+    EXPECT_EQ(entry.resumes, !entry.updates_per_microbatch()) << entry.name;
+    EXPECT_EQ(resume_refusal(entry.rule).empty(), entry.resumes) << entry.name;
+  }
+  EXPECT_NE(resume_refusal("pipedream").find("updates after every microbatch"), std::string::npos);
+  Config config;
+  config.pipeline.stages = 2;
+  config.pipeline.schedule = "2bw";
+  EXPECT_EQ(policy_of(config), "2bw");
+  config.pipeline.schedule = "interleaved";
+  EXPECT_EQ(policy_of(config), "sync");
+  config.pipeline.stages = 1;
+  config.pipeline.schedule = "pipeoptim";
+  EXPECT_EQ(policy_of(config), "sync");  // one process: plain training
+}
+
+TEST(Catalogue, RuntimeRefusalsNameTheSchedulesThatRun) {
+  std::vector<std::string> runs, simulated_only;
+  for (const auto& entry : schedule_catalogue()) {
+    (entry.runtime.runs ? runs : simulated_only).push_back(entry.name);
+  }
+  ASSERT_FALSE(simulated_only.empty());
+  for (const std::string& name : {simulated_only.front(), std::string("zigzag")}) {
+    const std::string error = error_of([&] { runtime_schedule(name, "--pipeline.schedule"); });
+    EXPECT_EQ(error.rfind("--pipeline.schedule: pipeline.schedule ", 0), 0u) << error;
+    EXPECT_NE(error.find(join(runs, ", ")), std::string::npos) << error;
+  }
+  EXPECT_EQ(&runtime_schedule("1f1b", ""), find_schedule("1f1b"));
+}
+
+TEST(Catalogue, DocsScheduleListIsTheCatalogue) {
+  const std::string doc = read_file(std::string(PIPETRAIN_SOURCE_DIR) + "/docs/schedules.md");
+  EXPECT_NE(doc.find(catalogue_markdown()), std::string::npos)
+      << "regenerate with: scripts/gen_schedule_docs.sh\n" << catalogue_markdown();
+}
+
+}  // namespace
+}  // namespace pipetrain::schedule
