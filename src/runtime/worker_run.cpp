@@ -358,6 +358,32 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
       if (!reports) return std::nullopt;  // the reporting worker names the failure
       fail_non_finite_loss(result.loss, done, fmt::format("stage {}, the last", stages - 1), dir.string());
     }
+    // The step's metrics line before a stop: the checkpoint below is at this step, so a
+    // resumed run keeps the line (and never writes it again).
+    if (reports) {
+      const double elapsed = seconds_since(start);
+      const double tokens_per_s = tokens_per_step * double(done - first_step) / elapsed;
+      nlohmann::json record = {{"step", done}, {"loss", result.loss}, {"lr", result.lr},
+                               {"grad_norm", result.grad_norm}, {"tokens_per_s", tokens_per_s},
+                               {"step_seconds", step_seconds}, {"elapsed_s", elapsed}};
+      if (validate) {
+        record["val_loss"] = val_loss;
+        val_curve.emplace_back(double(done), val_loss);
+      }
+      train_curve.emplace_back(double(done), result.loss);
+      if (logged) {
+        record.update(memory_fields(memory_by_rank));
+        metrics->write(record);
+      }
+      if (progress) {
+        std::string fields = fmt::format("loss {:.4f}", result.loss);
+        if (std::isfinite(val_loss)) fields += fmt::format(" | val {:.4f}", val_loss);
+        fields += fmt::format(" | lr {:.2e} | {} tok/s", result.lr, format_count(tokens_per_s));
+        progress->update(done, fields, elapsed / double(done - first_step));
+      }
+      summary.final_loss = result.loss;
+      summary.tokens_per_s = tokens_per_s;
+    }
     if (stop > 0 && !checkpoints_mid_run) {
       if (progress) progress->finish();
       const int signal = stop_signal() != 0 ? stop_signal() : SIGTERM;  // a peer's signal
@@ -376,29 +402,6 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
         stop_after_checkpoint(signal, done, saved, dir.string());
       }
     }
-    if (!reports) continue;
-    const double elapsed = seconds_since(start);
-    const double tokens_per_s = tokens_per_step * double(done - first_step) / elapsed;
-    nlohmann::json record = {{"step", done}, {"loss", result.loss}, {"lr", result.lr},
-                             {"grad_norm", result.grad_norm}, {"tokens_per_s", tokens_per_s},
-                             {"step_seconds", step_seconds}, {"elapsed_s", elapsed}};
-    if (validate) {
-      record["val_loss"] = val_loss;
-      val_curve.emplace_back(double(done), val_loss);
-    }
-    train_curve.emplace_back(double(done), result.loss);
-    if (logged) {
-      record.update(memory_fields(memory_by_rank));
-      metrics->write(record);
-    }
-    if (progress) {
-      std::string fields = fmt::format("loss {:.4f}", result.loss);
-      if (std::isfinite(val_loss)) fields += fmt::format(" | val {:.4f}", val_loss);
-      fields += fmt::format(" | lr {:.2e} | {} tok/s", result.lr, format_count(tokens_per_s));
-      progress->update(done, fields, elapsed / double(done - first_step));
-    }
-    summary.final_loss = result.loss;
-    summary.tokens_per_s = tokens_per_s;
   }
   if (progress) progress->finish();
 

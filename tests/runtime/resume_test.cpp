@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "core/files.h"
+#include "io/metrics.h"
 #include "io/safetensors.h"
 #include "pipeline_run.h"
 
@@ -260,6 +261,43 @@ TEST(Resume, NonFiniteLossStopsNamingStepStageAndCheckpoint) {
     EXPECT_NE(run.output.find(fmt::format("at step {} ", step + 1), at), std::string::npos) << run.output;
     EXPECT_NE(run.output.find("last good checkpoint: " + (dir / "checkpoints").string() + "/step-", at),
               std::string::npos) << run.output;
+    fs::remove_all(dir);
+  }
+}
+
+fs::path latest_checkpoint_of(const fs::path& run_dir) {
+  std::string name = read_file((run_dir / "checkpoints" / "latest").string());
+  while (!name.empty() && name.back() == '\n') name.pop_back();
+  return run_dir / "checkpoints" / name;
+}
+
+std::vector<int64_t> metrics_steps(const fs::path& run_dir) {
+  std::vector<int64_t> steps;
+  for (const auto& record : read_metrics((run_dir / "metrics.jsonl").string())) {
+    steps.push_back(record["step"].get<int64_t>());
+  }
+  return steps;
+}
+
+// A run stopped by SIGTERM and resumed has every step's metrics line exactly once: the stop
+// step's line is written before the run stops (issue 16, 3b: pipelines lost it for good).
+TEST(Resume, StoppedAndResumedRunHasEveryMetricsLineOnce) {
+  const std::vector<int64_t> all_steps = {1, 2, 3, 4, 5, 6, 7, 8};
+  for (const std::string mode : {"--stages 2 --schedule 1f1b", "--stages 2 --schedule 2bw", "--stages 1"}) {
+    SCOPED_TRACE(mode);
+    const std::string args = kTiny + " " + mode + " --checkpoint.every 0";
+    const auto dir = testing::fresh_dir("stop_metrics");
+    const std::string rank = mode == "--stages 1" ? "0" : "1";
+    const auto stopped = testing::run_pipetrain(args + " --run-dir " + dir.string(),
+                                                "PIPETRAIN_FAULT=" + rank + ":3:term");
+    EXPECT_EQ(stopped.exit_code, 128 + SIGTERM) << stopped.output;
+    const auto checkpoint = latest_checkpoint_of(dir).filename().string();
+    const int64_t stop_step = std::stoll(checkpoint.substr(5));
+    EXPECT_EQ(metrics_steps(dir), std::vector<int64_t>(all_steps.begin(), all_steps.begin() + stop_step))
+        << "after the stop at step " << stop_step;
+    const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string());
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_EQ(metrics_steps(dir), all_steps);
     fs::remove_all(dir);
   }
 }
