@@ -25,9 +25,12 @@ mkdir -p "$work/ro" && touch "$work/file"
 "$bin" train $tiny --stages 1 --dp-width 2 --zero1 --train.steps 4 --checkpoint.every 2 --run-dir "$work/zero1" >/dev/null 2>&1
 "$bin" train $tiny --stages 2 --schedule pipedream --run-dir "$work/pipedream" >/dev/null 2>&1
 "$bin" train $tiny --stages 2 --schedule 2bw --train.steps 4 --checkpoint.every 1 --run-dir "$work/twobw" >/dev/null 2>&1
+cp -r "$work/pipe" "$work/otherstage"
 rm "$(echo "$work/pipe/checkpoints/$(cat "$work/pipe/checkpoints/latest")")/stage1.safetensors"
-for name in truncated corrupt badjson wrongmodel noconfig nockpt; do cp -r "$work/base" "$work/$name"; done
+for name in truncated corrupt badjson wrongmodel noconfig nockpt emptied; do cp -r "$work/base" "$work/$name"; done
 latest() { echo "$work/$1/checkpoints/$(cat "$work/$1/checkpoints/latest")"; }
+cp "$(latest otherstage)/stage1.optimizer.safetensors" "$(latest otherstage)/stage0.optimizer.safetensors"
+printf '\x02\x00\x00\x00\x00\x00\x00\x00{}' > "$(latest emptied)/optimizer.safetensors"  # no tensors
 cut_to_half() { truncate -s $(($(stat -c %s "$1") / 2)) "$1"; }
 cut_to_half "$(latest truncated)/model.safetensors"
 printf '\xff\xff\xff\xff\xff\xff\xff\x7fgarbage' > "$(latest corrupt)/model.safetensors"
@@ -119,6 +122,8 @@ run_case "node rank outside the nodes" "" "train $tiny --stages 2 --nnodes 2 --n
 run_case "unreachable rendezvous address" "" "train $tiny --stages 2 --pipeline.master_addr 203.0.113.1 --pipeline.timeout_s 3 --run-dir $work/addr"
 run_case "resume: PipeDream run (updates every microbatch)" "" "train --resume $work/pipedream --train.steps 4"
 run_case "resume: 2BW stashed-version file missing" "" "train --resume $work/twobw --train.steps 6"
+run_case "resume: optimizer file of another stage" "" "train --resume $work/otherstage --train.steps 6"
+run_case "resume: optimizer file without tensors" "" "train --resume $work/emptied --train.steps 6"
 kill $listener 2>/dev/null
 
 table=$(printf '%s\n' "| # | case | command (W = scratch folder, TINY = a 1-layer model, 2 steps) | exit | lines | message |" "|---|---|---|---|---|---|" "${rows[@]}")

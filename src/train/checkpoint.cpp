@@ -26,9 +26,13 @@ std::string shape_text(const std::vector<int64_t>& s) {
 }
 
 
-void append_file(std::vector<TensorEntry>& out, const fs::path& path) {
+std::vector<TensorEntry> read_entries(const fs::path& path) {
   if (!fs::exists(path)) fail("{}: file missing (checkpoint incomplete or damaged)", path.string());
-  for (auto& entry : decode_safetensors(read_file(path.string()), path.string())) out.push_back(std::move(entry));
+  return decode_safetensors(read_file(path.string()), path.string());
+}
+
+void append(std::vector<TensorEntry>& out, std::vector<TensorEntry>&& entries) {
+  for (auto& entry : entries) out.push_back(std::move(entry));
 }
 
 // A pipeline head owns a copy of the tied embedding (and its optimizer state); a checkpoint
@@ -115,9 +119,23 @@ CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
 }
 
 CheckpointTensors read_checkpoint_tensors(const std::string& dir, const CheckpointInfo& info) {
+  const std::string sidecar = (fs::path(dir) / "checkpoint.json").string();
+  if (info.optimizer_files.size() != info.weight_versions.size()) {
+    fail("{}: lists {} optimizer files for {} stages (damaged?)", sidecar,
+         info.optimizer_files.size(), info.weight_versions.size());
+  }
+  // The optimizer the checkpoint was written with (SGD keeps momentum buffers only with momentum).
+  TrainConfig written_with = parse_config_toml(info.config_toml, sidecar).train;
+  written_with.optimizer = info.optimizer;
   CheckpointTensors tensors;
-  for (const auto& versions : info.weight_versions) append_file(tensors.weights, fs::path(dir) / versions.front());
-  for (const auto& file : info.optimizer_files) append_file(tensors.optimizer, fs::path(dir) / file);
+  for (size_t stage = 0; stage < info.weight_versions.size(); ++stage) {
+    auto weights = read_entries(fs::path(dir) / info.weight_versions[stage].front());
+    const fs::path state_path = fs::path(dir) / info.optimizer_files[stage];
+    auto state = read_entries(state_path);
+    check_optimizer_state_entries(weights, state, written_with, state_path.string());
+    append(tensors.weights, std::move(weights));
+    append(tensors.optimizer, std::move(state));
+  }
   return tensors;
 }
 

@@ -5,13 +5,16 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <random>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/files.h"
+#include "io/crc32c.h"
 #include "io/metrics.h"
 #include "io/safetensors.h"
 #include "pipeline_run.h"
@@ -265,10 +268,99 @@ TEST(Resume, NonFiniteLossStopsNamingStepStageAndCheckpoint) {
   }
 }
 
+// The issue's short flag set T: 4 steps, a checkpoint every 2.
+const std::string kShort =
+    "train --quiet --model.layers 2 --model.d_model 16 --model.heads 1 --model.seq_len 8 "
+    "--train.batch_size 4 --train.microbatches 2 --train.steps 4 --eval.batches 1 "
+    "--sample.tokens 0 --train.threads 1 --checkpoint.every 2 --pipeline.timeout_s 60";
+
+fs::path finished_short_run(const std::string& extra, const std::string& name) {
+  const auto dir = testing::fresh_dir(name);
+  const auto run = testing::run_pipetrain(kShort + " " + extra + " --run-dir " + dir.string());
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  return dir;
+}
+
 fs::path latest_checkpoint_of(const fs::path& run_dir) {
   std::string name = read_file((run_dir / "checkpoints" / "latest").string());
   while (!name.empty() && name.back() == '\n') name.pop_back();
   return run_dir / "checkpoints" / name;
+}
+
+// Replaces `file` of a checkpoint as a consistent (if buggy) writer would: its checksum in
+// checkpoint.json follows the new bytes, so only the content itself can be refused.
+void replace_checkpoint_file(const fs::path& checkpoint, const std::string& file,
+                             const std::string& bytes) {
+  write_file_atomically((checkpoint / file).string(), bytes);
+  const auto sidecar = (checkpoint / "checkpoint.json").string();
+  auto json = nlohmann::json::parse(read_file(sidecar));
+  if (json.contains("crc32c")) json["crc32c"][file] = crc32c_hex(bytes);
+  write_file_atomically(sidecar, json.dump(2));
+}
+
+void expect_one_line_refusal(const std::string& args, const std::vector<std::string>& fragments) {
+  const auto run = testing::run_pipetrain(args);
+  EXPECT_EQ(run.exit_code, 2) << args << "\n" << run.output;
+  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
+  EXPECT_EQ(run.output.rfind("pipetrain: error: ", 0), 0u) << run.output;
+  for (const auto& fragment : fragments) {
+    EXPECT_NE(run.output.find(fragment), std::string::npos) << fragment << "\n" << run.output;
+  }
+}
+
+// A copy of a finished run to damage (each damage on its own copy: a resume that wrongly
+// succeeds must not hide the next case).
+fs::path copy_of(const fs::path& run_dir, const std::string& name) {
+  const auto copy = testing::fresh_dir(name);
+  fs::copy(run_dir, copy, fs::copy_options::recursive);
+  return copy;
+}
+
+// Optimizer state that is missing or malformed is refused in one line naming the file and the
+// entry, before any worker starts, though checkpoint.json vouches for the file (issue 16, 3a:
+// such state used to load as zeros).
+TEST(Resume, IncompleteOptimizerStateIsRefusedNamingFileAndEntry) {
+  const auto pipe = finished_short_run("--stages 2", "optstate_pipe");
+  const auto pipe_checkpoint = latest_checkpoint_of(pipe);
+  replace_checkpoint_file(pipe_checkpoint, "stage0.optimizer.safetensors",
+                          read_file((pipe_checkpoint / "stage1.optimizer.safetensors").string()));
+  for (const std::string stages : {"2", "1"}) {
+    const auto copy = copy_of(pipe, "optstate_pipe_copy");
+    expect_one_line_refusal("train --resume " + copy.string() + " --train.steps 6 --stages " + stages,
+                            {latest_checkpoint_of(copy).string() + "/stage0.optimizer.safetensors: ",
+                             "optimizer state 'layer0.", "missing"});
+    fs::remove_all(copy);
+  }
+
+  const auto single = finished_short_run("--stages 1", "optstate_single");
+  const std::string good = read_file((latest_checkpoint_of(single) / "optimizer.safetensors").string());
+  const auto entries = decode_safetensors(good, "good");
+  // One damaged copy of `single` per case: its optimizer.safetensors replaced by `bytes`.
+  const auto expect_refused = [&](const std::string& bytes, const std::vector<std::string>& fragments) {
+    const auto copy = copy_of(single, "optstate_single_copy");
+    replace_checkpoint_file(latest_checkpoint_of(copy), "optimizer.safetensors", bytes);
+    auto all = fragments;
+    all.push_back(latest_checkpoint_of(copy).string() + "/optimizer.safetensors: ");
+    expect_one_line_refusal("train --resume " + copy.string() + " --train.steps 6", all);
+    fs::remove_all(copy);
+  };
+  expect_refused(encode_safetensors({}), {"optimizer state 'layer0.", "missing"});  // emptied
+  auto edited = entries;
+  for (auto& entry : edited) {
+    if (entry.name == "layer1.qkv.weight.step") entry.shape = {2}, entry.bytes += entry.bytes;
+  }
+  expect_refused(encode_safetensors(edited), {"'layer1.qkv.weight.step'", "one step count"});
+  edited = entries;
+  for (auto& entry : edited) {
+    if (entry.name == "layer1.qkv.weight.exp_avg") std::reverse(entry.shape.begin(), entry.shape.end());
+  }
+  expect_refused(encode_safetensors(edited), {"'layer1.qkv.weight.exp_avg'", "shape"});
+
+  const auto sgd = finished_short_run("--stages 1 --train.optimizer sgd --train.momentum 0.9", "optstate_sgd");
+  replace_checkpoint_file(latest_checkpoint_of(sgd), "optimizer.safetensors", encode_safetensors({}));
+  expect_one_line_refusal("train --resume " + sgd.string() + " --train.steps 6",
+                          {"optimizer.safetensors: ", ".momentum_buffer' missing"});
+  for (const auto& dir : {pipe, single, sgd}) fs::remove_all(dir);
 }
 
 std::vector<int64_t> metrics_steps(const fs::path& run_dir) {
