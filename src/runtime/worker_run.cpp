@@ -19,6 +19,7 @@
 #include "core/progress.h"
 #include "core/stop_signal.h"
 #include "core/text.h"
+#include "io/crc32c.h"
 #include "io/metrics.h"
 #include "io/plot.h"
 #include "model/state_io.h"
@@ -197,9 +198,11 @@ std::string assemble_model_and_sample(const Config& config, const fs::path& chec
   }
   write_file_atomically((checkpoint_dir / "optimizer.safetensors").string(),
                         encode_safetensors(state));
-  write_file_atomically((checkpoint_dir / "checkpoint.json").string(),
-                        checkpoint_info_json(pipeline_checkpoint_info(config, config.train.steps,
-                                                                      stage_ranges(config), val_loss)));
+  CheckpointInfo info = pipeline_checkpoint_info(config, config.train.steps, stage_ranges(config), val_loss);
+  std::vector<std::string> listed = info.optimizer_files;
+  for (const auto& versions : info.weight_versions) listed.insert(listed.end(), versions.begin(), versions.end());
+  for (const auto& file : listed) info.crc32c[file] = crc32c_hex(read_file((checkpoint_dir / file).string()));
+  write_file_atomically((checkpoint_dir / "checkpoint.json").string(), checkpoint_info_json(info));
   if (config.sample.tokens <= 0) return "";
   model->eval();
   const auto tokens = generate(*model, encode_bytes(config.sample.prompt), config.sample.tokens,

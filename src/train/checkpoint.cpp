@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "io/crc32c.h"
 #include "model/state_io.h"
 #include "train/optim.h"
 
@@ -25,11 +26,6 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return fmt::format("{} layers, d_model {}, {} heads, seq_len {}, vocab {}", s[0], s[1], s[2], s[3], s[4]);
 }
 
-
-std::vector<TensorEntry> read_entries(const fs::path& path) {
-  if (!fs::exists(path)) fail("{}: file missing (checkpoint incomplete or damaged)", path.string());
-  return decode_safetensors(read_file(path.string()), path.string());
-}
 
 void append(std::vector<TensorEntry>& out, std::vector<TensorEntry>&& entries) {
   for (auto& entry : entries) out.push_back(std::move(entry));
@@ -55,20 +51,32 @@ void add_head_copy(std::vector<TensorEntry>& entries, const std::string& head_co
 
 }  // namespace
 
-void save_module_state(const std::string& dir, const std::string& weights_file,
-                       const std::string& optimizer_file, torch::nn::Module& module,
-                       torch::optim::Optimizer& optimizer) {
-  save_module_state(dir, weights_file, optimizer_file, module,
-                    optimizer_state_tensors(optimizer, module));
+std::map<std::string, std::string> save_module_state(const std::string& dir,
+                                                     const std::string& weights_file,
+                                                     const std::string& optimizer_file,
+                                                     torch::nn::Module& module,
+                                                     torch::optim::Optimizer& optimizer) {
+  return save_module_state(dir, weights_file, optimizer_file, module,
+                           optimizer_state_tensors(optimizer, module));
 }
 
-void save_module_state(const std::string& dir, const std::string& weights_file,
-                       const std::string& optimizer_file, torch::nn::Module& module,
-                       const std::vector<std::pair<std::string, torch::Tensor>>& optimizer_state) {
-  write_file_atomically((fs::path(dir) / weights_file).string(), encode_safetensors(module_entries(module)));
+std::map<std::string, std::string> save_module_state(
+    const std::string& dir, const std::string& weights_file, const std::string& optimizer_file,
+    torch::nn::Module& module,
+    const std::vector<std::pair<std::string, torch::Tensor>>& optimizer_state) {
+  std::map<std::string, std::string> checksums;
+  checksums[weights_file] =
+      write_checkpoint_file(dir, weights_file, encode_safetensors(module_entries(module)));
   std::vector<TensorEntry> state;
   for (const auto& [name, tensor] : optimizer_state) state.push_back(to_entry(name, tensor));
-  write_file_atomically((fs::path(dir) / optimizer_file).string(), encode_safetensors(state));
+  checksums[optimizer_file] = write_checkpoint_file(dir, optimizer_file, encode_safetensors(state));
+  return checksums;
+}
+
+std::string write_checkpoint_file(const std::string& dir, const std::string& file,
+                                  const std::string& bytes) {
+  write_file_atomically((fs::path(dir) / file).string(), bytes);
+  return crc32c_hex(bytes);
 }
 
 CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
@@ -129,10 +137,10 @@ CheckpointTensors read_checkpoint_tensors(const std::string& dir, const Checkpoi
   written_with.optimizer = info.optimizer;
   CheckpointTensors tensors;
   for (size_t stage = 0; stage < info.weight_versions.size(); ++stage) {
-    auto weights = read_entries(fs::path(dir) / info.weight_versions[stage].front());
-    const fs::path state_path = fs::path(dir) / info.optimizer_files[stage];
-    auto state = read_entries(state_path);
-    check_optimizer_state_entries(weights, state, written_with, state_path.string());
+    auto weights = read_checkpoint_file(dir, info.weight_versions[stage].front(), info);
+    auto state = read_checkpoint_file(dir, info.optimizer_files[stage], info);
+    check_optimizer_state_entries(weights, state, written_with,
+                                  (fs::path(dir) / info.optimizer_files[stage]).string());
     append(tensors.weights, std::move(weights));
     append(tensors.optimizer, std::move(state));
   }

@@ -37,8 +37,10 @@ double seconds_since(Clock::time_point start) {
 // Weights + optimizer state into `dir`; returns the sidecar describing them.
 CheckpointInfo write_state(const std::string& dir, Trainer& trainer, const Config& config,
                            int64_t step, double val_loss) {
-  save_module_state(dir, "model.safetensors", "optimizer.safetensors", trainer.model(), trainer.optimizer());
+  const auto checksums = save_module_state(dir, "model.safetensors", "optimizer.safetensors",
+                                           trainer.model(), trainer.optimizer());
   CheckpointInfo info = make_checkpoint_info(config, step, {{0, config.model.layers + 2}});
+  info.crc32c = checksums;
   info.val_loss = val_loss;
   info.weight_versions = {{"model.safetensors"}};
   info.optimizer_files = {"optimizer.safetensors"};

@@ -8,6 +8,9 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "io/checkpoint_dir.h"
+#include "io/crc32c.h"
+
+#include <nlohmann/json.hpp>
 
 namespace pipetrain {
 namespace {
@@ -29,6 +32,10 @@ CheckpointInfo sample_info(int64_t step) {
   info.rng_state = "00ff";
   info.weight_versions = {{"stage0.safetensors"}, {"stage1.safetensors"}};
   info.optimizer_files = {"stage0.optimizer.safetensors", "stage1.optimizer.safetensors"};
+  for (const auto* file : {"stage0.safetensors", "stage1.safetensors", "stage0.optimizer.safetensors",
+                           "stage1.optimizer.safetensors"}) {
+    info.crc32c[file] = "0123abcd";
+  }
   return info;
 }
 
@@ -50,6 +57,48 @@ TEST(CheckpointDir, SidecarRoundTrips) {
   EXPECT_EQ(back.config_hash, info.config_hash);
   EXPECT_EQ(back.rng_state, "00ff");
   EXPECT_EQ(back.policy, "sync");
+  EXPECT_EQ(back.crc32c, info.crc32c);
+}
+
+// Format 3 records a CRC32C for every listed file; a sidecar of format 2 (written before
+// checksums) is still read, with no checksums to verify.
+TEST(CheckpointDir, EveryListedFileHasAChecksumExceptInFormatTwo) {
+  auto unlisted = sample_info(2);
+  unlisted.crc32c.erase("stage1.optimizer.safetensors");
+  EXPECT_THROW(parse_checkpoint_info(checkpoint_info_json(unlisted), "x"), UserError);
+  auto malformed = sample_info(2);
+  malformed.crc32c["stage0.safetensors"] = "xyz";
+  EXPECT_THROW(parse_checkpoint_info(checkpoint_info_json(malformed), "x"), UserError);
+  auto old = nlohmann::json::parse(checkpoint_info_json(sample_info(2)));
+  old["format"] = "pipetrain-checkpoint-2";
+  old.erase("crc32c");
+  EXPECT_TRUE(parse_checkpoint_info(old.dump(), "x").crc32c.empty());
+}
+
+// A file whose bytes differ from its recorded CRC32C is refused naming it; without checksums
+// (format 2) only its structure is checked.
+TEST(CheckpointDir, ReadingAFileVerifiesItsChecksum) {
+  const auto dir = scratch();
+  const std::string bytes = encode_safetensors({{"w", "F32", {1}, std::string(4, '\x01')}});
+  write_file_atomically((dir / "stage0.safetensors").string(), bytes);
+  auto info = sample_info(2);
+  info.crc32c["stage0.safetensors"] = crc32c_hex(bytes);
+  EXPECT_EQ(read_checkpoint_file(dir.string(), "stage0.safetensors", info).at(0).name, "w");
+  std::string flipped = bytes;
+  flipped.back() ^= 0x40;
+  write_file_atomically((dir / "stage0.safetensors").string(), flipped);
+  try {
+    read_checkpoint_file(dir.string(), "stage0.safetensors", info);
+    FAIL() << "a flipped bit was accepted";
+  } catch (const UserError& error) {
+    EXPECT_EQ(std::string(error.what()),
+              (dir / "stage0.safetensors").string() + ": damaged: its CRC32C is " +
+                  crc32c_hex(flipped) + ", checkpoint.json recorded " + crc32c_hex(bytes));
+  }
+  info.crc32c.clear();
+  EXPECT_EQ(read_checkpoint_file(dir.string(), "stage0.safetensors", info).size(), 1u);
+  EXPECT_THROW(read_checkpoint_file(dir.string(), "stage1.safetensors", info), UserError);  // missing
+  fs::remove_all(dir);
 }
 
 TEST(CheckpointDir, DamagedSidecarIsAUserErrorNamingTheFile) {

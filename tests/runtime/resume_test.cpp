@@ -394,5 +394,28 @@ TEST(Resume, StoppedAndResumedRunHasEveryMetricsLineOnce) {
   }
 }
 
+// A flipped bit inside a checkpoint's tensor data (weights, optimizer state, a 2BW stashed
+// version) is refused by the file's CRC32C in checkpoint.json (issue 16, 3i: it resumed).
+TEST(Resume, FlippedBitInTensorDataIsRefusedByItsChecksum) {
+  struct Case {
+    std::string mode, file;
+  };
+  const std::vector<Case> cases = {{"--stages 1", "model.safetensors"},
+                                   {"--stages 1", "optimizer.safetensors"},
+                                   {"--stages 2", "stage1.safetensors"},
+                                   {"--stages 2 --schedule 2bw", "stage0.version3.safetensors"}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.mode + " " + c.file);
+    const auto dir = finished_short_run(c.mode, "bitflip");
+    const auto path = (latest_checkpoint_of(dir) / c.file).string();
+    std::string bytes = read_file(path);
+    bytes[bytes.size() - 3] ^= 0x10;  // the last tensor's data, past the header
+    write_file_atomically(path, bytes);
+    expect_one_line_refusal("train --resume " + dir.string() + " --train.steps 6",
+                            {path + ": damaged", "CRC32C"});
+    fs::remove_all(dir);
+  }
+}
+
 }  // namespace
 }  // namespace pipetrain
