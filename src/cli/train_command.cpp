@@ -39,7 +39,8 @@ GLOO_SOCKET_IFNAME picks the network interface, as in PyTorch).
 
 Options:
   --run-dir DIR   run folder (default: runs/run-<date>-<time>)
-  --overwrite     allow a run folder that already holds a run
+  --overwrite     reuse a run folder that already holds a run: the previous run's
+                  checkpoints, metrics and other outputs are removed first
   --resume DIR    continue run folder DIR from its latest checkpoint (DIR/checkpoints/latest),
                   with DIR/config.toml plus any overrides given (e.g. --train.steps, --stages)
   --quiet         no live progress line

@@ -22,6 +22,7 @@
 #include "io/crc32c.h"
 #include "io/metrics.h"
 #include "io/plot.h"
+#include "io/run_folder.h"
 #include "model/state_io.h"
 #include "runtime/comm.h"
 #include "runtime/memory_accounting.h"
@@ -288,7 +289,11 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
     data.emplace(resolve_existing_path(config.data.path, options.data_root),
                  config.data.val_fraction, config.model.seq_len);
   }
-  if (reports && !launched) fs::create_directories(dir);
+  if (reports && !launched) {  // under torchrun no launcher prepared the run folder
+    fs::create_directories(dir);
+    if (options.resume) remove_interrupted_writes(dir.string());
+    if (!options.resume && options.overwrite) remove_previous_run(dir.string());
+  }
 
   // Before any tensor exists, so weights, gradients and optimizer state are all counted.
   CountingAllocator& allocator = CountingAllocator::install();

@@ -17,6 +17,7 @@
 #include "io/metrics.h"
 #include "io/checkpoint_dir.h"
 #include "io/plot.h"
+#include "io/run_folder.h"
 #include "model/state_io.h"
 #include "train/checkpoint.h"
 #include "train/optim.h"
@@ -112,7 +113,11 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   const std::string data_path = resolve_existing_path(config.data.path, options.data_root);
   const TextDataset data(data_path, config.data.val_fraction, config.model.seq_len);
   const auto resume_point = read_resume_point(config, options);
-  if (!options.resume) prepare_run_dir(options.run_dir, options.overwrite);
+  if (options.resume) {
+    remove_interrupted_writes(options.run_dir);
+  } else {
+    prepare_new_run_folder(options.run_dir, options.overwrite);
+  }
   const fs::path dir(options.run_dir);
   if (!options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));
 

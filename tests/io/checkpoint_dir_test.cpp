@@ -9,6 +9,7 @@
 #include "core/files.h"
 #include "io/checkpoint_dir.h"
 #include "io/crc32c.h"
+#include "io/run_folder.h"
 
 #include <nlohmann/json.hpp>
 
@@ -142,6 +143,63 @@ TEST(CheckpointDir, KeepsTheNewestCompleteFoldersAndLatestNamesTheLast) {
   EXPECT_EQ(latest_checkpoint(run.string()), (root / "step-000006").string());
   // The next attempt at step 8 starts from an empty folder.
   EXPECT_TRUE(fs::is_empty(begin_checkpoint(run.string(), 8)));
+  fs::remove_all(run);
+}
+
+void touch(const fs::path& path) {
+  fs::create_directories(path.parent_path());
+  write_file_atomically(path.string(), "x");
+}
+
+// --overwrite removes a previous run's outputs by their names only: the user's files in the
+// run folder (or in checkpoints/) stay, and a folder that holds no run (no metrics.jsonl)
+// loses nothing.
+TEST(RunFolder, RemovingAPreviousRunKeepsWhatIsNotARunOutput) {
+  const auto run = scratch();
+  const std::vector<fs::path> outputs = {
+      run / "metrics.jsonl", run / "loss.svg", run / "summary.json", run / "sample.txt",
+      run / "trace.json", run / "timeline.svg", run / "trace-rank1.json", run / "workers.pid",
+      run / "checkpoints" / "latest", run / "checkpoints" / "step-000004" / "model.safetensors",
+      run / "checkpoints" / "step-000006.partial" / "stage0.safetensors",
+      run / "checkpoint" / "stage1.version3.safetensors", run / "checkpoint" / "checkpoint.json",
+      run / "checkpoint" / "model.safetensors.tmp.77", run / "summary.json.tmp.12"};
+  const std::vector<fs::path> kept = {run / "config.toml", run / "notes.txt",
+                                      run / "checkpoints" / "mine.bin", run / "checkpoint.json",
+                                      run / "checkpoint" / "notes.safetensors", run / "metrics.jsonl.bak"};
+  for (const auto& path : outputs) touch(path);
+  for (const auto& path : kept) touch(path);
+  remove_previous_run(run.string());
+  for (const auto& path : outputs) EXPECT_FALSE(fs::exists(path)) << path;
+  for (const auto& path : kept) EXPECT_TRUE(fs::exists(path)) << path;
+  EXPECT_FALSE(fs::exists(run / "checkpoints" / "step-000004"));
+  EXPECT_TRUE(fs::exists(run / "checkpoint"));  // it still holds the user's file
+
+  const auto not_a_run = scratch();
+  touch(not_a_run / "checkpoints" / "step-000002" / "model.safetensors");
+  remove_previous_run(not_a_run.string());
+  EXPECT_TRUE(fs::exists(not_a_run / "checkpoints" / "step-000002" / "model.safetensors"));
+  fs::remove_all(run);
+  fs::remove_all(not_a_run);
+}
+
+// What a kill -9 leaves mid-write goes; complete checkpoints and everything else stay.
+TEST(RunFolder, InterruptedWritesAreRemovedByTheirNamesOnly) {
+  const auto run = scratch();
+  const std::vector<fs::path> leftovers = {
+      run / "checkpoints" / "step-000008.partial" / "stage0.safetensors",
+      run / "checkpoints" / "step-000006.old" / "checkpoint.json", run / "checkpoints" / "latest.tmp.4242",
+      run / "checkpoint" / "optimizer.safetensors.tmp.4242", run / "config.toml.tmp.9",
+      run / "trace-rank0.json.tmp.3"};
+  const std::vector<fs::path> kept = {
+      run / "metrics.jsonl", run / "checkpoints" / "latest", run / "checkpoints" / "step-000006" / "checkpoint.json",
+      run / "checkpoint" / "model.safetensors", run / "checkpoint" / "mine.tmp.4242", run / "notes.tmp.1",
+      run / "checkpoints" / "step-000006.backup"};
+  for (const auto& path : leftovers) touch(path);
+  for (const auto& path : kept) touch(path);
+  remove_interrupted_writes(run.string());
+  for (const auto& path : leftovers) EXPECT_FALSE(fs::exists(path)) << path;
+  EXPECT_FALSE(fs::exists(run / "checkpoints" / "step-000008.partial"));
+  for (const auto& path : kept) EXPECT_TRUE(fs::exists(path)) << path;
   fs::remove_all(run);
 }
 

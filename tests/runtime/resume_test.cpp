@@ -394,6 +394,33 @@ TEST(Resume, StoppedAndResumedRunHasEveryMetricsLineOnce) {
   }
 }
 
+// --overwrite starts afresh: the previous run's checkpoints, `latest` and final checkpoint/ are
+// gone before the new run's first step, so a new run killed before its first checkpoint has
+// nothing to resume; files that are not a run's outputs stay (issue 16, 3c: it resumed from
+// the previous run's checkpoint under the new config).
+TEST(Resume, OverwriteRemovesThePreviousRunsCheckpoints) {
+  for (const std::string stages : {"1", "2"}) {
+    SCOPED_TRACE("stages " + stages);
+    const auto dir = finished_short_run("--stages " + stages, "overwrite" + stages);
+    write_file_atomically((dir / "notes.txt").string(), "mine");
+    write_file_atomically((dir / "checkpoints" / "notes.txt").string(), "mine too");
+    // Killed after its first step, before its first checkpoint (step 2).
+    const auto killed = testing::run_pipetrain(
+        kShort + " --stages " + stages + " --train.lr 0.01 --overwrite --run-dir " + dir.string(),
+        "PIPETRAIN_FAULT=0:1");
+    EXPECT_NE(killed.exit_code, 0) << killed.output;
+    EXPECT_FALSE(fs::exists(dir / "checkpoints" / "latest"));
+    EXPECT_FALSE(fs::exists(dir / "checkpoints" / "step-000004"));
+    EXPECT_FALSE(fs::exists(dir / "checkpoint"));
+    EXPECT_FALSE(fs::exists(dir / "summary.json"));
+    EXPECT_EQ(read_file((dir / "notes.txt").string()), "mine");
+    EXPECT_EQ(read_file((dir / "checkpoints" / "notes.txt").string()), "mine too");
+    expect_one_line_refusal("train --resume " + dir.string() + " --train.steps 6",
+                            {"has no complete checkpoint"});
+    fs::remove_all(dir);
+  }
+}
+
 // A flipped bit inside a checkpoint's tensor data (weights, optimizer state, a 2BW stashed
 // version) is refused by the file's CRC32C in checkpoint.json (issue 16, 3i: it resumed).
 TEST(Resume, FlippedBitInTensorDataIsRefusedByItsChecksum) {
@@ -415,6 +442,26 @@ TEST(Resume, FlippedBitInTensorDataIsRefusedByItsChecksum) {
                             {path + ": damaged", "CRC32C"});
     fs::remove_all(dir);
   }
+}
+
+// What a kill -9 during a checkpoint leaves (a .partial folder, temp files of atomic writes)
+// is removed when the run resumes; other files stay (issue 16, 3i: nothing removed them).
+TEST(Resume, ResumeRemovesWhatInterruptedWritesLeft) {
+  const auto dir = finished_short_run("--stages 1", "leftovers");
+  const std::vector<fs::path> leftovers = {
+      dir / "checkpoints" / "step-000005.partial" / "model.safetensors",
+      dir / "checkpoints" / "latest.tmp.4242", dir / "checkpoint" / "model.safetensors.tmp.4242",
+      dir / "checkpoint" / "checkpoint.json.tmp.77", dir / "summary.json.tmp.4242"};
+  const std::vector<fs::path> foreign = {dir / "checkpoint" / "notes.tmp.4242", dir / "notes.tmp.1",
+                                         dir / "checkpoints" / "step-000005.backup"};
+  for (const auto& path : leftovers) fs::create_directories(path.parent_path()), write_file_atomically(path.string(), "x");
+  for (const auto& path : foreign) fs::create_directories(path.parent_path()), write_file_atomically(path.string(), "x");
+  const auto resumed = testing::run_pipetrain("train --resume " + dir.string() + " --train.steps 6");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  for (const auto& path : leftovers) EXPECT_FALSE(fs::exists(path)) << path;
+  EXPECT_FALSE(fs::exists(dir / "checkpoints" / "step-000005.partial"));
+  for (const auto& path : foreign) EXPECT_TRUE(fs::exists(path)) << path;
+  fs::remove_all(dir);
 }
 
 }  // namespace
