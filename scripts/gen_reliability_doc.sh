@@ -148,6 +148,7 @@ run_case "resume: 2BW stashed-version file missing" "" "train --resume $work/two
 run_case "resume: optimizer file of another stage" "" "train --resume $work/otherstage --train.steps 6"
 run_case "resume: optimizer file without tensors" "" "train --resume $work/emptied --train.steps 6"
 run_case "resume: a flipped bit in tensor data" "" "train --resume $work/bitflip --train.steps 6"
+run_case "partition with one stage" "" "train $tiny --stages 1 --partition 1,2"
 kill $listener 2>/dev/null
 
 table=$(printf '%s\n' "| # | case | command (W = scratch folder, TINY = a 1-layer model, 2 steps) | exit | lines | message |" "|---|---|---|---|---|---|" "${rows[@]}")

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include "core/files.h"
 #include "io/json_file.h"
 #include "plan/plan_file.h"
+#include "runtime/partition.h"
 #include "runtime/pipeline.h"
 #include "train/run.h"
 
@@ -96,6 +98,18 @@ std::vector<std::string> expand_shorthands(const std::vector<std::string>& args)
 
 void report(const RunSummary& summary, const RunOptions& options);
 
+// One process holds every layer: a partition into several stages would be silently ignored.
+void refuse_split_of_one_stage(const Config& config) {
+  const std::string& partition = config.pipeline.partition;
+  const auto counts = std::count(partition.begin(), partition.end(), ',') + 1;
+  if (partition != "balanced" && counts > 1) {
+    fail("pipeline.partition '{}' splits the {} layers over {} stages, but pipeline.stages is 1 "
+         "(one process holds every layer): give --stages {}, or --partition balanced",
+         partition, config.model.layers + 2, counts, counts);
+  }
+  runtime::stage_ranges(config);  // one count: it must hold every layer
+}
+
 // `--resume DIR`: the run's own config.toml is the base the overrides apply to.
 void use_resumed_config(ConfigArguments& arguments, const std::string& dir) {
   if (!arguments.config_path.empty()) {
@@ -135,6 +149,7 @@ void run_train(const std::vector<std::string>& raw_args) {
     fail("pipeline.recompute needs a pipeline run (pipeline.stages >= 2); the single-process "
          "trainer keeps every activation");
   }
+  refuse_split_of_one_stage(config);
   report(run_training(config, options), options);
 }
 

@@ -182,8 +182,8 @@ std::string config_reference_markdown() {
 
 std::string policy_of(const Config& config) {
   const auto& p = config.pipeline;
-  const bool sync = p.stages * p.dp_width * p.chunks == 1 || p.schedule == "gpipe" ||
-                    p.schedule == "1f1b" || p.schedule == "interleaved";
+  // Also on one stage: 2BW still delays gradients by a step, PipeDream updates per microbatch.
+  const bool sync = p.schedule == "gpipe" || p.schedule == "1f1b" || p.schedule == "interleaved";
   return sync ? "sync" : p.schedule;
 }
 

@@ -249,9 +249,10 @@ void write_trace(const fs::path& dir, const Layout& layout) {
 }  // namespace
 
 bool is_pipeline_run(const Config& config) {
-  // Token slicing runs on the pipeline runtime even on one stage (one worker process).
+  // Token slicing and the no-flush weight policies run on the pipeline runtime even on one
+  // stage (one worker process): the single-process trainer knows only synchronous training.
   return config.pipeline.stages * config.pipeline.dp_width * config.pipeline.chunks > 1 ||
-         token_slices_of(config).count() > 1;
+         token_slices_of(config).count() > 1 || policy_of(config) != "sync";
 }
 
 bool started_as_worker() { return std::getenv("RANK") != nullptr; }

@@ -84,8 +84,8 @@ CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
   CheckpointInfo info;
   info.step = step;
   info.data_position = step;
-  info.schedule = config.pipeline.stages > 1 ? config.pipeline.schedule : "single";
   info.policy = policy_of(config);
+  info.schedule = config.pipeline.stages > 1 || info.policy != "sync" ? config.pipeline.schedule : "single";
   info.stages = int64_t(partition.size());
   info.partition = partition;
   info.optimizer = config.train.optimizer;

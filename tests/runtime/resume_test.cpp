@@ -119,6 +119,11 @@ TEST(Resume, TwoBWPredictKilledAndResumedIsBitwiseIdentical) {
   kill_and_resume(kTiny + " --stages 2 --schedule 2bw-predict", 0, 5, "twobw_predict_kill");
 }
 
+// 2BW on one stage runs its policy on one worker (issue 16, 3d), and resumes like any 2BW run.
+TEST(Resume, OneStageTwoBWKilledAndResumedIsBitwiseIdentical) {
+  kill_and_resume(kTiny + " --stages 1 --schedule 2bw", 0, 5, "twobw1_kill");
+}
+
 // A pipeline run stopped by SIGTERM (fault hook on `rank` at step 3): exit 143 with a checkpoint
 // and the command to continue; --resume then ends on the uninterrupted run's bytes.
 void sigterm_then_resume(const std::string& args, int rank, const std::string& name) {
