@@ -25,9 +25,35 @@ mkdir -p "$work/ro" && touch "$work/file"
 "$bin" train $tiny --stages 1 --dp-width 2 --zero1 --train.steps 4 --checkpoint.every 2 --run-dir "$work/zero1" >/dev/null 2>&1
 "$bin" train $tiny --stages 2 --schedule pipedream --run-dir "$work/pipedream" >/dev/null 2>&1
 "$bin" train $tiny --stages 2 --schedule 2bw --train.steps 4 --checkpoint.every 1 --run-dir "$work/twobw" >/dev/null 2>&1
+cp -r "$work/pipe" "$work/otherstage"
 rm "$(echo "$work/pipe/checkpoints/$(cat "$work/pipe/checkpoints/latest")")/stage1.safetensors"
-for name in truncated corrupt badjson wrongmodel noconfig nockpt; do cp -r "$work/base" "$work/$name"; done
+for name in truncated corrupt badjson wrongmodel noconfig nockpt emptied bitflip; do cp -r "$work/base" "$work/$name"; done
 latest() { echo "$work/$1/checkpoints/$(cat "$work/$1/checkpoints/latest")"; }
+# Records FILE's new CRC32C in its checkpoint.json, as a consistent (if buggy) writer would, so
+# that the content itself is what a resume refuses.
+rechecksum() {
+  python3 - "$1" <<'PY'
+import json, os, sys
+path = sys.argv[1]
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    return crc ^ 0xFFFFFFFF
+sidecar = os.path.join(os.path.dirname(path), "checkpoint.json")
+info = json.load(open(sidecar))
+info["crc32c"][os.path.basename(path)] = "%08x" % crc32c(open(path, "rb").read())
+json.dump(info, open(sidecar, "w"), indent=2)
+PY
+}
+cp "$(latest otherstage)/stage1.optimizer.safetensors" "$(latest otherstage)/stage0.optimizer.safetensors"
+rechecksum "$(latest otherstage)/stage0.optimizer.safetensors"
+printf '\x02\x00\x00\x00\x00\x00\x00\x00{}' > "$(latest emptied)/optimizer.safetensors"  # no tensors
+rechecksum "$(latest emptied)/optimizer.safetensors"
+python3 -c 'import sys; p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[-3] ^= 0x10; open(p, "wb").write(b)' \
+  "$(latest bitflip)/model.safetensors"  # one bit of the last tensor's data
 cut_to_half() { truncate -s $(($(stat -c %s "$1") / 2)) "$1"; }
 cut_to_half "$(latest truncated)/model.safetensors"
 printf '\xff\xff\xff\xff\xff\xff\xff\x7fgarbage' > "$(latest corrupt)/model.safetensors"
@@ -138,6 +164,10 @@ run_case "tokenizer model missing" "" "train $tiny $tokens --data.path $work/tok
 run_case "tokenize: tokenizer model missing" "" "tokenize --tokenizer $work/nope.model $work/text.txt --out $work/out"
 run_case "tokenizer: more pieces than the text holds" "" "tokenizer train --vocab 100000 $work/text.txt --out $work/huge.model"
 run_case "schedule the runtime does not run yet" "" "train $tiny --stages 2 --schedule bfs"
+run_case "resume: optimizer file of another stage" "" "train --resume $work/otherstage --train.steps 6"
+run_case "resume: optimizer file without tensors" "" "train --resume $work/emptied --train.steps 6"
+run_case "resume: a flipped bit in tensor data" "" "train --resume $work/bitflip --train.steps 6"
+run_case "partition with one stage" "" "train $tiny --stages 1 --partition 1,2"
 kill $listener 2>/dev/null
 
 table=$(printf '%s\n' "| # | case | command (W = scratch folder, TINY = a 1-layer model, 2 steps) | exit | lines | message |" "|---|---|---|---|---|---|" "${rows[@]}")

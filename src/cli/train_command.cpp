@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include "io/json_file.h"
 #include "plan/plan_file.h"
 #include "core/text.h"
+#include "runtime/partition.h"
 #include "runtime/pipeline.h"
 #include "schedule/catalogue.h"
 #include "train/run.h"
@@ -43,7 +45,8 @@ GLOO_SOCKET_IFNAME picks the network interface, as in PyTorch).
 
 Options:
   --run-dir DIR   run folder (default: runs/run-<date>-<time>)
-  --overwrite     allow a run folder that already holds a run
+  --overwrite     reuse a run folder that already holds a run: the previous run's
+                  checkpoints, metrics and other outputs are removed first
   --resume DIR    continue run folder DIR from its latest checkpoint (DIR/checkpoints/latest),
                   with DIR/config.toml plus any overrides given (e.g. --train.steps, --stages)
   --quiet         no live progress line
@@ -122,6 +125,18 @@ std::vector<std::string> expand_shorthands(const std::vector<std::string>& args)
 
 void report(const RunSummary& summary, const RunOptions& options);
 
+// One process holds every layer: a partition into several stages would be silently ignored.
+void refuse_split_of_one_stage(const Config& config) {
+  const std::string& partition = config.pipeline.partition;
+  const auto counts = std::count(partition.begin(), partition.end(), ',') + 1;
+  if (partition != "balanced" && counts > 1) {
+    fail("pipeline.partition '{}' splits the {} layers over {} stages, but pipeline.stages is 1 "
+         "(one process holds every layer): give --stages {}, or --partition balanced",
+         partition, config.model.layers + 2, counts, counts);
+  }
+  runtime::stage_ranges(config);  // one count: it must hold every layer
+}
+
 // `--resume DIR`: the run's own config.toml is the base the overrides apply to.
 void use_resumed_config(ConfigArguments& arguments, const std::string& dir) {
   if (!arguments.config_path.empty()) {
@@ -161,6 +176,7 @@ void run_train(const std::vector<std::string>& raw_args) {
     fail("pipeline.recompute needs a pipeline run (pipeline.stages >= 2); the single-process "
          "trainer keeps every activation");
   }
+  refuse_split_of_one_stage(config);
   report(run_training(config, options), options);
 }
 

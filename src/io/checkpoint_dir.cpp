@@ -11,13 +11,16 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "io/crc32c.h"
 
 namespace fs = std::filesystem;
 
 namespace pipetrain {
 namespace {
 
-constexpr const char* kFormat = "pipetrain-checkpoint-2";
+constexpr const char* kFormat = "pipetrain-checkpoint-3";
+// Before per-file checksums: still read, without verifying the files' bytes.
+constexpr const char* kFormatWithoutChecksums = "pipetrain-checkpoint-2";
 
 template <typename T>
 T field(const nlohmann::json& json, const char* key, const std::string& origin) {
@@ -43,6 +46,22 @@ std::vector<fs::path> complete_checkpoints(const fs::path& root) {
   return out;
 }
 
+bool is_crc32c_hex(const std::string& text) {
+  return text.size() == 8 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+// Every listed file has its checksum (format 3).
+void check_checksums_listed(const CheckpointInfo& info, const std::string& origin) {
+  std::vector<std::string> files = info.optimizer_files;
+  for (const auto& versions : info.weight_versions) files.insert(files.end(), versions.begin(), versions.end());
+  for (const auto& file : files) {
+    const auto it = info.crc32c.find(file);
+    if (it == info.crc32c.end() || !is_crc32c_hex(it->second)) {
+      fail("{}: checkpoint.json has no valid CRC32C for '{}' (damaged?)", origin, file);
+    }
+  }
+}
+
 }  // namespace
 
 std::string checkpoint_info_json(const CheckpointInfo& info) {
@@ -63,6 +82,7 @@ std::string checkpoint_info_json(const CheckpointInfo& info) {
                                {"rng_state", info.rng_state},
                                {"weight_versions", info.weight_versions},
                                {"optimizer_files", info.optimizer_files},
+                               {"crc32c", info.crc32c},
                                {"config", info.config_toml}};
   return json.dump(2) + "\n";
 }
@@ -71,7 +91,9 @@ CheckpointInfo parse_checkpoint_info(const std::string& text, const std::string&
   const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!json.is_object()) fail("{}: checkpoint.json is not valid JSON (damaged?)", origin);
   const auto format = field<std::string>(json, "format", origin);
-  if (format != kFormat) fail("{}: checkpoint format '{}' is not '{}'", origin, format, kFormat);
+  if (format != kFormat && format != kFormatWithoutChecksums) {
+    fail("{}: checkpoint format '{}' is not '{}'", origin, format, kFormat);
+  }
   CheckpointInfo info;
   info.step = field<int64_t>(json, "step", origin);
   info.data_position = field<int64_t>(json, "data_position", origin);
@@ -88,6 +110,7 @@ CheckpointInfo parse_checkpoint_info(const std::string& text, const std::string&
   info.weight_versions = field<std::vector<std::vector<std::string>>>(json, "weight_versions", origin);
   info.optimizer_files = field<std::vector<std::string>>(json, "optimizer_files", origin);
   info.config_toml = field<std::string>(json, "config", origin);
+  if (format == kFormat) info.crc32c = field<std::map<std::string, std::string>>(json, "crc32c", origin);
   if (info.step < 0 || info.stages < 1 || int64_t(info.partition.size()) != info.stages ||
       int64_t(info.weight_versions.size()) != info.stages) {
     fail("{}: checkpoint.json is inconsistent (step {}, {} stages, {} partition entries, {} weight "
@@ -101,7 +124,24 @@ CheckpointInfo parse_checkpoint_info(const std::string& text, const std::string&
       }
     }
   }
+  if (format == kFormat) check_checksums_listed(info, origin);
   return info;
+}
+
+std::vector<TensorEntry> read_checkpoint_file(const std::string& dir, const std::string& file,
+                                              const CheckpointInfo& info) {
+  const std::string path = (fs::path(dir) / file).string();
+  if (!fs::exists(path)) fail("{}: file missing (checkpoint incomplete or damaged)", path);
+  const std::string bytes = read_file(path);
+  auto entries = decode_safetensors(bytes, path);  // its own messages say what is malformed
+  if (info.crc32c.empty()) return entries;         // written before checksums
+  const auto recorded = info.crc32c.find(file);
+  if (recorded == info.crc32c.end()) fail("{}: checkpoint.json records no CRC32C for it (damaged?)", path);
+  const std::string actual = crc32c_hex(bytes);
+  if (actual != recorded->second) {
+    fail("{}: damaged: its CRC32C is {}, checkpoint.json recorded {}", path, actual, recorded->second);
+  }
+  return entries;
 }
 
 std::string config_hash(const std::string& text) {

@@ -8,8 +8,11 @@
 // step-000200/, fsync of the folder, and only then `latest`. A crash at any point leaves the
 // previous complete checkpoint and `latest` untouched; a .partial folder is never read.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
+
+#include "io/safetensors.h"
 
 namespace pipetrain {
 
@@ -31,11 +34,19 @@ struct CheckpointInfo {
   double val_loss = 0;
   std::vector<std::vector<std::string>> weight_versions;  // per stage: files, newest first
   std::vector<std::string> optimizer_files;
+  // File -> CRC32C (8 hex digits) of every weight and optimizer file listed above. Empty only in
+  // checkpoints written before checksums (format "pipetrain-checkpoint-2"), which load unverified.
+  std::map<std::string, std::string> crc32c;
 };
 
 std::string checkpoint_info_json(const CheckpointInfo& info);
 // Validates every field; UserError naming `origin` for anything missing or malformed.
 CheckpointInfo parse_checkpoint_info(const std::string& text, const std::string& origin);
+
+// The tensors of `file` (one listed in `info`) in checkpoint folder `dir`: UserError naming the
+// file if it is missing, malformed, or its bytes do not match the CRC32C checkpoint.json records.
+std::vector<TensorEntry> read_checkpoint_file(const std::string& dir, const std::string& file,
+                                              const CheckpointInfo& info);
 
 std::string config_hash(const std::string& text);  // 16 hex digits
 std::string checkpoints_root(const std::string& run_dir);

@@ -15,7 +15,8 @@
 
 namespace pipetrain::runtime {
 
-bool is_pipeline_run(const Config& config);  // stages * dp_width * chunks > 1
+// stages * dp_width * chunks > 1, token slices, or a no-flush schedule (on any stage count)
+bool is_pipeline_run(const Config& config);
 bool started_as_worker();                    // RANK is set in the environment
 
 // Launcher or worker, whichever this process is. `train_args` are the arguments after

@@ -39,23 +39,25 @@ std::string version_file(int stage, int version) {
   return fmt::format("stage{}.version{}.safetensors", stage, version);
 }
 
-void write_version_file(const std::string& dir, int stage, int version,
-                        const std::vector<std::pair<std::string, torch::Tensor>>& named) {
+std::string write_version_file(const std::string& dir, int stage, int version,
+                               const std::vector<std::pair<std::string, torch::Tensor>>& named) {
   std::vector<TensorEntry> entries;
   for (const auto& [name, tensor] : named) entries.push_back(to_entry(name, tensor));
-  write_file_atomically((fs::path(dir) / version_file(stage, version)).string(),
-                        encode_safetensors(entries));
+  return write_checkpoint_file(dir, version_file(stage, version), encode_safetensors(entries));
 }
 
 // The chunk's checkpointed versions, as WeightVersions::resume takes them.
 std::map<int, std::vector<torch::Tensor>> read_version_files(const std::string& dir,
+                                                             const CheckpointInfo& info,
                                                              const StageExecutor::Chunk& chunk,
                                                              const std::vector<int>& versions) {
   std::map<int, std::vector<torch::Tensor>> out;
   for (const int version : versions) {
     const auto path = (fs::path(dir) / version_file(chunk.stage, version)).string();
     std::map<std::string, TensorEntry> by_name;
-    for (auto& entry : decode_safetensors(read_file(path), path)) by_name[entry.name] = entry;
+    for (auto& entry : read_checkpoint_file(dir, version_file(chunk.stage, version), info)) {
+      by_name[entry.name] = entry;
+    }
     for (const auto& item : chunk.model->named_parameters()) {
       const auto it = by_name.find(item.key());
       if (it == by_name.end()) fail("{}: has no tensor '{}'", path, item.key());
@@ -78,32 +80,55 @@ void check_version_files(const std::string& dir, const CheckpointInfo& info, con
         fail("{}: lists no weight version {} of stage {}, which a '{}' run reads after step {}",
              dir, version, stage, info.policy, info.step);
       }
-      const auto path = (fs::path(dir) / name).string();
-      if (!fs::exists(path)) fail("{}: file missing (checkpoint incomplete or damaged)", path);
-      decode_safetensors(read_file(path), path);
+      read_checkpoint_file(dir, name, info);
     }
   }
 }
 
+// Every listed file's CRC32C at every worker, from the workers that wrote them (a stage's
+// files may be on another node): one sum over a slot per file, CRC + 1 from its writer.
+std::map<std::string, std::string> gather_checksums(Comm& comm, const CheckpointInfo& info,
+                                                    const std::map<std::string, std::string>& written) {
+  std::vector<std::string> files = info.optimizer_files;
+  for (const auto& versions : info.weight_versions) files.insert(files.end(), versions.begin(), versions.end());
+  auto slots = torch::zeros({int64_t(files.size())}, torch::kFloat64);
+  for (size_t i = 0; i < files.size(); ++i) {
+    const auto it = written.find(files[i]);
+    if (it != written.end()) slots[int64_t(i)] = double(std::stoul(it->second, nullptr, 16)) + 1;
+  }
+  comm.all_reduce_sum(slots, Comm::kWorld);
+  std::map<std::string, std::string> checksums;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const double value = slots[int64_t(i)].item<double>();
+    if (value < 1) fail("checkpoint: no worker wrote '{}'", files[i]);
+    checksums[files[i]] = fmt::format("{:08x}", uint32_t(value - 1));
+  }
+  return checksums;
+}
+
 }  // namespace
 
-void write_stage_files(const std::string& dir, StageExecutor& executor, const Layout& layout,
-                       int64_t step) {
+std::map<std::string, std::string> write_stage_files(const std::string& dir,
+                                                     StageExecutor& executor,
+                                                     const Layout& layout, int64_t step) {
   if (layout.replica() == 0) fs::create_directories(dir);  // a node with its own run folder
   executor.point_at_latest_weights();  // between steps the modules may show a stashed version
   const auto versions = checkpointed_versions(executor.weight_policy(), int(step));
+  std::map<std::string, std::string> checksums;
   for (const auto& chunk : executor.chunks()) {
     // Every replica takes part (with ZeRO-1 the state is gathered from the replicas' shards);
     // replica 0 writes: the replicas hold the same weights.
     const auto state = executor.optimizer_state(chunk);
     if (layout.replica() != 0) continue;
-    save_module_state(dir, fmt::format("stage{}.safetensors", chunk.stage),
-                      fmt::format("stage{}.optimizer.safetensors", chunk.stage), *chunk.model,
-                      state);
+    checksums.merge(save_module_state(dir, fmt::format("stage{}.safetensors", chunk.stage),
+                                      fmt::format("stage{}.optimizer.safetensors", chunk.stage),
+                                      *chunk.model, state));
     for (const int version : versions) {
-      write_version_file(dir, chunk.stage, version, executor.stashed_version(chunk, version));
+      checksums[version_file(chunk.stage, version)] =
+          write_version_file(dir, chunk.stage, version, executor.stashed_version(chunk, version));
     }
   }
+  return checksums;
 }
 
 CheckpointInfo pipeline_checkpoint_info(const Config& config, int64_t step,
@@ -126,11 +151,11 @@ std::string write_pipeline_checkpoint(const std::string& run_dir, StageExecutor&
   const fs::path partial = fs::path(checkpoints_root(run_dir)) / (step_dir_name(step) + ".partial");
   if (layout.reports()) begin_checkpoint(run_dir, step);
   comm.barrier();  // the folder exists (and is empty)
-  write_stage_files(partial.string(), executor, layout, step);
-  comm.barrier();  // every stage file is written
+  CheckpointInfo info = pipeline_checkpoint_info(config, step, ranges, val_loss);
+  // Also the barrier "every stage file is written": a sum completes once every worker adds in.
+  info.crc32c = gather_checksums(comm, info, write_stage_files(partial.string(), executor, layout, step));
   if (!layout.reports()) return (fs::path(checkpoints_root(run_dir)) / step_dir_name(step)).string();
-  return commit_checkpoint(run_dir, pipeline_checkpoint_info(config, step, ranges, val_loss),
-                           config.checkpoint.keep);
+  return commit_checkpoint(run_dir, info, config.checkpoint.keep);
 }
 
 void refuse_inexact_policy(const Config& config) {
@@ -163,7 +188,7 @@ int64_t restore_pipeline_state(const std::string& checkpoint_dir, StageExecutor&
     // storage, so loading the module fills the masters.
     load_module_state(tensors, checkpoint_dir, *chunk.model, executor.optimizer(), head_copy,
                       executor.optimized_tensors(chunk));
-    stashed.push_back(read_version_files(checkpoint_dir, chunk, versions));
+    stashed.push_back(read_version_files(checkpoint_dir, info, chunk, versions));
   }
   executor.resume_at(info.step, std::move(stashed));
   restore_torch_rng_state(info.rng_state, checkpoint_dir);

@@ -2,6 +2,7 @@
 // Checkpoints of a pipeline run: every worker of replica 0 writes its chunks' weights and
 // optimizer state (stage<k>.safetensors, stage<k>.optimizer.safetensors), and the reporting
 // worker completes the folder (checkpoint.json, rename, `latest`) once all are written.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,9 +16,11 @@ class Comm;
 class StageExecutor;  // forward declarations keep this header (and the launcher) free of torch
 
 // This worker's stage files into `dir` (replica 0 only: the replicas hold the same weights)
-// after `step` steps; 2BW stages add the stashed versions a continuation reads.
-void write_stage_files(const std::string& dir, StageExecutor& executor, const Layout& layout,
-                       int64_t step);
+// after `step` steps; 2BW stages add the stashed versions a continuation reads. Returns the
+// CRC32C of each file written, by name.
+std::map<std::string, std::string> write_stage_files(const std::string& dir,
+                                                     StageExecutor& executor,
+                                                     const Layout& layout, int64_t step);
 
 // The sidecar of a pipeline checkpoint whose stage files follow the naming above.
 CheckpointInfo pipeline_checkpoint_info(const Config& config, int64_t step,

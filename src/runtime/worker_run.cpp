@@ -20,8 +20,10 @@
 #include "core/stop_signal.h"
 #include "core/text.h"
 #include "data/text_codec.h"
+#include "io/crc32c.h"
 #include "io/metrics.h"
 #include "io/plot.h"
+#include "io/run_folder.h"
 #include "model/state_io.h"
 #include "runtime/comm.h"
 #include "runtime/memory_accounting.h"
@@ -207,9 +209,11 @@ std::string assemble_model_and_sample(const Config& config, const fs::path& chec
   }
   write_file_atomically((checkpoint_dir / "optimizer.safetensors").string(),
                         encode_safetensors(state));
-  write_file_atomically((checkpoint_dir / "checkpoint.json").string(),
-                        checkpoint_info_json(pipeline_checkpoint_info(config, config.train.steps,
-                                                                      stage_ranges(config), val_loss)));
+  CheckpointInfo info = pipeline_checkpoint_info(config, config.train.steps, stage_ranges(config), val_loss);
+  std::vector<std::string> listed = info.optimizer_files;
+  for (const auto& versions : info.weight_versions) listed.insert(listed.end(), versions.begin(), versions.end());
+  for (const auto& file : listed) info.crc32c[file] = crc32c_hex(read_file((checkpoint_dir / file).string()));
+  write_file_atomically((checkpoint_dir / "checkpoint.json").string(), checkpoint_info_json(info));
   if (config.sample.tokens <= 0) return "";
   model->eval();
   const auto codec = make_text_codec(config.data, data_root);
@@ -278,9 +282,10 @@ void write_trace(const fs::path& dir, const Layout& layout) {
 }  // namespace
 
 bool is_pipeline_run(const Config& config) {
-  // Token slicing runs on the pipeline runtime even on one stage (one worker process).
+  // Token slicing and the no-flush weight policies run on the pipeline runtime even on one
+  // stage (one worker process): the single-process trainer knows only synchronous training.
   return config.pipeline.stages * config.pipeline.dp_width * config.pipeline.chunks > 1 ||
-         token_slices_of(config).count() > 1;
+         token_slices_of(config).count() > 1 || schedule::policy_of(config) != "sync";
 }
 
 bool started_as_worker() { return std::getenv("RANK") != nullptr; }
@@ -319,7 +324,11 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   configure_compute_threads(threads);
   std::unique_ptr<Dataset> data;  // token files are memory-mapped: the page cache is shared
   if (first || last) data = make_dataset(config, options.data_root);
-  if (reports && !launched) fs::create_directories(dir);
+  if (reports && !launched) {  // under torchrun no launcher prepared the run folder
+    fs::create_directories(dir);
+    if (options.resume) remove_interrupted_writes(dir.string());
+    if (!options.resume && options.overwrite) remove_previous_run(dir.string());
+  }
 
   // Before any tensor exists, so weights, gradients and optimizer state are all counted.
   CountingAllocator& allocator = CountingAllocator::install();
@@ -392,6 +401,32 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
       if (!reports) return std::nullopt;  // the reporting worker names the failure
       fail_non_finite_loss(result.loss, done, fmt::format("stage {}, the last", stages - 1), dir.string());
     }
+    // The step's metrics line before a stop: the checkpoint below is at this step, so a
+    // resumed run keeps the line (and never writes it again).
+    if (reports) {
+      const double elapsed = seconds_since(start);
+      const double tokens_per_s = tokens_per_step * double(done - first_step) / elapsed;
+      nlohmann::json record = {{"step", done}, {"loss", result.loss}, {"lr", result.lr},
+                               {"grad_norm", result.grad_norm}, {"tokens_per_s", tokens_per_s},
+                               {"step_seconds", step_seconds}, {"elapsed_s", elapsed}};
+      if (validate) {
+        record["val_loss"] = val_loss;
+        val_curve.emplace_back(double(done), val_loss);
+      }
+      train_curve.emplace_back(double(done), result.loss);
+      if (logged) {
+        record.update(memory_fields(memory_by_rank));
+        metrics->write(record);
+      }
+      if (progress) {
+        std::string fields = fmt::format("loss {:.4f}", result.loss);
+        if (std::isfinite(val_loss)) fields += fmt::format(" | val {:.4f}", val_loss);
+        fields += fmt::format(" | lr {:.2e} | {} tok/s", result.lr, format_count(tokens_per_s));
+        progress->update(done, fields, elapsed / double(done - first_step));
+      }
+      summary.final_loss = result.loss;
+      summary.tokens_per_s = tokens_per_s;
+    }
     if (stop > 0 && !checkpoints_mid_run) {
       if (progress) progress->finish();
       const int signal = stop_signal() != 0 ? stop_signal() : SIGTERM;  // a peer's signal
@@ -410,29 +445,6 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
         stop_after_checkpoint(signal, done, saved, dir.string());
       }
     }
-    if (!reports) continue;
-    const double elapsed = seconds_since(start);
-    const double tokens_per_s = tokens_per_step * double(done - first_step) / elapsed;
-    nlohmann::json record = {{"step", done}, {"loss", result.loss}, {"lr", result.lr},
-                             {"grad_norm", result.grad_norm}, {"tokens_per_s", tokens_per_s},
-                             {"step_seconds", step_seconds}, {"elapsed_s", elapsed}};
-    if (validate) {
-      record["val_loss"] = val_loss;
-      val_curve.emplace_back(double(done), val_loss);
-    }
-    train_curve.emplace_back(double(done), result.loss);
-    if (logged) {
-      record.update(memory_fields(memory_by_rank));
-      metrics->write(record);
-    }
-    if (progress) {
-      std::string fields = fmt::format("loss {:.4f}", result.loss);
-      if (std::isfinite(val_loss)) fields += fmt::format(" | val {:.4f}", val_loss);
-      fields += fmt::format(" | lr {:.2e} | {} tok/s", result.lr, format_count(tokens_per_s));
-      progress->update(done, fields, elapsed / double(done - first_step));
-    }
-    summary.final_loss = result.loss;
-    summary.tokens_per_s = tokens_per_s;
   }
   if (progress) progress->finish();
 

@@ -7,9 +7,8 @@
 namespace pipetrain::schedule {
 
 std::string policy_of(const Config& config) {
-  const auto& p = config.pipeline;
-  if (p.stages * p.dp_width * p.chunks == 1) return "sync";
-  return schedule_entry(p.schedule).rule;
+  // Also on one stage: 2BW still delays gradients by a step, PipeDream updates per microbatch.
+  return schedule_entry(config.pipeline.schedule).rule;
 }
 
 std::string resume_refusal(const std::string& policy) {

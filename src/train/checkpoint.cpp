@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "io/crc32c.h"
 #include "model/state_io.h"
 #include "schedule/run_rules.h"
 #include "train/optim.h"
@@ -27,9 +28,8 @@ std::string shape_text(const std::vector<int64_t>& s) {
 }
 
 
-void append_file(std::vector<TensorEntry>& out, const fs::path& path) {
-  if (!fs::exists(path)) fail("{}: file missing (checkpoint incomplete or damaged)", path.string());
-  for (auto& entry : decode_safetensors(read_file(path.string()), path.string())) out.push_back(std::move(entry));
+void append(std::vector<TensorEntry>& out, std::vector<TensorEntry>&& entries) {
+  for (auto& entry : entries) out.push_back(std::move(entry));
 }
 
 // A pipeline head owns a copy of the tied embedding (and its optimizer state); a checkpoint
@@ -52,20 +52,32 @@ void add_head_copy(std::vector<TensorEntry>& entries, const std::string& head_co
 
 }  // namespace
 
-void save_module_state(const std::string& dir, const std::string& weights_file,
-                       const std::string& optimizer_file, torch::nn::Module& module,
-                       torch::optim::Optimizer& optimizer) {
-  save_module_state(dir, weights_file, optimizer_file, module,
-                    optimizer_state_tensors(optimizer, module));
+std::map<std::string, std::string> save_module_state(const std::string& dir,
+                                                     const std::string& weights_file,
+                                                     const std::string& optimizer_file,
+                                                     torch::nn::Module& module,
+                                                     torch::optim::Optimizer& optimizer) {
+  return save_module_state(dir, weights_file, optimizer_file, module,
+                           optimizer_state_tensors(optimizer, module));
 }
 
-void save_module_state(const std::string& dir, const std::string& weights_file,
-                       const std::string& optimizer_file, torch::nn::Module& module,
-                       const std::vector<std::pair<std::string, torch::Tensor>>& optimizer_state) {
-  write_file_atomically((fs::path(dir) / weights_file).string(), encode_safetensors(module_entries(module)));
+std::map<std::string, std::string> save_module_state(
+    const std::string& dir, const std::string& weights_file, const std::string& optimizer_file,
+    torch::nn::Module& module,
+    const std::vector<std::pair<std::string, torch::Tensor>>& optimizer_state) {
+  std::map<std::string, std::string> checksums;
+  checksums[weights_file] =
+      write_checkpoint_file(dir, weights_file, encode_safetensors(module_entries(module)));
   std::vector<TensorEntry> state;
   for (const auto& [name, tensor] : optimizer_state) state.push_back(to_entry(name, tensor));
-  write_file_atomically((fs::path(dir) / optimizer_file).string(), encode_safetensors(state));
+  checksums[optimizer_file] = write_checkpoint_file(dir, optimizer_file, encode_safetensors(state));
+  return checksums;
+}
+
+std::string write_checkpoint_file(const std::string& dir, const std::string& file,
+                                  const std::string& bytes) {
+  write_file_atomically((fs::path(dir) / file).string(), bytes);
+  return crc32c_hex(bytes);
 }
 
 CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
@@ -73,8 +85,8 @@ CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
   CheckpointInfo info;
   info.step = step;
   info.data_position = step;
-  info.schedule = config.pipeline.stages > 1 ? config.pipeline.schedule : "single";
   info.policy = schedule::policy_of(config);
+  info.schedule = config.pipeline.stages > 1 || info.policy != "sync" ? config.pipeline.schedule : "single";
   info.stages = int64_t(partition.size());
   info.partition = partition;
   info.optimizer = config.train.optimizer;
@@ -116,9 +128,23 @@ CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
 }
 
 CheckpointTensors read_checkpoint_tensors(const std::string& dir, const CheckpointInfo& info) {
+  const std::string sidecar = (fs::path(dir) / "checkpoint.json").string();
+  if (info.optimizer_files.size() != info.weight_versions.size()) {
+    fail("{}: lists {} optimizer files for {} stages (damaged?)", sidecar,
+         info.optimizer_files.size(), info.weight_versions.size());
+  }
+  // The optimizer the checkpoint was written with (SGD keeps momentum buffers only with momentum).
+  TrainConfig written_with = parse_config_toml(info.config_toml, sidecar).train;
+  written_with.optimizer = info.optimizer;
   CheckpointTensors tensors;
-  for (const auto& versions : info.weight_versions) append_file(tensors.weights, fs::path(dir) / versions.front());
-  for (const auto& file : info.optimizer_files) append_file(tensors.optimizer, fs::path(dir) / file);
+  for (size_t stage = 0; stage < info.weight_versions.size(); ++stage) {
+    auto weights = read_checkpoint_file(dir, info.weight_versions[stage].front(), info);
+    auto state = read_checkpoint_file(dir, info.optimizer_files[stage], info);
+    check_optimizer_state_entries(weights, state, written_with,
+                                  (fs::path(dir) / info.optimizer_files[stage]).string());
+    append(tensors.weights, std::move(weights));
+    append(tensors.optimizer, std::move(state));
+  }
   return tensors;
 }
 

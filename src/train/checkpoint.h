@@ -3,6 +3,7 @@
 // (io/checkpoint_dir.h), for the single-process trainer and for each pipeline stage alike.
 // Parameter names are global ("layer<i>.<name>"), so a stage loads its layers from the files of
 // any partition: a synchronous run resumes onto a different stage count exactly as it was.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,14 +15,22 @@
 
 namespace pipetrain {
 
-// Writes `module`'s weights and optimizer state into `dir` as the two files named.
-void save_module_state(const std::string& dir, const std::string& weights_file,
-                       const std::string& optimizer_file, torch::nn::Module& module,
-                       torch::optim::Optimizer& optimizer);
+// Writes `module`'s weights and optimizer state into `dir` as the two files named; returns
+// their CRC32C by file name (CheckpointInfo::crc32c).
+std::map<std::string, std::string> save_module_state(const std::string& dir,
+                                                     const std::string& weights_file,
+                                                     const std::string& optimizer_file,
+                                                     torch::nn::Module& module,
+                                                     torch::optim::Optimizer& optimizer);
 // The same with the optimizer state already named (a pipeline's, a ZeRO-1 gather's).
-void save_module_state(const std::string& dir, const std::string& weights_file,
-                       const std::string& optimizer_file, torch::nn::Module& module,
-                       const std::vector<std::pair<std::string, torch::Tensor>>& optimizer_state);
+std::map<std::string, std::string> save_module_state(
+    const std::string& dir, const std::string& weights_file, const std::string& optimizer_file,
+    torch::nn::Module& module,
+    const std::vector<std::pair<std::string, torch::Tensor>>& optimizer_state);
+
+// Writes `bytes` as `dir`/`file` (atomically) and returns their CRC32C.
+std::string write_checkpoint_file(const std::string& dir, const std::string& file,
+                                  const std::string& bytes);
 
 // The sidecar for this config at `step` (schedule, partition, shape, hash, RNG); the caller
 // fills weight_versions / optimizer_files.

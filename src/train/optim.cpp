@@ -1,8 +1,11 @@
 #include "train/optim.h"
 
 #include <cmath>
+#include <cstring>
 
 #include <map>
+
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "model/state_io.h"
@@ -88,6 +91,52 @@ std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
 
 namespace {
 
+// The entries (after "<parameter>.") each parameter's state holds once it has been updated.
+std::vector<std::string> state_entry_names(const TrainConfig& train) {
+  if (train.optimizer == "adam" || train.optimizer == "adamw") return {"exp_avg", "exp_avg_sq", "step"};
+  if (train.optimizer == "sgd" && train.momentum != 0) return {"momentum_buffer"};
+  return {};
+}
+
+void check_step_count(const TensorEntry& step, const std::string& origin) {
+  int64_t count = 0;
+  const bool one_integer = step.dtype == "I64" && step.bytes.size() == sizeof count;
+  if (one_integer) std::memcpy(&count, step.bytes.data(), sizeof count);
+  if (!one_integer || count < 1) {
+    fail("{}: optimizer state '{}' must be one step count >= 1 (I64), got {} of shape [{}]{}",
+         origin, step.name, step.dtype, fmt::join(step.shape, ", "),
+         one_integer ? fmt::format(" = {}", count) : "");
+  }
+}
+
+}  // namespace
+
+void check_optimizer_state_entries(const std::vector<TensorEntry>& weights,
+                                   const std::vector<TensorEntry>& state, const TrainConfig& train,
+                                   const std::string& origin) {
+  std::map<std::string, const TensorEntry*> by_name;
+  for (const auto& entry : state) by_name[entry.name] = &entry;
+  for (const auto& weight : weights) {
+    for (const auto& suffix : state_entry_names(train)) {
+      const std::string name = weight.name + "." + suffix;
+      const auto it = by_name.find(name);
+      if (it == by_name.end()) {
+        fail("{}: optimizer state '{}' missing (damaged checkpoint, or another stage's file?)", origin, name);
+      }
+      const TensorEntry& entry = *it->second;
+      if (suffix == "step") {
+        check_step_count(entry, origin);
+      } else if (entry.shape != weight.shape || entry.dtype != weight.dtype) {
+        fail("{}: optimizer state '{}' is {} of shape [{}]; its parameter is {} of shape [{}]",
+             origin, name, entry.dtype, fmt::join(entry.shape, ", "), weight.dtype,
+             fmt::join(weight.shape, ", "));
+      }
+    }
+  }
+}
+
+namespace {
+
 torch::Tensor state_tensor(const std::map<std::string, const TensorEntry*>& by_name,
                            const std::string& name, const torch::Tensor& like,
                            const std::string& origin) {
@@ -120,7 +169,6 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer,
   for (const auto& [name, p] : named) {
     const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
     if (is_adam || is_adamw) {
-      if (by_name.count(name + ".step") == 0) continue;  // never stepped
       const auto step = state_tensor(by_name, name + ".step", {}, origin).item<int64_t>();
       const auto avg = state_tensor(by_name, name + ".exp_avg", p, origin);
       const auto avg_sq = state_tensor(by_name, name + ".exp_avg_sq", p, origin);

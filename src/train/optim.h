@@ -29,8 +29,17 @@ std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
     torch::optim::Optimizer& optimizer,
     const std::vector<std::pair<std::string, torch::Tensor>>& named);
 
+// Checks an optimizer-state file against the weight file of the same stage, before anything
+// loads: every weight has each state entry `train`'s optimizer keeps after its first update
+// (Adam: exp_avg, exp_avg_sq, step; SGD with momentum: momentum_buffer), shaped and typed like
+// the weight (a step: one integer >= 1). Every parameter is updated at every step, so a
+// checkpoint has them all; UserError naming `origin` and the entry otherwise.
+void check_optimizer_state_entries(const std::vector<TensorEntry>& weights,
+                                   const std::vector<TensorEntry>& state, const TrainConfig& train,
+                                   const std::string& origin);
+
 // The inverse of optimizer_state_tensors: rebuilds each parameter's state of `module` from
-// named entries (missing entries = a parameter not yet stepped). UserError on a shape mismatch.
+// named entries. UserError on a missing entry or a shape mismatch.
 void load_optimizer_state(torch::optim::Optimizer& optimizer, torch::nn::Module& module,
                           const std::vector<TensorEntry>& entries, const std::string& origin);
 // The same for named tensors the optimizer owns (a pipeline's master weights).

@@ -18,6 +18,7 @@
 #include "io/metrics.h"
 #include "io/checkpoint_dir.h"
 #include "io/plot.h"
+#include "io/run_folder.h"
 #include "model/state_io.h"
 #include "train/checkpoint.h"
 #include "train/optim.h"
@@ -38,8 +39,10 @@ double seconds_since(Clock::time_point start) {
 // Weights + optimizer state into `dir`; returns the sidecar describing them.
 CheckpointInfo write_state(const std::string& dir, Trainer& trainer, const Config& config,
                            int64_t step, double val_loss) {
-  save_module_state(dir, "model.safetensors", "optimizer.safetensors", trainer.model(), trainer.optimizer());
+  const auto checksums = save_module_state(dir, "model.safetensors", "optimizer.safetensors",
+                                           trainer.model(), trainer.optimizer());
   CheckpointInfo info = make_checkpoint_info(config, step, {{0, config.model.layers + 2}});
+  info.crc32c = checksums;
   info.val_loss = val_loss;
   info.weight_versions = {{"model.safetensors"}};
   info.optimizer_files = {"optimizer.safetensors"};
@@ -112,7 +115,11 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   const auto data = make_dataset(config, options.data_root);
   const auto codec = make_text_codec(config.data, options.data_root);
   const auto resume_point = read_resume_point(config, options);
-  if (!options.resume) prepare_run_dir(options.run_dir, options.overwrite);
+  if (options.resume) {
+    remove_interrupted_writes(options.run_dir);
+  } else {
+    prepare_new_run_folder(options.run_dir, options.overwrite);
+  }
   const fs::path dir(options.run_dir);
   if (!options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));
 

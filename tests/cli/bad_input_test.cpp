@@ -109,5 +109,17 @@ TEST(BadInput, ARunFolderThatHoldsARunIsNotOverwritten) {
   fs::remove_all(dir);
 }
 
+// A partition splits the layers over pipeline stages: with one stage a split is refused, not
+// silently ignored (issue 16, 3d); one count holding every layer is what one stage runs anyway.
+TEST(BadInput, PartitionWithOneStageIsRefusedUnlessItHoldsEveryLayer) {
+  const auto dir = fs::temp_directory_path() / ("pipetrain_badinput_partition" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  expect_one_line_error(kTiny + " --stages 1 --partition 1,2 --run-dir " + dir.string(),
+                        "pipeline.partition '1,2' splits the 3 layers over 2 stages, but pipeline.stages is 1");
+  EXPECT_FALSE(fs::exists(dir));
+  EXPECT_EQ(run(kTiny + " --stages 1 --partition 3 --run-dir " + dir.string()).exit_code, 0);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace pipetrain

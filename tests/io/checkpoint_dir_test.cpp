@@ -8,6 +8,10 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "io/checkpoint_dir.h"
+#include "io/crc32c.h"
+#include "io/run_folder.h"
+
+#include <nlohmann/json.hpp>
 
 namespace pipetrain {
 namespace {
@@ -29,6 +33,10 @@ CheckpointInfo sample_info(int64_t step) {
   info.rng_state = "00ff";
   info.weight_versions = {{"stage0.safetensors"}, {"stage1.safetensors"}};
   info.optimizer_files = {"stage0.optimizer.safetensors", "stage1.optimizer.safetensors"};
+  for (const auto* file : {"stage0.safetensors", "stage1.safetensors", "stage0.optimizer.safetensors",
+                           "stage1.optimizer.safetensors"}) {
+    info.crc32c[file] = "0123abcd";
+  }
   return info;
 }
 
@@ -50,6 +58,48 @@ TEST(CheckpointDir, SidecarRoundTrips) {
   EXPECT_EQ(back.config_hash, info.config_hash);
   EXPECT_EQ(back.rng_state, "00ff");
   EXPECT_EQ(back.policy, "sync");
+  EXPECT_EQ(back.crc32c, info.crc32c);
+}
+
+// Format 3 records a CRC32C for every listed file; a sidecar of format 2 (written before
+// checksums) is still read, with no checksums to verify.
+TEST(CheckpointDir, EveryListedFileHasAChecksumExceptInFormatTwo) {
+  auto unlisted = sample_info(2);
+  unlisted.crc32c.erase("stage1.optimizer.safetensors");
+  EXPECT_THROW(parse_checkpoint_info(checkpoint_info_json(unlisted), "x"), UserError);
+  auto malformed = sample_info(2);
+  malformed.crc32c["stage0.safetensors"] = "xyz";
+  EXPECT_THROW(parse_checkpoint_info(checkpoint_info_json(malformed), "x"), UserError);
+  auto old = nlohmann::json::parse(checkpoint_info_json(sample_info(2)));
+  old["format"] = "pipetrain-checkpoint-2";
+  old.erase("crc32c");
+  EXPECT_TRUE(parse_checkpoint_info(old.dump(), "x").crc32c.empty());
+}
+
+// A file whose bytes differ from its recorded CRC32C is refused naming it; without checksums
+// (format 2) only its structure is checked.
+TEST(CheckpointDir, ReadingAFileVerifiesItsChecksum) {
+  const auto dir = scratch();
+  const std::string bytes = encode_safetensors({{"w", "F32", {1}, std::string(4, '\x01')}});
+  write_file_atomically((dir / "stage0.safetensors").string(), bytes);
+  auto info = sample_info(2);
+  info.crc32c["stage0.safetensors"] = crc32c_hex(bytes);
+  EXPECT_EQ(read_checkpoint_file(dir.string(), "stage0.safetensors", info).at(0).name, "w");
+  std::string flipped = bytes;
+  flipped.back() ^= 0x40;
+  write_file_atomically((dir / "stage0.safetensors").string(), flipped);
+  try {
+    read_checkpoint_file(dir.string(), "stage0.safetensors", info);
+    FAIL() << "a flipped bit was accepted";
+  } catch (const UserError& error) {
+    EXPECT_EQ(std::string(error.what()),
+              (dir / "stage0.safetensors").string() + ": damaged: its CRC32C is " +
+                  crc32c_hex(flipped) + ", checkpoint.json recorded " + crc32c_hex(bytes));
+  }
+  info.crc32c.clear();
+  EXPECT_EQ(read_checkpoint_file(dir.string(), "stage0.safetensors", info).size(), 1u);
+  EXPECT_THROW(read_checkpoint_file(dir.string(), "stage1.safetensors", info), UserError);  // missing
+  fs::remove_all(dir);
 }
 
 TEST(CheckpointDir, DamagedSidecarIsAUserErrorNamingTheFile) {
@@ -93,6 +143,63 @@ TEST(CheckpointDir, KeepsTheNewestCompleteFoldersAndLatestNamesTheLast) {
   EXPECT_EQ(latest_checkpoint(run.string()), (root / "step-000006").string());
   // The next attempt at step 8 starts from an empty folder.
   EXPECT_TRUE(fs::is_empty(begin_checkpoint(run.string(), 8)));
+  fs::remove_all(run);
+}
+
+void touch(const fs::path& path) {
+  fs::create_directories(path.parent_path());
+  write_file_atomically(path.string(), "x");
+}
+
+// --overwrite removes a previous run's outputs by their names only: the user's files in the
+// run folder (or in checkpoints/) stay, and a folder that holds no run (no metrics.jsonl)
+// loses nothing.
+TEST(RunFolder, RemovingAPreviousRunKeepsWhatIsNotARunOutput) {
+  const auto run = scratch();
+  const std::vector<fs::path> outputs = {
+      run / "metrics.jsonl", run / "loss.svg", run / "summary.json", run / "sample.txt",
+      run / "trace.json", run / "timeline.svg", run / "trace-rank1.json", run / "workers.pid",
+      run / "checkpoints" / "latest", run / "checkpoints" / "step-000004" / "model.safetensors",
+      run / "checkpoints" / "step-000006.partial" / "stage0.safetensors",
+      run / "checkpoint" / "stage1.version3.safetensors", run / "checkpoint" / "checkpoint.json",
+      run / "checkpoint" / "model.safetensors.tmp.77", run / "summary.json.tmp.12"};
+  const std::vector<fs::path> kept = {run / "config.toml", run / "notes.txt",
+                                      run / "checkpoints" / "mine.bin", run / "checkpoint.json",
+                                      run / "checkpoint" / "notes.safetensors", run / "metrics.jsonl.bak"};
+  for (const auto& path : outputs) touch(path);
+  for (const auto& path : kept) touch(path);
+  remove_previous_run(run.string());
+  for (const auto& path : outputs) EXPECT_FALSE(fs::exists(path)) << path;
+  for (const auto& path : kept) EXPECT_TRUE(fs::exists(path)) << path;
+  EXPECT_FALSE(fs::exists(run / "checkpoints" / "step-000004"));
+  EXPECT_TRUE(fs::exists(run / "checkpoint"));  // it still holds the user's file
+
+  const auto not_a_run = scratch();
+  touch(not_a_run / "checkpoints" / "step-000002" / "model.safetensors");
+  remove_previous_run(not_a_run.string());
+  EXPECT_TRUE(fs::exists(not_a_run / "checkpoints" / "step-000002" / "model.safetensors"));
+  fs::remove_all(run);
+  fs::remove_all(not_a_run);
+}
+
+// What a kill -9 leaves mid-write goes; complete checkpoints and everything else stay.
+TEST(RunFolder, InterruptedWritesAreRemovedByTheirNamesOnly) {
+  const auto run = scratch();
+  const std::vector<fs::path> leftovers = {
+      run / "checkpoints" / "step-000008.partial" / "stage0.safetensors",
+      run / "checkpoints" / "step-000006.old" / "checkpoint.json", run / "checkpoints" / "latest.tmp.4242",
+      run / "checkpoint" / "optimizer.safetensors.tmp.4242", run / "config.toml.tmp.9",
+      run / "trace-rank0.json.tmp.3"};
+  const std::vector<fs::path> kept = {
+      run / "metrics.jsonl", run / "checkpoints" / "latest", run / "checkpoints" / "step-000006" / "checkpoint.json",
+      run / "checkpoint" / "model.safetensors", run / "checkpoint" / "mine.tmp.4242", run / "notes.tmp.1",
+      run / "checkpoints" / "step-000006.backup"};
+  for (const auto& path : leftovers) touch(path);
+  for (const auto& path : kept) touch(path);
+  remove_interrupted_writes(run.string());
+  for (const auto& path : leftovers) EXPECT_FALSE(fs::exists(path)) << path;
+  EXPECT_FALSE(fs::exists(run / "checkpoints" / "step-000008.partial"));
+  for (const auto& path : kept) EXPECT_TRUE(fs::exists(path)) << path;
   fs::remove_all(run);
 }
 

@@ -5,13 +5,17 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <random>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/files.h"
+#include "io/crc32c.h"
+#include "io/metrics.h"
 #include "io/safetensors.h"
 #include "pipeline_run.h"
 
@@ -113,6 +117,11 @@ TEST(Resume, TwoBWKilledAtRandomAndResumedIsBitwiseIdentical) {
 // 2bw-predict checkpoints both predicted versions (k-1 and k) besides the masters.
 TEST(Resume, TwoBWPredictKilledAndResumedIsBitwiseIdentical) {
   kill_and_resume(kTiny + " --stages 2 --schedule 2bw-predict", 0, 5, "twobw_predict_kill");
+}
+
+// 2BW on one stage runs its policy on one worker (issue 16, 3d), and resumes like any 2BW run.
+TEST(Resume, OneStageTwoBWKilledAndResumedIsBitwiseIdentical) {
+  kill_and_resume(kTiny + " --stages 1 --schedule 2bw", 0, 5, "twobw1_kill");
 }
 
 // A pipeline run stopped by SIGTERM (fault hook on `rank` at step 3): exit 143 with a checkpoint
@@ -262,6 +271,202 @@ TEST(Resume, NonFiniteLossStopsNamingStepStageAndCheckpoint) {
               std::string::npos) << run.output;
     fs::remove_all(dir);
   }
+}
+
+// The issue's short flag set T: 4 steps, a checkpoint every 2.
+const std::string kShort =
+    "train --quiet --model.layers 2 --model.d_model 16 --model.heads 1 --model.seq_len 8 "
+    "--train.batch_size 4 --train.microbatches 2 --train.steps 4 --eval.batches 1 "
+    "--sample.tokens 0 --train.threads 1 --checkpoint.every 2 --pipeline.timeout_s 60";
+
+fs::path finished_short_run(const std::string& extra, const std::string& name) {
+  const auto dir = testing::fresh_dir(name);
+  const auto run = testing::run_pipetrain(kShort + " " + extra + " --run-dir " + dir.string());
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  return dir;
+}
+
+fs::path latest_checkpoint_of(const fs::path& run_dir) {
+  std::string name = read_file((run_dir / "checkpoints" / "latest").string());
+  while (!name.empty() && name.back() == '\n') name.pop_back();
+  return run_dir / "checkpoints" / name;
+}
+
+// Replaces `file` of a checkpoint as a consistent (if buggy) writer would: its checksum in
+// checkpoint.json follows the new bytes, so only the content itself can be refused.
+void replace_checkpoint_file(const fs::path& checkpoint, const std::string& file,
+                             const std::string& bytes) {
+  write_file_atomically((checkpoint / file).string(), bytes);
+  const auto sidecar = (checkpoint / "checkpoint.json").string();
+  auto json = nlohmann::json::parse(read_file(sidecar));
+  if (json.contains("crc32c")) json["crc32c"][file] = crc32c_hex(bytes);
+  write_file_atomically(sidecar, json.dump(2));
+}
+
+void expect_one_line_refusal(const std::string& args, const std::vector<std::string>& fragments) {
+  const auto run = testing::run_pipetrain(args);
+  EXPECT_EQ(run.exit_code, 2) << args << "\n" << run.output;
+  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
+  EXPECT_EQ(run.output.rfind("pipetrain: error: ", 0), 0u) << run.output;
+  for (const auto& fragment : fragments) {
+    EXPECT_NE(run.output.find(fragment), std::string::npos) << fragment << "\n" << run.output;
+  }
+}
+
+// A copy of a finished run to damage (each damage on its own copy: a resume that wrongly
+// succeeds must not hide the next case).
+fs::path copy_of(const fs::path& run_dir, const std::string& name) {
+  const auto copy = testing::fresh_dir(name);
+  fs::copy(run_dir, copy, fs::copy_options::recursive);
+  return copy;
+}
+
+// Optimizer state that is missing or malformed is refused in one line naming the file and the
+// entry, before any worker starts, though checkpoint.json vouches for the file (issue 16, 3a:
+// such state used to load as zeros).
+TEST(Resume, IncompleteOptimizerStateIsRefusedNamingFileAndEntry) {
+  const auto pipe = finished_short_run("--stages 2", "optstate_pipe");
+  const auto pipe_checkpoint = latest_checkpoint_of(pipe);
+  replace_checkpoint_file(pipe_checkpoint, "stage0.optimizer.safetensors",
+                          read_file((pipe_checkpoint / "stage1.optimizer.safetensors").string()));
+  for (const std::string stages : {"2", "1"}) {
+    const auto copy = copy_of(pipe, "optstate_pipe_copy");
+    expect_one_line_refusal("train --resume " + copy.string() + " --train.steps 6 --stages " + stages,
+                            {latest_checkpoint_of(copy).string() + "/stage0.optimizer.safetensors: ",
+                             "optimizer state 'layer0.", "missing"});
+    fs::remove_all(copy);
+  }
+
+  const auto single = finished_short_run("--stages 1", "optstate_single");
+  const std::string good = read_file((latest_checkpoint_of(single) / "optimizer.safetensors").string());
+  const auto entries = decode_safetensors(good, "good");
+  // One damaged copy of `single` per case: its optimizer.safetensors replaced by `bytes`.
+  const auto expect_refused = [&](const std::string& bytes, const std::vector<std::string>& fragments) {
+    const auto copy = copy_of(single, "optstate_single_copy");
+    replace_checkpoint_file(latest_checkpoint_of(copy), "optimizer.safetensors", bytes);
+    auto all = fragments;
+    all.push_back(latest_checkpoint_of(copy).string() + "/optimizer.safetensors: ");
+    expect_one_line_refusal("train --resume " + copy.string() + " --train.steps 6", all);
+    fs::remove_all(copy);
+  };
+  expect_refused(encode_safetensors({}), {"optimizer state 'layer0.", "missing"});  // emptied
+  auto edited = entries;
+  for (auto& entry : edited) {
+    if (entry.name == "layer1.qkv.weight.step") entry.shape = {2}, entry.bytes += entry.bytes;
+  }
+  expect_refused(encode_safetensors(edited), {"'layer1.qkv.weight.step'", "one step count"});
+  edited = entries;
+  for (auto& entry : edited) {
+    if (entry.name == "layer1.qkv.weight.exp_avg") std::reverse(entry.shape.begin(), entry.shape.end());
+  }
+  expect_refused(encode_safetensors(edited), {"'layer1.qkv.weight.exp_avg'", "shape"});
+
+  const auto sgd = finished_short_run("--stages 1 --train.optimizer sgd --train.momentum 0.9", "optstate_sgd");
+  replace_checkpoint_file(latest_checkpoint_of(sgd), "optimizer.safetensors", encode_safetensors({}));
+  expect_one_line_refusal("train --resume " + sgd.string() + " --train.steps 6",
+                          {"optimizer.safetensors: ", ".momentum_buffer' missing"});
+  for (const auto& dir : {pipe, single, sgd}) fs::remove_all(dir);
+}
+
+std::vector<int64_t> metrics_steps(const fs::path& run_dir) {
+  std::vector<int64_t> steps;
+  for (const auto& record : read_metrics((run_dir / "metrics.jsonl").string())) {
+    steps.push_back(record["step"].get<int64_t>());
+  }
+  return steps;
+}
+
+// A run stopped by SIGTERM and resumed has every step's metrics line exactly once: the stop
+// step's line is written before the run stops (issue 16, 3b: pipelines lost it for good).
+TEST(Resume, StoppedAndResumedRunHasEveryMetricsLineOnce) {
+  const std::vector<int64_t> all_steps = {1, 2, 3, 4, 5, 6, 7, 8};
+  for (const std::string mode : {"--stages 2 --schedule 1f1b", "--stages 2 --schedule 2bw", "--stages 1"}) {
+    SCOPED_TRACE(mode);
+    const std::string args = kTiny + " " + mode + " --checkpoint.every 0";
+    const auto dir = testing::fresh_dir("stop_metrics");
+    const std::string rank = mode == "--stages 1" ? "0" : "1";
+    const auto stopped = testing::run_pipetrain(args + " --run-dir " + dir.string(),
+                                                "PIPETRAIN_FAULT=" + rank + ":3:term");
+    EXPECT_EQ(stopped.exit_code, 128 + SIGTERM) << stopped.output;
+    const auto checkpoint = latest_checkpoint_of(dir).filename().string();
+    const int64_t stop_step = std::stoll(checkpoint.substr(5));
+    EXPECT_EQ(metrics_steps(dir), std::vector<int64_t>(all_steps.begin(), all_steps.begin() + stop_step))
+        << "after the stop at step " << stop_step;
+    const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string());
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_EQ(metrics_steps(dir), all_steps);
+    fs::remove_all(dir);
+  }
+}
+
+// --overwrite starts afresh: the previous run's checkpoints, `latest` and final checkpoint/ are
+// gone before the new run's first step, so a new run killed before its first checkpoint has
+// nothing to resume; files that are not a run's outputs stay (issue 16, 3c: it resumed from
+// the previous run's checkpoint under the new config).
+TEST(Resume, OverwriteRemovesThePreviousRunsCheckpoints) {
+  for (const std::string stages : {"1", "2"}) {
+    SCOPED_TRACE("stages " + stages);
+    const auto dir = finished_short_run("--stages " + stages, "overwrite" + stages);
+    write_file_atomically((dir / "notes.txt").string(), "mine");
+    write_file_atomically((dir / "checkpoints" / "notes.txt").string(), "mine too");
+    // Killed after its first step, before its first checkpoint (step 2).
+    const auto killed = testing::run_pipetrain(
+        kShort + " --stages " + stages + " --train.lr 0.01 --overwrite --run-dir " + dir.string(),
+        "PIPETRAIN_FAULT=0:1");
+    EXPECT_NE(killed.exit_code, 0) << killed.output;
+    EXPECT_FALSE(fs::exists(dir / "checkpoints" / "latest"));
+    EXPECT_FALSE(fs::exists(dir / "checkpoints" / "step-000004"));
+    EXPECT_FALSE(fs::exists(dir / "checkpoint"));
+    EXPECT_FALSE(fs::exists(dir / "summary.json"));
+    EXPECT_EQ(read_file((dir / "notes.txt").string()), "mine");
+    EXPECT_EQ(read_file((dir / "checkpoints" / "notes.txt").string()), "mine too");
+    expect_one_line_refusal("train --resume " + dir.string() + " --train.steps 6",
+                            {"has no complete checkpoint"});
+    fs::remove_all(dir);
+  }
+}
+
+// A flipped bit inside a checkpoint's tensor data (weights, optimizer state, a 2BW stashed
+// version) is refused by the file's CRC32C in checkpoint.json (issue 16, 3i: it resumed).
+TEST(Resume, FlippedBitInTensorDataIsRefusedByItsChecksum) {
+  struct Case {
+    std::string mode, file;
+  };
+  const std::vector<Case> cases = {{"--stages 1", "model.safetensors"},
+                                   {"--stages 1", "optimizer.safetensors"},
+                                   {"--stages 2", "stage1.safetensors"},
+                                   {"--stages 2 --schedule 2bw", "stage0.version3.safetensors"}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.mode + " " + c.file);
+    const auto dir = finished_short_run(c.mode, "bitflip");
+    const auto path = (latest_checkpoint_of(dir) / c.file).string();
+    std::string bytes = read_file(path);
+    bytes[bytes.size() - 3] ^= 0x10;  // the last tensor's data, past the header
+    write_file_atomically(path, bytes);
+    expect_one_line_refusal("train --resume " + dir.string() + " --train.steps 6",
+                            {path + ": damaged", "CRC32C"});
+    fs::remove_all(dir);
+  }
+}
+
+// What a kill -9 during a checkpoint leaves (a .partial folder, temp files of atomic writes)
+// is removed when the run resumes; other files stay (issue 16, 3i: nothing removed them).
+TEST(Resume, ResumeRemovesWhatInterruptedWritesLeft) {
+  const auto dir = finished_short_run("--stages 1", "leftovers");
+  const std::vector<fs::path> leftovers = {
+      dir / "checkpoints" / "step-000005.partial" / "model.safetensors",
+      dir / "checkpoints" / "latest.tmp.4242", dir / "checkpoint" / "model.safetensors.tmp.4242",
+      dir / "checkpoint" / "checkpoint.json.tmp.77", dir / "summary.json.tmp.4242"};
+  const std::vector<fs::path> foreign = {dir / "checkpoint" / "notes.tmp.4242", dir / "notes.tmp.1",
+                                         dir / "checkpoints" / "step-000005.backup"};
+  for (const auto& path : leftovers) fs::create_directories(path.parent_path()), write_file_atomically(path.string(), "x");
+  for (const auto& path : foreign) fs::create_directories(path.parent_path()), write_file_atomically(path.string(), "x");
+  const auto resumed = testing::run_pipetrain("train --resume " + dir.string() + " --train.steps 6");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  for (const auto& path : leftovers) EXPECT_FALSE(fs::exists(path)) << path;
+  EXPECT_FALSE(fs::exists(dir / "checkpoints" / "step-000005.partial"));
+  for (const auto& path : foreign) EXPECT_TRUE(fs::exists(path)) << path;
+  fs::remove_all(dir);
 }
 
 }  // namespace

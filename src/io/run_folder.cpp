@@ -1,0 +1,80 @@
+#include "io/run_folder.h"
+
+#include <filesystem>
+#include <regex>
+
+#include "core/files.h"
+
+namespace fs = std::filesystem;
+
+namespace pipetrain {
+namespace {
+
+// Names a run writes, as regular expressions over a file name (an atomic write's temp file
+// adds .tmp.PID, core/files.h).
+const char* const kMetrics = R"(metrics\.jsonl)";
+const char* const kOtherOutputs =
+    R"(loss\.svg|summary\.json|sample\.txt|trace\.json|timeline\.svg|trace-rank[0-9]+\.json|)"
+    R"(workers\.pid)";
+const char* const kConfig = R"(config\.toml)";
+const char* const kCheckpointFiles =
+    R"(((model|optimizer|stage[0-9]+|stage[0-9]+\.optimizer|stage[0-9]+\.version[0-9]+)\.safetensors|)"
+    R"(checkpoint\.json))";
+const char* const kStepFolder = R"(step-[0-9]+)";
+const char* const kTempSuffix = R"(\.tmp\.[0-9]+)";
+
+bool matches(const fs::path& path, const std::string& pattern) {
+  return std::regex_match(path.filename().string(), std::regex(pattern));
+}
+
+// Removes the entries of `dir` whose names match `pattern`; `dir` itself too if that leaves
+// it empty and `remove_dir_if_empty`.
+void remove_matching(const fs::path& dir, const std::string& pattern, bool remove_dir_if_empty) {
+  std::error_code error;
+  if (!fs::is_directory(dir, error)) return;
+  std::vector<fs::path> doomed;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    if (matches(entry.path(), pattern)) doomed.push_back(entry.path());
+  }
+  for (const auto& path : doomed) fs::remove_all(path, error);
+  if (remove_dir_if_empty && fs::is_empty(dir, error)) fs::remove(dir, error);
+}
+
+std::string with_temp(const std::string& names) { return "(" + names + ")" + kTempSuffix; }
+
+std::string any_of(std::initializer_list<std::string> names) {
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : "|") + name;
+  return out;
+}
+
+}  // namespace
+
+void prepare_new_run_folder(const std::string& run_dir, bool overwrite) {
+  prepare_run_dir(run_dir, overwrite);
+  if (overwrite) remove_previous_run(run_dir);
+  remove_interrupted_writes(run_dir);
+}
+
+void remove_previous_run(const std::string& run_dir) {
+  const fs::path dir(run_dir);
+  if (!fs::exists(dir / "metrics.jsonl")) return;  // not a run folder of ours
+  const std::string step_entries = std::string(kStepFolder) + R"((\.partial|\.old)?|latest()" +
+                                   kTempSuffix + ")?";
+  remove_matching(dir / "checkpoints", step_entries, true);
+  remove_matching(dir / "checkpoint", std::string("(") + kCheckpointFiles + ")(" + kTempSuffix + ")?", true);
+  remove_matching(dir, with_temp(any_of({kMetrics, kOtherOutputs, kConfig})), false);
+  remove_matching(dir, kOtherOutputs, false);
+  // metrics.jsonl last: until it goes, the folder is still recognised as a run.
+  remove_matching(dir, kMetrics, false);
+}
+
+void remove_interrupted_writes(const std::string& run_dir) {
+  const fs::path dir(run_dir);
+  remove_matching(dir / "checkpoints",
+                  std::string(kStepFolder) + R"(\.(partial|old)|latest)" + kTempSuffix, false);
+  remove_matching(dir / "checkpoint", with_temp(kCheckpointFiles), false);
+  remove_matching(dir, with_temp(any_of({kMetrics, kOtherOutputs, kConfig})), false);
+}
+
+}  // namespace pipetrain

@@ -1,0 +1,25 @@
+#pragma once
+// What a run folder holds besides config.toml: metrics.jsonl, loss.svg, summary.json,
+// sample.txt, trace.json, timeline.svg, workers.pid, the final checkpoint/ and the periodic
+// checkpoints/ (io/checkpoint_dir.h). Everything here removes files by those names only, so a
+// run folder shared with the user's own files, or a mistaken --run-dir, loses nothing else.
+#include <string>
+
+namespace pipetrain {
+
+// A new run: refuses a folder that already holds a run unless `overwrite` (core/files.h's
+// prepare_run_dir); with `overwrite`, removes the previous run's outputs first, so nothing of
+// it (a checkpoint to resume from, a metrics line) mixes with the new run.
+void prepare_new_run_folder(const std::string& run_dir, bool overwrite);
+
+// The previous run's outputs, if `run_dir` holds a run (metrics.jsonl): its checkpoints,
+// `latest`, the final checkpoint/, metrics, plots, traces, summary and sample. config.toml
+// stays (the new run rewrites it).
+void remove_previous_run(const std::string& run_dir);
+
+// What an interrupted write (kill -9) leaves: checkpoints/step-N.partial and step-N.old
+// folders, and the NAME.tmp.PID files of atomic writes of the run's own files. A resumed run
+// removes them before it starts.
+void remove_interrupted_writes(const std::string& run_dir);
+
+}  // namespace pipetrain
