@@ -152,7 +152,8 @@ TEST(Catalogue, UpdateAndResumeRulesFollowThePolicy) {
   EXPECT_EQ(policy_of(config), "sync");
   config.pipeline.stages = 1;
   config.pipeline.schedule = "pipeoptim";
-  EXPECT_EQ(policy_of(config), "sync");  // one process: plain training
+  // One stage still runs the schedule's rule (issue 16, 3d): no silent synchronous training.
+  EXPECT_EQ(policy_of(config), "pipeoptim");
 }
 
 TEST(Catalogue, RuntimeRefusalsNameTheSchedulesThatRun) {
