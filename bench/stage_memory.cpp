@@ -65,7 +65,7 @@ int64_t microbatch_activation_bytes(const Config& c, const runtime::StageRange& 
   GptStack stage(gpt_config_from(c.model), uint64_t(c.train.seed), range.first, range.last);
   torch::Tensor input = first ? torch::randint(0, 256, {kMicroRows, c.model.seq_len}, torch::kInt64)
                               : torch::randn({kMicroRows, c.model.seq_len, c.model.d_model},
-                                             torch::requires_grad());
+                                             torch::dtype(compute_dtype(c.model)).requires_grad(true));
   const int64_t before = allocator.live_bytes();
   auto output = stage.forward(input);
   if (last) {

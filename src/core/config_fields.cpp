@@ -29,6 +29,9 @@ std::vector<FieldSpec> make_fields() {
       spec("model.loss_chunk_tokens", "head + loss as chunked cross-entropy: the logits are computed "
        "(and recomputed in backward) this many tokens at a time, never all [tokens, vocab] at once; "
        "0 = off (full logits)", at(&C::model, &M::loss_chunk_tokens), 0),
+      spec("model.dtype", "compute dtype of weights, activations, gradients, messages between "
+       "workers, optimizer state and checkpoints; float64 is what the exactness tests prove in",
+       at(&C::model, &M::dtype), 0, {"float32", "float64"}),
       spec("train.steps", "optimizer steps", at(&C::train, &T::steps), 1),
       spec("train.batch_size", "sequences per optimizer step (the global batch)",
        at(&C::train, &T::batch_size), 1),

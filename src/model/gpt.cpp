@@ -152,6 +152,8 @@ GptStack::GptStack(const GptConfig& config, uint64_t seed, int64_t first, int64_
       head->own_copy_of(TokenEmbedding(config, generator).token_weight);
     }
   }
+  // Module::to swaps each parameter's data in place, so the head's tie to the embedding holds.
+  to(config.dtype);
 }
 
 torch::Tensor GptStack::forward(const torch::Tensor& x, HeadOutput head) {

@@ -20,6 +20,9 @@ struct GptConfig {
   int64_t heads = 4;
   int64_t layers = 4;  // transformer blocks
   int64_t seq_len = 128;
+  // Parameters are initialised in float32 and then converted (exactly), so a float64 model
+  // starts from the same weights; activations and gradients follow the parameters' dtype.
+  torch::ScalarType dtype = torch::kFloat32;
 
   int64_t layer_count() const { return layers + 2; }  // embedding + blocks + head
 };

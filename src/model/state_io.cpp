@@ -33,6 +33,13 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return text + "]";
 }
 
+// The model.dtype spelling of a safetensors dtype, where there is one.
+std::string dtype_text(const std::string& dtype) {
+  if (dtype == "F32") return "float32";
+  if (dtype == "F64") return "float64";
+  return dtype;
+}
+
 }  // namespace
 
 TensorEntry to_entry(const std::string& name, const torch::Tensor& tensor) {
@@ -51,6 +58,21 @@ torch::Tensor from_entry(const TensorEntry& entry) {
   return tensor;
 }
 
+torch::Tensor from_entry_like(const TensorEntry& entry, const torch::Tensor& like,
+                              const std::string& origin) {
+  if (entry.shape != like.sizes().vec()) {
+    fail("{}: tensor '{}' has shape {}, the model needs {}", origin, entry.name,
+         shape_text(entry.shape), shape_text(like.sizes().vec()));
+  }
+  const std::string wanted = dtype_name(like.scalar_type());
+  if (entry.dtype != wanted) {
+    fail("{}: tensor '{}' is {} but this run's model.dtype is {}: a checkpoint continues in its "
+         "own dtype (set model.dtype = \"{}\")", origin, entry.name, dtype_text(entry.dtype),
+         dtype_text(wanted), dtype_text(entry.dtype));
+  }
+  return from_entry(entry);
+}
+
 std::vector<TensorEntry> module_entries(torch::nn::Module& module, const std::string& prefix) {
   std::vector<TensorEntry> entries;
   for (const auto& item : module.named_parameters()) entries.push_back(to_entry(prefix + item.key(), item.value()));
@@ -65,12 +87,7 @@ void load_module_entries(torch::nn::Module& module, const std::vector<TensorEntr
   for (auto& item : module.named_parameters()) {
     const auto it = by_name.find(prefix + item.key());
     if (it == by_name.end()) fail("{}: has no tensor '{}' (checkpoint of a different model?)", origin, prefix + item.key());
-    const auto loaded = from_entry(*it->second);
-    if (loaded.sizes() != item.value().sizes()) {
-      fail("{}: tensor '{}' has shape {}, the model needs {}", origin, it->first,
-           shape_text(it->second->shape), shape_text(item.value().sizes().vec()));
-    }
-    item.value().copy_(loaded);
+    item.value().copy_(from_entry_like(*it->second, item.value(), origin));
   }
 }
 

@@ -12,6 +12,12 @@ namespace pipetrain {
 
 TensorEntry to_entry(const std::string& name, const torch::Tensor& tensor);
 torch::Tensor from_entry(const TensorEntry& entry);
+// from_entry for a tensor that must match `like` (a parameter, or its optimizer state): a
+// different shape or dtype is a UserError naming `origin` and the tensor. Another dtype is
+// refused, not converted: float32 values rounded into a float64 run (or the reverse) would not
+// continue the same training, so a checkpoint resumes in its own model.dtype.
+torch::Tensor from_entry_like(const TensorEntry& entry, const torch::Tensor& like,
+                              const std::string& origin);
 
 std::vector<TensorEntry> module_entries(torch::nn::Module& module, const std::string& prefix = "");
 

@@ -25,7 +25,8 @@ LayerTiming time_layer(GptLayer& layer, bool is_embedding, bool is_head, const G
                        int64_t batch, int repeats) {
   const auto make_input = [&] {
     if (is_embedding) return torch::randint(0, shape.vocab_size, {batch, shape.seq_len}, torch::kInt64);
-    return torch::randn({batch, shape.seq_len, shape.d_model}).requires_grad_(true);
+    return torch::randn({batch, shape.seq_len, shape.d_model}, torch::dtype(shape.dtype))
+        .requires_grad_(true);
   };
   const auto targets = torch::randint(0, shape.vocab_size, {batch, shape.seq_len}, torch::kInt64);
   const auto output_of = [&](const torch::Tensor& input) {
@@ -158,7 +159,9 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
     plan::LayerProfile measured;
     measured.name = is_embedding ? "embedding" : is_head ? "head" : fmt::format("block{}", i - 1);
     for (const auto& p : layer.parameters()) measured.param_bytes += double(p.numel() * p.element_size());
-    if (is_head) measured.param_bytes += double(shape.vocab_size * shape.d_model * 4);  // own tied copy
+    const double value_bytes = double(c10::elementSize(shape.dtype));  // model.dtype
+    // The head's own copy of the tied weight.
+    if (is_head) measured.param_bytes += double(shape.vocab_size * shape.d_model) * value_bytes;
     measured.optimizer_s = time_optimizer_step(layer, config, options.repeats);
     for (size_t k = 0; k < sizes.size(); ++k) {
       const int64_t b = sizes[k];
@@ -169,12 +172,15 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
       m.backward_s = median_of(entry.backward);
       m.weight_s = std::max(0.0, m.backward_s - median_of(entry.input_backward));
       const double tokens = double(b * shape.seq_len), d = double(shape.d_model);
-      m.output_bytes = is_head ? 0 : 4 * tokens * d;
-      // Stashed activations (Korthikanti et al., doubled for fp32): 34 values per token and
-      // channel plus the attention maps; the head keeps its logits and their softmax.
-      m.activation_bytes = is_embedding ? 4 * tokens * d
-                           : is_head    ? 8 * tokens * double(shape.vocab_size) + 8 * tokens * d
-                                        : 2 * tokens * (34 * d + 5 * double(shape.heads) * double(shape.seq_len));
+      m.output_bytes = is_head ? 0 : value_bytes * tokens * d;
+      // Stashed activations (Korthikanti et al.'s 16-bit bytes, scaled to model.dtype): 34
+      // bytes per token and channel plus the attention maps; the head keeps its logits and
+      // their softmax.
+      const double per_16_bit = value_bytes / 2;
+      m.activation_bytes =
+          is_embedding ? value_bytes * tokens * d
+          : is_head    ? 2 * value_bytes * tokens * (double(shape.vocab_size) + d)
+                       : per_16_bit * tokens * (34 * d + 5 * double(shape.heads) * double(shape.seq_len));
       measured.by_microbatch.push_back(m);
       if (progress) {
         progress(fmt::format("{} b={}: forward {:.2f} ms, backward {:.2f} ms (weights {:.2f} ms)",

@@ -20,13 +20,14 @@ using Clock = std::chrono::steady_clock;
 // backward: the output gradient plus (through the cached leaves) the K/V gradient of the context.
 double time_slice_once(GptStack& block, int64_t batch, int64_t length, int64_t context) {
   const int64_t d = block.config().d_model;
+  const auto options = torch::dtype(block.config().dtype);
   block.zero_grad();
   SequenceKvCache cache;
   if (context > 0) {
     torch::NoGradGuard no_graph;  // only the cached K/V leaves matter
-    block.forward_slice(torch::randn({batch, context, d}), 0, cache);
+    block.forward_slice(torch::randn({batch, context, d}, options), 0, cache);
   }
-  auto input = torch::randn({batch, length, d}).requires_grad_(true);
+  auto input = torch::randn({batch, length, d}, options).requires_grad_(true);
   const auto start = Clock::now();
   auto output = block.forward_slice(input, context, cache);
   output.backward(torch::ones_like(output));

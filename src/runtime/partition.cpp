@@ -13,7 +13,8 @@ std::vector<plan::LayerCost> gpt_layer_costs(const ModelConfig& model, int64_t m
   plan::GptShape shape{"configured", model.layers, model.d_model, model.heads, model.seq_len,
                        model.vocab_size};
   // Only the layers' relative costs matter for the balance: a CPU core's ratio of FLOP/s to
-  // memory bandwidth (clusters/this-machine.toml), fp32.
+  // memory bandwidth (clusters/this-machine.toml), fp32. float64 (model.dtype) halves the FLOP/s
+  // and doubles the bytes, which scales every layer's time alike: the same partition.
   plan::ClusterSpec cpu;
   cpu.device_flops = 50e9;
   cpu.intra_node_bandwidth = 16e9;

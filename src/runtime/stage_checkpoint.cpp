@@ -61,9 +61,7 @@ std::map<int, std::vector<torch::Tensor>> read_version_files(const std::string& 
     for (const auto& item : chunk.model->named_parameters()) {
       const auto it = by_name.find(item.key());
       if (it == by_name.end()) fail("{}: has no tensor '{}'", path, item.key());
-      const auto tensor = from_entry(it->second);
-      if (tensor.sizes() != item.value().sizes()) fail("{}: tensor '{}' has the wrong shape", path, item.key());
-      out[version].push_back(tensor);
+      out[version].push_back(from_entry_like(it->second, item.value(), path));
     }
   }
   return out;

@@ -179,7 +179,8 @@ void StageExecutor::post_next_receive(const std::vector<schedule::Action>& actio
     if (next.kind != ActionKind::RecvActivation && next.kind != ActionKind::RecvGrad) continue;
     const RecvRequest r = recv_request(next);
     if (!posted_receives_.count({r.peer, r.tag})) {
-      posted_receives_[{r.peer, r.tag}] = comm_.post_recv(r.shape, torch::kFloat32, r.peer, r.tag);
+      posted_receives_[{r.peer, r.tag}] =
+          comm_.post_recv(r.shape, compute_dtype(config_.model), r.peer, r.tag);
     }
     return;
   }
@@ -188,7 +189,9 @@ void StageExecutor::post_next_receive(const std::vector<schedule::Action>& actio
 torch::Tensor StageExecutor::receive(const schedule::Action& action) {
   const RecvRequest r = recv_request(action);
   const auto posted = posted_receives_.find({r.peer, r.tag});
-  if (posted == posted_receives_.end()) return comm_.recv(r.shape, torch::kFloat32, r.peer, r.tag);
+  if (posted == posted_receives_.end()) {
+    return comm_.recv(r.shape, compute_dtype(config_.model), r.peer, r.tag);
+  }
   const int handle = posted->second;
   posted_receives_.erase(posted);
   return comm_.take_recv(handle);
@@ -328,7 +331,8 @@ void StageExecutor::all_reduce_chunk_grads(int chunk) {
   auto params = chunks_.at(size_t(chunk)).model->parameters();
   std::vector<torch::Tensor> parts;
   for (const auto& p : params) {
-    parts.push_back(p.grad().defined() ? p.grad().reshape({-1}) : torch::zeros({p.numel()}));
+    parts.push_back(p.grad().defined() ? p.grad().reshape({-1})
+                                        : torch::zeros({p.numel()}, torch::dtype(p.scalar_type())));
   }
   auto flat = torch::cat(parts);
   comm_.all_reduce_sum(flat, groups_.replicas);
@@ -458,7 +462,7 @@ double StageExecutor::evaluate() {
       const int tag_before = kEvalTagBase + int(i) * stages + s - 1;
       auto input = is_first_stage(s)
                        ? to_tensor(batch.inputs, rows, batch.seq_len)
-                       : comm_.recv(activation_shape(rows), torch::kFloat32,
+                       : comm_.recv(activation_shape(rows), compute_dtype(config_.model),
                                     peer_rank((s - 1) % layout_.workers), tag_before);
       auto output = chunk.model->forward(input, head_output_of(config_.model));
       if (is_last_stage(s)) {

@@ -10,7 +10,7 @@ Zero1Optimizer::Zero1Optimizer(const std::vector<torch::Tensor>& params, const T
   int64_t total = 0;
   for (const auto& p : params_) total += p.numel();
   const int64_t shard = (total + replicas - 1) / replicas;
-  flat_ = torch::zeros({shard * replicas}, torch::kFloat32);
+  flat_ = torch::zeros({shard * replicas}, torch::dtype(params_.at(0).scalar_type()));
   torch::NoGradGuard no_grad;
   int64_t offset = 0;
   for (auto& p : params_) {

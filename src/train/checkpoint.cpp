@@ -108,6 +108,12 @@ CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
     fail("{}: checkpoint of a different model ({}); this run's model is {}", dir,
          shape_text(info.model_shape), shape_text(model_shape(config.model)));
   }
+  // The tensors are in the writing run's model.dtype (its config, stored in the sidecar).
+  const std::string dtype = parse_config_toml(info.config_toml, path).model.dtype;
+  if (dtype != config.model.dtype) {
+    fail("{}: checkpoint of a {} run; model.dtype is {}: a checkpoint continues in its own dtype "
+         "(set model.dtype = \"{}\")", dir, dtype, config.model.dtype, dtype);
+  }
   if (info.optimizer != config.train.optimizer) {
     fail("{}: checkpoint has {} optimizer state; train.optimizer is {}: cannot continue exactly",
          dir, info.optimizer, config.train.optimizer);

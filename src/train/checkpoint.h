@@ -38,8 +38,8 @@ CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
                                     const std::vector<std::pair<int64_t, int64_t>>& partition);
 
 // Reads `dir`/checkpoint.json and refuses (UserError, with the reason) what cannot continue
-// exactly under `config`: another model shape or optimizer, or an asynchronous policy's
-// weight versions on another partition.
+// exactly under `config`: another model shape, model.dtype or optimizer, or an asynchronous
+// policy's weight versions on another partition.
 CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
                                    const std::vector<std::pair<int64_t, int64_t>>& partition);
 

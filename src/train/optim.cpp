@@ -142,11 +142,8 @@ torch::Tensor state_tensor(const std::map<std::string, const TensorEntry*>& by_n
                            const std::string& origin) {
   const auto it = by_name.find(name);
   if (it == by_name.end()) fail("{}: optimizer state '{}' missing (damaged checkpoint?)", origin, name);
-  auto tensor = from_entry(*it->second);
-  if (like.defined() && tensor.sizes() != like.sizes()) {
-    fail("{}: optimizer state '{}' does not match its parameter's shape", origin, name);
-  }
-  return tensor;
+  if (!like.defined()) return from_entry(*it->second);  // a step count
+  return from_entry_like(*it->second, like, origin);
 }
 
 }  // namespace

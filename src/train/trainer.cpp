@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "loss/chunked_cross_entropy.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
@@ -15,7 +16,14 @@ GptConfig gpt_config_from(const ModelConfig& model) {
   config.heads = model.heads;
   config.layers = model.layers;
   config.seq_len = model.seq_len;
+  config.dtype = compute_dtype(model);
   return config;
+}
+
+torch::ScalarType compute_dtype(const ModelConfig& model) {
+  if (model.dtype == "float32") return torch::kFloat32;
+  if (model.dtype == "float64") return torch::kFloat64;
+  fail("model.dtype must be one of float32, float64, got '{}'", model.dtype);
 }
 
 torch::Tensor to_tensor(const std::vector<int64_t>& values, int64_t rows, int64_t cols) {

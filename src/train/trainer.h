@@ -19,6 +19,9 @@ struct StepResult {
 };
 
 GptConfig gpt_config_from(const ModelConfig& model);
+// model.dtype as a tensor type: the dtype of the weights and of every float tensor derived from
+// them (activations, gradients and the buffers that receive them, optimizer state).
+torch::ScalarType compute_dtype(const ModelConfig& model);
 torch::Tensor to_tensor(const std::vector<int64_t>& values, int64_t rows, int64_t cols);
 
 // The head + loss of a stack that ends with the head, as model.loss_chunk_tokens says:

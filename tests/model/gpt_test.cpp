@@ -117,6 +117,50 @@ TEST(StateIo, RoundTripAndWrongModelIsRefused) {
   }
 }
 
+// GptConfig::dtype = float64: float32's initial weights converted exactly, the head still tied
+// to the embedding (Module::to keeps each parameter's identity), a stage's own head copy and
+// the activations in float64 too.
+TEST(Gpt, Float64StartsFromTheFloat32WeightsAndKeepsTheTie) {
+  GptConfig wide = tiny();
+  wide.dtype = torch::kFloat64;
+  auto narrow_model = make_gpt(tiny(), 5), wide_model = make_gpt(wide, 5);
+  const auto n = narrow_model->named_parameters(), w = wide_model->named_parameters();
+  ASSERT_EQ(n.size(), w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    ASSERT_EQ(w[i].value().scalar_type(), torch::kFloat64) << w[i].key();
+    EXPECT_TRUE(torch::equal(w[i].value(), n[i].value().to(torch::kFloat64))) << w[i].key();
+  }
+  auto head = std::static_pointer_cast<LmHead>(wide_model->layers().back());
+  auto embedding = std::static_pointer_cast<TokenEmbedding>(wide_model->layers().front());
+  EXPECT_TRUE(head->tied_weight().is_same(embedding->token_weight));
+  EXPECT_EQ(wide_model->forward(tokens(2, 6, 0)).scalar_type(), torch::kFloat64);
+  GptStack last_stage(wide, 5, 2, 4);
+  EXPECT_EQ(last_stage.head_weight().scalar_type(), torch::kFloat64);
+  EXPECT_TRUE(torch::equal(last_stage.head_weight(), embedding->token_weight));
+}
+
+TEST(StateIo, Float64RoundTripsAndAnotherDtypeIsRefused) {
+  GptConfig wide = tiny();
+  wide.dtype = torch::kFloat64;
+  auto source = make_gpt(wide, 1), target = make_gpt(wide, 2), narrow = make_gpt(tiny(), 2);
+  const auto entries = module_entries(*source);
+  for (const auto& entry : entries) EXPECT_EQ(entry.dtype, "F64") << entry.name;
+  load_module_entries(*target, entries, "ckpt");
+  auto input = tokens(2, 6, 1);
+  EXPECT_TRUE(torch::equal(source->forward(input), target->forward(input)));
+  try {
+    load_module_entries(*narrow, entries, "ckpt");
+    FAIL() << "expected a dtype mismatch";
+  } catch (const UserError& error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("ckpt: tensor 'layer0.token_weight' is float64 but this run's model.dtype "
+                        "is float32: a checkpoint continues in its own dtype (set model.dtype = "
+                        "\"float64\")"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
 TEST(Gpt, GenerationIsSeededAndStaysInVocabulary) {
   auto model = make_gpt(tiny(), 1);
   const auto a = generate(*model, {1, 2}, 10, 1.0, 7), b = generate(*model, {1, 2}, 10, 1.0, 7);

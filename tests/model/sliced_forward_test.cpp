@@ -1,10 +1,12 @@
 // TeraPipe token slicing at the model level: running a sequence slice by slice (K/V of earlier
 // slices cached, backward in reverse handing K/V gradients back) gives the unsliced forward's
-// logits and the unsliced backward's gradients.
+// logits and the unsliced backward's gradients: every element, in float64 to 1e-9 relative
+// (tests/exactness.h).
 #include <gtest/gtest.h>
 
 #include <map>
 
+#include "../tensor_exactness.h"
 #include "model/gpt.h"
 
 namespace pipetrain {
@@ -16,11 +18,8 @@ GptConfig small_config() {
   config.d_model = 32;
   config.heads = 2;
   config.seq_len = 24;
+  config.dtype = torch::kFloat64;
   return config;
-}
-
-double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).norm().item<double>() / std::max(b.norm().item<double>(), 1e-12);
 }
 
 struct Result {
@@ -75,19 +74,14 @@ TEST_P(SlicedForward, EqualsTheUnslicedForwardAndBackward) {
   const auto targets = torch::randint(0, 256, {3, 24}, torch::kInt64);
   const Result want = unsliced(tokens, targets);
   const Result got = sliced(tokens, targets, GetParam());
-  EXPECT_LT(relative_difference(got.logits, want.logits), 1e-6);
-  EXPECT_NEAR(got.loss, want.loss, 1e-6 * want.loss);
+  ASSERT_EQ(got.logits.scalar_type(), torch::kFloat64);
+  EXPECT_EQ(testing::elementwise_mismatch(got.logits, want.logits), "");
+  EXPECT_TRUE(testing::exactly_close(got.loss, want.loss)) << got.loss << " vs " << want.loss;
   ASSERT_EQ(got.grads.size(), want.grads.size());
   for (const auto& [name, grad] : want.grads) {
-    if (name.find("qkv.bias") != std::string::npos) {
-      // The key bias's true gradient is zero (softmax ignores a shift shared by all keys): only
-      // the query and value parts are compared; the key part must stay at rounding level.
-      EXPECT_LT(got.grads.at(name).slice(0, 32, 64).abs().max().item<double>(), 1e-6) << name;
-      const auto qv = [](const torch::Tensor& t) { return torch::cat({t.slice(0, 0, 32), t.slice(0, 64)}); };
-      EXPECT_LT(relative_difference(qv(got.grads.at(name)), qv(grad)), 1e-5) << name;
-      continue;
-    }
-    EXPECT_LT(relative_difference(got.grads.at(name), grad), 1e-5) << name;
+    // The key bias's gradient is zero up to rounding (softmax ignores a shift shared by all
+    // keys): within the absolute part of the tolerance.
+    EXPECT_EQ(testing::elementwise_mismatch(got.grads.at(name), grad), "") << name;
   }
 }
 

@@ -16,6 +16,7 @@
 #include "core/files.h"
 #include "io/crc32c.h"
 #include "io/metrics.h"
+#include "../exactness.h"
 #include "io/safetensors.h"
 #include "pipeline_run.h"
 
@@ -196,21 +197,24 @@ TEST(Resume, SingleProcessSigtermStopsWithACheckpoint) {
   fs::remove_all(dir);
 }
 
-std::map<std::string, std::vector<float>> weights(const fs::path& dir) {
+// The final weights of a float64 run.
+std::map<std::string, std::vector<double>> weights(const fs::path& dir) {
   const auto path = (dir / "checkpoint" / "model.safetensors").string();
-  std::map<std::string, std::vector<float>> out;
+  std::map<std::string, std::vector<double>> out;
   for (const auto& e : decode_safetensors(read_file(path), path)) {
-    std::vector<float> values(e.bytes.size() / sizeof(float));
-    std::memcpy(values.data(), e.bytes.data(), e.bytes.size());
+    EXPECT_EQ(e.dtype, "F64") << path << " " << e.name;
+    std::vector<double> values(e.bytes.size() / sizeof(double));
+    std::memcpy(values.data(), e.bytes.data(), values.size() * sizeof(double));
     out[e.name] = values;
   }
   return out;
 }
 
 // Synchronous training does not depend on the partition: a 2-stage checkpoint continues on
-// 3 stages or in one process as the same training (equal up to float summation order).
+// 3 stages or in one process as the same training, equal up to summation order: float64 to
+// 1e-9 relative (tests/exactness.h). The resumed run stays float64 (its config.toml's dtype).
 TEST(Resume, ContinuesOnADifferentStageCount) {
-  const std::string args = kTiny + " --stages 2";
+  const std::string args = kTiny + " --stages 2 --model.dtype float64";
   const auto reference = weights(reference_run(args));
   for (const std::string stages : {"3", "1"}) {
     const auto dir = testing::fresh_dir("recut" + stages);
@@ -223,7 +227,8 @@ TEST(Resume, ContinuesOnADifferentStageCount) {
     for (const auto& [name, values] : reference) {
       ASSERT_EQ(got.at(name).size(), values.size()) << name;
       for (size_t i = 0; i < values.size(); ++i) {
-        ASSERT_NEAR(got.at(name)[i], values[i], 1e-5 + 1e-4 * std::fabs(values[i])) << name << "[" << i << "]";
+        ASSERT_TRUE(testing::exactly_close(got.at(name)[i], values[i]))
+            << name << "[" << i << "]: " << got.at(name)[i] << " vs " << values[i];
       }
     }
     fs::remove_all(dir);
@@ -237,6 +242,8 @@ TEST(Resume, RefusesWhatCannotContinueExactly) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {" --model.d_model 64", "checkpoint of a different model (2 layers, d_model 32"},
       {" --train.optimizer sgd", "checkpoint has adamw optimizer state; train.optimizer is sgd: cannot continue exactly"},
+      {" --model.dtype float64", "checkpoint of a float32 run; model.dtype is float64: a checkpoint "
+                                 "continues in its own dtype (set model.dtype = \"float32\")"},
       {"", "checkpoint is at step 2, the run has train.steps = 2: nothing to resume"},
       {" --run-dir /tmp/x", "--resume DIR continues DIR: leave out --run-dir"},
   };

@@ -1,6 +1,7 @@
-// ZeRO-1 against the unsharded data-parallel run: the same losses, gradient norms, final
-// weights and (gathered) optimizer state, while each worker's measured optimizer-state bytes
-// fall from 4 k N to 4 k ceil(N / w) (N = the worker's parameters, k state floats each).
+// ZeRO-1 against the unsharded data-parallel run: the same losses, gradient norms and every
+// element of the final weights and (gathered) optimizer state, in float64 to 1e-9 relative
+// (tests/exactness.h), while each worker's measured optimizer-state bytes fall from 8 k N to
+// 8 k ceil(N / w) (N = the worker's parameters, k float64 state values each).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "core/files.h"
 #include "io/metrics.h"
 #include "model/state_io.h"
+#include "../tensor_exactness.h"
 #include "pipeline_run.h"
 
 namespace pipetrain {
@@ -22,7 +24,7 @@ namespace fs = std::filesystem;
 struct Zero1Case {
   std::string optimizer;
   int stages;
-  int state_floats;  // per parameter: Adam/AdamW 2, SGD-momentum 1
+  int state_values;  // per parameter: Adam/AdamW 2, SGD-momentum 1
 };
 
 struct RunOutput {
@@ -45,7 +47,8 @@ RunOutput run(const Zero1Case& c, int zero1) {
       "--train.batch_size 8 --train.microbatches 2 --train.steps 3 --train.warmup_steps 1 "
       "--train.lr 1e-2 --train.threads 1 --train.grad_clip 1.0 --train.optimizer {} "
       "--log.every 1 --eval.every 0 --eval.batches 1 --sample.tokens 0 --pipeline.stages {} "
-      "--pipeline.dp_width 2 --pipeline.zero1 {} --pipeline.timeout_s 60 --run-dir {}",
+      "--pipeline.dp_width 2 --pipeline.zero1 {} --pipeline.timeout_s 60 --model.dtype float64 "
+      "--run-dir {}",
       c.optimizer, c.stages, zero1, dir.string());
   const auto result = testing::run_pipetrain(args);
   EXPECT_EQ(result.exit_code, 0) << result.output;
@@ -58,11 +61,6 @@ RunOutput run(const Zero1Case& c, int zero1) {
   return out;
 }
 
-double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
-  const auto fa = a.to(torch::kFloat64), fb = b.to(torch::kFloat64);
-  return (fa - fb).norm().item<double>() / std::max(fb.norm().item<double>(), 1e-12);
-}
-
 class Zero1 : public ::testing::TestWithParam<Zero1Case> {};
 
 TEST_P(Zero1, TrainsLikeUnshardedWithOneWthOfTheOptimizerState) {
@@ -73,30 +71,36 @@ TEST_P(Zero1, TrainsLikeUnshardedWithOneWthOfTheOptimizerState) {
   for (size_t step = 0; step < 3; ++step) {
     for (const char* field : {"loss", "grad_norm"}) {
       const double want = plain.records[step][field], got = sharded.records[step][field];
-      EXPECT_NEAR(got, want, 1e-6 * std::abs(want)) << field << " at step " << step;
+      EXPECT_TRUE(testing::exactly_close(got, want)) << field << " at step " << step << ": " << got
+                                                     << " vs " << want;
     }
   }
   // The gradients are the unsharded all-reduce's; the update is element-wise on each shard.
   ASSERT_EQ(sharded.weights.size(), plain.weights.size());
   for (const auto& [name, want] : plain.weights) {
     ASSERT_TRUE(sharded.weights.count(name)) << name;
-    EXPECT_LT(relative_difference(sharded.weights.at(name), want), 1e-6) << name;
+    EXPECT_EQ(sharded.weights.at(name).scalar_type(), torch::kFloat64) << name;
+    EXPECT_EQ(testing::elementwise_mismatch(sharded.weights.at(name), want), "") << name;
   }
   ASSERT_EQ(sharded.state.size(), plain.state.size());
   for (const auto& [name, want] : plain.state) {
     ASSERT_TRUE(sharded.state.count(name)) << name;
-    EXPECT_LT(relative_difference(sharded.state.at(name), want), 1e-6) << name;
+    const bool step_count = name.size() > 5 && name.substr(name.size() - 5) == ".step";
+    if (!step_count) EXPECT_EQ(sharded.state.at(name).scalar_type(), torch::kFloat64) << name;
+    EXPECT_EQ(testing::elementwise_mismatch(sharded.state.at(name), want), "") << name;
   }
 
-  // Step 1's measured optimizer state per worker: 4 k N unsharded, 4 k ceil(N / 2) sharded.
+  // Step 1's measured optimizer state per worker: 8 k N unsharded, 8 k ceil(N / 2) sharded.
   const auto& plain_bytes = plain.records[0]["mem_optimizer_mb"];
   const auto& sharded_bytes = sharded.records[0]["mem_optimizer_mb"];
   ASSERT_EQ(plain_bytes.size(), size_t(2 * c.stages));  // one entry per rank
   for (size_t rank = 0; rank < plain_bytes.size(); ++rank) {
     const auto bytes = [](double mb) { return std::llround(mb * 1024 * 1024); };
-    const int64_t n = bytes(plain_bytes[rank]) / (4 * c.state_floats);
-    EXPECT_EQ(bytes(plain_bytes[rank]), 4 * c.state_floats * n) << "rank " << rank;
-    EXPECT_EQ(bytes(sharded_bytes[rank]), 4 * c.state_floats * ((n + 1) / 2)) << "rank " << rank;
+    const int64_t value_bytes = 8;  // float64
+    const int64_t n = bytes(plain_bytes[rank]) / (value_bytes * c.state_values);
+    EXPECT_EQ(bytes(plain_bytes[rank]), value_bytes * c.state_values * n) << "rank " << rank;
+    EXPECT_EQ(bytes(sharded_bytes[rank]), value_bytes * c.state_values * ((n + 1) / 2))
+        << "rank " << rank;
   }
 }
 
