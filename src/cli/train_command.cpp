@@ -4,6 +4,7 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "cli/preflight.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "io/json_file.h"
@@ -102,6 +103,10 @@ void use_resumed_config(ConfigArguments& arguments, const std::string& dir) {
          "the config file '{}'", dir, dir, arguments.config_path);
   }
   if (arguments.options.count("--run-dir") != 0) fail("--resume DIR continues DIR: leave out --run-dir");
+  if (std::filesystem::exists(dir) && !std::filesystem::is_directory(dir)) {
+    fail("--resume: '{}' is a file, not a run folder (the folder holding config.toml and "
+         "checkpoints/)", dir);
+  }
   if (!std::filesystem::is_directory(dir)) fail("--resume: run folder '{}' does not exist", dir);
   arguments.config_path = dir + "/config.toml";
   if (!std::filesystem::exists(arguments.config_path)) {
@@ -124,6 +129,7 @@ void run_train(const std::vector<std::string>& raw_args) {
   options.overwrite = has_flag(arguments, "--overwrite");
   options.progress = !has_flag(arguments, "--quiet");
   options.data_root = PIPETRAIN_SOURCE_DIR;  // so data/... works from any folder
+  check_run_fits_machine(config, options.data_root);
   if (runtime::is_pipeline_run(config)) {
     const auto pipeline_summary = runtime::run_pipeline(config, options, raw_args);
     if (!pipeline_summary) return;  // a worker: the launcher or the last stage reports

@@ -1,0 +1,55 @@
+#include "cli/preflight.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "core/machine.h"
+#include "core/text.h"
+#include "plan/analytic.h"
+
+namespace pipetrain::cli {
+namespace {
+
+void check_thread_count(const Config& config) {
+  const int64_t most = int64_t(kThreadsPerCore) * cpu_cores();
+  if (config.train.threads > most) {
+    fail("train.threads {} is more than {} ({} per core on this machine's {} cores); more "
+         "threads only slow the run down", config.train.threads, most, kThreadsPerCore, cpu_cores());
+  }
+}
+
+int optimizer_states(const TrainConfig& train) {
+  if (train.optimizer == "sgd") return train.momentum > 0 ? 1 : 0;
+  return 2;  // adam, adamw: two moments
+}
+
+// fp32 training: a lower bound, so a run refused here could not have run.
+void check_memory(const Config& config, const std::string& data_path) {
+  const auto& m = config.model;
+  const auto& p = config.pipeline;
+  const plan::GptShape shape{"", m.layers, m.d_model, m.heads, m.seq_len, m.vocab_size};
+  const double microbatch =
+      std::max(1.0, double(config.train.batch_size) / (double(config.train.microbatches) * double(p.dp_width)));
+  const plan::TrainingMemory model =
+      plan::training_memory_lower_bound(shape, 4, optimizer_states(config.train), microbatch);
+  const double replicas_here = double(p.dp_width) / double(p.nnodes);  // every replica holds all layers
+  const double data = double(regular_file_size(data_path, "data file"));
+  const double needed = model.total() * replicas_here + data;
+  const double available = machine_memory_bytes();
+  if (needed <= available) return;
+  fail("this run needs at least {} of memory (weights, gradients and {} state {}, one "
+       "microbatch's activations {}, the data file {}), more than this machine's {}",
+       format_bytes(needed), config.train.optimizer,
+       format_bytes(model.weights_gradients_optimizer * replicas_here),
+       format_bytes(model.activations * replicas_here), format_bytes(data), format_bytes(available));
+}
+
+}  // namespace
+
+void check_run_fits_machine(const Config& config, const std::string& data_root) {
+  check_thread_count(config);
+  check_memory(config, resolve_existing_path(config.data.path, data_root));
+}
+
+}  // namespace pipetrain::cli
