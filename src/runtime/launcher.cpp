@@ -214,23 +214,17 @@ std::string read_error_line(const std::string& path) {
                                       cause.rank / p.stages, cause.rank % p.stages);
   const std::string all = fmt::format("all {} workers{} stopped", workers.size(),
                                       p.nnodes > 1 ? fmt::format(" of node {}", p.node_rank) : "");
-  std::string why;
-  if (killed_by_foreign_signal(cause) || cause.error.empty()) {
-    why = describe_status(cause.status);
-    if (killed_unresponsive(cause)) {
-      why = fmt::format("did not respond within pipeline.timeout_s ({:g} s): its peers gave up "
-                        "waiting for it and it ignored SIGTERM, so the launcher killed it", p.timeout_s);
-    }
-  } else {
-    const std::string internal = "pipetrain: internal error: ";
-    if (cause.error.rfind(internal, 0) == 0) {
-      throw std::runtime_error(fmt::format("{}: {}; {}", who, cause.error.substr(internal.size()), all));
-    }
-    const std::string prefix = "pipetrain: error: ";
-    why = cause.error.rfind(prefix, 0) == 0 ? cause.error.substr(prefix.size()) : cause.error;
-    fail("{}: {}; {}", who, why, all);
+  if (killed_unresponsive(cause)) {
+    fail("{} did not respond within pipeline.timeout_s ({:g} s): its peers gave up waiting for it "
+         "and it ignored SIGTERM, so the launcher killed it; {}", who, p.timeout_s, all);
   }
-  fail("{} {}; {}", who, why, all);
+  if (cause.error.empty()) fail("{} {}; {}", who, describe_status(cause.status), all);
+  const std::string internal = "pipetrain: internal error: ", error = "pipetrain: error: ";
+  if (cause.error.rfind(internal, 0) == 0) {
+    throw std::runtime_error(fmt::format("{}: {}; {}", who, cause.error.substr(internal.size()), all));
+  }
+  const bool prefixed = cause.error.rfind(error, 0) == 0;
+  fail("{}: {}; {}", who, prefixed ? cause.error.substr(error.size()) : cause.error, all);
 }
 
 }  // namespace
