@@ -126,6 +126,7 @@ run_case "model too large for the machine's memory" "" "train $tiny --stages 1 -
 run_case "hidden size too large (2^31)" "" "train $tiny --stages 1 --model.d_model 2147483648"
 run_case "vocabulary too large (pipeline)" "" "train $tiny --stages 2 --model.vocab_size 1000000000"
 run_case "batch too large" "" "train $tiny --stages 1 --train.batch_size 1099511627776"
+run_case "too many worker processes for the machine" "" "train $tiny --stages 100000 --model.layers 200000"
 run_case "too many compute threads" "" "train $tiny --train.threads 100000"
 run_case "data path is a device" "" "train $tiny --data.path /dev/zero"
 run_case "data path is a folder" "" "train $tiny --data.path $work"

@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -7,6 +8,7 @@
 #include "cli/preflight.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/text.h"
 #include "io/json_file.h"
 #include "plan/plan_file.h"
 #include "runtime/pipeline.h"
@@ -114,6 +116,20 @@ void use_resumed_config(ConfigArguments& arguments, const std::string& dir) {
   }
 }
 
+// Our launcher spawns its node's share of the workers; under torchrun this process is one of
+// LOCAL_WORLD_SIZE workers on its machine.
+ProcessesHere processes_here(const Config& config) {
+  ProcessesHere here;
+  if (!runtime::is_pipeline_run(config)) return here;
+  const auto& p = config.pipeline;
+  here.launcher = !runtime::started_as_worker();
+  const char* local_world = std::getenv("LOCAL_WORLD_SIZE");
+  const auto local = parse_int(local_world != nullptr ? local_world : "");
+  here.workers = here.launcher ? double(p.stages) * double(p.dp_width) / double(p.nnodes)
+                               : double(local && *local > 0 ? *local : 1);
+  return here;
+}
+
 void run_train(const std::vector<std::string>& raw_args) {
   const auto args = expand_plan(expand_shorthands(raw_args));
   auto arguments = parse_config_arguments(args, {"--run-dir", "--resume"}, {"--overwrite", "--quiet"});
@@ -129,7 +145,7 @@ void run_train(const std::vector<std::string>& raw_args) {
   options.overwrite = has_flag(arguments, "--overwrite");
   options.progress = !has_flag(arguments, "--quiet");
   options.data_root = PIPETRAIN_SOURCE_DIR;  // so data/... works from any folder
-  check_run_fits_machine(config, options.data_root);
+  check_run_fits_machine(config, options.data_root, processes_here(config));
   if (runtime::is_pipeline_run(config)) {
     const auto pipeline_summary = runtime::run_pipeline(config, options, raw_args);
     if (!pipeline_summary) return;  // a worker: the launcher or the last stage reports

@@ -122,7 +122,9 @@ TEST(BadInput, RunsThatCannotFitInMemoryAreRefusedBeforeAllocating) {
                                  "--stages 1 --model.d_model 2147483648",
                                  "--stages 1 --model.vocab_size 1000000000",
                                  "--stages 2 --model.vocab_size 1000000000",
-                                 "--stages 1 --train.batch_size 1099511627776"}) {
+                                 "--stages 1 --train.batch_size 1099511627776",
+                                 // 100001 processes (each loads libtorch) on one machine
+                                 "--stages 100000 --model.layers 200000"}) {
     expect_one_line_error(kTiny + " " + args + " --run-dir " + dir.string(),
                           "), more than this machine's");
     EXPECT_FALSE(fs::exists(dir)) << args;
