@@ -129,6 +129,7 @@ TEST(BadInput, RunsThatCannotFitInMemoryAreRefusedBeforeAllocating) {
                           "), more than this machine's");
     EXPECT_FALSE(fs::exists(dir)) << args;
   }
+  fs::remove_all(dir);  // in case one was created
 }
 
 TEST(BadInput, ThreadCountIsBoundedByTheCores) {
