@@ -72,6 +72,9 @@ for name in badmagic badversion cut; do cp -r "$work/tokens" "$work/$name"; done
 printf '\x01\x02\x03\x04' | dd of="$work/badmagic/train.bin" conv=notrunc status=none
 printf '\x07' | dd of="$work/badversion/train.bin" bs=1 seek=4 conv=notrunc status=none
 truncate -s -3 "$work/cut/val.bin"
+"$bin" train $tiny --stages 2 --train.steps 4 --checkpoint.every 1 --run-dir "$work/narrow" >/dev/null 2>&1
+"$bin" train $tiny --stages 2 --model.d_model 32 --run-dir "$work/wide" >/dev/null 2>&1
+cp "$(latest wide)/stage0.safetensors" "$(latest narrow)/stage0.safetensors"
 python3 -c 'import socket,time,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(600)' > "$work/port" &
 listener=$!
 while [ ! -s "$work/port" ]; do sleep 0.2; done
@@ -168,6 +171,26 @@ run_case "resume: optimizer file of another stage" "" "train --resume $work/othe
 run_case "resume: optimizer file without tensors" "" "train --resume $work/emptied --train.steps 6"
 run_case "resume: a flipped bit in tensor data" "" "train --resume $work/bitflip --train.steps 6"
 run_case "partition with one stage" "" "train $tiny --stages 1 --partition 1,2"
+run_case "model too large for the machine's memory" "" "train $tiny --stages 1 --model.layers 1000000000"
+run_case "hidden size too large (2^31)" "" "train $tiny --stages 1 --model.d_model 2147483648"
+run_case "vocabulary too large (pipeline)" "" "train $tiny --stages 2 --model.vocab_size 1000000000"
+run_case "batch too large" "" "train $tiny --stages 1 --train.batch_size 1099511627776"
+run_case "too many worker processes for the machine" "" "train $tiny --stages 100000 --model.layers 200000"
+run_case "too many compute threads" "" "train $tiny --train.threads 100000"
+run_case "data path is a device" "" "train $tiny --data.path /dev/zero"
+run_case "data path is a folder" "" "train $tiny --data.path $work"
+run_case "config path is a folder" "" "train $work"
+run_case "port above 65535" "" "train $tiny --pipeline.master_port 70000"
+run_case "hexadecimal number" "" "train --train.lr 0x10"
+run_case "timeout beyond its bound" "" "train $tiny --pipeline.timeout_s 1e300"
+run_case "config --reference with an invalid value" "" "config --reference --model.layers 0"
+run_case "resume: a file, not a run folder" "" "train --resume $work/file"
+run_case "misspelled command" "" "trian"
+run_case "plan: global batch too large" "" "plan --global-batch 4611686018427387904"
+run_case "resume: stage file of a wider model" "" "train --resume $work/narrow --train.steps 6"
+run_case "dead worker (kill -9 at step 1)" "PIPETRAIN_FAULT=1:1" "train $tiny --stages 3 --train.steps 4 --run-dir $work/dead"
+run_case "hung worker (SIGSTOP at step 1)" "PIPETRAIN_FAULT=1:1:hang" "train $tiny --stages 3 --train.steps 4 --pipeline.timeout_s 2 --run-dir $work/hung"
+run_case "SIGINT to one 2BW worker (a stop, not an error)" "PIPETRAIN_FAULT=0:1:int" "train $tiny --stages 2 --schedule 2bw --train.steps 4 --run-dir $work/sigint"
 kill $listener 2>/dev/null
 
 table=$(printf '%s\n' "| # | case | command (W = scratch folder, TINY = a 1-layer model, 2 steps) | exit | lines | message |" "|---|---|---|---|---|---|" "${rows[@]}")

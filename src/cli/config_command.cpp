@@ -12,8 +12,9 @@ void add_config_command(CLI::App& app) {
   cmd->prefix_command();
   cmd->callback([cmd] {
     const auto arguments = parse_config_arguments(cmd->remaining(), {}, {"--reference"});
+    const Config config = resolve_config(arguments);  // a bad value is an error with --reference too
     if (has_flag(arguments, "--reference")) return void(fmt::print("{}", config_reference_markdown()));
-    fmt::print("{}", to_toml(resolve_config(arguments)));
+    fmt::print("{}", to_toml(config));
   });
 }
 

@@ -1,4 +1,5 @@
 #include <filesystem>
+#include <limits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -63,6 +64,11 @@ void add_plan_command(CLI::App& app) {
                  1e6 * request.profile->links.p2p.latency_s, request.profile->links.p2p.bandwidth / 1e9,
                  1e6 * request.profile->links.all_reduce.latency_s,
                  request.profile->links.all_reduce.bandwidth / 1e9);
+    }
+    // Microbatch counts are int in schedules; a larger batch would wrap around.
+    if (global_batch > std::numeric_limits<int>::max()) {
+      fail("--global-batch {} is too large: the planner takes at most {} sequences per step",
+           global_batch, std::numeric_limits<int>::max());
     }
     request.global_batch = global_batch;
     if (!schedules.empty()) request.schedules = split(schedules, ',');

@@ -1,12 +1,15 @@
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "cli/preflight.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/text.h"
 #include "io/json_file.h"
 #include "plan/plan_file.h"
 #include "core/text.h"
@@ -144,11 +147,29 @@ void use_resumed_config(ConfigArguments& arguments, const std::string& dir) {
          "the config file '{}'", dir, dir, arguments.config_path);
   }
   if (arguments.options.count("--run-dir") != 0) fail("--resume DIR continues DIR: leave out --run-dir");
+  if (std::filesystem::exists(dir) && !std::filesystem::is_directory(dir)) {
+    fail("--resume: '{}' is a file, not a run folder (the folder holding config.toml and "
+         "checkpoints/)", dir);
+  }
   if (!std::filesystem::is_directory(dir)) fail("--resume: run folder '{}' does not exist", dir);
   arguments.config_path = dir + "/config.toml";
   if (!std::filesystem::exists(arguments.config_path)) {
     fail("--resume: '{}' is not a run folder (no config.toml)", dir);
   }
+}
+
+// Our launcher spawns its node's share of the workers; under torchrun this process is one of
+// LOCAL_WORLD_SIZE workers on its machine.
+ProcessesHere processes_here(const Config& config) {
+  ProcessesHere here;
+  if (!runtime::is_pipeline_run(config)) return here;
+  const auto& p = config.pipeline;
+  here.launcher = !runtime::started_as_worker();
+  const char* local_world = std::getenv("LOCAL_WORLD_SIZE");
+  const auto local = parse_int(local_world != nullptr ? local_world : "");
+  here.workers = here.launcher ? double(p.stages) * double(p.dp_width) / double(p.nnodes)
+                               : double(local && *local > 0 ? *local : 1);
+  return here;
 }
 
 void run_train(const std::vector<std::string>& raw_args) {
@@ -166,6 +187,7 @@ void run_train(const std::vector<std::string>& raw_args) {
   options.overwrite = has_flag(arguments, "--overwrite");
   options.progress = !has_flag(arguments, "--quiet");
   options.data_root = PIPETRAIN_SOURCE_DIR;  // so data/... works from any folder
+  check_run_fits_machine(config, options.data_root, processes_here(config));
   if (runtime::is_pipeline_run(config)) {
     const auto pipeline_summary = runtime::run_pipeline(config, options, raw_args);
     if (!pipeline_summary) return;  // a worker: the launcher or the last stage reports

@@ -1,12 +1,9 @@
 #include "core/config.h"
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "core/text.h"
 #include "core/toml_parse.h"
 
@@ -25,6 +22,7 @@ std::string unknown_field_message(const std::string& key, const std::string& ori
 void check_bounds(const FieldSpec& field, double value, const std::string& origin) {
   if (!std::isfinite(value)) fail("{}: {} must be a finite number", origin, field.key);
   if (value < field.min) fail("{}: {} must be >= {:g}, got {:g}", origin, field.key, field.min, value);
+  if (value > field.max) fail("{}: {} must be <= {:g}, got {:g}", origin, field.key, field.max, value);
 }
 
 void check_choice(const FieldSpec& field, const std::string& value, const std::string& origin) {
@@ -82,11 +80,7 @@ Config parse_config_toml(const std::string& text, const std::string& origin) {
 }
 
 Config load_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("cannot read config file '{}': {}", path, std::strerror(errno));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_config_toml(buffer.str(), path);
+  return parse_config_toml(read_regular_file(path, "config file"), path);
 }
 
 void set_field_from_string(Config& config, const std::string& key, const std::string& value) {
@@ -178,7 +172,10 @@ std::string config_reference_markdown() {
                                                               : "string";
     std::string meaning = field.help;
     if (!field.choices.empty()) meaning += " (one of: " + join(field.choices, ", ") + ")";
-    if (field.min > -1e300 && !std::holds_alternative<std::string*>(ptr)) {
+    const bool number = !std::holds_alternative<std::string*>(ptr);
+    if (number && field.min > -1e300 && field.max < 1e300) {
+      meaning += fmt::format("; {:g} to {:g}", field.min, field.max);
+    } else if (number && field.min > -1e300) {
       meaning += fmt::format("; >= {:g}", field.min);
     }
     out += fmt::format("| `{}` | {} | `{}` | {} |\n", field.key, type,

@@ -106,6 +106,7 @@ struct FieldSpec {
   std::function<FieldPtr(Config&)> locate;
   double min = -1e300;               // numbers: inclusive lower bound
   std::vector<std::string> choices;  // strings: allowed values (empty = any)
+  double max = 1e300;                // numbers: inclusive upper bound
 };
 
 // Every configurable field, in documentation order.

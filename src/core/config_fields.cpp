@@ -10,9 +10,12 @@ std::function<FieldPtr(Config&)> at(Section Config::*section, T Section::*member
 }
 
 FieldSpec spec(std::string key, std::string help, std::function<FieldPtr(Config&)> locate,
-               double min = -1e300, std::vector<std::string> choices = {}) {
-  return FieldSpec{std::move(key), std::move(help), std::move(locate), min, std::move(choices)};
+               double min = -1e300, std::vector<std::string> choices = {}, double max = 1e300) {
+  return FieldSpec{std::move(key), std::move(help), std::move(locate), min, std::move(choices), max};
 }
+
+// The longest rendezvous or send/recv wait: the timeout becomes int64 milliseconds (a week+).
+constexpr double kMaxTimeoutSeconds = 1e6;
 
 std::vector<FieldSpec> make_fields() {
   using C = Config;
@@ -51,7 +54,8 @@ std::vector<FieldSpec> make_fields() {
       spec("train.grad_clip", "clip the global gradient norm to this value; 0 disables",
        at(&C::train, &T::grad_clip), 0),
       spec("train.seed", "seed for initialisation, data order and sampling", at(&C::train, &T::seed), 0),
-      spec("train.threads", "compute threads; 0 = one per core", at(&C::train, &T::threads), 0),
+      spec("train.threads", "compute threads; 0 = one per core; at most 4 per core",
+       at(&C::train, &T::threads), 0),
       spec("data.format", "\"bytes\": data.path is a text file whose bytes are the tokens; "
        "\"tokens\": llm.c token files from `pipetrain tokenize` or llm.c's scripts (docs/data.md)",
        at(&C::data, &DataConfig::format), 0, {"bytes", "tokens"}),
@@ -94,11 +98,11 @@ std::vector<FieldSpec> make_fields() {
        "slices) or slice lengths \"64,40,24\" summing to model.seq_len; each sequence's slices "
        "flow through the pipeline one after another", at(&C::pipeline, &PipelineConfig::slices)),
       spec("pipeline.timeout_s", "seconds before rendezvous or a send/recv/all-reduce gives up",
-       at(&C::pipeline, &PipelineConfig::timeout_s), 1),
+       at(&C::pipeline, &PipelineConfig::timeout_s), 1, {}, kMaxTimeoutSeconds),
       spec("pipeline.master_addr", "rendezvous address when pipetrain spawns the workers itself "
        "(node 0's address on several nodes)", at(&C::pipeline, &PipelineConfig::master_addr)),
       spec("pipeline.master_port", "rendezvous port; 0 = a free port (one node only)",
-       at(&C::pipeline, &PipelineConfig::master_port), 0),
+       at(&C::pipeline, &PipelineConfig::master_port), 0, {}, 65535),
       spec("pipeline.nnodes", "machines the workers are spread over, stages x dp_width / nnodes "
        "each; run the same command on every node with its pipeline.node_rank",
        at(&C::pipeline, &PipelineConfig::nnodes), 1),

@@ -1,6 +1,7 @@
 #include "core/files.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -49,6 +50,19 @@ std::string read_file(const std::string& path) {
   std::stringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();
+}
+
+uint64_t regular_file_size(const std::string& path, const std::string& what) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) fail("cannot read {} '{}': {}", what, path, std::strerror(errno));
+  if (S_ISDIR(info.st_mode)) fail("{} '{}' is a folder, not a file", what, path);
+  if (!S_ISREG(info.st_mode)) fail("{} '{}' is not a regular file", what, path);
+  return uint64_t(info.st_size);
+}
+
+std::string read_regular_file(const std::string& path, const std::string& what) {
+  regular_file_size(path, what);
+  return read_file(path);
 }
 
 void prepare_run_dir(const std::string& dir, bool overwrite) {

@@ -1,5 +1,6 @@
 #pragma once
 // File-system helpers with user-facing errors: nothing half-written is ever left behind.
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -10,6 +11,12 @@ namespace pipetrain {
 void write_file_atomically(const std::string& path, std::string_view bytes);
 
 std::string read_file(const std::string& path);  // UserError if missing/unreadable
+
+// A file the user names (config, data): its size, or UserError naming `what` ("data file") when
+// it is missing, a folder, or not a regular file (a device such as /dev/zero never ends).
+uint64_t regular_file_size(const std::string& path, const std::string& what);
+// Reads such a file whole, after the same checks.
+std::string read_regular_file(const std::string& path, const std::string& what);
 
 // Creates `dir` (and parents) and checks that a file can be written in it.
 // Refuses a folder that already holds a run (metrics.jsonl) unless `overwrite`.

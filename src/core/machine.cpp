@@ -1,7 +1,9 @@
 #include "core/machine.h"
 
 #include <malloc.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <thread>
 
@@ -33,6 +35,16 @@ std::string describe_blas(const BlasInfo& blas) {
 int cpu_cores() {
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
+}
+
+double machine_memory_bytes() {
+  double bytes = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  for (const char* limit : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(limit);
+    double value = 0;
+    if (in >> value && value > 0) bytes = std::min(bytes, value);  // "max" reads as no number
+  }
+  return bytes;
 }
 
 void keep_freed_memory_in_process() {

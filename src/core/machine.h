@@ -17,6 +17,10 @@ std::string describe_blas(const BlasInfo& blas);
 
 int cpu_cores();
 
+// The memory this process may use: the machine's physical memory, or a smaller cgroup limit
+// (a container's memory.max).
+double machine_memory_bytes();
+
 // Keeps freed memory inside the process (glibc malloc: no mmap for large blocks, no trimming).
 // Training allocates and frees the same large activation buffers every step; by default glibc
 // maps each block over 32 MB afresh and returns it, and the page faults cost 1.4-4x in

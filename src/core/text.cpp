@@ -30,8 +30,36 @@ std::vector<std::string> split(const std::string& text, char separator) {
   return parts;
 }
 
+namespace {
+size_t digits_from(const std::string& text, size_t at) {
+  size_t end = at;
+  while (end < text.size() && text[end] >= '0' && text[end] <= '9') ++end;
+  return end - at;
+}
+
+// A plain decimal: [-]digits, or with a fraction and exponent [-]digits[.digits][e[+-]digits]
+// (".5" and "5." too). No sign '+', no blanks, no hex, inf or nan, which strtod would take.
+bool is_plain_decimal(const std::string& text, bool integer) {
+  size_t at = text.rfind('-', 0) == 0 ? 1 : 0;
+  const size_t whole = digits_from(text, at);
+  at += whole;
+  if (integer) return whole > 0 && at == text.size();
+  size_t fraction = 0;
+  if (at < text.size() && text[at] == '.') fraction = digits_from(text, ++at), at += fraction;
+  if (whole + fraction == 0) return false;
+  if (at < text.size() && (text[at] == 'e' || text[at] == 'E')) {
+    ++at;
+    if (at < text.size() && (text[at] == '+' || text[at] == '-')) ++at;
+    const size_t exponent = digits_from(text, at);
+    if (exponent == 0) return false;
+    at += exponent;
+  }
+  return at == text.size();
+}
+}  // namespace
+
 std::optional<int64_t> parse_int(const std::string& text) {
-  if (text.empty()) return std::nullopt;
+  if (!is_plain_decimal(text, /*integer=*/true)) return std::nullopt;
   errno = 0;
   char* end = nullptr;
   const long long value = std::strtoll(text.c_str(), &end, 10);
@@ -40,7 +68,7 @@ std::optional<int64_t> parse_int(const std::string& text) {
 }
 
 std::optional<double> parse_double(const std::string& text) {
-  if (text.empty()) return std::nullopt;
+  if (!is_plain_decimal(text, /*integer=*/false)) return std::nullopt;
   errno = 0;
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
@@ -122,9 +150,9 @@ std::string format_count(double value) {
 }
 
 std::string format_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
   int unit = 0;
-  while (bytes >= 1024 && unit < 4) {
+  while (bytes >= 1024 && unit < 8) {
     bytes /= 1024;
     ++unit;
   }

@@ -10,7 +10,8 @@ namespace pipetrain {
 std::string join(const std::vector<std::string>& parts, const std::string& separator);
 std::vector<std::string> split(const std::string& text, char separator);
 
-// Strict parses: the whole string must be a number.
+// Strict parses: the whole string must be a plain decimal number ("-12", "2.5e-3"; no '+',
+// blanks, hex, inf or nan), in range.
 std::optional<int64_t> parse_int(const std::string& text);
 std::optional<double> parse_double(const std::string& text);
 

@@ -8,7 +8,7 @@ namespace pipetrain {
 TextDataset::TextDataset(const std::string& path, double val_fraction, int64_t seq_len)
     : TextDataset(
           [&] {
-            const std::string text = read_file(path);
+            const std::string text = read_regular_file(path, "data file");  // not /dev/zero
             return std::vector<uint8_t>(text.begin(), text.end());
           }(),
           val_fraction, seq_len, path) {}

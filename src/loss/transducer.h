@@ -25,7 +25,7 @@ struct TransducerOptions {
 // One sample. logits: [T, U+1, V] float or double on CPU with contiguous rows (stride(2) == 1,
 // stride(1) == V; views of a padded tensor are fine). targets: [U] integer labels, none blank.
 // Returns -log P(targets | logits). When want_grad, logits is overwritten in place with
-// grad_scale * d(loss)/d(logits) (log-softmax folded in).
+// grad_scale * d(loss)/d(logits) (log-softmax folded in), so it must not require grad.
 double transducer_loss_and_grad_(const at::Tensor& logits, const at::Tensor& targets,
                                  int64_t blank, bool want_grad = true, double grad_scale = 1.0);
 
@@ -37,8 +37,13 @@ at::Tensor transducer_loss_batched(const at::Tensor& logits, const at::Tensor& t
                                    const at::Tensor& target_lengths,
                                    const TransducerOptions& options = {});
 
-// Validates a padded batch and returns the lengths as vectors (throws pipetrain::UserError).
-// vocab_size < 0 skips the label range check (vocabulary not known yet).
+// Every entry point's blank check: UserError unless 0 <= blank < vocab_size.
+void check_transducer_blank(int64_t blank, int64_t vocab_size);
+
+// Validates a padded batch and returns the lengths as vectors (throws pipetrain::UserError):
+// B >= 1 (an empty batch is an error, whatever the reduction), shapes, integer dtypes (not bool),
+// lengths in range. vocab_size < 0 skips the blank and label checks (vocabulary not known yet:
+// the caller checks again once it is).
 struct TransducerLengths {
   std::vector<int64_t> logit_lengths, target_lengths;
 };

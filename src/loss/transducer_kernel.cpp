@@ -130,7 +130,20 @@ std::vector<int64_t> to_vector(const at::Tensor& t) {
   return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
 }
 
+void check_integer_tensor(const at::Tensor& tensor, const char* what) {
+  if (!at::isIntegralType(tensor.scalar_type(), /*includeBool=*/false)) {
+    fail("transducer loss: {} must be an integer tensor, got {}", what,
+         c10::toString(tensor.scalar_type()));
+  }
+}
+
 }  // namespace
+
+void check_transducer_blank(int64_t blank, int64_t vocab_size) {
+  if (blank < 0 || blank >= vocab_size) {
+    fail("transducer loss: blank {} outside the vocabulary [0, {})", blank, vocab_size);
+  }
+}
 
 double transducer_loss_and_grad_(const at::Tensor& logits, const at::Tensor& targets,
                                  int64_t blank, bool want_grad, double grad_scale) {
@@ -147,16 +160,21 @@ double transducer_loss_and_grad_(const at::Tensor& logits, const at::Tensor& tar
   if (logits.stride(2) != 1 || logits.stride(1) != V) {
     fail("transducer loss: logits rows must be contiguous (stride(2) == 1, stride(1) == V)");
   }
-  if (blank < 0 || blank >= V) fail("transducer loss: blank {} outside vocabulary [0, {})", blank, V);
+  if (want_grad && logits.requires_grad()) {
+    fail("transducer loss: logits require grad, but the kernel overwrites them with their "
+         "gradient in place; pass logits.detach() (or want_grad = false)");
+  }
+  check_transducer_blank(blank, V);
   if (!targets.defined() || targets.dim() != 1 || targets.numel() != U1 - 1) {
     fail("transducer loss: targets must be [U] = [{}] for logits with U+1 = {}", U1 - 1, U1);
   }
-  if (at::isFloatingType(targets.scalar_type())) fail("transducer loss: targets must be integers");
+  check_integer_tensor(targets, "targets");
   const std::vector<int64_t> y = to_vector(targets);
   for (int64_t u = 0; u < U1 - 1; ++u) {
-    if (y[u] < 0 || y[u] >= V) fail("transducer loss: label {} outside vocabulary [0, {})", y[u], V);
+    if (y[u] < 0 || y[u] >= V) fail("transducer loss: label {} outside the vocabulary [0, {})", y[u], V);
     if (y[u] == blank) fail("transducer loss: target position {} is the blank symbol {}", u, blank);
   }
+  at::NoGradGuard no_grad;  // the kernel computes its own gradient; autograd records nothing
   if (logits.scalar_type() == at::kDouble) {
     return fused_loss_and_grad<double>(logits, y, blank, want_grad, grad_scale);
   }
@@ -167,20 +185,19 @@ TransducerLengths check_transducer_batch(int64_t batch, int64_t max_frames, int6
                                          int64_t vocab_size, const at::Tensor& targets,
                                          const at::Tensor& logit_lengths,
                                          const at::Tensor& target_lengths, int64_t blank) {
-  if (vocab_size >= 0 && (blank < 0 || blank >= vocab_size)) {
-    fail("transducer loss: blank {} outside vocabulary [0, {})", blank, vocab_size);
-  }
-  if (blank < 0) fail("transducer loss: blank {} is negative", blank);
+  // A mean over no sample is NaN and a sum 0 with nothing learnt: refused under any reduction.
+  if (batch < 1) fail("transducer loss: empty batch (B = 0): no sample to take the loss of");
+  if (vocab_size >= 0) check_transducer_blank(blank, vocab_size);
   if (!targets.defined() || targets.dim() != 2 || targets.size(0) != batch ||
       targets.size(1) != max_labels) {
     fail("transducer loss: targets must be [B, U] = [{}, {}]", batch, max_labels);
   }
-  if (at::isFloatingType(targets.scalar_type())) fail("transducer loss: targets must be integers");
+  check_integer_tensor(targets, "targets");
   for (const auto* lengths : {&logit_lengths, &target_lengths}) {
     if (!lengths->defined() || lengths->dim() != 1 || lengths->size(0) != batch) {
       fail("transducer loss: lengths must be [B] = [{}]", batch);
     }
-    if (at::isFloatingType(lengths->scalar_type())) fail("transducer loss: lengths must be integers");
+    check_integer_tensor(*lengths, "lengths");
   }
   TransducerLengths out{to_vector(logit_lengths), to_vector(target_lengths)};
   const at::Tensor y = targets.to(at::kLong).contiguous();
@@ -193,10 +210,11 @@ TransducerLengths check_transducer_batch(int64_t batch, int64_t max_frames, int6
     if (U < 0 || U > max_labels) {
       fail("transducer loss: target length {} of sample {} outside [0, {}]", U, b, max_labels);
     }
-    for (int64_t u = 0; u < U; ++u) {
+    for (int64_t u = 0; vocab_size >= 0 && u < U; ++u) {  // unknown vocabulary: checked later
       const int64_t label = yp[b * max_labels + u];
-      if (label < 0 || (vocab_size >= 0 && label >= vocab_size)) {
-        fail("transducer loss: label {} of sample {} outside vocabulary", label, b);
+      if (label < 0 || label >= vocab_size) {
+        fail("transducer loss: label {} of sample {} outside the vocabulary [0, {})", label, b,
+             vocab_size);
       }
       if (label == blank) fail("transducer loss: sample {} has the blank symbol as a target", b);
     }

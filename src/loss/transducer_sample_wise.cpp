@@ -181,6 +181,46 @@ class SampleWiseTransducerFunction
   }
 };
 
+// enc [B, T, J] and pred [B, U+1, J] fit each other (a joint would fail with a raw c10 error).
+void check_joint_inputs(const at::Tensor& enc, const at::Tensor& pred) {
+  if (!enc.defined() || enc.dim() != 3) fail("sample-wise transducer loss: enc must be [B, T, J]");
+  if (!pred.defined() || pred.dim() != 3) {
+    fail("sample-wise transducer loss: pred must be [B, U+1, J]");
+  }
+  if (pred.size(0) != enc.size(0)) {
+    fail("sample-wise transducer loss: enc batch {} != pred batch {}", enc.size(0), pred.size(0));
+  }
+  if (pred.size(2) != enc.size(2)) {
+    fail("sample-wise transducer loss: enc has joint dimension {} but pred has {}", enc.size(2),
+         pred.size(2));
+  }
+  if (pred.scalar_type() != enc.scalar_type()) {
+    fail("sample-wise transducer loss: enc is {} but pred is {}", c10::toString(enc.scalar_type()),
+         c10::toString(pred.scalar_type()));
+  }
+}
+
+// vocab_size < 0: not known before the joint runs (a JointFunction); the batch's labels and
+// blank are checked against the first joint output instead.
+at::Tensor sample_wise_loss(const JointFunction& joint, const std::vector<at::Tensor>& joint_params,
+                            const at::Tensor& enc, const at::Tensor& pred,
+                            const at::Tensor& targets, const at::Tensor& logit_lengths,
+                            const at::Tensor& target_lengths, const SampleWiseOptions& options,
+                            int64_t vocab_size) {
+  check_joint_inputs(enc, pred);
+  if (options.reduction == Reduction::None) {
+    fail("sample-wise transducer loss: reduction None is not supported (joint weight gradients "
+         "are summed over samples); use Mean or Sum");
+  }
+  SampleWiseCall call{&joint, targets, {}, options, false};
+  call.lengths = check_transducer_batch(enc.size(0), enc.size(1), pred.size(1) - 1, vocab_size,
+                                        targets, logit_lengths, target_lengths, options.blank);
+  bool any_requires_grad = enc.requires_grad() || pred.requires_grad();
+  for (const auto& p : joint_params) any_requires_grad = any_requires_grad || p.requires_grad();
+  call.want_grad = at::GradMode::is_enabled() && any_requires_grad;
+  return SampleWiseTransducerFunction::apply(enc, pred, at::TensorList(joint_params), call);
+}
+
 }  // namespace
 
 at::Tensor sample_wise_transducer_loss(const JointFunction& joint,
@@ -189,25 +229,8 @@ at::Tensor sample_wise_transducer_loss(const JointFunction& joint,
                                        const at::Tensor& targets, const at::Tensor& logit_lengths,
                                        const at::Tensor& target_lengths,
                                        const SampleWiseOptions& options) {
-  if (!enc.defined() || enc.dim() != 3) fail("sample-wise transducer loss: enc must be [B, T, J]");
-  if (!pred.defined() || pred.dim() != 3) {
-    fail("sample-wise transducer loss: pred must be [B, U+1, J]");
-  }
-  if (pred.size(0) != enc.size(0)) {
-    fail("sample-wise transducer loss: enc batch {} != pred batch {}", enc.size(0), pred.size(0));
-  }
-  if (enc.size(0) < 1) fail("sample-wise transducer loss: empty batch");
-  if (options.reduction == Reduction::None) {
-    fail("sample-wise transducer loss: reduction None is not supported (joint weight gradients "
-         "are summed over samples); use Mean or Sum");
-  }
-  SampleWiseCall call{&joint, targets, {}, options, false};
-  call.lengths = check_transducer_batch(enc.size(0), enc.size(1), pred.size(1) - 1, -1, targets,
-                                        logit_lengths, target_lengths, options.blank);
-  bool any_requires_grad = enc.requires_grad() || pred.requires_grad();
-  for (const auto& p : joint_params) any_requires_grad = any_requires_grad || p.requires_grad();
-  call.want_grad = at::GradMode::is_enabled() && any_requires_grad;
-  return SampleWiseTransducerFunction::apply(enc, pred, at::TensorList(joint_params), call);
+  return sample_wise_loss(joint, joint_params, enc, pred, targets, logit_lengths, target_lengths,
+                          options, /*vocab_size=*/-1);
 }
 
 at::Tensor sample_wise_transducer_loss(JointNetwork& joint, const at::Tensor& enc,
@@ -215,11 +238,22 @@ at::Tensor sample_wise_transducer_loss(JointNetwork& joint, const at::Tensor& en
                                        const at::Tensor& logit_lengths,
                                        const at::Tensor& target_lengths,
                                        const SampleWiseOptions& options) {
+  check_joint_inputs(enc, pred);
+  const auto& linear = joint->output->options;
+  if (enc.size(2) != linear.in_features()) {
+    fail("sample-wise transducer loss: the joint network takes joint dimension {}, enc and pred "
+         "have {}", linear.in_features(), enc.size(2));
+  }
+  if (joint->output->weight.scalar_type() != enc.scalar_type()) {
+    fail("sample-wise transducer loss: enc and pred are {} but the joint network's parameters "
+         "are {}", c10::toString(enc.scalar_type()),
+         c10::toString(joint->output->weight.scalar_type()));
+  }
   JointFunction fn = [&joint](const at::Tensor& e, const at::Tensor& p) {
     return joint->forward(e, p);
   };
-  return sample_wise_transducer_loss(fn, joint->parameters(), enc, pred, targets, logit_lengths,
-                                     target_lengths, options);
+  return sample_wise_loss(fn, joint->parameters(), enc, pred, targets, logit_lengths,
+                          target_lengths, options, joint->vocab_size());
 }
 
 }  // namespace pipetrain::loss

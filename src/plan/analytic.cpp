@@ -45,11 +45,9 @@ std::vector<LayerCost> analytic_gpt_layers(const GptShape& shape, const ClusterS
   const double value = cluster.bytes_per_value;
   const double optimizer_per_param = value + (value < 4 ? 12.0 : 8.0);  // grads + states
   const double b = double(options.microbatch), n = double(shape.seq_len), h = double(shape.hidden),
-               a = double(shape.heads), v = double(shape.vocab);
+               v = double(shape.vocab);
   const double boundary_bytes = value * b * n * h;
-  // Activation bytes a block stashes per microbatch (Korthikanti et al. 2022, 16-bit):
-  // s b h (34 + 5 a s / h); scaled by value / 2 for other widths.
-  const double block_activations = n * b * h * (34 + 5 * a * n / h) * value / 2;
+  const double block_activations = block_activation_bytes(shape, b, value);
 
   std::vector<LayerCost> layers;
   LayerCost embedding{"embedding", 0, 0, value * (v * h + n * h), optimizer_per_param * (v * h + n * h),
@@ -78,17 +76,36 @@ std::vector<LayerCost> analytic_gpt_layers(const GptShape& shape, const ClusterS
   head.backward_s = 2 * head.forward_s;
   head.param_bytes = value * (v * h + 2 * h);
   head.optimizer_bytes = optimizer_per_param * (v * h + 2 * h);
-  head.activation_bytes = options.recompute ? boundary_bytes : 8 * b * n * v + 2 * boundary_bytes;
+  head.activation_bytes = options.recompute ? boundary_bytes : head_activation_bytes(shape, b, value);
   head.output_bytes = 0;
   layers.push_back(head);
   return layers;
 }
 
+double block_activation_bytes(const GptShape& shape, double microbatch, double bytes_per_value) {
+  const double n = double(shape.seq_len), h = double(shape.hidden), a = double(shape.heads);
+  return n * microbatch * h * (34 + 5 * a * n / h) * bytes_per_value / 2;
+}
+
+double head_activation_bytes(const GptShape& shape, double microbatch, double bytes_per_value) {
+  const double tokens = microbatch * double(shape.seq_len);
+  return 8 * tokens * double(shape.vocab) + 2 * bytes_per_value * tokens * double(shape.hidden);
+}
+
+TrainingMemory training_memory_lower_bound(const GptShape& shape, double bytes_per_value,
+                                           int optimizer_states, double microbatch) {
+  TrainingMemory memory;
+  memory.weights_gradients_optimizer = shape.parameters() * bytes_per_value * (2 + optimizer_states);
+  memory.activations = double(shape.layers) * block_activation_bytes(shape, microbatch, bytes_per_value) +
+                       head_activation_bytes(shape, microbatch, bytes_per_value);
+  return memory;
+}
+
 double recompute_workspace_bytes(const GptShape& shape, const ClusterSpec& cluster,
                                  const AnalyticOptions& options) {
   if (!options.recompute) return 0;
-  const double b = double(options.microbatch), n = double(shape.seq_len), h = double(shape.hidden);
-  const double block = n * b * h * (34 + 5 * double(shape.heads) * n / h) * cluster.bytes_per_value / 2;
+  const double b = double(options.microbatch), n = double(shape.seq_len);
+  const double block = block_activation_bytes(shape, b, cluster.bytes_per_value);
   const double head = 8 * b * n * double(shape.vocab);  // fp32 logits and their gradient
   return std::max(block, head);
 }

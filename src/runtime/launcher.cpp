@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <thread>
 
@@ -38,6 +39,8 @@ struct Worker {
   bool done = false;
   int status = 0;
   Clock::time_point ended;
+  int signal_sent = 0;  // the last signal the launcher sent it
+  std::string error;    // its error line (from its error file), if it wrote one
 };
 
 std::string describe_status(int status) {
@@ -62,7 +65,8 @@ std::vector<std::string> worker_environment(int rank, int local_rank, int world,
                                             const std::string& addr, int port,
                                             const std::string& store_file,
                                             const std::string& run_dir, bool progress,
-                                            const std::string& resume_from) {
+                                            const std::string& resume_from,
+                                            const std::string& error_file) {
   std::vector<std::string> env;
   const std::vector<std::string> ours = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
                                          "MASTER_PORT", "PIPETRAIN_"};
@@ -82,13 +86,15 @@ std::vector<std::string> worker_environment(int rank, int local_rank, int world,
   env.push_back("PIPETRAIN_RUN_DIR=" + run_dir);
   env.push_back(fmt::format("PIPETRAIN_PROGRESS={}", progress ? 1 : 0));
   if (!resume_from.empty()) env.push_back("PIPETRAIN_RESUME_FROM=" + resume_from);
+  env.push_back(std::string(kWorkerErrorFileVariable) + "=" + error_file);
   return env;
 }
 
-// A private folder for the rendezvous file, removed with everything in it when the run ends.
-class RendezvousFile {
+// A private folder for the rendezvous file and the workers' error files, removed with
+// everything in it when the run ends.
+class ScratchFolder {
  public:
-  RendezvousFile() {
+  ScratchFolder() {
     std::string pattern = (fs::temp_directory_path() / "pipetrain-rendezvous-XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) {
       fail("cannot create a rendezvous folder in {}: {}", fs::temp_directory_path().string(),
@@ -96,13 +102,15 @@ class RendezvousFile {
     }
     dir_ = pattern;
   }
-  ~RendezvousFile() {
+  ~ScratchFolder() {
     std::error_code ignored;
     fs::remove_all(dir_, ignored);
   }
-  RendezvousFile(const RendezvousFile&) = delete;
-  RendezvousFile& operator=(const RendezvousFile&) = delete;
-  std::string path() const { return (fs::path(dir_) / "store").string(); }
+  ScratchFolder(const ScratchFolder&) = delete;
+  ScratchFolder& operator=(const ScratchFolder&) = delete;
+  std::string path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
+  std::string store() const { return path("store"); }
+  std::string error_file(int rank) const { return path(fmt::format("rank{}.error", rank)); }
 
  private:
   std::string dir_;
@@ -153,23 +161,72 @@ bool wait_all(std::vector<Worker>& workers, std::chrono::milliseconds limit) {
   }
 }
 
-void signal_all(const std::vector<Worker>& workers, int sig) {
-  for (const auto& w : workers) if (!w.done) kill(w.pid, sig);
+void signal_all(std::vector<Worker>& workers, int sig) {
+  for (auto& w : workers) {
+    if (!w.done) kill(w.pid, sig), w.signal_sent = sig;
+  }
 }
 
-// The root cause: a worker killed by a signal we did not send, else the first to fail.
-const Worker& first_failure(const std::vector<Worker>& workers) {
-  const Worker* best = nullptr;
-  for (const auto& w : workers) {
-    if (!failed(w)) continue;
-    const bool signalled = WIFSIGNALED(w.status);
-    const bool best_signalled = best != nullptr && WIFSIGNALED(best->status);
-    if (best == nullptr || (signalled && !best_signalled) ||
-        (signalled == best_signalled && w.ended < best->ended)) {
-      best = &w;
+bool killed_by_foreign_signal(const Worker& w) {
+  return WIFSIGNALED(w.status) && WTERMSIG(w.status) != w.signal_sent;
+}
+// It ignored SIGTERM too: a worker that stopped responding (SIGSTOP, a dead-locked thread).
+bool killed_unresponsive(const Worker& w) {
+  return WIFSIGNALED(w.status) && WTERMSIG(w.status) == SIGKILL && w.signal_sent == SIGKILL;
+}
+// comm.cpp's message for a peer that went away: a consequence, rarely the cause.
+bool reports_lost_peer(const Worker& w) {
+  return w.error.find("failed (a worker died or the") != std::string::npos;
+}
+
+// The root cause, in order: a worker killed by a signal the launcher did not send (kill -9, the
+// OOM killer); the first worker's own error; a worker that did not respond (its peers' timeouts
+// are the consequence, and the launcher's SIGKILL is not the cause); a lost peer (on another
+// node); any failure.
+const Worker& root_cause(const std::vector<Worker>& workers) {
+  const std::vector<std::function<bool(const Worker&)>> rules = {
+      killed_by_foreign_signal,
+      [](const Worker& w) { return !w.error.empty() && !reports_lost_peer(w); },
+      killed_unresponsive,
+      [](const Worker& w) { return !w.error.empty(); },
+      [](const Worker&) { return true; }};
+  for (const auto& rule : rules) {
+    const Worker* first = nullptr;
+    for (const auto& w : workers) {
+      if (failed(w) && rule(w) && (first == nullptr || w.ended < first->ended)) first = &w;
     }
+    if (first != nullptr) return *first;
   }
-  return *best;
+  throw std::logic_error("root_cause: no worker failed");
+}
+
+std::string read_error_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// One line for the whole run: which worker failed and why. An internal error stays one.
+[[noreturn]] void report_failure(std::vector<Worker>& workers, const PipelineConfig& p,
+                                 const ScratchFolder& scratch) {
+  for (auto& w : workers) w.error = read_error_line(scratch.error_file(w.rank));
+  const Worker& cause = root_cause(workers);
+  const std::string who = fmt::format("pipeline worker rank {} (replica {}, worker {})", cause.rank,
+                                      cause.rank / p.stages, cause.rank % p.stages);
+  const std::string all = fmt::format("all {} workers{} stopped", workers.size(),
+                                      p.nnodes > 1 ? fmt::format(" of node {}", p.node_rank) : "");
+  if (killed_unresponsive(cause)) {
+    fail("{} did not respond within pipeline.timeout_s ({:g} s): its peers gave up waiting for it "
+         "and it ignored SIGTERM, so the launcher killed it; {}", who, p.timeout_s, all);
+  }
+  if (cause.error.empty()) fail("{} {}; {}", who, describe_status(cause.status), all);
+  const std::string internal = "pipetrain: internal error: ", error = "pipetrain: error: ";
+  if (cause.error.rfind(internal, 0) == 0) {
+    throw std::runtime_error(fmt::format("{}: {}; {}", who, cause.error.substr(internal.size()), all));
+  }
+  const bool prefixed = cause.error.rfind(error, 0) == 0;
+  fail("{}: {}; {}", who, prefixed ? cause.error.substr(error.size()) : cause.error, all);
 }
 
 }  // namespace
@@ -218,11 +275,9 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
   // binds 127.0.0.1). Otherwise node 0 hosts a TCPStore and the others' workers connect to it.
   const bool file_rendezvous = p.nnodes == 1 && p.master_port == 0 &&
                                (p.master_addr == "127.0.0.1" || p.master_addr == "localhost");
-  std::optional<RendezvousFile> store_file;
+  const ScratchFolder scratch;
   std::optional<StoreHost> store;
-  if (file_rendezvous) {
-    store_file.emplace();
-  } else if (p.node_rank == 0) {
+  if (!file_rendezvous && p.node_rank == 0) {
     store.emplace(p.master_addr, int(p.master_port), timeout);
   }
   const int port = store ? store->port() : int(p.master_port);
@@ -235,8 +290,8 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
     Worker w;
     w.rank = share.first_rank + local;
     w.pid = spawn(argv, worker_environment(w.rank, local, world, p.master_addr, port,
-                                           store_file ? store_file->path() : "", options.run_dir,
-                                           options.progress, resume_from));
+                                           file_rendezvous ? scratch.store() : "", options.run_dir,
+                                           options.progress, resume_from, scratch.error_file(w.rank)));
     pids << w.pid << "\n";
     workers.push_back(w);
   }
@@ -268,12 +323,7 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   for (const auto& w : workers) {
-    if (failed(w)) {
-      const Worker& cause = first_failure(workers);
-      fail("pipeline worker rank {} (replica {}, worker {}) {}; all {} workers{} stopped",
-           cause.rank, cause.rank / p.stages, cause.rank % p.stages, describe_status(cause.status),
-           workers.size(), p.nnodes > 1 ? fmt::format(" of node {}", p.node_rank) : "");
-    }
+    if (failed(w)) report_failure(workers, p, scratch);
   }
   for (const auto& w : workers) {
     if (stopped_on_request(w)) {

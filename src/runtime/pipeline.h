@@ -15,6 +15,10 @@
 
 namespace pipetrain::runtime {
 
+// A worker our launcher started writes its error line into the file this environment variable
+// names instead of stderr: the launcher reports the run's cause in one line (main.cpp).
+constexpr const char* kWorkerErrorFileVariable = "PIPETRAIN_ERROR_FILE";
+
 // stages * dp_width * chunks > 1, token slices, or a no-flush schedule (on any stage count)
 bool is_pipeline_run(const Config& config);
 bool started_as_worker();                    // RANK is set in the environment

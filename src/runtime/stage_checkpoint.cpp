@@ -8,12 +8,14 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "model/gpt.h"
 #include "model/state_io.h"
 #include "runtime/comm.h"
 #include "runtime/stage_executor.h"
 #include "schedule/generators.h"
 #include "schedule/run_rules.h"
 #include "train/checkpoint.h"
+#include "train/trainer.h"
 
 namespace fs = std::filesystem;
 
@@ -104,6 +106,14 @@ std::map<std::string, std::string> gather_checksums(Comm& comm, const Checkpoint
   return checksums;
 }
 
+// Every weight of the model is in the checkpoint with its shape (not, say, a stage file of a
+// wider model): found here, before the launcher rewrites config.toml, not in each worker after.
+void check_weight_shapes(const std::string& dir, const CheckpointTensors& tensors,
+                         const Config& config) {
+  const auto model = make_gpt(gpt_config_from(config.model), uint64_t(config.train.seed));
+  load_module_entries(*model, tensors.weights, dir);  // UserError naming the first mismatch
+}
+
 }  // namespace
 
 std::map<std::string, std::string> write_stage_files(const std::string& dir,
@@ -169,7 +179,8 @@ void check_resumable(const std::string& checkpoint_dir, const Config& config,
   }
   refuse_inexact_policy(config);
   const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges));
-  read_checkpoint_tensors(checkpoint_dir, info);  // every file present and well-formed
+  const auto tensors = read_checkpoint_tensors(checkpoint_dir, info);  // present, well-formed
+  check_weight_shapes(checkpoint_dir, tensors, config);
   check_version_files(checkpoint_dir, info, config);
 }
 

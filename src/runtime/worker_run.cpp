@@ -116,6 +116,25 @@ nlohmann::json weight_memory_report(Comm& comm, const StageExecutor& executor) {
   return report;
 }
 
+// What every worker must agree on after a step: whether to stop, on which signal (the one any
+// worker received, even if only one did; SIGINT if both were), and whether the loss was
+// non-finite on the reporting worker. A collective: all ranks call it after every step.
+struct StopVerdict {
+  int signal = 0;
+  bool non_finite_loss = false;
+};
+
+StopVerdict agree_on_stop(Comm& comm, bool non_finite_loss_here) {
+  const int received = stop_signal();
+  at::Tensor votes = torch::tensor({received == SIGINT ? 1.0 : 0.0, received == SIGTERM ? 1.0 : 0.0,
+                                    non_finite_loss_here ? 1.0 : 0.0}, torch::kFloat64);
+  comm.all_reduce_sum(votes, Comm::kWorld);
+  StopVerdict verdict;
+  verdict.signal = votes[0].item<double>() > 0 ? SIGINT : votes[1].item<double>() > 0 ? SIGTERM : 0;
+  verdict.non_finite_loss = votes[2].item<double>() > 0;
+  return verdict;
+}
+
 schedule::Schedule make_run_schedule(const Config& config) {
   schedule::ScheduleSpec spec;
   spec.name = config.pipeline.schedule;
@@ -393,10 +412,8 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
     // Every worker's memory to the reporter, on the steps it logs (a collective: all ranks).
     const auto memory_by_rank = logged ? gather_memory(comm, memory) : std::vector<MemoryReport>{};
     if (validate) val_loss = executor.evaluate();
-    // Every worker learns whether to stop here: a signal seen by any, or a non-finite loss.
-    const double stop = comm.all_reduce_sum(
-        (stop_signal() != 0 ? 1.0 : 0.0) + (reports && !std::isfinite(result.loss) ? 1000.0 : 0.0));
-    if (stop >= 1000) {
+    const StopVerdict verdict = agree_on_stop(comm, reports && !std::isfinite(result.loss));
+    if (verdict.non_finite_loss) {
       if (progress) progress->finish();
       if (!reports) return std::nullopt;  // the reporting worker names the failure
       fail_non_finite_loss(result.loss, done, fmt::format("stage {}, the last", stages - 1), dir.string());
@@ -427,20 +444,19 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
       summary.final_loss = result.loss;
       summary.tokens_per_s = tokens_per_s;
     }
-    if (stop > 0 && !checkpoints_mid_run) {
+    const int signal = verdict.signal;
+    if (signal != 0 && !checkpoints_mid_run) {
       if (progress) progress->finish();
-      const int signal = stop_signal() != 0 ? stop_signal() : SIGTERM;  // a peer's signal
       if (!reports) throw StopRequested{signal, ""};
       throw StopRequested{signal, fmt::format("stopped by {} after step {}; no checkpoint: {}",
                                               signal == SIGINT ? "SIGINT" : "SIGTERM", done,
                                               no_resume)};
     }
-    if (stop > 0 || (checkpoints_mid_run && periodic_checkpoint_due(config, done))) {
+    if (signal != 0 || (checkpoints_mid_run && periodic_checkpoint_due(config, done))) {
       const auto saved = write_pipeline_checkpoint(dir.string(), executor, comm, layout, config,
                                                    ranges, done, val_loss);
-      if (stop > 0) {
+      if (signal != 0) {
         if (progress) progress->finish();
-        const int signal = stop_signal() != 0 ? stop_signal() : SIGTERM;  // a peer's signal
         if (!reports) throw StopRequested{signal, ""};  // one worker tells
         stop_after_checkpoint(signal, done, saved, dir.string());
       }

@@ -55,6 +55,8 @@ void maybe_inject_fault(int rank, int64_t step, bool launched) {
     // This worker sees it at once (as if forwarded): the stop lands in this step, whatever
     // the launcher's polling delay.
     if (launched) std::raise(SIGTERM);
+  } else if (what == "int") {
+    std::raise(SIGINT);  // to this worker only, as `kill -INT <worker pid>` would
   } else if (what == "hang") {
     std::raise(SIGSTOP);
   } else {

@@ -23,7 +23,8 @@ bool periodic_checkpoint_due(const Config& config, int64_t done);
 // Test hook for fault tests, PIPETRAIN_FAULT=RANK:STEP[:ACTION], before that step on that rank
 // (the single-process trainer is rank 0): "kill" (default) = SIGKILL itself; "term" = SIGTERM
 // to the launcher (`launched`, and to itself, so the run stops after this very step) or itself,
-// as a user stopping the run would; "hang" = SIGSTOP itself, a worker that stops responding.
+// as a user stopping the run would; "int" = SIGINT to itself only (a user signalling one
+// worker); "hang" = SIGSTOP itself, a worker that stops responding.
 void maybe_inject_fault(int rank, int64_t step, bool launched);
 
 // A resumed run continues metrics.jsonl: lines after `step` (written after that checkpoint)

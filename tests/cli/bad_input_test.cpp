@@ -26,7 +26,9 @@ struct Result {
 };
 
 Result run(const std::string& args) {
-  const std::string command = std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain " + args + " 2>&1";
+  // `timeout`: a run that hangs (the defects these tests guard against) fails, not blocks.
+  const std::string command =
+      "timeout 60 " + std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain " + args + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   std::string output;
   char buffer[4096];
@@ -119,6 +121,87 @@ TEST(BadInput, PartitionWithOneStageIsRefusedUnlessItHoldsEveryLayer) {
   EXPECT_FALSE(fs::exists(dir));
   EXPECT_EQ(run(kTiny + " --stages 1 --partition 3 --run-dir " + dir.string()).exit_code, 0);
   fs::remove_all(dir);
+}
+
+// Sizes whose run cannot fit: one line naming the memory needed and the machine's, before any
+// tensor is allocated or anything is written (they allocated until killed, or died with an
+// "internal error").
+TEST(BadInput, RunsThatCannotFitInMemoryAreRefusedBeforeAllocating) {
+  const auto dir = fs::temp_directory_path() / ("pipetrain_badinput_huge" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  for (const std::string args : {"--stages 1 --model.layers 1000000000",
+                                 "--stages 2 --model.layers 1000000000",
+                                 "--stages 1 --model.d_model 2147483648",
+                                 "--stages 1 --model.vocab_size 1000000000",
+                                 "--stages 2 --model.vocab_size 1000000000",
+                                 "--stages 1 --train.batch_size 1099511627776",
+                                 // 100001 processes (each loads libtorch) on one machine
+                                 "--stages 100000 --model.layers 200000"}) {
+    expect_one_line_error(kTiny + " " + args + " --run-dir " + dir.string(),
+                          "), more than this machine's");
+    EXPECT_FALSE(fs::exists(dir)) << args;
+  }
+  fs::remove_all(dir);  // in case one was created
+}
+
+TEST(BadInput, ThreadCountIsBoundedByTheCores) {
+  for (const std::string stages : {"1", "2"}) {
+    expect_one_line_error(kTiny + " --stages " + stages + " --train.threads 100000",
+                          "train.threads 100000 is more than");
+  }
+}
+
+TEST(BadInput, DataPathMustBeARegularFile) {
+  expect_one_line_error(kTiny + " --stages 1 --data.path /dev/zero",
+                        "data file '/dev/zero' is not a regular file");
+  expect_one_line_error(kTiny + " --stages 2 --data.path /dev/zero",
+                        "data file '/dev/zero' is not a regular file");
+  const std::string folder = fs::temp_directory_path().string();
+  expect_one_line_error(kTiny + " --stages 1 --data.path " + folder,
+                        "data file '" + folder + "' is a folder, not a file");
+}
+
+TEST(BadInput, ConfigReferenceValidatesOverrides) {
+  expect_one_line_error("config --reference --model.layers 0", "model.layers must be >= 1, got 0");
+  expect_one_line_error("config --reference --model.layerz 2", "unknown config field 'model.layerz'");
+}
+
+TEST(BadInput, ResumeOfAFileSaysItIsNotARunFolder) {
+  const auto file = fs::temp_directory_path() / ("pipetrain_badinput_file" + std::to_string(getpid()));
+  write_file_atomically(file.string(), "x");
+  expect_one_line_error("train --resume " + file.string(),
+                        "--resume: '" + file.string() + "' is a file, not a run folder");
+  fs::remove(file);
+}
+
+TEST(BadInput, MisspelledCommandSuggestsTheNearestOne) {
+  expect_one_line_error("trian", "unknown command 'trian' (did you mean 'train'?)");
+  expect_one_line_error("", "a command is required: train, simulate,");
+  EXPECT_EQ(run("--help").exit_code, 0);
+}
+
+TEST(BadInput, PlanWithABatchTooLargeSaysSo) {
+  expect_one_line_error("plan --global-batch 4611686018427387904",
+                        "--global-batch 4611686018427387904 is too large");
+}
+
+// A stage file of a wider model in a pipeline checkpoint: refused by the launcher, before it
+// rewrites config.toml, in one line (the workers found it after the rewrite, 3 lines).
+TEST(BadInput, WiderStageFileIsRefusedBeforeAnythingIsRewritten) {
+  const auto dir = fs::temp_directory_path() / ("pipetrain_badinput_narrow" + std::to_string(getpid()));
+  const auto wide = fs::temp_directory_path() / ("pipetrain_badinput_wide" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::remove_all(wide);
+  ASSERT_EQ(run(kTiny + " --stages 2 --train.steps 2 --run-dir " + dir.string()).exit_code, 0);
+  ASSERT_EQ(run(kTiny + " --stages 2 --train.steps 2 --model.d_model 32 --run-dir " + wide.string()).exit_code, 0);
+  fs::copy_file(latest(wide) / "stage0.safetensors", latest(dir) / "stage0.safetensors",
+                fs::copy_options::overwrite_existing);
+  const std::string config = read_file((dir / "config.toml").string());
+  expect_one_line_error("train --resume " + dir.string() + " --train.steps 4 --stages 2",
+                        "tensor 'layer0.token_weight' has shape [256, 32], the model needs [256, 16]");
+  EXPECT_EQ(read_file((dir / "config.toml").string()), config) << "config.toml was rewritten";
+  fs::remove_all(dir);
+  fs::remove_all(wide);
 }
 
 }  // namespace

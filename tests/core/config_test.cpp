@@ -165,3 +165,50 @@ TEST(Config, NonAsciiOutsideStringsIsRefusedBeforeTomlxx) {
 
 }  // namespace
 }  // namespace pipetrain
+
+namespace pipetrain {
+namespace {
+
+std::string override_error(const std::string& key, const std::string& value) {
+  Config config;
+  return error_of([&] { set_field_from_string(config, key, value); });
+}
+
+// Command-line numbers are plain decimals: strtod's hex floats, infinities and padding are not.
+TEST(Config, CommandLineNumbersAreStrictDecimals) {
+  EXPECT_EQ(override_error("train.lr", "0x10"), "--train.lr: expected a number, got '0x10'");
+  EXPECT_EQ(override_error("train.lr", "inf"), "--train.lr: expected a number, got 'inf'");
+  EXPECT_EQ(override_error("train.lr", " 1e-3"), "--train.lr: expected a number, got ' 1e-3'");
+  EXPECT_EQ(override_error("model.layers", "+4"), "--model.layers: expected an integer, got '+4'");
+  EXPECT_EQ(override_error("model.layers", "0x4"), "--model.layers: expected an integer, got '0x4'");
+  for (const char* text : {"0.5", ".5", "5.", "2.5e-3", "1E+2", "3", "0"}) {
+    EXPECT_EQ(override_error("train.weight_decay", text), "<no error>") << text;
+  }
+  Config config;
+  set_field_from_string(config, "train.lr", "2.5e-3");
+  EXPECT_DOUBLE_EQ(config.train.lr, 2.5e-3);
+}
+
+// Fields whose values feed fixed-width places have an upper bound, in the file and on the
+// command line, and docs/config.md shows it.
+TEST(Config, UpperBoundsAreChecked) {
+  EXPECT_EQ(override_error("pipeline.master_port", "70000"),
+            "--pipeline.master_port: pipeline.master_port must be <= 65535, got 70000");
+  EXPECT_EQ(override_error("pipeline.timeout_s", "1e300"),
+            "--pipeline.timeout_s: pipeline.timeout_s must be <= 1e+06, got 1e+300");
+  EXPECT_EQ(error_of([] { parse_config_toml("[pipeline]\nmaster_port = 65536\n", "t"); }),
+            "t: pipeline.master_port must be <= 65535, got 65536");
+  EXPECT_EQ(override_error("pipeline.master_port", "65535"), "<no error>");
+  EXPECT_NE(config_reference_markdown().find("; 0 to 65535 |"), std::string::npos);
+}
+
+TEST(Config, ConfigPathThatIsNotAFileIsRefused) {
+  const std::string dir = ::testing::TempDir();
+  EXPECT_EQ(error_of([&] { load_config_file(dir); }),
+            "config file '" + dir + "' is a folder, not a file");
+  EXPECT_EQ(error_of([] { load_config_file("/dev/zero"); }),
+            "config file '/dev/zero' is not a regular file");
+}
+
+}  // namespace
+}  // namespace pipetrain

@@ -20,6 +20,24 @@ TEST(Text, StrictNumberParsing) {
   EXPECT_FALSE(parse_double("1.0.0"));
 }
 
+// strtod/strtoll alone take hex, inf, a '+' and leading blanks.
+TEST(Text, NumbersArePlainDecimals) {
+  for (const char* text : {"0x10", "0X1p3", "inf", "-infinity", "nan", "+4", " 1", "1 ", "1e", ".", "-", "e5", "1e+"}) {
+    EXPECT_FALSE(parse_double(text)) << text;
+  }
+  for (const char* text : {"0x4", "+4", " 4", "4.0", "1e3"}) EXPECT_FALSE(parse_int(text)) << text;
+  EXPECT_DOUBLE_EQ(*parse_double(".5"), 0.5);
+  EXPECT_DOUBLE_EQ(*parse_double("5."), 5.0);
+  EXPECT_DOUBLE_EQ(*parse_double("-2.5E+2"), -250.0);
+  EXPECT_EQ(parse_int("-0"), 0);
+}
+
+// The memory check's messages name sizes far beyond a machine's (docs/reliability.md).
+TEST(Text, ByteSizesUpToYobibytes) {
+  EXPECT_EQ(format_bytes(768.0 * double(uint64_t(1) << 60)), "768.0 EiB");
+  EXPECT_EQ(format_bytes(13.1 * double(uint64_t(1) << 50)), "13.1 PiB");
+}
+
 TEST(Text, Formatting) {
   EXPECT_EQ(format_duration(42), "42s");
   EXPECT_EQ(format_duration(185), "3m05s");

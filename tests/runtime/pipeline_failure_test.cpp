@@ -29,6 +29,15 @@ const std::string kTinyRun =
     "--train.batch_size 4 --train.threads 1 --train.steps 200 --eval.every 0 --eval.batches 1 "
     "--sample.tokens 0 --pipeline.timeout_s 600 --stages 3 --microbatches 2";
 
+int error_lines(const std::string& output) {
+  int count = 0;
+  for (size_t at = output.find("pipetrain: error:"); at != std::string::npos;
+       at = output.find("pipetrain: error:", at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
 TEST(PipelineFailure, KilledWorkerStopsTheRunAndIsNamed) {
   const auto dir = testing::fresh_dir("killed");
   const auto run = testing::run_pipetrain(kTinyRun + " --run-dir " + dir.string(),
@@ -36,6 +45,8 @@ TEST(PipelineFailure, KilledWorkerStopsTheRunAndIsNamed) {
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find("pipeline worker rank 1 (replica 0, worker 1) was killed by signal 9"),
             std::string::npos) << run.output;
+  // One error line: the peers' follow-on errors ("receive with rank 1 failed") are not shown.
+  EXPECT_EQ(error_lines(run.output), 1) << run.output;
   std::ifstream pids(dir / "workers.pid");
   int count = 0;
   for (pid_t pid; pids >> pid; ++count) {
@@ -53,8 +64,12 @@ TEST(PipelineFailure, HungWorkerIsNamedAfterTheTimeout) {
   args.replace(args.find("--pipeline.timeout_s 600"), 24, "--pipeline.timeout_s 3");
   const auto run = testing::run_pipetrain(args, "PIPETRAIN_FAULT=1:3:hang");
   EXPECT_EQ(run.exit_code, 2) << run.output;
-  EXPECT_NE(run.output.find("with rank 1 failed (a worker died or the 3 s timeout passed)"),
+  // The launcher's own SIGKILL is not the cause: the worker stopped responding.
+  EXPECT_NE(run.output.find("pipetrain: error: pipeline worker rank 1 (replica 0, worker 1) did "
+                            "not respond within pipeline.timeout_s (3 s)"),
             std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("signal 9"), std::string::npos) << run.output;
+  EXPECT_EQ(error_lines(run.output), 1) << run.output;
   std::ifstream pids(dir / "workers.pid");
   for (pid_t pid; pids >> pid;) {
     EXPECT_TRUE(kill(pid, 0) == -1 && errno == ESRCH) << "worker " << pid << " left behind";
@@ -110,6 +125,22 @@ TEST(PipelineFailure, UnsupportedReplicaOrChunkCombinationsAreOneLine) {
     EXPECT_EQ(run.exit_code, 2) << args << "\n" << run.output;
     EXPECT_EQ(run.output.rfind("pipetrain: error: " + message, 0), 0u) << args << "\n" << run.output;
   }
+}
+
+// SIGINT to one worker of a 2BW pipeline (not to the launcher): every worker stops after the
+// step's checkpoint, and the run reports the signal that was sent (it said SIGTERM).
+TEST(PipelineFailure, SignalToOneWorkerIsReportedAsTheSignalSent) {
+  const auto dir = testing::fresh_dir("sigint_2bw");
+  const auto run = testing::run_pipetrain(
+      "train --quiet --model.layers 2 --model.d_model 16 --model.heads 1 --model.seq_len 8 "
+      "--train.batch_size 4 --train.microbatches 2 --train.threads 1 --train.steps 20 "
+      "--eval.every 0 --eval.batches 1 --sample.tokens 0 --stages 2 --schedule 2bw --run-dir " +
+          dir.string(),
+      "PIPETRAIN_FAULT=0:2:int");
+  EXPECT_EQ(run.exit_code, 128 + SIGINT) << run.output;
+  EXPECT_NE(run.output.find("stopped by SIGINT after step 3"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("SIGTERM"), std::string::npos) << run.output;
+  fs::remove_all(dir);
 }
 
 }  // namespace
