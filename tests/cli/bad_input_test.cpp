@@ -8,7 +8,10 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "core/files.h"
+#include "io/crc32c.h"
 
 namespace pipetrain {
 namespace {
@@ -194,8 +197,15 @@ TEST(BadInput, WiderStageFileIsRefusedBeforeAnythingIsRewritten) {
   fs::remove_all(wide);
   ASSERT_EQ(run(kTiny + " --stages 2 --train.steps 2 --run-dir " + dir.string()).exit_code, 0);
   ASSERT_EQ(run(kTiny + " --stages 2 --train.steps 2 --model.d_model 32 --run-dir " + wide.string()).exit_code, 0);
-  fs::copy_file(latest(wide) / "stage0.safetensors", latest(dir) / "stage0.safetensors",
-                fs::copy_options::overwrite_existing);
+  // Stage 0 of the wider run, weights and optimizer state, with their checksums recorded as if
+  // the run had written them: the shape check against the model must catch it.
+  const auto sidecar = latest(dir) / "checkpoint.json";
+  auto info = nlohmann::json::parse(read_file(sidecar.string()));
+  for (const char* file : {"stage0.safetensors", "stage0.optimizer.safetensors"}) {
+    fs::copy_file(latest(wide) / file, latest(dir) / file, fs::copy_options::overwrite_existing);
+    info["crc32c"][file] = crc32c_hex(read_file((latest(dir) / file).string()));
+  }
+  write_file_atomically(sidecar.string(), info.dump(2));
   const std::string config = read_file((dir / "config.toml").string());
   expect_one_line_error("train --resume " + dir.string() + " --train.steps 4 --stages 2",
                         "tensor 'layer0.token_weight' has shape [256, 32], the model needs [256, 16]");
