@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/files.h"
+#include "../pipetrain_run.h"
 #include "io/crc32c.h"
 
 namespace pipetrain {
@@ -23,29 +24,12 @@ const std::string kTiny =
     "--train.batch_size 4 --train.microbatches 2 --train.steps 3 --eval.every 0 "
     "--eval.batches 1 --sample.tokens 0 --train.threads 1 --checkpoint.every 1";
 
-struct Result {
-  int exit_code;
-  std::string output;
-};
+using Result = testing::ProcessResult;
 
-Result run(const std::string& args) {
-  // `timeout`: a run that hangs (the defects these tests guard against) fails, not blocks.
-  const std::string command =
-      "timeout 60 " + std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string output;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+Result run(const std::string& args) { return testing::run_pipetrain(args, "", 60); }
 
 void expect_one_line_error(const std::string& args, const std::string& fragment) {
-  const Result result = run(args);
-  EXPECT_EQ(result.exit_code, 2) << args << "\n" << result.output;
-  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
-  EXPECT_EQ(result.output.rfind("pipetrain: error: ", 0), 0u) << result.output;
-  EXPECT_NE(result.output.find(fragment), std::string::npos) << result.output;
+  testing::expect_one_line_error(args, fragment, 60);
 }
 
 // A finished 2-step run of kTiny ( --train.steps 2) to damage; resumed to 3 steps.

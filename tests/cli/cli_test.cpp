@@ -13,27 +13,16 @@
 #include <sstream>
 
 #include "io/metrics.h"
+#include "../pipetrain_run.h"
 #include "schedule/catalogue.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code;
-  std::string output;  // stdout + stderr
-};
+using Result = pipetrain::testing::ProcessResult;
 
-Result run(const std::string& args) {
-  const std::string command =
-      std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string output;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+Result run(const std::string& args) { return pipetrain::testing::run_pipetrain(args, "", 300); }
 
 fs::path temp_dir(const std::string& name) {
   const auto dir = fs::temp_directory_path() / ("pipetrain_cli_" + name);
@@ -41,12 +30,8 @@ fs::path temp_dir(const std::string& name) {
   return dir;
 }
 
-void expect_one_line_error(const std::string& args, const std::string& expected_fragment) {
-  const Result result = run(args);
-  EXPECT_EQ(result.exit_code, 2) << args << "\n" << result.output;
-  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
-  EXPECT_EQ(result.output.rfind("pipetrain: error: ", 0), 0u) << result.output;
-  EXPECT_NE(result.output.find(expected_fragment), std::string::npos) << result.output;
+void expect_one_line_error(const std::string& args, const std::string& fragment) {
+  pipetrain::testing::expect_one_line_error(args, fragment, 300);
 }
 
 TEST(Cli, BadInputGetsOneClearLine) {

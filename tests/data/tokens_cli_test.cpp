@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "core/files.h"
+#include "../pipetrain_run.h"
 #include "io/metrics.h"
 
 namespace pipetrain {
@@ -19,27 +20,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code;
-  std::string output;  // stdout + stderr
-};
+using Result = testing::ProcessResult;
 
-Result run(const std::string& args) {
-  const std::string command = std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string output;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+Result run(const std::string& args) { return testing::run_pipetrain(args, "", 300); }
 
 void expect_one_line_error(const std::string& args, const std::string& fragment) {
-  const Result result = run(args);
-  EXPECT_EQ(result.exit_code, 2) << args << "\n" << result.output;
-  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
-  EXPECT_EQ(result.output.rfind("pipetrain: error: ", 0), 0u) << result.output;
-  EXPECT_NE(result.output.find(fragment), std::string::npos) << result.output;
+  testing::expect_one_line_error(args, fragment, 300);
 }
 
 // 100 kB of Shakespeare, a 500-piece BPE tokenizer and its token files, made once.

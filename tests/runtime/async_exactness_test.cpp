@@ -17,7 +17,7 @@
 #include "io/metrics.h"
 #include "model/state_io.h"
 #include "../tensor_exactness.h"
-#include "pipeline_run.h"
+#include "../pipetrain_run.h"
 #include "runtime/partition.h"
 #include "train/async_reference.h"
 #include "train/trainer.h"

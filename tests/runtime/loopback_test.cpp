@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "pipeline_run.h"
+#include "../pipetrain_run.h"
 
 namespace pipetrain {
 namespace {

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/files.h"
-#include "pipeline_run.h"
+#include "../pipetrain_run.h"
 
 namespace pipetrain {
 namespace {

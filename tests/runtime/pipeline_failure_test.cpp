@@ -17,7 +17,7 @@
 
 #include <fmt/format.h>
 
-#include "pipeline_run.h"
+#include "../pipetrain_run.h"
 
 namespace pipetrain {
 namespace {

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "io/metrics.h"
-#include "pipeline_run.h"
+#include "../pipetrain_run.h"
 
 namespace pipetrain {
 namespace {

@@ -18,7 +18,7 @@
 #include "io/metrics.h"
 #include "../exactness.h"
 #include "io/safetensors.h"
-#include "pipeline_run.h"
+#include "../pipetrain_run.h"
 
 namespace pipetrain {
 namespace {

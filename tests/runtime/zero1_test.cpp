@@ -14,7 +14,7 @@
 #include "io/metrics.h"
 #include "model/state_io.h"
 #include "../tensor_exactness.h"
-#include "pipeline_run.h"
+#include "../pipetrain_run.h"
 
 namespace pipetrain {
 namespace {

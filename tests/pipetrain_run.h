@@ -1,10 +1,12 @@
 #pragma once
 // Helpers for tests that run the real `pipetrain` binary (launcher + worker processes).
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -18,10 +20,11 @@ struct ProcessResult {
   double seconds = 0;
 };
 
-// `timeout 300` guards CI against a hang whatever the bug.
-inline ProcessResult run_pipetrain(const std::string& args, const std::string& env = "") {
-  const std::string command = env + " timeout 300 " + std::string(PIPETRAIN_BINARY_DIR) +
-                              "/pipetrain " + args + " 2>&1";
+// `timeout` guards CI against a hang whatever the bug: a run that hangs fails, not blocks.
+inline ProcessResult run_pipetrain(const std::string& args, const std::string& env = "",
+                                   int timeout_s = 300) {
+  const std::string command = env + " timeout " + std::to_string(timeout_s) + " " +
+                              std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain " + args + " 2>&1";
   const auto start = std::chrono::steady_clock::now();
   FILE* pipe = popen(command.c_str(), "r");
   ProcessResult result;
@@ -32,6 +35,16 @@ inline ProcessResult run_pipetrain(const std::string& args, const std::string& e
   result.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+// What every user error must look like: exit code 2 and one line `pipetrain: error: ...`.
+inline void expect_one_line_error(const std::string& args, const std::string& fragment,
+                                  int timeout_s = 300) {
+  const ProcessResult result = run_pipetrain(args, "", timeout_s);
+  EXPECT_EQ(result.exit_code, 2) << args << "\n" << result.output;
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
+  EXPECT_EQ(result.output.rfind("pipetrain: error: ", 0), 0u) << result.output;
+  EXPECT_NE(result.output.find(fragment), std::string::npos) << result.output;
 }
 
 inline std::filesystem::path fresh_dir(const std::string& name) {
