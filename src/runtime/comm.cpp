@@ -114,8 +114,8 @@ struct Comm::Impl {
   }
 
   [[noreturn]] void lost(const std::string& what, int peer, const std::exception& error) const {
-    fail("rank {}: {} {} failed (a worker died or the {} s timeout passed): {}", rank, what,
-         peer >= 0 ? fmt::format("with rank {}", peer) : std::string("across ranks"),
+    fail("rank {}: {} {} {} {} s timeout passed): {}", rank, what,
+         peer >= 0 ? fmt::format("with rank {}", peer) : std::string("across ranks"), kLostPeerMessage,
          timeout.count() / 1000, first_line(error));
   }
 };

@@ -11,6 +11,10 @@
 
 namespace pipetrain::runtime {
 
+// Every message of a collective or send/recv that failed because a peer went away contains
+// this: the launcher recognises such follow-on errors by it and reports the root cause instead.
+constexpr const char* kLostPeerMessage = "failed (a worker died or the";
+
 // The torchrun contract: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK.
 struct WorkerEnvironment {
   int rank = 0;

@@ -174,9 +174,9 @@ bool killed_by_foreign_signal(const Worker& w) {
 bool killed_unresponsive(const Worker& w) {
   return WIFSIGNALED(w.status) && WTERMSIG(w.status) == SIGKILL && w.signal_sent == SIGKILL;
 }
-// comm.cpp's message for a peer that went away: a consequence, rarely the cause.
+// Comm's message for a peer that went away: a consequence, rarely the cause.
 bool reports_lost_peer(const Worker& w) {
-  return w.error.find("failed (a worker died or the") != std::string::npos;
+  return w.error.find(kLostPeerMessage) != std::string::npos;
 }
 
 // The root cause, in order: a worker killed by a signal the launcher did not send (kill -9, the

@@ -85,6 +85,17 @@ void check_version_files(const std::string& dir, const CheckpointInfo& info, con
   }
 }
 
+
+// Every weight of the model is in the checkpoint with its shape (not, say, a stage file of a
+// wider model): found here, before the launcher rewrites config.toml, not in each worker after.
+void check_weight_shapes(const std::string& dir, const CheckpointTensors& tensors,
+                         const Config& config) {
+  const auto model = make_gpt(gpt_config_from(config.model), uint64_t(config.train.seed));
+  load_module_entries(*model, tensors.weights, dir);  // UserError naming the first mismatch
+}
+
+}  // namespace
+
 // Every listed file's CRC32C at every worker, from the workers that wrote them (a stage's
 // files may be on another node): one sum over a slot per file, CRC + 1 from its writer.
 std::map<std::string, std::string> gather_checksums(Comm& comm, const CheckpointInfo& info,
@@ -105,16 +116,6 @@ std::map<std::string, std::string> gather_checksums(Comm& comm, const Checkpoint
   }
   return checksums;
 }
-
-// Every weight of the model is in the checkpoint with its shape (not, say, a stage file of a
-// wider model): found here, before the launcher rewrites config.toml, not in each worker after.
-void check_weight_shapes(const std::string& dir, const CheckpointTensors& tensors,
-                         const Config& config) {
-  const auto model = make_gpt(gpt_config_from(config.model), uint64_t(config.train.seed));
-  load_module_entries(*model, tensors.weights, dir);  // UserError naming the first mismatch
-}
-
-}  // namespace
 
 std::map<std::string, std::string> write_stage_files(const std::string& dir,
                                                      StageExecutor& executor,

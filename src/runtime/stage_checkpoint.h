@@ -22,6 +22,11 @@ std::map<std::string, std::string> write_stage_files(const std::string& dir,
                                                      StageExecutor& executor,
                                                      const Layout& layout, int64_t step);
 
+// Every file `info` lists with its CRC32C, from the workers that wrote them (`written`, as
+// write_stage_files returns): a collective over every worker.
+std::map<std::string, std::string> gather_checksums(Comm& comm, const CheckpointInfo& info,
+                                                    const std::map<std::string, std::string>& written);
+
 // The sidecar of a pipeline checkpoint whose stage files follow the naming above.
 CheckpointInfo pipeline_checkpoint_info(const Config& config, int64_t step,
                                         const std::vector<StageRange>& ranges, double val_loss);

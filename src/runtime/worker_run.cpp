@@ -20,7 +20,6 @@
 #include "core/stop_signal.h"
 #include "core/text.h"
 #include "data/text_codec.h"
-#include "io/crc32c.h"
 #include "io/metrics.h"
 #include "io/plot.h"
 #include "io/run_folder.h"
@@ -196,7 +195,7 @@ void write_loss_plot(const std::string& path, const std::vector<std::pair<double
 // The last stage rebuilds the whole model from every stage's file: one model.safetensors, the
 // same as a single-process run's, and the text sample.
 std::string assemble_model_and_sample(const Config& config, const fs::path& checkpoint_dir,
-                                      int stages, double val_loss, const std::string& data_root) {
+                                      int stages, CheckpointInfo info, const std::string& data_root) {
   for (int s = 0; s < stages; ++s) {
     const auto path = checkpoint_dir / fmt::format("stage{}.safetensors", s);
     if (!fs::exists(path)) {  // stages on other nodes, without a shared file system
@@ -228,10 +227,6 @@ std::string assemble_model_and_sample(const Config& config, const fs::path& chec
   }
   write_file_atomically((checkpoint_dir / "optimizer.safetensors").string(),
                         encode_safetensors(state));
-  CheckpointInfo info = pipeline_checkpoint_info(config, config.train.steps, stage_ranges(config), val_loss);
-  std::vector<std::string> listed = info.optimizer_files;
-  for (const auto& versions : info.weight_versions) listed.insert(listed.end(), versions.begin(), versions.end());
-  for (const auto& file : listed) info.crc32c[file] = crc32c_hex(read_file((checkpoint_dir / file).string()));
   write_file_atomically((checkpoint_dir / "checkpoint.json").string(), checkpoint_info_json(info));
   if (config.sample.tokens <= 0) return "";
   model->eval();
@@ -466,7 +461,9 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
 
   const fs::path checkpoint_dir = dir / "checkpoint";
   fs::create_directories(checkpoint_dir);
-  write_stage_files(checkpoint_dir.string(), executor, layout, config.train.steps);
+  CheckpointInfo final_info = pipeline_checkpoint_info(config, config.train.steps, ranges, val_loss);
+  final_info.crc32c = gather_checksums(
+      comm, final_info, write_stage_files(checkpoint_dir.string(), executor, layout, config.train.steps));
   write_pipeline_checkpoint(dir.string(), executor, comm, layout, config, ranges, config.train.steps, val_loss);
   write_trace_part(dir, env.rank, executor.events());
   const auto run_memory_by_rank = gather_memory(comm, run_memory);
@@ -478,7 +475,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   summary.steps = config.train.steps;
   summary.final_val_loss = val_loss;
   summary.seconds = seconds_since(start);
-  summary.sample = assemble_model_and_sample(config, checkpoint_dir, stages, val_loss, options.data_root);
+  summary.sample = assemble_model_and_sample(config, checkpoint_dir, stages, final_info, options.data_root);
   if (!summary.sample.empty()) write_file_atomically((dir / "sample.txt").string(), summary.sample + "\n");
   write_loss_plot((dir / "loss.svg").string(), train_curve, val_curve);
   write_trace(dir, layout);
