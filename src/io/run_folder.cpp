@@ -50,7 +50,8 @@ std::string any_of(std::initializer_list<std::string> names) {
 
 }  // namespace
 
-void prepare_new_run_folder(const std::string& run_dir, bool overwrite) {
+void prepare_run_folder(const std::string& run_dir, bool resume, bool overwrite) {
+  if (resume) return remove_interrupted_writes(run_dir);
   prepare_run_dir(run_dir, overwrite);
   if (overwrite) remove_previous_run(run_dir);
   remove_interrupted_writes(run_dir);

@@ -7,10 +7,11 @@
 
 namespace pipetrain {
 
-// A new run: refuses a folder that already holds a run unless `overwrite` (core/files.h's
+// The run folder before a run starts. A resumed run: removes what interrupted writes left. A
+// new run: refuses a folder that already holds a run unless `overwrite` (core/files.h's
 // prepare_run_dir); with `overwrite`, removes the previous run's outputs first, so nothing of
 // it (a checkpoint to resume from, a metrics line) mixes with the new run.
-void prepare_new_run_folder(const std::string& run_dir, bool overwrite);
+void prepare_run_folder(const std::string& run_dir, bool resume, bool overwrite);
 
 // The previous run's outputs, if `run_dir` holds a run (metrics.jsonl): its checkpoints,
 // `latest`, the final checkpoint/, metrics, plots, traces, summary and sample. config.toml

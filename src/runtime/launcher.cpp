@@ -260,11 +260,7 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
   const std::string resume_from = options.resume ? latest_checkpoint(options.run_dir) : "";
   if (options.resume) check_resumable(resume_from, config, stage_ranges(config));  // before writing
   if (p.node_rank == 0) {
-    if (options.resume) {
-      remove_interrupted_writes(options.run_dir);
-    } else {
-      prepare_new_run_folder(options.run_dir, options.overwrite);
-    }
+    prepare_run_folder(options.run_dir, options.resume, options.overwrite);
     write_file_atomically((fs::path(options.run_dir) / "config.toml").string(), to_toml(config));
   } else {
     fs::create_directories(options.run_dir);  // node 0's on a shared file system, or our own

@@ -115,11 +115,7 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   const auto data = make_dataset(config, options.data_root);
   const auto codec = make_text_codec(config.data, options.data_root);
   const auto resume_point = read_resume_point(config, options);
-  if (options.resume) {
-    remove_interrupted_writes(options.run_dir);
-  } else {
-    prepare_new_run_folder(options.run_dir, options.overwrite);
-  }
+  prepare_run_folder(options.run_dir, options.resume, options.overwrite);
   const fs::path dir(options.run_dir);
   if (!options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));
 
