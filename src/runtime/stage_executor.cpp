@@ -214,6 +214,12 @@ void StageExecutor::run_action(const schedule::Action& action, const TokenBatch&
     case ActionKind::Backward:
       backward(key);
       break;
+    case ActionKind::BackwardInput:
+      backward_input(key);
+      break;
+    case ActionKind::BackwardWeight:
+      backward_weight(key);
+      break;
     case ActionKind::SendActivation:
       comm_.send(in_flight_.at(key).output, peer_rank(action.peer), activation_tag(stage, unit, units));
       // Recomputed chunks rebuild their output in backward; the send keeps its own reference.
@@ -223,9 +229,12 @@ void StageExecutor::run_action(const schedule::Action& action, const TokenBatch&
       in_flight_[key].input = receive(action);
       return;
     case ActionKind::SendGrad: {
-      // The input gradient leaves the chunk: this microbatch's activations can go.
-      auto grad = in_flight_.at(key).input.grad();
-      in_flight_.erase(key);
+      // The input gradient leaves the chunk: this microbatch's activations can go (after its
+      // weight pass, under zero-bubble).
+      InFlight& state = in_flight_.at(key);
+      auto grad = state.input.grad();
+      state.grad_sent = true;
+      drop_if_done(key);
       return comm_.send(grad, peer_rank(action.peer), gradient_tag(stage - 1, unit, units));
     }
     case ActionKind::RecvGrad:
@@ -300,13 +309,12 @@ void StageExecutor::forward_with_graph(const Key& key, InFlight& state) {
   }
 }
 
-void StageExecutor::backward(const Key& key) {
+void StageExecutor::backward_roots(const Key& key, InFlight& state,
+                                   std::vector<torch::Tensor>& roots,
+                                   std::vector<torch::Tensor>& grads) {
   const auto [chunk, microbatch, slice] = key;
-  InFlight& state = in_flight_.at(key);
-  const int stage = layout_.stage_of(chunk);
   if (recompute_.at(size_t(chunk))) forward_with_graph(key, state);
-  std::vector<torch::Tensor> roots, grads;
-  if (is_last_stage(stage)) {
+  if (is_last_stage(layout_.stage_of(chunk))) {
     roots = {state.scaled_loss};
     grads = {torch::ones_like(state.scaled_loss)};
   } else {
@@ -319,10 +327,46 @@ void StageExecutor::backward(const Key& key) {
     cache->second.add_backward_roots(slice, roots, grads);
     if (slice == 0) kv_caches_.erase(cache);  // slices run backward in reverse: the last one
   }
-  torch::autograd::backward(roots, grads);
   state.output = torch::Tensor();
   state.scaled_loss = torch::Tensor();
-  if (is_first_stage(stage)) in_flight_.erase(key);  // nothing to send upstream
+}
+
+void StageExecutor::backward(const Key& key) {
+  InFlight& state = in_flight_.at(key);
+  std::vector<torch::Tensor> roots, grads;
+  backward_roots(key, state, roots, grads);
+  torch::autograd::backward(roots, grads);
+  if (is_first_stage(layout_.stage_of(std::get<0>(key)))) in_flight_.erase(key);  // nothing to send
+}
+
+// B: the input gradient only, on the critical path of the previous stage; the graph stays for W.
+void StageExecutor::backward_input(const Key& key) {
+  InFlight& state = in_flight_.at(key);
+  std::vector<torch::Tensor> roots, grads;
+  backward_roots(key, state, roots, grads);
+  state.weight_pass = std::make_unique<SplitBackward>(
+      std::move(roots), std::move(grads), state.input,
+      chunks_.at(size_t(std::get<0>(key))).model->parameters());
+  int64_t held = 0;
+  for (const auto& [k, s] : in_flight_) {
+    if (s.weight_pass) held += s.weight_pass->held_gradient_bytes();
+  }
+  peak_weight_pass_bytes_ = std::max(peak_weight_pass_bytes_, held);
+}
+
+// W: the weight gradients from what B recorded; then the microbatch's graph can go.
+void StageExecutor::backward_weight(const Key& key) {
+  InFlight& state = in_flight_.at(key);
+  state.weight_pass->weight_pass();
+  state.weight_pass.reset();
+  drop_if_done(key);
+}
+
+// A microbatch leaves a chunk once nothing remains to send and no weight pass is pending.
+void StageExecutor::drop_if_done(const Key& key) {
+  const InFlight& state = in_flight_.at(key);
+  const bool sent = state.grad_sent || is_first_stage(layout_.stage_of(std::get<0>(key)));
+  if (sent && !state.weight_pass) in_flight_.erase(key);
 }
 
 // Sum of the chunk's gradients over its replicas, in one flat buffer (one Gloo call).

@@ -18,6 +18,7 @@
 #include "runtime/comm.h"
 #include "runtime/layout.h"
 #include "runtime/partition.h"
+#include "runtime/split_backward.h"
 #include "runtime/zero1.h"
 #include "runtime/token_slices.h"
 #include "runtime/weight_versions.h"
@@ -71,6 +72,8 @@ class StageExecutor {
   void resume_at(int64_t step, std::vector<std::map<int, std::vector<torch::Tensor>>> stashed);
   // Most distinct weight copies each chunk held at once (1 for synchronous schedules).
   std::vector<int> peak_weight_copies() const;
+  // Zero-bubble: the most bytes of junction gradients held between B and W passes at once.
+  int64_t peak_weight_pass_bytes() const { return peak_weight_pass_bytes_; }
   // Every weight tensor this worker holds now: each chunk's parameters and, for no-flush
   // schedules, the masters and stashed versions (memory accounting).
   std::vector<torch::Tensor> held_weights() const;
@@ -88,12 +91,20 @@ class StageExecutor {
     torch::Tensor output_grad;  // received gradient w.r.t. output
     torch::Tensor targets;      // last stage: this microbatch's labels
     double loss_value = 0;      // last stage: unscaled loss
+    std::unique_ptr<SplitBackward> weight_pass;  // zero-bubble: between its B and W
+    bool grad_sent = false;     // the input gradient has left (only the W pass may remain)
   };
   using Key = std::tuple<int, int, int>;  // (chunk, microbatch over the whole list, token slice)
   void run_action(const schedule::Action& action, const TokenBatch& batch);
   void forward(const Key& key, int microbatch, const TokenBatch& batch);
   void forward_with_graph(const Key& key, InFlight& state);
   void backward(const Key& key);
+  void backward_input(const Key& key);   // zero-bubble B
+  void backward_weight(const Key& key);  // zero-bubble W
+  // What a backward starts from (rebuilding the graph first when the chunk recomputes).
+  void backward_roots(const Key& key, InFlight& state, std::vector<torch::Tensor>& roots,
+                      std::vector<torch::Tensor>& grads);
+  void drop_if_done(const Key& key);
   void split_into_steps(int64_t first_step);
   const TokenBatch& batch_of(int64_t step);  // the global batch of a step (kept for two steps)
   // Flush schedules run one iteration's list again at every step and finish their sends before
@@ -137,6 +148,7 @@ class StageExecutor {
   std::map<std::pair<int, int>, int> posted_receives_;  // (peer, tag) -> Comm's handle
   TokenSlices slices_;  // pipeline.slices; with more than one, the K/V cache per (chunk, microbatch)
   std::map<std::pair<int, int>, SequenceKvCache> kv_caches_;
+  int64_t peak_weight_pass_bytes_ = 0;
   int steps_pending_ = 0;  // OptimizerStep actions seen this step (one per chunk)
   double loss_sum_ = 0;
   int64_t current_step_ = 0;

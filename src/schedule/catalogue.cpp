@@ -66,10 +66,12 @@ std::vector<ScheduleEntry> entries() {
                   "c+1; holds v*m chunk activations.");
   bfs.parameters.chunks = true;
   bfs.holds_every_microbatch = true;
+  bfs.runtime = runs_fully();
 
-  add("zb-h1", make_zb_h1_schedule, K::Sync,
-      "Zero-bubble ZB-H1: backward split into B (input grad, I) and W (weight grad); W fills the "
-      "cooldown.");
+  auto& zero_bubble = add("zb-h1", make_zb_h1_schedule, K::Sync,
+                          "Zero-bubble ZB-H1: backward split into B (input grad, I) and W (weight "
+                          "grad); W fills the cooldown.");
+  zero_bubble.runtime = runs_fully();
 
   auto& two_bw_entry = add("2bw", make_2bw_schedule, K::DoubleBuffer,
                            "PipeDream-2BW: 1F1B without flush, a new weight version every m "

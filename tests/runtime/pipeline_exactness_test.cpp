@@ -53,7 +53,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   if (c.chunks > 1) name += "_v" + std::to_string(c.chunks);
   if (c.recompute != "none") name += "_recompute_" + c.recompute;
   if (c.slices != "1") name += "_slices_" + c.slices;
-  for (auto& ch : name) if (ch == ',') ch = '_';
+  for (auto& ch : name) if (ch == ',' || ch == '-') ch = '_';
   if (c.zero1 == 1) name += "_zero1_" + c.optimizer;
   if (c.loss_chunk_tokens > 0) name += "_ce" + std::to_string(c.loss_chunk_tokens);
   if (c.blocks != 3) name += "_blocks" + std::to_string(c.blocks);
@@ -198,6 +198,28 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"interleaved", 2, 8, "balanced", 1, 2},
                       Case{"interleaved", 4, 4, "balanced", 1, 2, "none", 0, "adamw", "1", 0, 6},
                       Case{"interleaved", 4, 8, "1,1,1,1,1,1,1,1", 1, 2, "none", 0, "adamw", "1", 0, 6}),
+    case_name);
+
+// Zero-bubble ZB-H1 (backward split into B and W passes) and looped breadth-first (v = 2 chunks
+// per worker, every microbatch of a chunk before the next): p in {2, 4}, m in {p, 2p, 3p}, uneven
+// partitions, recomputation, w = 2 replicas, ZeRO-1.
+INSTANTIATE_TEST_SUITE_P(
+    ZeroBubbleAndBreadthFirst, PipelineExactness,
+    ::testing::Values(Case{"zb-h1", 2, 2, "balanced"}, Case{"zb-h1", 2, 4, "balanced"},
+                      Case{"zb-h1", 2, 6, "1,4"}, Case{"zb-h1", 4, 4, "2,1,1,1"},
+                      Case{"zb-h1", 4, 8, "balanced"}, Case{"zb-h1", 4, 12, "1,1,2,1"},
+                      Case{"zb-h1", 2, 4, "balanced", 1, 1, "all"},
+                      Case{"zb-h1", 4, 4, "balanced", 1, 1, "0,2"},
+                      Case{"zb-h1", 2, 2, "balanced", 2},
+                      Case{"zb-h1", 2, 2, "4,1", 2, 1, "none", 1, "adam"},
+                      Case{"bfs", 2, 2, "balanced", 1, 2}, Case{"bfs", 2, 4, "1,1,2,1", 1, 2},
+                      Case{"bfs", 2, 6, "balanced", 1, 2},
+                      Case{"bfs", 4, 4, "balanced", 1, 2, "none", 0, "adamw", "1", 0, 6},
+                      Case{"bfs", 4, 8, "1,1,1,1,1,1,1,1", 1, 2, "none", 0, "adamw", "1", 0, 6},
+                      Case{"bfs", 4, 12, "balanced", 1, 2, "none", 0, "adamw", "1", 0, 6},
+                      Case{"bfs", 2, 4, "balanced", 1, 2, "1,2"},
+                      Case{"bfs", 2, 2, "balanced", 2, 2},
+                      Case{"bfs", 2, 2, "1,1,2,1", 2, 2, "none", 1, "adam"}),
     case_name);
 
 // TeraPipe token slicing (GPipe over slices): uneven slices, one to four stages, several
