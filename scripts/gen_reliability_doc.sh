@@ -166,7 +166,7 @@ run_case "a tokenizer that did not make the token files" "" "train $tiny $tokens
 run_case "tokenizer model missing" "" "train $tiny $tokens --data.path $work/tokens --data.tokenizer $work/nope.model"
 run_case "tokenize: tokenizer model missing" "" "tokenize --tokenizer $work/nope.model $work/text.txt --out $work/out"
 run_case "tokenizer: more pieces than the text holds" "" "tokenizer train --vocab 100000 $work/text.txt --out $work/huge.model"
-run_case "schedule the runtime does not run yet" "" "train $tiny --stages 2 --schedule bfs"
+run_case "chunks per worker for a one-chunk schedule" "" "train $tiny --stages 2 --schedule zb-h1 --pipeline.chunks 2"
 run_case "resume: optimizer file of another stage" "" "train --resume $work/otherstage --train.steps 6"
 run_case "resume: optimizer file without tensors" "" "train --resume $work/emptied --train.steps 6"
 run_case "resume: a flipped bit in tensor data" "" "train --resume $work/bitflip --train.steps 6"

@@ -41,6 +41,10 @@ mapfile -t SCHEDULES < <("$PIPETRAIN" simulate --list)
   echo "**ZB-H1 memory.** Activations count as held until the W pass of their microbatch. Worker"
   echo "r runs 1F1B's order of F and B and defers each W by r B-passes, so no worker holds more"
   echo "than p microbatches (1F1B's peak, on worker 0) and the bubble is (p-1)(tf + tb - tw) in ZB's notation, where tb is the input-gradient pass alone (here 3 x (1 + 1 - 1) = 3 ms)."
+  echo "On real workers B computes only the input gradient and W the weight gradients from the"
+  echo "gradients B recorded where the weights join the input's path (docs/architecture.md,"
+  echo "\`SplitBackward\`): W holds those recorded gradients besides the activations, reported as"
+  echo "\`weight_pass_held_mb\` per worker in summary.json (docs/benchmarks.md has the measurement)."
   echo
   echo "## The catalogue"
   echo

@@ -1,7 +1,6 @@
 #include "runtime/split_backward.h"
 
 #include <map>
-#include <numeric>
 #include <set>
 #include <stdexcept>
 
@@ -15,14 +14,6 @@ namespace pipetrain::runtime {
 using torch::autograd::Edge;
 using torch::autograd::Node;
 using torch::autograd::variable_list;
-
-struct SplitBackward::Group {
-  std::vector<size_t> params;                               // indices into the weight list
-  std::vector<torch::Tensor> weights;                       // the same, as tensors
-  std::vector<std::shared_ptr<Node>> junctions;
-  std::vector<std::shared_ptr<variable_list>> recorded;     // per junction, filled by B
-  bool from_roots = false;  // no junction, or junctions on one another's paths
-};
 
 namespace {
 
@@ -93,23 +84,6 @@ class GraphWalk {
     return order;
   }
 
-  // Whether `to` lies below `from` along the input path.
-  bool on_input_path_below(Node* from, Node* to) {
-    std::vector<Node*> stack{from};
-    std::set<Node*> seen{from};
-    while (!stack.empty()) {
-      Node* node = stack.back();
-      stack.pop_back();
-      for (const Edge& e : node->next_edges()) {
-        Node* next = e.function.get();
-        if (next == nullptr || !reaches_input(next) || !seen.insert(next).second) continue;
-        if (next == to) return true;
-        stack.push_back(next);
-      }
-    }
-    return false;
-  }
-
  private:
   Node* input_ = nullptr;
   std::map<Node*, size_t> weight_of_;
@@ -117,79 +91,46 @@ class GraphWalk {
   std::map<Node*, std::set<size_t>> below_;
 };
 
-size_t find_root(std::vector<size_t>& parent, size_t i) {
-  while (parent[i] != i) i = parent[i] = parent[parent[i]];
-  return i;
-}
+}  // namespace
 
-// Junctions and the weights each one leads to; weights reached with no junction go to `orphans`.
-std::vector<std::shared_ptr<SplitBackward::Group>> group_weights(
-    GraphWalk& walk, const std::vector<torch::Tensor>& roots, const std::vector<torch::Tensor>& params) {
-  std::vector<std::pair<std::shared_ptr<Node>, std::set<size_t>>> junctions;
+// The junctions, each with the edges of its own that lead down the input path; the weights
+// reached only off it (none on a stage whose input carries a gradient).
+SplitBackward::Graph SplitBackward::find_junctions(const torch::Tensor& input,
+                                                   const std::vector<torch::Tensor>& params) {
+  GraphWalk walk(input, params);
+  Graph graph;
   std::set<size_t> reached, covered;
-  for (const auto& node : walk.nodes(roots)) {
-    const bool on_path = walk.reaches_input(node.get());
-    if (!on_path) {
+  for (const auto& node : walk.nodes(roots_)) {
+    if (!walk.reaches_input(node.get())) {
       const auto& below = walk.weights_below(node.get());
       reached.insert(below.begin(), below.end());
       continue;
     }
-    std::set<size_t> weights;
-    for (const Edge& e : node->next_edges()) {
-      if (!e.function || walk.reaches_input(e.function.get())) continue;
-      const auto& below = walk.weights_below(e.function.get());
-      weights.insert(below.begin(), below.end());
-    }
-    if (weights.empty()) continue;
-    covered.insert(weights.begin(), weights.end());
-    junctions.emplace_back(node, std::move(weights));
-  }
-  std::vector<size_t> parent(params.size());
-  std::iota(parent.begin(), parent.end(), size_t{0});
-  for (const auto& [node, weights] : junctions) {
-    for (size_t w : weights) parent[find_root(parent, w)] = find_root(parent, *weights.begin());
-  }
-  std::map<size_t, std::shared_ptr<SplitBackward::Group>> by_root;
-  auto group_of = [&](size_t weight) -> SplitBackward::Group& {
-    auto& group = by_root[find_root(parent, weight)];
-    if (!group) group = std::make_shared<SplitBackward::Group>();
-    return *group;
-  };
-  for (const auto& [node, weights] : junctions) group_of(*weights.begin()).junctions.push_back(node);
-  for (size_t w : reached) {
-    auto& group = group_of(w);
-    group.params.push_back(w);
-    group.weights.push_back(params[w]);
-    if (!covered.count(w)) group.from_roots = true;
-  }
-  std::vector<std::shared_ptr<SplitBackward::Group>> groups;
-  for (auto& [root, group] : by_root) {
-    for (size_t a = 0; a < group->junctions.size() && !group->from_roots; ++a) {
-      for (size_t b = 0; b < group->junctions.size(); ++b) {
-        if (a != b && walk.on_input_path_below(group->junctions[a].get(), group->junctions[b].get())) {
-          group->from_roots = true;
-        }
+    Junction junction{node, {}, std::make_shared<variable_list>()};
+    bool leads_to_weights = false;
+    const auto& edges = node->next_edges();
+    for (size_t k = 0; k < edges.size(); ++k) {
+      if (!edges[k].function) continue;
+      if (walk.reaches_input(edges[k].function.get())) {
+        junction.input_path_edges.push_back(k);
+        continue;
       }
+      const auto& below = walk.weights_below(edges[k].function.get());
+      covered.insert(below.begin(), below.end());
+      leads_to_weights = leads_to_weights || !below.empty();
     }
-    groups.push_back(group);
+    if (leads_to_weights) graph.junctions.push_back(std::move(junction));
   }
-  return groups;
+  for (size_t w : reached) (covered.count(w) ? graph.junction_weights : graph.orphan_weights).push_back(params[w]);
+  return graph;
 }
-
-}  // namespace
 
 SplitBackward::SplitBackward(std::vector<torch::Tensor> roots, std::vector<torch::Tensor> grads,
                              torch::Tensor input, std::vector<torch::Tensor> params)
     : roots_(std::move(roots)), grads_(std::move(grads)) {
-  GraphWalk walk(input, params);
-  groups_ = group_weights(walk, roots_, params);
-  for (auto& group : groups_) {
-    if (group->from_roots) continue;
-    for (auto& junction : group->junctions) {
-      auto into = std::make_shared<variable_list>();
-      junction->add_pre_hook(std::make_unique<RecordArrivingGradients>(into));
-      group->recorded.push_back(into);
-    }
+  graph_ = find_junctions(input, params);
+  for (auto& junction : graph_.junctions) {
+    junction.node->add_pre_hook(std::make_unique<RecordArrivingGradients>(junction.recorded));
   }
   if (!input.defined() || !input.requires_grad()) return;  // a first stage: nothing to send
   auto input_grad = torch::autograd::grad(roots_, {input}, grads_, /*retain_graph=*/true,
@@ -198,42 +139,41 @@ SplitBackward::SplitBackward(std::vector<torch::Tensor> roots, std::vector<torch
 }
 
 void SplitBackward::weight_pass() {
-  auto& engine = torch::autograd::Engine::get_default_engine();
-  for (auto& group : groups_) {
-    if (group->from_roots) {
-      torch::autograd::backward(roots_, grads_, /*retain_graph=*/true, false, group->weights);
-      continue;
-    }
-    torch::autograd::edge_list starts, wanted;
-    variable_list arriving;
-    for (size_t j = 0; j < group->junctions.size(); ++j) {
-      const variable_list& grads = *group->recorded.at(j);
-      if (grads.empty()) throw std::logic_error("split backward: a junction did not run in B");
-      for (size_t slot = 0; slot < grads.size(); ++slot) {
-        if (!grads[slot].defined()) continue;
-        starts.emplace_back(group->junctions[j], uint32_t(slot));
-        arriving.push_back(grads[slot]);
-      }
-    }
-    for (const auto& w : group->weights) wanted.push_back(torch::autograd::impl::gradient_edge(w));
-    if (!starts.empty()) {
-      engine.execute(starts, arriving, /*keep_graph=*/true, /*create_graph=*/false,
-                     /*accumulate_grad=*/true, wanted);
-    }
-    for (auto& recorded : group->recorded) recorded->clear();
+  // Weights off the input path (a first stage: all of them) take the backward from the roots.
+  if (!graph_.orphan_weights.empty()) {
+    torch::autograd::backward(roots_, grads_, /*retain_graph=*/true, false, graph_.orphan_weights);
   }
-  groups_.clear();
+  // Cut every junction's edges down the input path: restarted at the junctions with the
+  // gradients B recorded there, the engine can then only reach weights, and a junction below
+  // another (a weight used twice along the path) receives nothing twice. The graph is discarded
+  // after this pass, so the cut harms nothing.
+  torch::autograd::edge_list starts, wanted;
+  variable_list arriving;
+  for (auto& junction : graph_.junctions) {
+    const variable_list& grads = *junction.recorded;
+    if (grads.empty()) throw std::logic_error("split backward: a junction did not run in B");
+    for (size_t k : junction.input_path_edges) junction.node->next_edges()[k] = Edge();
+    for (size_t slot = 0; slot < grads.size(); ++slot) {
+      if (!grads[slot].defined()) continue;
+      starts.emplace_back(junction.node, uint32_t(slot));
+      arriving.push_back(grads[slot]);
+    }
+  }
+  for (const auto& w : graph_.junction_weights) wanted.push_back(torch::autograd::impl::gradient_edge(w));
+  if (!starts.empty() && !wanted.empty()) {
+    torch::autograd::Engine::get_default_engine().execute(
+        starts, arriving, /*keep_graph=*/false, /*create_graph=*/false, /*accumulate_grad=*/true, wanted);
+  }
+  graph_ = Graph{};
   roots_.clear();
   grads_.clear();
 }
 
 int64_t SplitBackward::held_gradient_bytes() const {
   int64_t bytes = 0;
-  for (const auto& group : groups_) {
-    for (const auto& recorded : group->recorded) {
-      for (const auto& g : *recorded) {
-        if (g.defined()) bytes += int64_t(g.numel() * g.element_size());
-      }
+  for (const auto& junction : graph_.junctions) {
+    for (const auto& g : *junction.recorded) {
+      if (g.defined()) bytes += int64_t(g.numel() * g.element_size());
     }
   }
   return bytes;

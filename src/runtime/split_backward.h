@@ -5,12 +5,10 @@
 //
 // Weights join the input's path at "junction" nodes (a matmul's backward, a layer norm's, a bias
 // add's): nodes from which the input is reachable and which have an edge into a subgraph that
-// reaches only weights. B records the gradients arriving at each junction (a pre-hook); W restarts
-// the engine at the junctions with those gradients, asking only for the weight edges, so each
-// junction computes its weight part (X^T dY) and nothing flows down the input path again. Weights
-// sharing a junction form one group; a group whose junctions lie on one another's paths (a weight
-// used twice along the input path) would count the lower junction twice, so it restarts from the
-// roots instead: correct, at the cost of B's work again.
+// reaches only weights. B records the gradients arriving at each junction (a pre-hook); W cuts
+// the junctions' edges down the input path and restarts the engine once at all junctions with
+// those gradients, asking only for the weights, so each junction computes its weight part
+// (X^T dY) and nothing flows down the input path again.
 #include <memory>
 #include <vector>
 
@@ -30,11 +28,21 @@ class SplitBackward {
   // Bytes held for W beyond the activations: the gradients recorded at the junctions.
   int64_t held_gradient_bytes() const;
 
-  struct Group;  // weights sharing junctions (split_backward.cpp)
-
  private:
+  struct Junction {
+    std::shared_ptr<torch::autograd::Node> node;
+    std::vector<size_t> input_path_edges;                    // cut before W
+    std::shared_ptr<std::vector<torch::Tensor>> recorded;    // filled by B's pre-hook
+  };
+  struct Graph {
+    std::vector<Junction> junctions;
+    std::vector<torch::Tensor> junction_weights;  // W restarts at the junctions for these
+    std::vector<torch::Tensor> orphan_weights;    // reached off the input path only: from the roots
+  };
+  Graph find_junctions(const torch::Tensor& input, const std::vector<torch::Tensor>& params);
+
   std::vector<torch::Tensor> roots_, grads_;  // the graph stays alive through the roots
-  std::vector<std::shared_ptr<Group>> groups_;
+  Graph graph_;
 };
 
 }  // namespace pipetrain::runtime

@@ -97,20 +97,25 @@ std::string as_alternatives(const std::vector<std::string>& names) {  // "a" or 
   return join(quoted, " or ");
 }
 
-// Per stage (rank order), the most distinct weight copies held and the peak resident memory:
-// one value per rank, summed into place (every rank calls this).
+// Per stage (rank order), the most distinct weight copies held, the peak resident memory and the
+// most junction gradients held between zero-bubble B and W passes: one value per rank, summed
+// into place (every rank calls this).
 nlohmann::json weight_memory_report(Comm& comm, const StageExecutor& executor) {
   const int world = comm.world_size();
-  auto values = torch::zeros({2, world}, torch::kFloat64);
+  auto values = torch::zeros({3, world}, torch::kFloat64);
   const auto copies = executor.peak_weight_copies();
+  const double mb = double(1 << 20);
   values[0][comm.rank()] = *std::max_element(copies.begin(), copies.end());
-  values[1][comm.rank()] = double(peak_resident_bytes()) / double(1 << 20);
+  values[1][comm.rank()] = double(peak_resident_bytes()) / mb;
+  values[2][comm.rank()] = double(executor.peak_weight_pass_bytes()) / mb;
   comm.all_reduce_sum(values, Comm::kWorld);
   nlohmann::json report = {{"weight_copies", nlohmann::json::array()},
-                           {"peak_rss_mb", nlohmann::json::array()}};
+                           {"peak_rss_mb", nlohmann::json::array()},
+                           {"weight_pass_held_mb", nlohmann::json::array()}};
   for (int r = 0; r < world; ++r) {
     report["weight_copies"].push_back(int(values[0][r].item<double>()));
     report["peak_rss_mb"].push_back(values[1][r].item<double>());
+    report["weight_pass_held_mb"].push_back(values[2][r].item<double>());
   }
   return report;
 }
@@ -489,7 +494,8 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
                                        {"memory", memory_lines},
                                        {"schedule", config.pipeline.schedule},
                                        {"weight_copies", weight_memory["weight_copies"]},
-                                       {"peak_rss_mb", weight_memory["peak_rss_mb"]}};
+                                       {"peak_rss_mb", weight_memory["peak_rss_mb"]},
+                                       {"weight_pass_held_mb", weight_memory["weight_pass_held_mb"]}};
   write_file_atomically((dir / "summary.json").string(), summary_json.dump(2) + "\n");
   if (launched) return std::nullopt;  // the launcher reports
   return summary;

@@ -77,7 +77,8 @@ std::string chrome_trace_json(const Timeline& timeline) {
                               {"tid", 0},
                               {"ts", e.start_ms * 1000.0},
                               {"dur", e.duration_ms * 1000.0}};
-      if (e.microbatch >= 0) event["args"] = {{"microbatch", e.microbatch}};
+      if (e.microbatch >= 0) event["args"]["microbatch"] = e.microbatch;
+      if (e.step >= 0) event["args"]["step"] = e.step;
       events.push_back(std::move(event));
     }
   }

@@ -73,8 +73,9 @@ TEST(SplitBackward, InputThenWeightPassEqualsOneBackward) {
               run(/*split=*/false, /*weight_twice=*/false));
 }
 
-// A weight used twice along the input path: its lower junction lies below the upper one, so its
-// group restarts from the roots rather than counting the lower junction twice.
+// A weight used twice along the input path: its lower junction lies below the upper one, and W
+// must not feed the upper junction's gradient into the lower one again (it did before W cut the
+// junctions' input-path edges: the weight's gradient came out wrong by 2.0).
 TEST(SplitBackward, WeightUsedTwiceAlongTheInputPath) {
   expect_same(run(true, true, true), run(false, true));
 }
