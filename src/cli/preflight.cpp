@@ -19,9 +19,12 @@ void check_thread_count(const Config& config) {
   }
 }
 
+// Weight-sized state tensors per parameter, at least (a lower bound, like the rest).
 int optimizer_states(const TrainConfig& train) {
-  if (train.optimizer == "sgd") return train.momentum > 0 ? 1 : 0;
-  return 2;  // adam, adamw: two moments
+  const int previous_update = train.delay_correction == "error_feedback" ? 1 : 0;
+  if (train.optimizer == "sgd") return (train.momentum > 0 ? 1 : 0) + previous_update;
+  if (train.optimizer == "muon") return 1 + previous_update;  // matrices: a momentum only
+  return 2 + previous_update;  // adam, adamw: two moments
 }
 
 // Computed in double (absurd sizes stay finite): a lower bound, so a run refused here could not

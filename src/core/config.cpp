@@ -128,6 +128,13 @@ void validate(const Config& c) {
   if (c.data.format == "bytes" && !c.data.tokenizer.empty()) {
     fail("data.tokenizer is for token files: set data.format = \"tokens\" too (docs/data.md)");
   }
+  if (c.train.optimizer == "muon" && c.train.lr <= 0) {
+    fail("train.optimizer = \"muon\" needs train.lr > 0 (Muon's learning rate follows its schedule)");
+  }
+  if (c.train.optimizer == "muon" && c.pipeline.zero1 == 1) {
+    fail("train.optimizer = \"muon\" cannot run with pipeline.zero1 = 1 (Muon orthogonalises "
+         "whole matrices; ZeRO-1 shards a flat buffer): use pipeline.zero1 = 0");
+  }
   if (c.pipeline.zero1 > 1) fail("pipeline.zero1 must be 0 (off) or 1 (on), got {}", c.pipeline.zero1);
   if (c.pipeline.zero1 == 1 && c.pipeline.dp_width < 2) {
     fail("pipeline.zero1 = 1 shards the optimizer state over data-parallel replicas: it needs "

@@ -25,7 +25,7 @@ struct TrainConfig {
   int64_t steps = 800;
   int64_t batch_size = 32;   // sequences per optimizer step (global batch)
   int64_t microbatches = 8;  // the batch is split into this many equal microbatches (pipeline)
-  std::string optimizer = "adamw";  // sgd | adam | adamw
+  std::string optimizer = "adamw";  // sgd | adam | adamw | muon
   double lr = 3e-3;
   double min_lr = 3e-4;
   int64_t warmup_steps = 50;
@@ -34,6 +34,9 @@ struct TrainConfig {
   double beta2 = 0.99;
   double eps = 1e-8;
   double weight_decay = 0.01;
+  double muon_lr = 0.02;        // muon: peak learning rate of the hidden matrices (train.lr: the rest)
+  double muon_momentum = 0.95;  // muon
+  std::string delay_correction = "none";  // none | error_feedback
   double grad_clip = 1.0;     // global gradient-norm clip; 0 disables
   int64_t seed = 1234;
   int64_t threads = 0;        // compute threads; 0 = one per core

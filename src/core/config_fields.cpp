@@ -40,8 +40,10 @@ std::vector<FieldSpec> make_fields() {
        at(&C::train, &T::batch_size), 1),
       spec("train.microbatches", "equal microbatches the batch is split into (gradient accumulation)",
        at(&C::train, &T::microbatches), 1),
-      spec("train.optimizer", "optimizer", at(&C::train, &T::optimizer), 0, {"sgd", "adam", "adamw"}),
-      spec("train.lr", "peak learning rate", at(&C::train, &T::lr), 0),
+      spec("train.optimizer", "optimizer; \"muon\": Muon for the hidden weight matrices, AdamW "
+       "(train.lr, beta1, beta2, eps) for embeddings, head, gains and biases (docs/weight-policies.md)",
+       at(&C::train, &T::optimizer), 0, {"sgd", "adam", "adamw", "muon"}),
+      spec("train.lr", "peak learning rate (with muon: of its AdamW part)", at(&C::train, &T::lr), 0),
       spec("train.min_lr", "final learning rate of the cosine decay", at(&C::train, &T::min_lr), 0),
       spec("train.warmup_steps", "linear warm-up steps before the cosine decay",
        at(&C::train, &T::warmup_steps), 0),
@@ -49,8 +51,16 @@ std::vector<FieldSpec> make_fields() {
       spec("train.beta1", "Adam/AdamW beta1", at(&C::train, &T::beta1), 0),
       spec("train.beta2", "Adam/AdamW beta2", at(&C::train, &T::beta2), 0),
       spec("train.eps", "Adam/AdamW epsilon", at(&C::train, &T::eps), 0),
-      spec("train.weight_decay", "weight decay (decoupled for AdamW, L2 for SGD/Adam)",
+      spec("train.weight_decay", "weight decay (decoupled for AdamW and Muon, L2 for SGD/Adam)",
        at(&C::train, &T::weight_decay), 0),
+      spec("train.muon_lr", "muon: peak learning rate of the hidden weight matrices; follows "
+       "train.lr's warm-up and decay (scaled by muon_lr / lr)", at(&C::train, &T::muon_lr), 0),
+      spec("train.muon_momentum", "muon: momentum of the hidden weight matrices (Nesterov)",
+       at(&C::train, &T::muon_momentum), 0, {}, 1),
+      spec("train.delay_correction", "\"error_feedback\": after each update u(t) the weights also "
+       "move by -(u(t) - u(t-1)), the correction for 2BW's one-step-delayed gradients "
+       "(docs/weight-policies.md); one extra weight-sized buffer; any schedule",
+       at(&C::train, &T::delay_correction), 0, {"none", "error_feedback"}),
       spec("train.grad_clip", "clip the global gradient norm to this value; 0 disables",
        at(&C::train, &T::grad_clip), 0),
       spec("train.seed", "seed for initialisation, data order and sampling", at(&C::train, &T::seed), 0),

@@ -52,10 +52,12 @@ LayerTiming time_layer(GptLayer& layer, bool is_embedding, bool is_head, const G
 
 // One optimizer step over copies of the layer's parameters (the copies keep the model intact).
 double time_optimizer_step(GptLayer& layer, const Config& config, int repeats) {
-  std::vector<torch::Tensor> params;
-  for (const auto& p : layer.parameters()) {
-    params.push_back(p.detach().clone().requires_grad_(true));
-    params.back().mutable_grad() = torch::randn_like(p) * 1e-3;
+  std::vector<std::pair<std::string, torch::Tensor>> params;
+  for (const auto& item : layer.named_parameters()) {
+    const auto& p = item.value();
+    // "layer." + the layer's own name: the model's naming, so Muon tells matrices apart.
+    params.emplace_back("layer." + item.key(), p.detach().clone().requires_grad_(true));
+    params.back().second.mutable_grad() = torch::randn_like(p) * 1e-3;
   }
   if (params.empty()) return 0;
   auto optimizer = make_optimizer(params, config.train);

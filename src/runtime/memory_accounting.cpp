@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "runtime/comm.h"
+#include "train/error_feedback.h"
 
 namespace pipetrain::runtime {
 namespace {
@@ -129,6 +130,9 @@ std::vector<at::Tensor> optimizer_state(torch::optim::Optimizer& optimizer) {
     } else {
       throw std::logic_error("memory accounting: unknown optimizer state for " + key);
     }
+  }
+  if (auto* memory = dynamic_cast<UpdateMemory*>(&optimizer)) {  // error feedback's u(t-1)
+    for (const auto& [key, update] : memory->previous_updates()) out.push_back(update);
   }
   return out;
 }

@@ -33,6 +33,7 @@ StageExecutor::StageExecutor(const Config& config, const Dataset* data, Comm& co
       schedule_(std::move(schedule)),
       slices_(token_slices_of(config)) {
   std::vector<torch::Tensor> params;
+  std::vector<std::pair<std::string, torch::Tensor>> named_params;  // Muon tells matrices by name
   const int stages = layout_.stages();
   const std::string head_copy = fmt::format("layer{}.tied_weight", config.model.layers + 1);
   for (int c = 0; c < layout_.chunks; ++c) {
@@ -49,6 +50,7 @@ StageExecutor::StageExecutor(const Config& config, const Dataset* data, Comm& co
     for (const auto& item : model->named_parameters()) {
       const torch::Tensor& param = updated.at(index++);
       params.push_back(param);
+      named_params.emplace_back(item.key(), param);
       if (stages > 1 && is_first_stage(stage) && item.key() == "layer0.token_weight") {
         tied_weight_ = param;
       }
@@ -66,7 +68,7 @@ StageExecutor::StageExecutor(const Config& config, const Dataset* data, Comm& co
     zero1_ = std::make_unique<Zero1Optimizer>(params, config.train, comm_, groups_.replicas,
                                               layout_.replica(), layout_.replicas);
   } else {
-    optimizer_ = make_optimizer(params, config.train);
+    optimizer_ = make_optimizer(named_params, config.train);
   }
   step_params_ = params;
   split_into_steps(0);

@@ -28,14 +28,14 @@ AsyncReference::AsyncReference(const Config& config, const Dataset& data,
       history_(stages.size()) {
   if (schedule_.reference.forward == nullptr)
     fail("AsyncReference: no reference rule for schedule '{}'", schedule_.name);
-  std::vector<torch::Tensor> all;
+  std::vector<std::pair<std::string, torch::Tensor>> all;
   const std::string head_copy = fmt::format("layer{}.tied_weight", config.model.layers + 1);
   for (const auto& [first, last] : stages) {
     stages_.push_back(std::make_shared<GptStack>(gpt_config_from(config.model),
                                                  uint64_t(config.train.seed), first, last));
     params_.push_back(stages_.back()->parameters());
     for (const auto& item : stages_.back()->named_parameters()) {
-      all.push_back(item.value());
+      all.emplace_back(item.key(), item.value());
       if (item.key() == "layer0.token_weight") tied_first_ = item.value();
       if (item.key() == head_copy) {
         tied_last_ = item.value();

@@ -8,31 +8,78 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "model/parameter_role.h"
 #include "model/state_io.h"
+#include "train/error_feedback.h"
+#include "train/muon.h"
 
 namespace pipetrain {
+
+namespace {
+
+// The optimizer `O`, with the error-feedback correction when train.delay_correction asks.
+template <class O, class... Args>
+std::unique_ptr<torch::optim::Optimizer> build_optimizer(const TrainConfig& train, Args&&... args) {
+  if (train.delay_correction == "error_feedback") {
+    return std::make_unique<WithErrorFeedback<O>>(std::forward<Args>(args)...);
+  }
+  return std::make_unique<O>(std::forward<Args>(args)...);
+}
+
+torch::optim::AdamWOptions adamw_options(const TrainConfig& train) {
+  return torch::optim::AdamWOptions(train.lr)
+      .betas({train.beta1, train.beta2})
+      .eps(train.eps)
+      .weight_decay(train.weight_decay);
+}
+
+}  // namespace
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<torch::Tensor>& params,
                                                         const TrainConfig& train) {
   if (train.optimizer == "sgd") {
-    return std::make_unique<torch::optim::SGD>(
-        params, torch::optim::SGDOptions(train.lr).momentum(train.momentum).weight_decay(train.weight_decay));
+    return build_optimizer<torch::optim::SGD>(
+        train, params,
+        torch::optim::SGDOptions(train.lr).momentum(train.momentum).weight_decay(train.weight_decay));
   }
   if (train.optimizer == "adam") {
-    return std::make_unique<torch::optim::Adam>(
-        params, torch::optim::AdamOptions(train.lr)
-                    .betas({train.beta1, train.beta2})
-                    .eps(train.eps)
-                    .weight_decay(train.weight_decay));
+    return build_optimizer<torch::optim::Adam>(train, params,
+                                               torch::optim::AdamOptions(train.lr)
+                                                   .betas({train.beta1, train.beta2})
+                                                   .eps(train.eps)
+                                                   .weight_decay(train.weight_decay));
   }
   if (train.optimizer == "adamw") {
-    return std::make_unique<torch::optim::AdamW>(
-        params, torch::optim::AdamWOptions(train.lr)
-                    .betas({train.beta1, train.beta2})
-                    .eps(train.eps)
-                    .weight_decay(train.weight_decay));
+    return build_optimizer<torch::optim::AdamW>(train, params, adamw_options(train));
   }
-  fail("unknown optimizer '{}' (sgd, adam, adamw)", train.optimizer);
+  if (train.optimizer == "muon") {
+    throw std::logic_error("make_optimizer: Muon needs the parameters' names");
+  }
+  fail("unknown optimizer '{}' (sgd, adam, adamw, muon)", train.optimizer);
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(
+    const std::vector<std::pair<std::string, torch::Tensor>>& named, const TrainConfig& train) {
+  if (train.optimizer != "muon") {
+    std::vector<torch::Tensor> params;
+    for (const auto& item : named) params.push_back(item.second);
+    return make_optimizer(params, train);
+  }
+  std::vector<torch::Tensor> hidden, others;
+  for (const auto& [name, p] : named) {
+    (parameter_role(name) == ParameterRole::Hidden ? hidden : others).push_back(p);
+  }
+  const auto muon = MuonOptions(train.lr)
+                        .lr_scale(train.muon_lr / train.lr)
+                        .momentum(train.muon_momentum)
+                        .weight_decay(train.weight_decay);
+  return build_optimizer<Muon>(train, others, adamw_options(train), hidden, muon);
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> named_tensors(torch::nn::Module& module) {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& item : module.named_parameters()) named.emplace_back(item.key(), item.value());
+  return named;
 }
 
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
@@ -60,9 +107,7 @@ void scale_grads_to_norm(const std::vector<torch::Tensor>& params, double global
 
 std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
     torch::optim::Optimizer& optimizer, torch::nn::Module& module) {
-  std::vector<std::pair<std::string, torch::Tensor>> named;
-  for (const auto& item : module.named_parameters()) named.emplace_back(item.key(), item.value());
-  return optimizer_state_tensors(optimizer, named);
+  return optimizer_state_tensors(optimizer, named_tensors(module));
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
@@ -70,8 +115,12 @@ std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
     const std::vector<std::pair<std::string, torch::Tensor>>& named) {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   auto& state = optimizer.state();
+  auto* memory = dynamic_cast<UpdateMemory*>(&optimizer);
   for (const auto& [name, tensor] : named) {
     const auto key = c10::guts::to_string(tensor.unsafeGetTensorImpl());
+    if (memory != nullptr && memory->previous_updates().count(key) != 0) {
+      out.emplace_back(name + ".previous_update", memory->previous_updates().at(key));
+    }
     const auto it = state.find(key);
     if (it == state.end()) continue;
     if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(it->second.get())) {
@@ -91,11 +140,18 @@ std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
 
 namespace {
 
-// The entries (after "<parameter>.") each parameter's state holds once it has been updated.
-std::vector<std::string> state_entry_names(const TrainConfig& train) {
-  if (train.optimizer == "adam" || train.optimizer == "adamw") return {"exp_avg", "exp_avg_sq", "step"};
-  if (train.optimizer == "sgd" && train.momentum != 0) return {"momentum_buffer"};
-  return {};
+// The entries (after "<parameter>.") the state of `parameter` holds once it has been updated.
+std::vector<std::string> state_entry_names(const TrainConfig& train, const std::string& parameter) {
+  std::vector<std::string> names;
+  const bool muon_matrix =
+      train.optimizer == "muon" && parameter_role(parameter) == ParameterRole::Hidden;
+  if (muon_matrix || (train.optimizer == "sgd" && train.momentum != 0)) {
+    names = {"momentum_buffer"};
+  } else if (train.optimizer != "sgd") {
+    names = {"exp_avg", "exp_avg_sq", "step"};
+  }
+  if (train.delay_correction == "error_feedback") names.push_back("previous_update");
+  return names;
 }
 
 void check_step_count(const TensorEntry& step, const std::string& origin) {
@@ -117,7 +173,7 @@ void check_optimizer_state_entries(const std::vector<TensorEntry>& weights,
   std::map<std::string, const TensorEntry*> by_name;
   for (const auto& entry : state) by_name[entry.name] = &entry;
   for (const auto& weight : weights) {
-    for (const auto& suffix : state_entry_names(train)) {
+    for (const auto& suffix : state_entry_names(train, weight.name)) {
       const std::string name = weight.name + "." + suffix;
       const auto it = by_name.find(name);
       if (it == by_name.end()) {
@@ -150,38 +206,61 @@ torch::Tensor state_tensor(const std::map<std::string, const TensorEntry*>& by_n
 
 void load_optimizer_state(torch::optim::Optimizer& optimizer, torch::nn::Module& module,
                           const std::vector<TensorEntry>& entries, const std::string& origin) {
-  std::vector<std::pair<std::string, torch::Tensor>> named;
-  for (const auto& item : module.named_parameters()) named.emplace_back(item.key(), item.value());
-  load_optimizer_state(optimizer, named, entries, origin);
+  load_optimizer_state(optimizer, named_tensors(module), entries, origin);
 }
+
+namespace {
+
+enum class StateKind { Adam, AdamW, Momentum };
+
+// The state type `optimizer` keeps for `p` (a Muon's hidden matrices keep a momentum).
+StateKind state_kind(torch::optim::Optimizer& optimizer, const torch::Tensor& p) {
+  if (auto* muon = dynamic_cast<Muon*>(&optimizer)) {
+    return muon->updates_with_muon(p) ? StateKind::Momentum : StateKind::AdamW;
+  }
+  if (dynamic_cast<torch::optim::Adam*>(&optimizer) != nullptr) return StateKind::Adam;
+  if (dynamic_cast<torch::optim::AdamW*>(&optimizer) != nullptr) return StateKind::AdamW;
+  return StateKind::Momentum;
+}
+
+template <class State>
+std::unique_ptr<State> adam_state(const std::map<std::string, const TensorEntry*>& by_name,
+                                  const std::string& name, const torch::Tensor& p,
+                                  const std::string& origin) {
+  auto s = std::make_unique<State>();
+  s->step(state_tensor(by_name, name + ".step", {}, origin).item<int64_t>());
+  s->exp_avg(state_tensor(by_name, name + ".exp_avg", p, origin));
+  s->exp_avg_sq(state_tensor(by_name, name + ".exp_avg_sq", p, origin));
+  return s;
+}
+
+}  // namespace
 
 void load_optimizer_state(torch::optim::Optimizer& optimizer,
                           const std::vector<std::pair<std::string, torch::Tensor>>& named,
                           const std::vector<TensorEntry>& entries, const std::string& origin) {
   std::map<std::string, const TensorEntry*> by_name;
   for (const auto& entry : entries) by_name[entry.name] = &entry;
-  const bool is_adam = dynamic_cast<torch::optim::Adam*>(&optimizer) != nullptr;
-  const bool is_adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer) != nullptr;
   auto& state = optimizer.state();
+  auto* memory = dynamic_cast<UpdateMemory*>(&optimizer);
   for (const auto& [name, p] : named) {
     const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
-    if (is_adam || is_adamw) {
-      const auto step = state_tensor(by_name, name + ".step", {}, origin).item<int64_t>();
-      const auto avg = state_tensor(by_name, name + ".exp_avg", p, origin);
-      const auto avg_sq = state_tensor(by_name, name + ".exp_avg_sq", p, origin);
-      if (is_adam) {
-        auto s = std::make_unique<torch::optim::AdamParamState>();
-        s->step(step), s->exp_avg(avg), s->exp_avg_sq(avg_sq);
+    if (memory != nullptr) {
+      memory->previous_updates()[key] = state_tensor(by_name, name + ".previous_update", p, origin);
+    }
+    switch (state_kind(optimizer, p)) {
+      case StateKind::Adam:
+        state[key] = adam_state<torch::optim::AdamParamState>(by_name, name, p, origin);
+        break;
+      case StateKind::AdamW:
+        state[key] = adam_state<torch::optim::AdamWParamState>(by_name, name, p, origin);
+        break;
+      case StateKind::Momentum:
+        if (by_name.count(name + ".momentum_buffer") == 0) break;  // SGD without momentum
+        auto s = std::make_unique<torch::optim::SGDParamState>();
+        s->momentum_buffer(state_tensor(by_name, name + ".momentum_buffer", p, origin));
         state[key] = std::move(s);
-      } else {
-        auto s = std::make_unique<torch::optim::AdamWParamState>();
-        s->step(step), s->exp_avg(avg), s->exp_avg_sq(avg_sq);
-        state[key] = std::move(s);
-      }
-    } else if (by_name.count(name + ".momentum_buffer") != 0) {
-      auto s = std::make_unique<torch::optim::SGDParamState>();
-      s->momentum_buffer(state_tensor(by_name, name + ".momentum_buffer", p, origin));
-      state[key] = std::move(s);
+        break;
     }
   }
 }

@@ -1,7 +1,11 @@
 #pragma once
-// Optimizers (libtorch's SGD-momentum, Adam, AdamW) built from the config, and the gradient
-// utilities a pipeline also needs per stage (squared norm, so stages can sum before clipping).
+// Optimizers (libtorch's SGD-momentum, Adam, AdamW; Muon with AdamW, train/muon.h) built from
+// the config, with the error-feedback correction (train/error_feedback.h) when
+// train.delay_correction asks, and the gradient utilities a pipeline also needs per stage
+// (squared norm, so stages can sum before clipping).
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -11,8 +15,15 @@
 
 namespace pipetrain {
 
+// The module's parameters with their names, in order.
+std::vector<std::pair<std::string, torch::Tensor>> named_tensors(torch::nn::Module& module);
+
+// Every optimizer but Muon (std::logic_error), which needs the parameters' names.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<torch::Tensor>& params,
                                                         const TrainConfig& train);
+// Any optimizer; Muon tells hidden matrices from the rest by name (model/parameter_role.h).
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(
+    const std::vector<std::pair<std::string, torch::Tensor>>& named, const TrainConfig& train);
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr);
 
 double squared_grad_norm(const std::vector<torch::Tensor>& params);
@@ -31,7 +42,8 @@ std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
 
 // Checks an optimizer-state file against the weight file of the same stage, before anything
 // loads: every weight has each state entry `train`'s optimizer keeps after its first update
-// (Adam: exp_avg, exp_avg_sq, step; SGD with momentum: momentum_buffer), shaped and typed like
+// (Adam, AdamW and Muon's AdamW part: exp_avg, exp_avg_sq, step; SGD with momentum and Muon's
+// hidden matrices: momentum_buffer; error feedback: previous_update), shaped and typed like
 // the weight (a step: one integer >= 1). Every parameter is updated at every step, so a
 // checkpoint has them all; UserError naming `origin` and the entry otherwise.
 void check_optimizer_state_entries(const std::vector<TensorEntry>& weights,

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "train/muon.h"
+
 namespace pipetrain {
 namespace {
 
@@ -20,6 +22,9 @@ torch::Tensor adam_direction(const State& state, const Options& options, Predict
 torch::Tensor prediction_direction(torch::optim::Optimizer& optimizer, const torch::Tensor& param,
                                    PredictionKind kind) {
   torch::NoGradGuard no_grad;
+  if (auto* muon = dynamic_cast<Muon*>(&optimizer); muon != nullptr && muon->updates_with_muon(param)) {
+    return muon->prediction_direction(param, kind == PredictionKind::MomentumOnly);
+  }
   auto& states = optimizer.state();
   const auto it = states.find(c10::guts::to_string(param.unsafeGetTensorImpl()));
   if (it == states.end()) return {};

@@ -7,8 +7,10 @@
 namespace pipetrain {
 
 enum class PredictionKind {
-  OptimizerUpdate,  // PipeOptim: SGD momentum buffer; Adam/AdamW m_hat / (sqrt(v_hat) + eps)
-  MomentumOnly,     // SpecTrain: SGD momentum buffer; Adam/AdamW m_hat (first moment only)
+  OptimizerUpdate,  // PipeOptim: SGD momentum buffer; Adam/AdamW m_hat / (sqrt(v_hat) + eps);
+                    // Muon's matrices: its update with the momentum as gradient (train/muon.h)
+  MomentumOnly,     // SpecTrain: SGD momentum buffer; Adam/AdamW m_hat (first moment only);
+                    // Muon's matrices: the momentum
 };
 
 // The direction for `param` (a tensor the optimizer owns), or an undefined tensor before the

@@ -47,7 +47,7 @@ Trainer::Trainer(const Config& config, const Dataset& data)
     : config_(config),
       data_(data),
       model_(make_gpt(gpt_config_from(config.model), static_cast<uint64_t>(config.train.seed))),
-      optimizer_(make_optimizer(model_->parameters(), config.train)) {}
+      optimizer_(make_optimizer(named_tensors(*model_), config.train)) {}
 
 StepResult Trainer::train_step(int64_t step) {
   const auto& train = config_.train;

@@ -54,7 +54,7 @@ TEST(Config, BoundsAndChoicesAreChecked) {
   EXPECT_EQ(error_of([] { parse_config_toml("[model]\nlayers = -2\n", "t"); }),
             "t: model.layers must be >= 1, got -2");
   EXPECT_EQ(error_of([] { parse_config_toml("[train]\noptimizer = \"lion\"\n", "t"); }),
-            "t: train.optimizer must be one of sgd, adam, adamw, got 'lion'");
+            "t: train.optimizer must be one of sgd, adam, adamw, muon, got 'lion'");
 }
 
 TEST(Config, MalformedTomlNamesTheLine) {
@@ -80,6 +80,16 @@ TEST(Config, CrossFieldRules) {
             "pipeline.dp_width >= 2 (got 1)");
   EXPECT_EQ(error_of([] { parse_config_toml("[pipeline]\nzero1 = 2\ndp_width = 2\n", "t"); }),
             "pipeline.zero1 must be 0 (off) or 1 (on), got 2");
+  EXPECT_EQ(error_of([] {
+              parse_config_toml("[train]\noptimizer = \"muon\"\n[pipeline]\nzero1 = 1\ndp_width = 2\n", "t");
+            }),
+            "train.optimizer = \"muon\" cannot run with pipeline.zero1 = 1 (Muon orthogonalises whole "
+            "matrices; ZeRO-1 shards a flat buffer): use pipeline.zero1 = 0");
+  EXPECT_EQ(error_of([] { parse_config_toml("[train]\noptimizer = \"muon\"\nlr = 0\nmin_lr = 0\n", "t"); }),
+            "train.optimizer = \"muon\" needs train.lr > 0 (Muon's learning rate follows its schedule)");
+  // Error feedback is element-wise, so ZeRO-1's shards take it.
+  EXPECT_EQ(parse_config_toml("[train]\ndelay_correction = \"error_feedback\"\n[pipeline]\nzero1 = 1\n"
+                              "dp_width = 2\n", "t").train.delay_correction, "error_feedback");
 }
 
 TEST(Config, CommandLineOverrides) {

@@ -34,6 +34,7 @@ struct Case {
   int microbatches = 0;  // 0: m = p
   // model.loss_chunk_tokens on the pipeline; the reference always takes the full logits.
   int loss_chunk_tokens = 0;
+  std::string delay_correction = "none";  // train.delay_correction
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
@@ -41,6 +42,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
                      info.param.optimizer;
   if (info.param.microbatches > 0) name += "_m" + std::to_string(info.param.microbatches);
   if (info.param.loss_chunk_tokens > 0) name += "_ce" + std::to_string(info.param.loss_chunk_tokens);
+  if (info.param.delay_correction != "none") name += "_" + info.param.delay_correction;
   for (auto& c : name) if (c == '-') c = '_';
   return name;
 }
@@ -48,7 +50,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 void PrintTo(const Case& c, std::ostream* out) {
   *out << c.schedule << " p=" << c.stages << " " << c.optimizer
        << " m=" << (c.microbatches > 0 ? c.microbatches : c.stages)
-       << " loss_chunk_tokens=" << c.loss_chunk_tokens;
+       << " loss_chunk_tokens=" << c.loss_chunk_tokens << " delay_correction=" << c.delay_correction;
 }
 
 // m = p microbatches of 2 rows (the smallest 2BW allows) unless the case says more; 4 steps reach
@@ -65,7 +67,7 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
           {"eval.batches", "1"},       {"sample.tokens", "0"},      {"pipeline.schedule", c.schedule},
           {"pipeline.stages", std::to_string(c.stages)},             {"pipeline.timeout_s", "60"},
           {"model.loss_chunk_tokens", std::to_string(c.loss_chunk_tokens)},
-          {"model.dtype", "float64"}};
+          {"train.delay_correction", c.delay_correction}, {"model.dtype", "float64"}};
 }
 
 double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
@@ -143,6 +145,16 @@ TEST_P(AsyncExactness, MatchesTheReferenceUpdateRule) {
     for (size_t i = 0; i < a.size(); ++i) gap = std::max(gap, relative_difference(a[i].second, b[i].second));
     EXPECT_GT(gap, 1e-5) << "prediction changed nothing";
   }
+  if (c.delay_correction != "none") {  // the correction must change the training
+    Config plain = config;
+    plain.train.delay_correction = "none";
+    AsyncReference without(plain, data, stages);
+    double gap = 0;
+    for (int64_t step = 0; step < config.train.steps; ++step) {
+      gap = std::max(gap, std::abs(without.train_step(step).loss - records[step]["loss"].get<double>()));
+    }
+    EXPECT_GT(gap, 1e-5) << "error feedback changed nothing";
+  }
 
   std::map<std::string, torch::Tensor> saved;
   for (int s = 0; s < c.stages; ++s) {
@@ -187,6 +199,17 @@ INSTANTIATE_TEST_SUITE_P(OneStage, AsyncExactness,
                                            Case{"pipedream", 1, "sgd", 2}, Case{"pipeoptim", 1, "adam", 2},
                                            Case{"spectrain", 1, "sgd", 2}),
                          case_name);
+// Muon under every no-flush policy (its matrices predicted with their own update), and the
+// error-feedback correction for 2BW (and its predicted variant).
+INSTANTIATE_TEST_SUITE_P(
+    DelayRobust, AsyncExactness,
+    ::testing::Values(Case{"2bw", 2, "muon"}, Case{"2bw", 4, "muon"}, Case{"2bw-predict", 2, "muon"},
+                      Case{"pipedream", 2, "muon"}, Case{"pipeoptim", 2, "muon"},
+                      Case{"spectrain", 2, "muon"}, Case{"2bw", 2, "adamw", 0, 0, "error_feedback"},
+                      Case{"2bw", 4, "sgd", 0, 0, "error_feedback"},
+                      Case{"2bw", 2, "muon", 3, 0, "error_feedback"},
+                      Case{"2bw-predict", 2, "adamw", 0, 0, "error_feedback"}),
+    case_name);
 // Chunked cross-entropy on the last stage under no-flush policies.
 INSTANTIATE_TEST_SUITE_P(ChunkedLoss, AsyncExactness,
                          ::testing::Values(Case{"2bw", 2, "adamw", 0, 7}, Case{"pipedream", 2, "adam", 0, 5}),

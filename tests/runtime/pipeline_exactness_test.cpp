@@ -37,6 +37,7 @@ struct Case {
   std::string slices = "1";        // pipeline.slices: TeraPipe token slices of the 16 tokens
   int loss_chunk_tokens = 0;       // model.loss_chunk_tokens: chunked cross-entropy on the last stage
   int blocks = 3;                  // model.layers: 4 x 2 interleaved model stages need more than 3
+  std::string delay_correction = "none";  // train.delay_correction
 
   // 6 rows as before; otherwise the smallest batch every replica's microbatches divide evenly.
   int batch_size() const { return 6 % (microbatches * dp_width) == 0 ? 6 : 2 * microbatches * dp_width; }
@@ -55,6 +56,8 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   if (c.slices != "1") name += "_slices_" + c.slices;
   for (auto& ch : name) if (ch == ',' || ch == '-') ch = '_';
   if (c.zero1 == 1) name += "_zero1_" + c.optimizer;
+  if (c.zero1 == 0 && c.optimizer != "adamw") name += "_" + c.optimizer;
+  if (c.delay_correction != "none") name += "_" + c.delay_correction;
   if (c.loss_chunk_tokens > 0) name += "_ce" + std::to_string(c.loss_chunk_tokens);
   if (c.blocks != 3) name += "_blocks" + std::to_string(c.blocks);
   return name + "_" + partition;
@@ -76,7 +79,7 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
           {"pipeline.zero1", std::to_string(c.zero1)}, {"train.optimizer", c.optimizer},
           {"pipeline.slices", c.slices},
           {"model.loss_chunk_tokens", std::to_string(c.loss_chunk_tokens)},
-          {"model.dtype", "float64"}};
+          {"train.delay_correction", c.delay_correction}, {"model.dtype", "float64"}};
 }
 
 void PrintTo(const Case& c, std::ostream* out) {
@@ -84,7 +87,7 @@ void PrintTo(const Case& c, std::ostream* out) {
        << " v=" << c.chunks << " partition=" << c.partition << " recompute=" << c.recompute
        << " zero1=" << c.zero1
        << " optimizer=" << c.optimizer << " slices=" << c.slices
-       << " loss_chunk_tokens=" << c.loss_chunk_tokens;
+       << " loss_chunk_tokens=" << c.loss_chunk_tokens << " delay_correction=" << c.delay_correction;
 }
 
 class PipelineExactness : public ::testing::TestWithParam<Case> {};
@@ -245,6 +248,20 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpipe", 2, 3, "1,4", 1, 1, "none", 0, "adamw", "1", 1000},
                       Case{"1f1b", 2, 3, "balanced", 1, 1, "all", 0, "adamw", "1", 5},
                       Case{"gpipe", 2, 2, "balanced", 1, 1, "none", 0, "adamw", "5,7,4", 3}),
+    case_name);
+
+// Muon (hidden matrices by Muon, the rest by AdamW) and the error-feedback correction under
+// sync schedules: 2 stages, data parallelism, interleaving, ZeRO-1 (error feedback only: it
+// refuses Muon).
+INSTANTIATE_TEST_SUITE_P(
+    DelayRobust, PipelineExactness,
+    ::testing::Values(Case{"gpipe", 2, 2, "balanced", 1, 1, "none", 0, "muon"},
+                      Case{"1f1b", 2, 3, "balanced", 1, 1, "none", 0, "muon"},
+                      Case{"1f1b", 2, 2, "balanced", 2, 1, "none", 0, "muon"},
+                      Case{"interleaved", 2, 4, "balanced", 1, 2, "none", 0, "muon"},
+                      Case{"1f1b", 2, 3, "balanced", 1, 1, "none", 0, "adamw", "1", 0, 3, "error_feedback"},
+                      Case{"gpipe", 2, 2, "balanced", 1, 1, "none", 0, "muon", "1", 0, 3, "error_feedback"},
+                      Case{"1f1b", 2, 2, "balanced", 2, 1, "none", 1, "adamw", "1", 0, 3, "error_feedback"}),
     case_name);
 
 }  // namespace

@@ -120,6 +120,16 @@ TEST(Resume, TwoBWPredictKilledAndResumedIsBitwiseIdentical) {
   kill_and_resume(kTiny + " --stages 2 --schedule 2bw-predict", 0, 5, "twobw_predict_kill");
 }
 
+// Muon's momentum and error feedback's previous update travel in the checkpoint: killed runs
+// (Muon under 1f1b; Muon with error feedback under 2BW; error feedback on one process) resume
+// on the uninterrupted run's bytes.
+TEST(Resume, MuonAndErrorFeedbackKilledAndResumedAreBitwiseIdentical) {
+  kill_and_resume(kTiny + " --stages 2 --schedule 1f1b --train.optimizer muon", 1, 5, "muon_kill");
+  kill_and_resume(kTiny + " --stages 2 --schedule 2bw --train.optimizer muon "
+                          "--train.delay_correction error_feedback", 0, 5, "muon_ef_twobw_kill");
+  kill_and_resume(kTiny + " --stages 1 --train.delay_correction error_feedback", 0, 3, "ef_single_kill");
+}
+
 // 2BW on one stage runs its policy on one worker (issue 16, 3d), and resumes like any 2BW run.
 TEST(Resume, OneStageTwoBWKilledAndResumedIsBitwiseIdentical) {
   kill_and_resume(kTiny + " --stages 1 --schedule 2bw", 0, 5, "twobw1_kill");
