@@ -15,5 +15,6 @@ void add_terapipe_command(CLI::App& app);  // terapipe_command.cpp
 void add_terapipe_profile_command(CLI::App& app);  // terapipe_profile_command.cpp
 void add_tokenizer_command(CLI::App& app);  // tokenizer_command.cpp
 void add_tokenize_command(CLI::App& app);   // tokenizer_command.cpp
+void add_prepare_speech_command(CLI::App& app);  // prepare_speech_command.cpp
 
 }  // namespace pipetrain::cli

@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   pipetrain::cli::add_config_command(app);
   pipetrain::cli::add_tokenizer_command(app);
   pipetrain::cli::add_tokenize_command(app);
+  pipetrain::cli::add_prepare_speech_command(app);
   try {
     check_command_name(app, argc, argv);
     app.parse(argc, argv);

@@ -1,0 +1,218 @@
+#include "speech/prepare_speech.h"
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "speech/resample.h"
+
+namespace pipetrain::speech {
+namespace {
+
+SpokenVoice draw_spoken_voice(const std::string& name, const PrepareSpeechOptions& options,
+                              SpeechRandom& random) {
+  SpokenVoice voice;
+  voice.voice = name;
+  voice.rate_wpm = int(random.uniform(options.rate_min, options.rate_max));
+  voice.pitch = int(random.uniform(options.pitch_min, options.pitch_max));
+  return voice;
+}
+
+void check_prepare_options(const PrepareSpeechOptions& o) {
+  const LineSelection& l = o.lines;
+  if (l.min_words < 1 || l.max_words < l.min_words) {
+    fail("speech lines need 1 <= --min-words <= --max-words, got {} and {}", l.min_words,
+         l.max_words);
+  }
+  if (l.train_lines < 1 || l.validation_lines < 1 || l.test_lines < 1) {
+    fail("--train-lines, --validation-lines and --test-lines must be >= 1");
+  }
+  if (o.training_voices.empty()) fail("give at least one training voice");
+  if (o.train_renditions < 1 || o.train_renditions > int(o.training_voices.size())) {
+    fail("--renditions must be between 1 and the {} training voices, got {}",
+         o.training_voices.size(), o.train_renditions);
+  }
+  for (const auto& voice : o.training_voices) {
+    if (voice == o.unseen_voice) fail("the unseen voice '{}' is also a training voice", voice);
+  }
+  if (o.rate_min < 80 || o.rate_max > 450 || o.rate_min > o.rate_max) {
+    fail("speaking rates must lie in espeak-ng's 80..450 words per minute, min <= max");
+  }
+  if (o.pitch_min < 0 || o.pitch_max > 100 || o.pitch_min > o.pitch_max) {
+    fail("pitches must lie in espeak-ng's 0..100, min <= max");
+  }
+  if (o.max_frames < 1) fail("--max-frames must be >= 1, got {}", o.max_frames);
+  if (o.threads < 1) fail("--threads must be >= 1, got {}", o.threads);
+  if (o.out_path.empty()) fail("prepare-speech needs --out FILE");
+}
+
+struct SynthesizedUtterance {
+  torch::Tensor features;  // [frames, mel_bins]
+  double audio_seconds = 0;
+};
+
+// Audio read from espeak-ng in plan order, waiting for a feature thread.
+struct SpeechWorkQueue {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<std::pair<size_t, std::vector<int16_t>>> waiting;
+  bool finished = false;
+  std::exception_ptr error;
+};
+
+// espeak-ng speaks the plan in order in its own process (so the audio depends on the seed only);
+// `threads` threads resample and compute features meanwhile, storing results by plan index.
+std::vector<SynthesizedUtterance> synthesize_plan(
+    const std::vector<PlannedUtterance>& plan, const PrepareSpeechOptions& options,
+    const std::function<void(const PrepareSpeechProgress&)>& on_progress) {
+  std::vector<EspeakProcess::Item> items;
+  for (const auto& planned : plan) items.push_back({planned.text, planned.voice});
+  EspeakProcess espeak(std::move(items));
+  const torch::Tensor filterbank = mel_filterbank(options.features).to(torch::kFloat32);
+  std::vector<SynthesizedUtterance> results(plan.size());
+  SpeechWorkQueue queue;
+  PrepareSpeechProgress progress;
+  progress.total = int64_t(plan.size());
+  auto work = [&] {
+    torch::NoGradGuard no_grad;
+    std::unique_lock<std::mutex> lock(queue.mutex);
+    while (true) {
+      queue.changed.wait(lock, [&] { return !queue.waiting.empty() || queue.finished; });
+      if (queue.waiting.empty()) return;
+      auto [index, pcm] = std::move(queue.waiting.front());
+      queue.waiting.pop_front();
+      queue.changed.notify_all();
+      lock.unlock();
+      SynthesizedUtterance made;
+      try {
+        const auto audio = resample_pcm16(pcm, espeak.sample_rate(), options.features.sample_rate);
+        made.audio_seconds = double(audio.size()) / options.features.sample_rate;
+        made.features = log_mel(audio, filterbank, options.features);
+      } catch (...) {
+        lock.lock();
+        if (!queue.error) queue.error = std::current_exception();
+        queue.finished = true;
+        queue.changed.notify_all();
+        return;
+      }
+      lock.lock();
+      results[index] = std::move(made);
+      ++progress.done;
+      progress.audio_seconds += results[index].audio_seconds;
+      if (on_progress) on_progress(progress);
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int t = 0; t < options.threads; ++t) workers.emplace_back(work);
+  const size_t most_waiting = 4 * size_t(options.threads);
+  for (size_t i = 0; i < plan.size(); ++i) {
+    std::vector<int16_t> pcm;
+    try {
+      pcm = espeak.next();
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(queue.mutex);
+      if (!queue.error) queue.error = std::current_exception();
+      break;
+    }
+    std::unique_lock<std::mutex> lock(queue.mutex);
+    queue.changed.wait(lock, [&] { return queue.waiting.size() < most_waiting || queue.finished; });
+    if (queue.finished) break;
+    queue.waiting.emplace_back(i, std::move(pcm));
+    queue.changed.notify_all();
+  }
+  {
+    const std::lock_guard<std::mutex> lock(queue.mutex);
+    queue.finished = true;
+    queue.changed.notify_all();
+  }
+  for (auto& worker : workers) worker.join();
+  if (queue.error) std::rethrow_exception(queue.error);
+  return results;
+}
+
+}  // namespace
+
+std::vector<PlannedUtterance> plan_speech_utterances(const SelectedLines& lines,
+                                                     const PrepareSpeechOptions& options) {
+  SpeechRandom random(options.lines.seed ^ 0x5eec4u);
+  const auto voice_count = uint32_t(options.training_voices.size());
+  std::vector<PlannedUtterance> plan;
+  auto add = [&](SpeechSplit split, size_t line, const std::string& text, uint32_t voice_index) {
+    const std::string& name =
+        voice_index < voice_count ? options.training_voices[voice_index] : options.unseen_voice;
+    plan.push_back({split, uint32_t(line), text, voice_index,
+                    draw_spoken_voice(name, options, random)});
+  };
+  std::vector<uint32_t> voices(voice_count);
+  for (size_t line = 0; line < lines.train.size(); ++line) {
+    for (uint32_t v = 0; v < voice_count; ++v) voices[v] = v;
+    for (int r = 0; r < options.train_renditions; ++r) {  // distinct voices: a partial shuffle
+      std::swap(voices[size_t(r)], voices[size_t(random.uniform(r, voice_count - 1))]);
+      add(SpeechSplit::train, line, lines.train[line], voices[size_t(r)]);
+    }
+  }
+  for (size_t line = 0; line < lines.validation.size(); ++line) {
+    add(SpeechSplit::validation, line, lines.validation[line],
+        uint32_t(random.uniform(0, voice_count - 1)));
+  }
+  for (size_t line = 0; line < lines.test.size(); ++line) {
+    add(SpeechSplit::test, line, lines.test[line], uint32_t(random.uniform(0, voice_count - 1)));
+  }
+  for (size_t line = 0; line < lines.test.size(); ++line) {
+    add(SpeechSplit::unseen_voice, line, lines.test[line], voice_count);
+  }
+  return plan;
+}
+
+PrepareSpeechSummary prepare_speech(
+    const PrepareSpeechOptions& options,
+    const std::function<void(const PrepareSpeechProgress&)>& on_progress) {
+  check_prepare_options(options);
+  const std::string text = read_regular_file(options.text_path, "text file");
+  const SelectedLines lines = select_speech_lines(text, options.lines);
+  const std::vector<PlannedUtterance> plan = plan_speech_utterances(lines, options);
+  std::vector<SynthesizedUtterance> made = synthesize_plan(plan, options, on_progress);
+
+  PrepareSpeechSummary summary;
+  SpeechCorpusInfo& info = summary.info;
+  info.mel_bins = uint32_t(options.features.mel_bins);
+  info.sample_rate = uint32_t(options.features.sample_rate);
+  info.win_length = uint32_t(options.features.win_length);
+  info.hop_length = uint32_t(options.features.hop_length);
+  info.max_frames = uint32_t(options.max_frames);
+  info.vocabulary = character_vocabulary();
+  info.voices = options.training_voices;
+  info.voices.push_back(options.unseen_voice);
+  std::vector<SpeechUtterance> kept;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const int64_t frames = made[i].features.size(0);
+    if (frames > options.max_frames || frames == 0) {
+      ++summary.dropped[size_t(plan[i].split)];
+      continue;
+    }
+    const std::vector<uint32_t> labels = character_labels(plan[i].text);
+    SpeechUtterance u;
+    u.split = plan[i].split;
+    u.voice = plan[i].voice_index;
+    u.text_line = plan[i].text_line;
+    u.features = std::move(made[i].features);
+    u.labels = torch::tensor(std::vector<int64_t>(labels.begin(), labels.end()), torch::kInt64);
+    info.frames[size_t(u.split)] += uint64_t(frames);
+    ++info.utterances[size_t(u.split)];
+    kept.push_back(std::move(u));
+  }
+  const auto parent = std::filesystem::path(options.out_path).parent_path();
+  std::error_code error;
+  if (!parent.empty()) std::filesystem::create_directories(parent, error);
+  if (error) fail("cannot create folder '{}': {}", parent.string(), error.message());
+  write_speech_features(options.out_path, info, kept);
+  summary.file_bytes = std::filesystem::file_size(options.out_path);
+  return summary;
+}
+
+}  // namespace pipetrain::speech

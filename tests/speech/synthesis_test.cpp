@@ -1,0 +1,119 @@
+// A tiny espeak-ng synthesis end to end: the same seed gives the same file, byte for byte.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "speech/prepare_speech.h"
+
+namespace pipetrain::speech {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool espeak_available() {
+  try {
+    require_espeak_library();
+    return true;
+  } catch (const UserError&) {
+    return false;
+  }
+}
+
+std::string file_bytes_of(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// 2 training lines x 2 voices, one validation and one test line (spoken again by the unseen voice).
+PrepareSpeechOptions tiny_speech_options(const fs::path& dir, const std::string& name) {
+  const fs::path text = dir / "lines.txt";
+  std::ofstream(text) << "Now is the winter of our discontent\n"
+                         "Made glorious summer by this sun of York;\n"
+                         "He capers nimbly in a lady's chamber\n"
+                         "Grim-visaged war hath smooth'd his front\n";
+  PrepareSpeechOptions options;
+  options.text_path = text.string();
+  options.out_path = (dir / name).string();
+  options.lines = LineSelection{2, 8, 2, 1, 1, 11};
+  options.train_renditions = 2;
+  options.training_voices = {"en-us+m1", "en+f2"};
+  options.unseen_voice = "en-us+m5";
+  return options;
+}
+
+fs::path synthesis_dir(const std::string& name) {
+  const auto dir = fs::temp_directory_path() /
+                   ("pipetrain_synthesis_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(SpeechSynthesis, SameSeedGivesTheSameFileWhateverTheThreads) {
+  if (!espeak_available()) GTEST_SKIP() << "espeak-ng is not installed (scripts/setup installs it)";
+  const auto dir = synthesis_dir("same_seed");
+  auto options = tiny_speech_options(dir, "a.bin");
+  options.threads = 2;
+  const PrepareSpeechSummary summary = prepare_speech(options);
+  options.out_path = (dir / "b.bin").string();
+  options.threads = 1;
+  prepare_speech(options);
+  const std::string first = file_bytes_of(dir / "a.bin");
+  EXPECT_EQ(first.size(), summary.file_bytes);
+  EXPECT_TRUE(first == file_bytes_of(dir / "b.bin")) << "same seed, different bytes";
+
+  const SpeechFeatureFile file((dir / "a.bin").string());
+  EXPECT_EQ(file.info().utterances, (std::array<uint64_t, kSpeechSplitCount>{4, 1, 1, 1}));
+  EXPECT_EQ(file.info().voices, (std::vector<std::string>{"en-us+m1", "en+f2", "en-us+m5"}));
+  const auto train = file.load_split(SpeechSplit::train);
+  for (size_t line = 0; line < 2; ++line) {  // each line once by each voice
+    EXPECT_EQ(train[2 * line].text_line, line);
+    EXPECT_EQ(train[2 * line + 1].text_line, line);
+    EXPECT_NE(train[2 * line].voice, train[2 * line + 1].voice);
+    EXPECT_TRUE(torch::equal(train[2 * line].labels, train[2 * line + 1].labels));
+  }
+  for (const auto& u : train) {
+    // A 2-8 word line takes 0.5-5 s at 130-200 words per minute: 50-500 frames of 10 ms.
+    EXPECT_GT(u.features.size(0), 50);
+    EXPECT_LT(u.features.size(0), 500);
+    EXPECT_EQ(u.features.size(1), 80);
+    EXPECT_TRUE(torch::isfinite(u.features).all().item<bool>());
+  }
+  const auto unseen = file.utterance(SpeechSplit::unseen_voice, 0);
+  const auto test = file.utterance(SpeechSplit::test, 0);
+  EXPECT_EQ(unseen.voice, 2u);
+  EXPECT_TRUE(torch::equal(unseen.labels, test.labels));  // the test line, by the unseen voice
+}
+
+TEST(SpeechSynthesis, AnotherSeedSpeaksDifferently) {
+  if (!espeak_available()) GTEST_SKIP() << "espeak-ng is not installed (scripts/setup installs it)";
+  const auto dir = synthesis_dir("other_seed");
+  auto options = tiny_speech_options(dir, "a.bin");
+  prepare_speech(options);
+  options.out_path = (dir / "b.bin").string();
+  options.lines.seed = 12;
+  prepare_speech(options);
+  EXPECT_FALSE(file_bytes_of(dir / "a.bin") == file_bytes_of(dir / "b.bin"));
+}
+
+TEST(SpeechSynthesis, UnknownVoiceIsOneLine) {
+  if (!espeak_available()) GTEST_SKIP() << "espeak-ng is not installed (scripts/setup installs it)";
+  const auto dir = synthesis_dir("unknown_voice");
+  auto options = tiny_speech_options(dir, "a.bin");
+  options.training_voices = {"en-us+m1", "xx-nowhere"};
+  try {
+    prepare_speech(options);
+    FAIL() << "no error";
+  } catch (const UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("espeak-ng has no voice 'xx-nowhere'"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_FALSE(fs::exists(dir / "a.bin"));
+}
+
+}  // namespace
+}  // namespace pipetrain::speech
