@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 #include "runtime/weight_policies.h"
 
 namespace pipetrain::runtime {

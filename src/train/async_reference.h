@@ -23,11 +23,11 @@
 #include <torch/torch.h>
 
 #include "core/config.h"
-#include "data/text_dataset.h"
-#include "model/gpt.h"
+#include "data/dataset.h"
+#include "model/model.h"
 #include "schedule/catalogue.h"
 #include "train/prediction.h"
-#include "train/trainer.h"
+#include "train/step_result.h"
 
 namespace pipetrain {
 
@@ -59,11 +59,12 @@ class AsyncReference {
   const Dataset& data_;
   const schedule::ScheduleEntry& schedule_;
   int stages_count_;
-  std::vector<std::shared_ptr<GptStack>> stages_;
+  std::shared_ptr<const Model> model_;
+  std::vector<std::shared_ptr<StageModule>> stages_;
   std::vector<std::vector<torch::Tensor>> params_;  // per stage
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  std::vector<torch::Tensor> norm_params_;  // the tied weight once
-  torch::Tensor tied_first_, tied_last_;
+  std::vector<torch::Tensor> norm_params_;  // each shared parameter once
+  std::vector<std::vector<torch::Tensor>> shared_copies_;  // per shared parameter, in copy order
   int updates_ = 0;
   std::vector<std::map<int, Version>> history_;  // per stage: version -> weights
 };
