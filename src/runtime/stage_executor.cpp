@@ -8,7 +8,6 @@
 
 #include "core/error.h"
 #include "model/registry.h"
-#include "model/token_batch.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
 
@@ -25,7 +24,7 @@ constexpr int kEvalTagBase = 1 << 24;
 
 }  // namespace
 
-StageExecutor::StageExecutor(const Config& config, const Dataset* data, Comm& comm,
+StageExecutor::StageExecutor(const Config& config, const BatchSource* data, Comm& comm,
                              Layout layout, CommGroups groups,
                              const std::vector<StageRange>& ranges, schedule::Schedule schedule)
     : config_(config),
@@ -101,11 +100,11 @@ void StageExecutor::split_into_steps(int64_t first_step) {
   }
 }
 
-const TokenBatch& StageExecutor::batch_of(int64_t step) {
+const Microbatch& StageExecutor::batch_of(int64_t step) {
   auto it = batches_.find(step);
   if (it != batches_.end()) return it->second;
   while (!batches_.empty() && batches_.begin()->first < step - 1) batches_.erase(batches_.begin());
-  TokenBatch batch;
+  Microbatch batch;
   const auto& train = config_.train;
   if (data_ != nullptr) batch = data_->train_batch(uint64_t(train.seed), step, train.batch_size);
   return batches_.emplace(step, std::move(batch)).first->second;
@@ -205,7 +204,7 @@ torch::Tensor StageExecutor::receive(const schedule::Action& action) {
   return comm_.take_recv(handle);
 }
 
-void StageExecutor::run_action(const schedule::Action& action, const TokenBatch& batch) {
+void StageExecutor::run_action(const schedule::Action& action, const Microbatch& batch) {
   // Keys and tags count microbatches over the whole list (no-flush lists span every step).
   const int mb = schedule_.global_microbatch(action), chunk = action.chunk;
   const int m = schedule_.total_microbatches();
@@ -257,14 +256,14 @@ void StageExecutor::run_action(const schedule::Action& action, const TokenBatch&
 }
 
 // key's microbatch counts over the whole action list; `microbatch` is its index in its step.
-void StageExecutor::forward(const Key& key, int microbatch, const TokenBatch& batch) {
+void StageExecutor::forward(const Key& key, int microbatch, const Microbatch& batch) {
   const auto [chunk, key_microbatch, slice] = key;
   const int64_t rows = micro_rows();
   const int stage = layout_.stage_of(chunk);
   InFlight& state = in_flight_[key];
   Microbatch micro;
   const int64_t replica_offset = layout_.replica() * rows * config_.train.microbatches;
-  if (data_ != nullptr) micro = tensors_of(batch.rows(replica_offset + microbatch * rows, rows));
+  if (data_ != nullptr) micro = rows_of(batch, replica_offset + microbatch * rows, rows);
   const int64_t slice_start = slices_.starts.at(size_t(slice));
   const int64_t slice_end = slice_start + slices_.lengths.at(size_t(slice));
   const auto slice_of = [&](const torch::Tensor& whole) {  // token slices: the sequence is dim 1
@@ -476,7 +475,7 @@ double StageExecutor::evaluate() {
   double total = 0;
   for (int64_t i = 0; i < config_.eval.batches; ++i) {
     Microbatch batch;
-    if (data_ != nullptr) batch = tensors_of(data_->val_batch(i, rows));
+    if (data_ != nullptr) batch = data_->val_batch(i, rows);
     // The chunks in stage order: with looping placement the batch visits this worker v times.
     for (const auto& chunk : chunks_) {
       const int s = chunk.stage;

@@ -13,7 +13,7 @@
 
 #include <torch/torch.h>
 
-#include "data/dataset.h"
+#include "model/batch_source.h"
 #include "model/model.h"
 #include "runtime/comm.h"
 #include "runtime/layout.h"
@@ -40,8 +40,8 @@ struct CommGroups {
 class StageExecutor {
  public:
   // `data` is null on workers without the first or last stage: only the first stage reads
-  // inputs, only the last reads targets.
-  StageExecutor(const Config& config, const Dataset* data, Comm& comm, Layout layout,
+  // inputs, only the last reads labels.
+  StageExecutor(const Config& config, const BatchSource* data, Comm& comm, Layout layout,
                 CommGroups groups, const std::vector<StageRange>& ranges,
                 schedule::Schedule schedule);
   // One optimizer step. loss is the global batch mean on the last stage, NaN elsewhere;
@@ -92,12 +92,12 @@ class StageExecutor {
     double loss_value = 0;      // last stage: unscaled loss
   };
   using Key = std::tuple<int, int, int>;  // (chunk, microbatch over the whole list, token slice)
-  void run_action(const schedule::Action& action, const TokenBatch& batch);
-  void forward(const Key& key, int microbatch, const TokenBatch& batch);
+  void run_action(const schedule::Action& action, const Microbatch& batch);
+  void forward(const Key& key, int microbatch, const Microbatch& batch);
   void forward_with_graph(const Key& key, InFlight& state);
   void backward(const Key& key);
   void split_into_steps(int64_t first_step);
-  const TokenBatch& batch_of(int64_t step);  // the global batch of a step (kept for two steps)
+  const Microbatch& batch_of(int64_t step);  // the global batch of a step (kept for two steps)
   // Flush schedules run one iteration's list again at every step and finish their sends before
   // each update; no-flush lists cover the whole run, step k being its k-th part.
   bool flushes() const { return schedule::flushes(schedule_.policy.kind); }
@@ -124,7 +124,7 @@ class StageExecutor {
   Config config_;
   std::shared_ptr<const Model> model_;
   std::vector<StageRange> ranges_;
-  const Dataset* data_;
+  const BatchSource* data_;
   Comm& comm_;
   Layout layout_;
   CommGroups groups_;
@@ -136,7 +136,7 @@ class StageExecutor {
   std::vector<torch::Tensor> step_params_;                 // what the optimizer updates
   std::vector<std::pair<size_t, size_t>> steps_;           // per step: [begin, end) of actions
   int microbatches_per_update_ = 1;
-  std::map<int64_t, TokenBatch> batches_;
+  std::map<int64_t, Microbatch> batches_;
   // Per shared parameter: the copies this worker holds (e.g. the embedding on the first stage,
   // the head's copy on the last), whose gradients are summed with the other workers' copies.
   std::vector<std::vector<torch::Tensor>> shared_copies_;

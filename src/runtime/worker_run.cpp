@@ -25,6 +25,7 @@
 #include "io/run_folder.h"
 #include "model/registry.h"
 #include "model/state_io.h"
+#include "model/token_batch.h"
 #include "runtime/comm.h"
 #include "runtime/memory_accounting.h"
 #include "runtime/pipeline.h"
@@ -371,7 +372,9 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
     for (const int worker : workers) ranks.push_back(layout.rank_of(layout.replica(), worker));
     groups.shared[g] = comm.join_group(fmt::format("shared{}-replica{}", g, layout.replica()), ranks);
   }
-  StageExecutor executor(config, data.get(), comm, layout, groups, ranges, schedule);
+  std::unique_ptr<BatchSource> batches;  // the data's batches as tensors
+  if (data) batches = std::make_unique<TokenBatchSource>(*data);
+  StageExecutor executor(config, batches.get(), comm, layout, groups, ranges, schedule);
   MemoryReport run_memory;  // field-wise maximum over the steps
   if (reports) {
     fmt::print(stderr, "pipetrain: pipeline of {} stages ({}) on {} worker(s) x {} replica(s), "

@@ -24,8 +24,12 @@ std::vector<torch::Tensor> clones(const std::vector<torch::Tensor>& tensors) {
 
 AsyncReference::AsyncReference(const Config& config, const Dataset& data,
                                const std::vector<std::pair<int64_t, int64_t>>& stages)
+    : AsyncReference(config, std::make_shared<TokenBatchSource>(data), stages) {}
+
+AsyncReference::AsyncReference(const Config& config, std::shared_ptr<const BatchSource> batches,
+                               const std::vector<std::pair<int64_t, int64_t>>& stages)
     : config_(config),
-      data_(data),
+      batches_(std::move(batches)),
       schedule_(schedule::schedule_entry(config.pipeline.schedule)),
       stages_count_(int(stages.size())),
       history_(stages.size()) {
@@ -99,16 +103,15 @@ void AsyncReference::load(int r, const std::vector<torch::Tensor>& values) {
   for (size_t i = 0; i < values.size(); ++i) params_[r][i].variable_data().copy_(values[i]);
 }
 
-double AsyncReference::run_microbatch(int64_t j, const TokenBatch& micro, double scale) {
+double AsyncReference::run_microbatch(int64_t j, const Microbatch& micro, double scale) {
   std::vector<std::vector<torch::Tensor>> live(static_cast<size_t>(stages_count_));
   for (int r = 0; r < stages_count_; ++r) {
     live[r] = clones(params_[r]);
     load(r, weights_for(r, forward_reads(r, j)));
   }
-  const Microbatch tensors = tensors_of(micro);
-  auto x = tensors.inputs;
+  auto x = micro.inputs;
   for (auto& stage : stages_) x = stage->forward(x);
-  auto loss = stages_.back()->loss(x, tensors.labels);
+  auto loss = stages_.back()->loss(x, micro.labels);
   for (int r = 0; r < stages_count_; ++r) load(r, weights_for(r, backward_reads(r, j)));
   (loss / scale).backward();
   for (int r = 0; r < stages_count_; ++r) load(r, live[r]);
@@ -139,13 +142,13 @@ StepResult AsyncReference::update(int64_t step) {
 
 StepResult AsyncReference::train_step(int64_t step) {
   const auto& train = config_.train;
-  const TokenBatch batch = data_.train_batch(uint64_t(train.seed), step, train.batch_size);
+  const Microbatch batch = batches_->train_batch(uint64_t(train.seed), step, train.batch_size);
   const int64_t m = train.microbatches, rows = train.batch_size / m;
   const bool each = schedule_.updates_per_microbatch();
   double loss_sum = 0;
   StepResult result;
   for (int64_t i = 0; i < m; ++i) {
-    loss_sum += run_microbatch(step * m + i, batch.rows(i * rows, rows), each ? 1.0 : double(m));
+    loss_sum += run_microbatch(step * m + i, rows_of(batch, i * rows, rows), each ? 1.0 : double(m));
     if (each) result = update(step);
   }
   if (!each) result = update(step);

@@ -24,6 +24,7 @@
 
 #include "core/config.h"
 #include "data/dataset.h"
+#include "model/batch_source.h"
 #include "model/model.h"
 #include "schedule/catalogue.h"
 #include "train/prediction.h"
@@ -34,7 +35,9 @@ namespace pipetrain {
 class AsyncReference {
  public:
   // `stages`: the pipeline's [first, last) layer range per stage.
-  AsyncReference(const Config& config, const Dataset& data,
+  AsyncReference(const Config& config, std::shared_ptr<const BatchSource> batches,
+                 const std::vector<std::pair<int64_t, int64_t>>& stages);
+  AsyncReference(const Config& config, const Dataset& data,  // token windows
                  const std::vector<std::pair<int64_t, int64_t>>& stages);
   StepResult train_step(int64_t step);
   // Every stage's parameters by name (the last stage holds its own copy of the tied weight).
@@ -50,13 +53,13 @@ class AsyncReference {
   Reads forward_reads(int stage, int64_t microbatch) const;
   Reads backward_reads(int stage, int64_t microbatch) const;
   std::vector<torch::Tensor> weights_for(int stage, Reads reads) const;
-  double run_microbatch(int64_t microbatch, const TokenBatch& micro, double scale);
+  double run_microbatch(int64_t microbatch, const Microbatch& micro, double scale);
   StepResult update(int64_t step);
   void record_version();
   void load(int stage, const std::vector<torch::Tensor>& values);
 
   Config config_;
-  const Dataset& data_;
+  std::shared_ptr<const BatchSource> batches_;
   const schedule::ScheduleEntry& schedule_;
   int stages_count_;
   std::shared_ptr<const Model> model_;

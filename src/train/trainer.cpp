@@ -11,21 +11,24 @@
 namespace pipetrain {
 
 Trainer::Trainer(const Config& config, const Dataset& data)
+    : Trainer(config, std::make_shared<TokenBatchSource>(data)) {}
+
+Trainer::Trainer(const Config& config, std::shared_ptr<const BatchSource> batches)
     : config_(config),
-      data_(data),
+      batches_(std::move(batches)),
       definition_(make_model(config)),
       model_(definition_->make_whole()),
       optimizer_(make_optimizer(model_->parameters(), config.train)) {}
 
 StepResult Trainer::train_step(int64_t step) {
   const auto& train = config_.train;
-  const TokenBatch batch =
-      data_.train_batch(static_cast<uint64_t>(train.seed), step, train.batch_size);
+  const Microbatch batch =
+      batches_->train_batch(static_cast<uint64_t>(train.seed), step, train.batch_size);
   const int64_t micro_size = train.batch_size / train.microbatches;
   optimizer_->zero_grad();
   double loss_sum = 0;
   for (int64_t m = 0; m < train.microbatches; ++m) {
-    const Microbatch tensors = tensors_of(batch.rows(m * micro_size, micro_size));
+    const Microbatch tensors = rows_of(batch, m * micro_size, micro_size);
     auto loss = model_->loss(model_->forward(tensors.inputs), tensors.labels);
     (loss / static_cast<double>(train.microbatches)).backward();
     loss_sum += loss.item<double>();
@@ -46,7 +49,7 @@ double Trainer::evaluate() {
   const int64_t batch_size = config_.train.batch_size;
   double total = 0;
   for (int64_t i = 0; i < config_.eval.batches; ++i) {
-    const Microbatch batch = tensors_of(data_.val_batch(i, batch_size));
+    const Microbatch batch = batches_->val_batch(i, batch_size);
     total += model_->loss(model_->forward(batch.inputs), batch.labels).item<double>();
   }
   return total / static_cast<double>(config_.eval.batches);

@@ -8,6 +8,7 @@
 
 #include "core/config.h"
 #include "data/dataset.h"
+#include "model/batch_source.h"
 #include "model/model.h"
 #include "train/step_result.h"
 
@@ -15,7 +16,8 @@ namespace pipetrain {
 
 class Trainer {
  public:
-  Trainer(const Config& config, const Dataset& data);
+  Trainer(const Config& config, std::shared_ptr<const BatchSource> batches);
+  Trainer(const Config& config, const Dataset& data);  // token windows (`data` outlives it)
   StepResult train_step(int64_t step);
   double evaluate();  // mean validation loss over eval.batches fixed batches
 
@@ -26,7 +28,7 @@ class Trainer {
 
  private:
   Config config_;
-  const Dataset& data_;
+  std::shared_ptr<const BatchSource> batches_;
   std::shared_ptr<const Model> definition_;
   std::shared_ptr<StageModule> model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;

@@ -179,5 +179,42 @@ TEST(TokenBatchTensors, RowsBecomeInt64InputsAndLabels) {
   EXPECT_TRUE(torch::equal(tensors.labels, torch::tensor({2, 3, 4, 5, 6, 7}, torch::kInt64).view({2, 3})));
 }
 
+// A dataset whose token at (row, position) encodes seed, step, row and position.
+class CountingDataset : public Dataset {
+ public:
+  TokenBatch train_batch(uint64_t seed, int64_t step, int64_t rows) const override {
+    return batch(int64_t(seed) * 1000 + step * 100, rows);
+  }
+  TokenBatch val_batch(int64_t index, int64_t rows) const override { return batch(-index * 100, rows); }
+  int64_t train_tokens() const override { return 0; }
+  int64_t val_tokens() const override { return 0; }
+  int64_t seq_len() const override { return 3; }
+
+ private:
+  static TokenBatch batch(int64_t base, int64_t rows) {
+    TokenBatch b;
+    b.batch_size = rows;
+    b.seq_len = 3;
+    for (int64_t i = 0; i < rows * 3; ++i) {
+      b.inputs.push_back(base + i);
+      b.targets.push_back(base + i + 1);
+    }
+    return b;
+  }
+};
+
+TEST(TokenBatchTensors, SourceRowsAreTheDatasetsRows) {
+  const CountingDataset data;
+  const TokenBatchSource source(data);
+  const Microbatch batch = source.train_batch(2, 5, 6);
+  const Microbatch rows = rows_of(batch, 2, 3);
+  const Microbatch want = tensors_of(data.train_batch(2, 5, 6).rows(2, 3));
+  EXPECT_TRUE(torch::equal(rows.inputs, want.inputs));
+  EXPECT_TRUE(torch::equal(rows.labels, want.labels));
+  EXPECT_EQ(rows.inputs[0][0].item<int64_t>(), 2000 + 500 + 2 * 3);  // seed 2, step 5, row 2
+  EXPECT_TRUE(rows.inputs.is_contiguous());
+  EXPECT_TRUE(torch::equal(source.val_batch(1, 2).inputs, tensors_of(data.val_batch(1, 2)).inputs));
+}
+
 }  // namespace
 }  // namespace pipetrain
