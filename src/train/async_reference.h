@@ -40,7 +40,7 @@ class AsyncReference {
   AsyncReference(const Config& config, const Dataset& data,  // token windows
                  const std::vector<std::pair<int64_t, int64_t>>& stages);
   StepResult train_step(int64_t step);
-  // Every stage's parameters by name (the last stage holds its own copy of the tied weight).
+  // Every stage's parameters by name (a stage may hold its own copy of a shared parameter).
   std::vector<std::pair<std::string, torch::Tensor>> named_weights() const;
 
  private:
