@@ -9,6 +9,7 @@
 // received input on later stages). Memory, not time: no benchmark lock needed.
 //
 // Usage: stage_memory [--quick]   (--quick: p = 2 only)
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -19,12 +20,13 @@
 #include <torch/torch.h>
 
 #include "io/metrics.h"
-#include "model/gpt.h"
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "model/registry.h"
 #include "runtime/memory_accounting.h"
 #include "runtime/partition.h"
 #include "schedule/generators.h"
 #include "schedule/validate.h"
-#include "train/trainer.h"
 
 namespace fs = std::filesystem;
 using namespace pipetrain;
@@ -61,17 +63,18 @@ std::string train_args(const Config& c, const fs::path& dir) {
 // Bytes one microbatch keeps alive on the stage from its forward to its backward.
 int64_t microbatch_activation_bytes(const Config& c, const runtime::StageRange& range) {
   auto& allocator = runtime::CountingAllocator::install();
-  const bool first = range.first == 0, last = range.last == c.model.layers + 2;
-  GptStack stage(gpt_config_from(c.model), uint64_t(c.train.seed), range.first, range.last);
-  torch::Tensor input = first ? torch::randint(0, 256, {kMicroRows, c.model.seq_len}, torch::kInt64)
-                              : torch::randn({kMicroRows, c.model.seq_len, c.model.d_model},
-                                             torch::dtype(compute_dtype(c.model)).requires_grad(true));
+  const auto model = make_model(c);
+  const bool first = range.first == 0, last = range.last == model->layer_count();
+  auto stage = model->make_stage(range.first, range.last);
+  auto generator = at::detail::createCPUGenerator(uint64_t(c.train.seed));
+  const Microbatch example = model->example(kMicroRows, generator);
+  const TensorSpec received = model->boundary_spec(std::max<int64_t>(range.first, 1), kMicroRows);
+  torch::Tensor input = first ? example.inputs
+                              : torch::randn(received.shape, torch::dtype(received.dtype).requires_grad(true));
   const int64_t before = allocator.live_bytes();
-  auto output = stage.forward(input);
-  if (last) {
-    auto targets = torch::randint(0, 256, {kMicroRows, c.model.seq_len}, torch::kInt64);
-    output = lm_loss(output, targets);  // the runtime keeps the loss, its graph keeps the rest
-  }
+  auto output = stage->forward(input);
+  // The runtime keeps the loss, its graph keeps the rest.
+  if (last) output = stage->loss(output, example.labels);
   const int64_t kept = allocator.live_bytes() - before;
   return kept + (first ? 0 : input.nbytes());  // later stages also keep the received input
 }

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "core/machine.h"
+#include "data/text_dataset.h"
 #include "train/trainer.h"
 
 using namespace pipetrain;

@@ -12,6 +12,7 @@
 namespace pipetrain {
 
 struct ModelConfig {
+  std::string kind = "gpt";  // which model (src/model/registry.cpp); the fields below are GPT's
   int64_t layers = 4;       // transformer blocks
   int64_t d_model = 128;    // hidden size
   int64_t heads = 4;        // attention heads (must divide d_model)

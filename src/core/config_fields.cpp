@@ -22,6 +22,8 @@ std::vector<FieldSpec> make_fields() {
   using M = ModelConfig;
   using T = TrainConfig;
   return {
+      spec("model.kind", "the model family, by name from the model registry (src/model): gpt",
+       at(&C::model, &M::kind), 0),
       spec("model.layers", "number of transformer blocks", at(&C::model, &M::layers), 1),
       spec("model.d_model", "hidden size", at(&C::model, &M::d_model), 1),
       spec("model.heads", "attention heads; must divide model.d_model", at(&C::model, &M::heads), 1),

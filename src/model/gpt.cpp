@@ -5,6 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "core/error.h"
+#include "loss/chunked_cross_entropy.h"
 
 namespace pipetrain {
 namespace {
@@ -156,21 +157,44 @@ GptStack::GptStack(const GptConfig& config, uint64_t seed, int64_t first, int64_
   to(config.dtype);
 }
 
-torch::Tensor GptStack::forward(const torch::Tensor& x, HeadOutput head) {
+HeadOutput GptStack::head_output() const {
+  return config_.loss_chunk_tokens > 0 ? HeadOutput::Hidden : HeadOutput::Logits;
+}
+
+// Runs `layer` over this stack's layers; with HeadOutput::Hidden the head stops at its norm.
+torch::Tensor GptStack::run_layers(
+    const torch::Tensor& x, HeadOutput head,
+    const std::function<torch::Tensor(GptLayer&, size_t, const torch::Tensor&)>& layer) {
   const bool hidden = head == HeadOutput::Hidden && has_head();
   torch::Tensor h = x;
-  for (size_t i = 0; i + (hidden ? 1 : 0) < layers_.size(); ++i) h = layers_[i]->forward(h);
+  for (size_t i = 0; i + (hidden ? 1 : 0) < layers_.size(); ++i) h = layer(*layers_[i], i, h);
   return hidden ? std::static_pointer_cast<LmHead>(layers_.back())->normalize(h) : h;
 }
 
+torch::Tensor GptStack::forward(const torch::Tensor& x) {
+  return run_layers(x, head_output(),
+                    [](GptLayer& layer, size_t, const torch::Tensor& h) { return layer.forward(h); });
+}
+
+torch::Tensor GptStack::logits(const torch::Tensor& tokens) {
+  if (!has_all_layers()) throw std::logic_error("logits: this stack is not the whole model");
+  return run_layers(tokens, HeadOutput::Logits,
+                    [](GptLayer& layer, size_t, const torch::Tensor& h) { return layer.forward(h); });
+}
+
 torch::Tensor GptStack::forward_slice(const torch::Tensor& x, int64_t start,
-                                      SequenceKvCache& cache, HeadOutput head) {
-  const bool hidden = head == HeadOutput::Hidden && has_head();
-  torch::Tensor h = x;
-  for (size_t i = 0; i + (hidden ? 1 : 0) < layers_.size(); ++i) {
-    h = layers_[i]->forward_slice(h, start, cache.layer(i));
-  }
-  return hidden ? std::static_pointer_cast<LmHead>(layers_.back())->normalize(h) : h;
+                                      SequenceKvCache& cache) {
+  return run_layers(x, head_output(), [&](GptLayer& layer, size_t i, const torch::Tensor& h) {
+    return layer.forward_slice(h, start, cache.layer(i));
+  });
+}
+
+torch::Tensor GptStack::loss(const torch::Tensor& output, const torch::Tensor& targets) {
+  if (head_output() == HeadOutput::Logits) return lm_loss(output, targets);
+  loss::ChunkedCrossEntropyOptions options;
+  options.chunk_tokens = config_.loss_chunk_tokens;
+  return loss::chunked_cross_entropy(output.reshape({-1, output.size(-1)}), head_weight(),
+                                     targets.reshape({-1}), options);
 }
 
 const torch::Tensor& GptStack::head_weight() const {
@@ -189,28 +213,27 @@ torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets)
 
 std::vector<int64_t> generate(GptStack& model, std::vector<int64_t> prompt, int64_t count,
                               double temperature, uint64_t seed) {
+  return model.generate(std::move(prompt), count, temperature, seed);
+}
+
+std::vector<int64_t> GptStack::generate(std::vector<int64_t> prompt, int64_t count,
+                                        double temperature, uint64_t seed) {
   torch::NoGradGuard no_grad;
   auto generator = at::detail::createCPUGenerator(seed);
   if (prompt.empty()) prompt.push_back('\n');
-  const int64_t context = model.config().seq_len;
+  const int64_t context = config_.seq_len;
   std::vector<int64_t> out;
   for (int64_t i = 0; i < count; ++i) {
     const int64_t begin = std::max<int64_t>(0, static_cast<int64_t>(prompt.size()) - context);
     auto window = torch::tensor(std::vector<int64_t>(prompt.begin() + begin, prompt.end()),
                                 torch::kInt64).unsqueeze(0);
-    auto logits = model.forward(window).select(1, window.size(1) - 1).squeeze(0);
+    auto logits = this->logits(window).select(1, window.size(1) - 1).squeeze(0);
     auto probabilities = torch::softmax(logits.to(torch::kFloat64) / temperature, -1);
     const int64_t next = torch::multinomial(probabilities, 1, false, generator).item<int64_t>();
     prompt.push_back(next);
     out.push_back(next);
   }
   return out;
-}
-
-int64_t parameter_count(torch::nn::Module& module) {
-  int64_t count = 0;
-  for (const auto& p : module.parameters()) count += p.numel();
-  return count;
 }
 
 }  // namespace pipetrain

@@ -3,6 +3,7 @@
 // pipeline can cut it into stages at any layer boundary. Layer i is initialised from its own
 // generator seeded by (seed, i): any subset of layers built anywhere gets the same weights.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -10,6 +11,7 @@
 
 #include <torch/torch.h>
 
+#include "model/model.h"
 #include "model/slice_cache.h"
 
 namespace pipetrain {
@@ -23,6 +25,9 @@ struct GptConfig {
   // Parameters are initialised in float32 and then converted (exactly), so a float64 model
   // starts from the same weights; activations and gradients follow the parameters' dtype.
   torch::ScalarType dtype = torch::kFloat32;
+  // > 0: a stack ending with the head returns the head's normalised input and its loss is
+  // chunked cross-entropy over this many tokens' logits at a time (model.loss_chunk_tokens).
+  int64_t loss_chunk_tokens = 0;
 
   int64_t layer_count() const { return layers + 2; }  // embedding + blocks + head
 };
@@ -85,16 +90,27 @@ class LmHead : public GptLayer {
 
 // The layers [first, last) of a GPT, registered as "layer<i>" so parameter names are the same
 // whatever the partition.
-class GptStack : public torch::nn::Module {
+class GptStack : public StageModule, public TokenSlicedStage, public TextGenerator {
  public:
   GptStack(const GptConfig& config, uint64_t seed, int64_t first, int64_t last);
-  // `head` matters only to a stack holding the head (its last layer).
-  torch::Tensor forward(const torch::Tensor& x, HeadOutput head = HeadOutput::Logits);
+  // A stack holding the head returns the logits [B, T, V], or with config.loss_chunk_tokens the
+  // head's normalised input [B, T, D] for loss() to apply the head's weight chunk by chunk.
+  torch::Tensor forward(const torch::Tensor& x) override;
+  torch::Tensor logits(const torch::Tensor& tokens);  // the whole model's logits, always
   // The token slice [start, start + x.size(1)) of the sequences whose earlier slices' K/V are in
   // `cache` (appended to): slices run in order give the unsliced forward's values.
-  torch::Tensor forward_slice(const torch::Tensor& x, int64_t start, SequenceKvCache& cache,
-                              HeadOutput head = HeadOutput::Logits);
+  torch::Tensor forward_slice(const torch::Tensor& x, int64_t start, SequenceKvCache& cache) override;
+  // Mean next-token cross-entropy of forward()'s output against the targets [B, T]: of the
+  // logits, or chunked cross-entropy (loss/chunked_cross_entropy.h) of the head's input, never
+  // holding more than loss_chunk_tokens x V logits. Same loss and gradients either way.
+  torch::Tensor loss(const torch::Tensor& output, const torch::Tensor& targets) override;
+  TokenSlicedStage* token_sliced() override { return this; }
+  TextGenerator* text_generator() override { return has_all_layers() ? this : nullptr; }
+  // Samples `count` tokens after `prompt` (temperature sampling, seeded).
+  std::vector<int64_t> generate(std::vector<int64_t> prompt, int64_t count, double temperature,
+                                uint64_t seed) override;
   bool has_head() const { return last_ == config_.layer_count(); }
+  bool has_all_layers() const { return first_ == 0 && has_head(); }
   // The head's weight [V, D]: the embedding's token weight itself when this stack holds both,
   // otherwise the head's own copy. Throws std::logic_error without the head.
   const torch::Tensor& head_weight() const;
@@ -104,6 +120,9 @@ class GptStack : public torch::nn::Module {
   std::vector<std::shared_ptr<GptLayer>>& layers() { return layers_; }
 
  private:
+  torch::Tensor run_layers(const torch::Tensor& x, HeadOutput head,
+                           const std::function<torch::Tensor(GptLayer&, size_t, const torch::Tensor&)>& layer);
+  HeadOutput head_output() const;
   GptConfig config_;
   int64_t first_, last_;
   std::vector<std::shared_ptr<GptLayer>> layers_;
@@ -114,10 +133,8 @@ std::shared_ptr<GptStack> make_gpt(const GptConfig& config, uint64_t seed);
 // Mean next-token cross-entropy of logits [B, T, V] against targets [B, T].
 torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets);
 
-// Samples `count` tokens after `prompt` (temperature sampling, seeded).
+// The whole model's GptStack::generate.
 std::vector<int64_t> generate(GptStack& model, std::vector<int64_t> prompt, int64_t count,
                               double temperature, uint64_t seed);
-
-int64_t parameter_count(torch::nn::Module& module);
 
 }  // namespace pipetrain

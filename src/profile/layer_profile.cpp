@@ -6,9 +6,10 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "model/gpt.h"
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "model/registry.h"
 #include "train/optim.h"
-#include "train/trainer.h"
 
 namespace pipetrain::profile {
 namespace {
@@ -20,18 +21,21 @@ struct LayerTiming {
 };
 
 // Forward builds the autograd graph as in training; "input backward" asks autograd for the
-// input gradient only, which skips the weight-gradient GEMMs.
-LayerTiming time_layer(GptLayer& layer, bool is_embedding, bool is_head, const GptConfig& shape,
-                       int64_t batch, int repeats) {
+// input gradient only, which skips the weight-gradient GEMMs. `layer` is the one-layer stage
+// [index, index + 1) of `model`; the last layer's time includes the loss.
+LayerTiming time_layer(StageModule& layer, const Model& model, int64_t index, int64_t batch,
+                       int repeats) {
+  auto generator = at::detail::createCPUGenerator(uint64_t(index));
+  const Microbatch example = model.example(batch, generator);
+  const bool is_last = index == model.layer_count() - 1;
   const auto make_input = [&] {
-    if (is_embedding) return torch::randint(0, shape.vocab_size, {batch, shape.seq_len}, torch::kInt64);
-    return torch::randn({batch, shape.seq_len, shape.d_model}, torch::dtype(shape.dtype))
-        .requires_grad_(true);
+    if (index == 0) return example.inputs;
+    const TensorSpec spec = model.boundary_spec(index, batch);
+    return torch::randn(spec.shape, torch::dtype(spec.dtype)).requires_grad_(true);
   };
-  const auto targets = torch::randint(0, shape.vocab_size, {batch, shape.seq_len}, torch::kInt64);
   const auto output_of = [&](const torch::Tensor& input) {
     auto out = layer.forward(input);
-    return is_head ? lm_loss(out, targets) : out;
+    return is_last ? layer.loss(out, example.labels) : out;
   };
   torch::Tensor input, output, grad;
   const auto fresh_graph = [&] {
@@ -43,7 +47,8 @@ LayerTiming time_layer(GptLayer& layer, bool is_embedding, bool is_head, const G
   LayerTiming timing{};
   timing.forward_s = median_seconds(repeats, [&] { input = make_input(); }, [&] { output = output_of(input); });
   timing.backward_s = median_seconds(repeats, fresh_graph, [&] { output.backward(grad); });
-  if (is_embedding) return timing;  // token ids have no gradient: all of it is weight gradient
+  // Integer inputs (token ids) have no gradient: all of it is weight gradient.
+  if (!example.inputs.is_floating_point() && index == 0) return timing;
   timing.input_backward_s = median_seconds(repeats, fresh_graph, [&] {
     torch::autograd::grad({output}, {input}, {grad});
   });
@@ -51,12 +56,12 @@ LayerTiming time_layer(GptLayer& layer, bool is_embedding, bool is_head, const G
 }
 
 // One optimizer step over copies of the layer's parameters (the copies keep the model intact).
-double time_optimizer_step(GptLayer& layer, const Config& config, int repeats) {
+double time_optimizer_step(torch::nn::Module& layer, const Config& config, int repeats) {
   std::vector<std::pair<std::string, torch::Tensor>> params;
   for (const auto& item : layer.named_parameters()) {
     const auto& p = item.value();
-    // "layer." + the layer's own name: the model's naming, so Muon tells matrices apart.
-    params.emplace_back("layer." + item.key(), p.detach().clone().requires_grad_(true));
+    // The stage's own names ("layer<i>.<rest>"), so Muon tells matrices apart.
+    params.emplace_back(item.key(), p.detach().clone().requires_grad_(true));
     params.back().second.mutable_grad() = torch::randn_like(p) * 1e-3;
   }
   if (params.empty()) return 0;
@@ -65,11 +70,11 @@ double time_optimizer_step(GptLayer& layer, const Config& config, int repeats) {
 }
 
 // Forward + loss + backward of the whole layer chain for one microbatch.
-double time_whole_model(GptStack& model, const GptConfig& shape, int64_t batch, int repeats) {
-  const auto tokens = torch::randint(0, shape.vocab_size, {batch, shape.seq_len}, torch::kInt64);
-  const auto targets = torch::randint(0, shape.vocab_size, {batch, shape.seq_len}, torch::kInt64);
-  return median_seconds(repeats, [&] { model.zero_grad(); },
-                        [&] { lm_loss(model.forward(tokens), targets).backward(); });
+double time_whole_model(StageModule& whole, const Model& model, int64_t batch, int repeats) {
+  auto generator = at::detail::createCPUGenerator(uint64_t(batch));
+  const Microbatch example = model.example(batch, generator);
+  return median_seconds(repeats, [&] { whole.zero_grad(); },
+                        [&] { whole.loss(whole.forward(example.inputs), example.labels).backward(); });
 }
 
 // Timings of one (layer, microbatch size), one sample per round.
@@ -121,19 +126,23 @@ double median_seconds(int repeats, const std::function<void()>& prepare,
 plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions& options,
                                       const std::function<void(const std::string&)>& progress) {
   torch::set_num_threads(options.threads);
-  const GptConfig shape = gpt_config_from(config.model);
-  auto model = make_gpt(shape, static_cast<uint64_t>(config.train.seed));
+  const ModelConfig& shape = config.model;
+  const auto definition = make_model(config);
+  auto model = definition->make_whole();
+  // Each layer timed as a stage of its own (the last one with its own copies of shared weights).
+  std::vector<std::shared_ptr<StageModule>> layers;
+  for (int64_t i = 0; i < definition->layer_count(); ++i) layers.push_back(definition->make_stage(i, i + 1));
   plan::ModelProfile profile;
   profile.threads = options.threads;
   profile.shape = {"profiled", shape.layers, shape.d_model, shape.heads, shape.seq_len, shape.vocab_size};
   profile.description = fmt::format("GPT {} layers, d_model {}, {} heads, seq {}, vocab {}; {} thread(s)",
                                     shape.layers, shape.d_model, shape.heads, shape.seq_len,
                                     shape.vocab_size, options.threads);
-  const int64_t count = shape.layer_count();
+  const int64_t count = definition->layer_count();
   // Warm the allocator and BLAS at the largest size first: otherwise the first layer timed
   // pays for it (block 0 measured 2.7x its peers).
   const auto& sizes = options.microbatch_sizes;
-  time_whole_model(*model, shape, *std::max_element(sizes.begin(), sizes.end()), 1);
+  time_whole_model(*model, *definition, *std::max_element(sizes.begin(), sizes.end()), 1);
   // Round-robin: every round times each (layer, size) once and the whole model at each size,
   // and each entry is the median over rounds. A slow spell of a shared machine then spoils one
   // sample of many entries, not every sample of one entry (which skews the partition).
@@ -141,9 +150,9 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
   std::vector<std::vector<double>> whole_samples(sizes.size());
   for (int round = 0; round < options.repeats; ++round) {
     for (int64_t i = 0; i < count; ++i) {
-      auto& layer = *model->layers()[static_cast<size_t>(i)];
+      auto& layer = *layers[size_t(i)];
       for (size_t k = 0; k < sizes.size(); ++k) {
-        const LayerTiming t = time_layer(layer, i == 0, i == count - 1, shape, sizes[k], 1);
+        const LayerTiming t = time_layer(layer, *definition, i, sizes[k], 1);
         auto& entry = samples[size_t(i)][k];
         entry.forward.push_back(t.forward_s);
         entry.backward.push_back(t.backward_s);
@@ -151,19 +160,18 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
       }
     }
     for (size_t k = 0; k < sizes.size(); ++k) {
-      whole_samples[k].push_back(time_whole_model(*model, shape, sizes[k], 1));
+      whole_samples[k].push_back(time_whole_model(*model, *definition, sizes[k], 1));
     }
     if (progress) progress(fmt::format("round {} of {} timed", round + 1, options.repeats));
   }
   for (int64_t i = 0; i < count; ++i) {
-    auto& layer = *model->layers()[static_cast<size_t>(i)];
+    auto& layer = *layers[size_t(i)];
     const bool is_embedding = i == 0, is_head = i == count - 1;
     plan::LayerProfile measured;
-    measured.name = is_embedding ? "embedding" : is_head ? "head" : fmt::format("block{}", i - 1);
+    measured.name = definition->layer_name(i);
+    // A stage of this layer alone: the last one's own copies of shared weights included.
     for (const auto& p : layer.parameters()) measured.param_bytes += double(p.numel() * p.element_size());
-    const double value_bytes = double(c10::elementSize(shape.dtype));  // model.dtype
-    // The head's own copy of the tied weight.
-    if (is_head) measured.param_bytes += double(shape.vocab_size * shape.d_model) * value_bytes;
+    const double value_bytes = double(c10::elementSize(compute_dtype(shape)));
     measured.optimizer_s = time_optimizer_step(layer, config, options.repeats);
     for (size_t k = 0; k < sizes.size(); ++k) {
       const int64_t b = sizes[k];

@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "model/gpt.h"
+#include "core/error.h"
+#include "model/registry.h"
 #include "train/run.h"
-#include "train/trainer.h"
 
 namespace pipetrain::profile {
 namespace {
@@ -18,18 +18,24 @@ using Clock = std::chrono::steady_clock;
 
 // One timed forward of the slice on top of a fresh cache of `context` tokens, then its
 // backward: the output gradient plus (through the cached leaves) the K/V gradient of the context.
-double time_slice_once(GptStack& block, int64_t batch, int64_t length, int64_t context) {
-  const int64_t d = block.config().d_model;
-  const auto options = torch::dtype(block.config().dtype);
+// `input` is the layer's input spec for the whole sequence (dimension 1: the tokens).
+double time_slice_once(StageModule& block, const TensorSpec& input_spec, int64_t length,
+                       int64_t context) {
+  const auto sliced = [&](int64_t tokens) {
+    auto shape = input_spec.shape;
+    shape.at(1) = tokens;
+    return torch::randn(shape, torch::dtype(input_spec.dtype));
+  };
+  TokenSlicedStage& slices = *block.token_sliced();
   block.zero_grad();
   SequenceKvCache cache;
   if (context > 0) {
     torch::NoGradGuard no_graph;  // only the cached K/V leaves matter
-    block.forward_slice(torch::randn({batch, context, d}, options), 0, cache);
+    slices.forward_slice(sliced(context), 0, cache);
   }
-  auto input = torch::randn({batch, length, d}, options).requires_grad_(true);
+  auto input = sliced(length).requires_grad_(true);
   const auto start = Clock::now();
-  auto output = block.forward_slice(input, context, cache);
+  auto output = slices.forward_slice(input, context, cache);
   output.backward(torch::ones_like(output));
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -62,7 +68,13 @@ plan::SliceProfile profile_token_slices(const Config& config, const SliceProfile
                                         const std::function<void(const std::string&)>& progress) {
   configure_compute_threads(options.threads);
   torch::manual_seed(uint64_t(config.train.seed));
-  GptStack block(gpt_config_from(config.model), uint64_t(config.train.seed), 1, 2);
+  // Layer 1: the first layer past the inputs (GPT's first transformer block).
+  const auto model = make_model(config);
+  if (model->sliceable_length() == 0 || model->layer_count() < 3) {
+    fail("model.kind '{}' has no token slices to profile", model->kind());
+  }
+  const auto block = model->make_stage(1, 2);
+  const TensorSpec input_spec = model->boundary_spec(1, options.batch);
   plan::SliceProfile profile;
   profile.d_model = config.model.d_model;
   profile.heads = config.model.heads;
@@ -76,7 +88,7 @@ plan::SliceProfile profile_token_slices(const Config& config, const SliceProfile
   std::vector<std::vector<double>> samples(grid.size());
   for (int round = 0; round <= options.repeats; ++round) {
     for (size_t i = 0; i < grid.size(); ++i) {
-      const double seconds = time_slice_once(block, options.batch, grid[i].first, grid[i].second);
+      const double seconds = time_slice_once(*block, input_spec, grid[i].first, grid[i].second);
       if (round > 0) samples[i].push_back(seconds);
     }
   }

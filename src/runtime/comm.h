@@ -63,7 +63,7 @@ class Comm {
 
   void barrier();  // all ranks
 
-  // A sub-group of `ranks` (a replica group, one replica's pipeline, the tied-weight pair):
+  // A sub-group of `ranks` (a replica group, one replica's pipeline, a shared parameter's holders):
   // every member calls this with the same name and list, in the same order relative to its
   // other joins; non-members never do. Returns the handle for the reductions below.
   static constexpr int kWorld = -1;  // the handle of the group of all ranks

@@ -8,14 +8,13 @@
 
 #include "core/error.h"
 #include "core/files.h"
-#include "model/gpt.h"
+#include "model/registry.h"
 #include "model/state_io.h"
 #include "runtime/comm.h"
 #include "runtime/stage_executor.h"
 #include "schedule/generators.h"
 #include "schedule/run_rules.h"
 #include "train/checkpoint.h"
-#include "train/trainer.h"
 
 namespace fs = std::filesystem;
 
@@ -90,7 +89,7 @@ void check_version_files(const std::string& dir, const CheckpointInfo& info, con
 // wider model): found here, before the launcher rewrites config.toml, not in each worker after.
 void check_weight_shapes(const std::string& dir, const CheckpointTensors& tensors,
                          const Config& config) {
-  const auto model = make_gpt(gpt_config_from(config.model), uint64_t(config.train.seed));
+  const auto model = make_model(config)->make_whole();
   load_module_entries(*model, tensors.weights, dir);  // UserError naming the first mismatch
 }
 
@@ -190,13 +189,13 @@ int64_t restore_pipeline_state(const std::string& checkpoint_dir, StageExecutor&
   refuse_inexact_policy(config);  // workers started without the launcher's check
   const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges));
   const auto tensors = read_checkpoint_tensors(checkpoint_dir, info);
-  const std::string head_copy = fmt::format("layer{}.tied_weight", config.model.layers + 1);
+  const auto shared = make_model(config)->shared_parameters();
   const auto versions = checkpointed_versions(executor.weight_policy(), int(info.step));
   std::vector<std::map<int, std::vector<torch::Tensor>>> stashed;
   for (const auto& chunk : executor.chunks()) {
     // No-flush policies: before any compute the module's parameters share the masters'
     // storage, so loading the module fills the masters.
-    load_module_state(tensors, checkpoint_dir, *chunk.model, executor.optimizer(), head_copy,
+    load_module_state(tensors, checkpoint_dir, *chunk.model, executor.optimizer(), shared,
                       executor.optimized_tensors(chunk));
     stashed.push_back(read_version_files(checkpoint_dir, info, chunk, versions));
   }

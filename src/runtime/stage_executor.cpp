@@ -1,11 +1,13 @@
 #include "runtime/stage_executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <optional>
 
 #include "core/error.h"
+#include "model/registry.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
 
@@ -22,26 +24,30 @@ constexpr int kEvalTagBase = 1 << 24;
 
 }  // namespace
 
-StageExecutor::StageExecutor(const Config& config, const Dataset* data, Comm& comm,
+StageExecutor::StageExecutor(const Config& config, const BatchSource* data, Comm& comm,
                              Layout layout, CommGroups groups,
                              const std::vector<StageRange>& ranges, schedule::Schedule schedule)
     : config_(config),
+      model_(make_model(config)),
+      ranges_(ranges),
       data_(data),
       comm_(comm),
       layout_(layout),
       groups_(groups),
       schedule_(std::move(schedule)),
       slices_(token_slices_of(config)) {
+  if (slices_.count() > 1 && model_->sliceable_length() == 0) {
+    fail("pipeline.slices: model.kind '{}' cannot run token slices", model_->kind());
+  }
   std::vector<torch::Tensor> params;
   std::vector<std::pair<std::string, torch::Tensor>> named_params;  // Muon tells matrices by name
-  const int stages = layout_.stages();
-  const std::string head_copy = fmt::format("layer{}.tied_weight", config.model.layers + 1);
+  const auto shared = model_->shared_parameters();
+  const auto secondary = secondary_copies(*model_);
+  shared_copies_.resize(shared.size());
   for (int c = 0; c < layout_.chunks; ++c) {
     const int stage = layout_.stage_of(c);
     const StageRange range = ranges.at(size_t(stage));
-    auto model = std::make_shared<GptStack>(gpt_config_from(config.model),
-                                            static_cast<uint64_t>(config.train.seed),
-                                            range.first, range.last);
+    auto model = model_->make_stage(range.first, range.last);
     // No-flush policies: the optimizer updates the masters, graphs read the module's tensors.
     std::shared_ptr<WeightVersions> weights =
         make_weight_versions(schedule_, layout_.worker(), stage, model->parameters());
@@ -51,17 +57,16 @@ StageExecutor::StageExecutor(const Config& config, const Dataset* data, Comm& co
       const torch::Tensor& param = updated.at(index++);
       params.push_back(param);
       named_params.emplace_back(item.key(), param);
-      if (stages > 1 && is_first_stage(stage) && item.key() == "layer0.token_weight") {
-        tied_weight_ = param;
+      for (size_t g = 0; g < shared.size(); ++g) {
+        for (const auto& copy : shared[g].copies) {
+          if (copy.name == item.key()) shared_copies_[g].push_back(param);
+        }
       }
-      if (stages > 1 && is_last_stage(stage) && item.key() == head_copy) {
-        tied_weight_ = param;
-        continue;  // the tied weight enters the global norm once, on the first stage
-      }
-      norm_params_.push_back(param);
+      // A shared parameter enters the global norm once, as its first copy.
+      if (std::count(secondary.begin(), secondary.end(), item.key()) == 0) norm_params_.push_back(param);
     }
     chunks_.push_back({stage, model, weights});
-    recompute_.push_back(recomputes_stage(config.pipeline.recompute, stage, stages));
+    recompute_.push_back(recomputes_stage(config.pipeline.recompute, stage, layout_.stages()));
   }
   // One optimizer over every chunk: Adam's state is per parameter, so this equals the Trainer's.
   if (config.pipeline.zero1 == 1) {
@@ -97,19 +102,20 @@ void StageExecutor::split_into_steps(int64_t first_step) {
   }
 }
 
-const TokenBatch& StageExecutor::batch_of(int64_t step) {
+const Microbatch& StageExecutor::batch_of(int64_t step) {
   auto it = batches_.find(step);
   if (it != batches_.end()) return it->second;
   while (!batches_.empty() && batches_.begin()->first < step - 1) batches_.erase(batches_.begin());
-  TokenBatch batch;
+  Microbatch batch;
   const auto& train = config_.train;
   if (data_ != nullptr) batch = data_->train_batch(uint64_t(train.seed), step, train.batch_size);
   return batches_.emplace(step, std::move(batch)).first->second;
 }
 
-std::vector<int64_t> StageExecutor::activation_shape(int64_t rows, int slice) const {
-  const int64_t tokens = slice < 0 ? config_.model.seq_len : slices_.lengths.at(size_t(slice));
-  return {rows, tokens, config_.model.d_model};
+TensorSpec StageExecutor::activation_spec(int stage, int64_t rows, int slice) const {
+  TensorSpec spec = model_->boundary_spec(ranges_.at(size_t(stage)).first, rows);
+  if (slice >= 0 && slices_.count() > 1) spec.shape.at(1) = slices_.lengths.at(size_t(slice));
+  return spec;
 }
 
 // Each replica takes batch_size / w rows of the global batch, split into m microbatches.
@@ -171,7 +177,8 @@ StageExecutor::RecvRequest StageExecutor::recv_request(const schedule::Action& a
   const int units = m * slices_.count();
   const int tag = action.kind == ActionKind::RecvActivation ? activation_tag(stage - 1, unit, units)
                                                             : gradient_tag(stage, unit, units);
-  return {activation_shape(micro_rows(), action.slice), peer_rank(action.peer), tag};
+  const int receiver = action.kind == ActionKind::RecvActivation ? stage : stage + 1;
+  return {activation_spec(receiver, micro_rows(), action.slice), peer_rank(action.peer), tag};
 }
 
 void StageExecutor::post_next_receive(const std::vector<schedule::Action>& actions, size_t from,
@@ -182,7 +189,7 @@ void StageExecutor::post_next_receive(const std::vector<schedule::Action>& actio
     const RecvRequest r = recv_request(next);
     if (!posted_receives_.count({r.peer, r.tag})) {
       posted_receives_[{r.peer, r.tag}] =
-          comm_.post_recv(r.shape, compute_dtype(config_.model), r.peer, r.tag);
+          comm_.post_recv(r.spec.shape, r.spec.dtype, r.peer, r.tag);
     }
     return;
   }
@@ -192,14 +199,14 @@ torch::Tensor StageExecutor::receive(const schedule::Action& action) {
   const RecvRequest r = recv_request(action);
   const auto posted = posted_receives_.find({r.peer, r.tag});
   if (posted == posted_receives_.end()) {
-    return comm_.recv(r.shape, compute_dtype(config_.model), r.peer, r.tag);
+    return comm_.recv(r.spec.shape, r.spec.dtype, r.peer, r.tag);
   }
   const int handle = posted->second;
   posted_receives_.erase(posted);
   return comm_.take_recv(handle);
 }
 
-void StageExecutor::run_action(const schedule::Action& action, const TokenBatch& batch) {
+void StageExecutor::run_action(const schedule::Action& action, const Microbatch& batch) {
   // Keys and tags count microbatches over the whole list (no-flush lists span every step).
   const int mb = schedule_.global_microbatch(action), chunk = action.chunk;
   const int m = schedule_.total_microbatches();
@@ -260,25 +267,25 @@ void StageExecutor::run_action(const schedule::Action& action, const TokenBatch&
 }
 
 // key's microbatch counts over the whole action list; `microbatch` is its index in its step.
-void StageExecutor::forward(const Key& key, int microbatch, const TokenBatch& batch) {
+void StageExecutor::forward(const Key& key, int microbatch, const Microbatch& batch) {
   const auto [chunk, key_microbatch, slice] = key;
   const int64_t rows = micro_rows();
   const int stage = layout_.stage_of(chunk);
   InFlight& state = in_flight_[key];
-  TokenBatch micro;
+  Microbatch micro;
   const int64_t replica_offset = layout_.replica() * rows * config_.train.microbatches;
-  if (data_ != nullptr) micro = batch.rows(replica_offset + microbatch * rows, rows);
+  if (data_ != nullptr) micro = rows_of(batch, replica_offset + microbatch * rows, rows);
   const int64_t slice_start = slices_.starts.at(size_t(slice));
   const int64_t slice_end = slice_start + slices_.lengths.at(size_t(slice));
-  const auto tokens_of_slice = [&](const std::vector<int64_t>& tokens) {
-    return to_tensor(tokens, rows, micro.seq_len).slice(1, slice_start, slice_end);
+  const auto slice_of = [&](const torch::Tensor& whole) {  // token slices: the sequence is dim 1
+    return slices_.count() == 1 ? whole : whole.slice(1, slice_start, slice_end);
   };
   if (is_first_stage(stage)) {
-    state.input = tokens_of_slice(micro.inputs);
+    state.input = slice_of(micro.inputs);
   } else {
     state.input.requires_grad_(true);
   }
-  if (is_last_stage(stage)) state.targets = tokens_of_slice(micro.targets);
+  if (is_last_stage(stage)) state.targets = slice_of(micro.labels);
   // Recomputation: run the forward without a graph and keep only the input; backward runs it
   // again with the graph (same weights, no randomness: the same values).
   std::optional<torch::NoGradGuard> no_graph;
@@ -291,16 +298,16 @@ void StageExecutor::forward(const Key& key, int microbatch, const TokenBatch& ba
 void StageExecutor::forward_with_graph(const Key& key, InFlight& state) {
   const auto [chunk, microbatch, slice] = key;
   auto& model = *chunks_.at(size_t(chunk)).model;
-  // The last stage: logits, or (model.loss_chunk_tokens) the head's input for chunked CE.
-  const HeadOutput head = head_output_of(config_.model);
   auto output = slices_.count() == 1
-                    ? model.forward(state.input, head)
-                    : model.forward_slice(state.input, slices_.starts.at(size_t(slice)),
-                                          kv_caches_[{chunk, microbatch}], head);
+                    ? model.forward(state.input)
+                    : model.token_sliced()->forward_slice(state.input, slices_.starts.at(size_t(slice)),
+                                                          kv_caches_[{chunk, microbatch}]);
   if (is_last_stage(layout_.stage_of(chunk))) {
     // A token slice's loss is its share (slice tokens / sequence tokens) of the microbatch mean.
-    const double share = double(state.targets.size(1)) / double(config_.model.seq_len);
-    auto loss = head_loss(model, output, state.targets, config_.model);
+    const double share = slices_.count() == 1 ? 1.0
+                                              : double(state.targets.size(1)) /
+                                                    double(model_->sliceable_length());
+    auto loss = model.loss(output, state.targets);
     state.loss_value = loss.item<double>() * share;
     // The replicas' gradients are summed, so each microbatch carries 1 / (m w) of the global
     // mean: exactly the Trainer's gradient of the mean over the whole batch. Per-microbatch
@@ -398,9 +405,7 @@ void StageExecutor::all_reduce_chunk_grads(int chunk) {
 void StageExecutor::optimizer_step() {
   if (flushes()) comm_.wait_sends();  // a flush: the iteration's sends are done before its update
   for (auto& chunk : chunks_) chunk.weights->before_step();
-  // The tied embedding/head weight: both copies get the summed gradient (after the replica
-  // all-reduce, so the sum covers every replica), and identical updates keep them equal.
-  if (tied_weight_.defined()) comm_.all_reduce_sum(tied_weight_.mutable_grad(), groups_.tied);
+  sum_shared_gradients();
   // After the replica all-reduce every replica holds the same gradients: the norm is summed
   // over one replica's pipeline only.
   const double global_norm =
@@ -415,6 +420,21 @@ void StageExecutor::optimizer_step() {
     optimizer_->step();
   }
   for (auto& chunk : chunks_) chunk.weights->after_step(optimizer());
+}
+
+// A shared parameter's copies (GPT: the embedding and the head's copy) all get the summed
+// gradient (after the replica all-reduce, so the sum covers every replica), and identical
+// updates keep them equal.
+void StageExecutor::sum_shared_gradients() {
+  for (size_t g = 0; g < shared_copies_.size(); ++g) {
+    auto& copies = shared_copies_[g];
+    const int group = g < groups_.shared.size() ? groups_.shared[g] : -1;
+    if (copies.empty() || (copies.size() == 1 && group < 0)) continue;
+    torch::Tensor& sum = copies[0].mutable_grad();
+    for (size_t c = 1; c < copies.size(); ++c) sum += copies[c].grad();
+    if (group >= 0) comm_.all_reduce_sum(sum, group);
+    for (size_t c = 1; c < copies.size(); ++c) copies[c].mutable_grad().copy_(sum);
+  }
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::optimizer_state(
@@ -500,21 +520,19 @@ double StageExecutor::evaluate() {
   point_at_latest_weights();
   double total = 0;
   for (int64_t i = 0; i < config_.eval.batches; ++i) {
-    TokenBatch batch;
+    Microbatch batch;
     if (data_ != nullptr) batch = data_->val_batch(i, rows);
     // The chunks in stage order: with looping placement the batch visits this worker v times.
     for (const auto& chunk : chunks_) {
       const int s = chunk.stage;
       const int tag_before = kEvalTagBase + int(i) * stages + s - 1;
-      auto input = is_first_stage(s)
-                       ? to_tensor(batch.inputs, rows, batch.seq_len)
-                       : comm_.recv(activation_shape(rows), compute_dtype(config_.model),
-                                    peer_rank((s - 1) % layout_.workers), tag_before);
-      auto output = chunk.model->forward(input, head_output_of(config_.model));
+      const TensorSpec spec = activation_spec(s, rows);
+      auto input = is_first_stage(s) ? batch.inputs
+                                     : comm_.recv(spec.shape, spec.dtype,
+                                                  peer_rank((s - 1) % layout_.workers), tag_before);
+      auto output = chunk.model->forward(input);
       if (is_last_stage(s)) {
-        total += head_loss(*chunk.model, output, to_tensor(batch.targets, rows, batch.seq_len),
-                           config_.model)
-                     .item<double>();
+        total += chunk.model->loss(output, batch.labels).item<double>();
       } else {
         comm_.send(output, peer_rank((s + 1) % layout_.workers), tag_before + 1);
         if (flushes()) comm_.wait_sends();  // no-flush: the next step waits for it

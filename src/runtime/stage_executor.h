@@ -13,8 +13,8 @@
 
 #include <torch/torch.h>
 
-#include "data/text_dataset.h"
-#include "model/gpt.h"
+#include "model/batch_source.h"
+#include "model/model.h"
 #include "runtime/comm.h"
 #include "runtime/layout.h"
 #include "runtime/partition.h"
@@ -25,7 +25,7 @@
 #include "schedule/catalogue.h"
 #include "schedule/schedule.h"
 #include "sim/timeline.h"
-#include "train/trainer.h"
+#include "train/step_result.h"
 
 namespace pipetrain::runtime {
 
@@ -33,14 +33,16 @@ namespace pipetrain::runtime {
 struct CommGroups {
   int replicas = -1;              // this worker in every replica (DP all-reduce); -1: w = 1
   int pipeline = Comm::kWorld;    // every worker of this replica (the global grad norm)
-  int tied = -1;                  // first + last stage of this replica; -1: not a member
+  // Per shared parameter (Model::shared_parameters): this replica's workers holding its copies;
+  // -1: not a member, or a single worker holds them all.
+  std::vector<int> shared;
 };
 
 class StageExecutor {
  public:
   // `data` is null on workers without the first or last stage: only the first stage reads
-  // inputs, only the last reads targets.
-  StageExecutor(const Config& config, const Dataset* data, Comm& comm, Layout layout,
+  // inputs, only the last reads labels.
+  StageExecutor(const Config& config, const BatchSource* data, Comm& comm, Layout layout,
                 CommGroups groups, const std::vector<StageRange>& ranges,
                 schedule::Schedule schedule);
   // One optimizer step. loss is the global batch mean on the last stage, NaN elsewhere;
@@ -50,7 +52,7 @@ class StageExecutor {
 
   struct Chunk {
     int stage;
-    std::shared_ptr<GptStack> model;
+    std::shared_ptr<StageModule> model;
     std::shared_ptr<WeightVersions> weights;  // what its actions read, what the optimizer updates
   };
   const std::vector<Chunk>& chunks() const { return chunks_; }
@@ -85,7 +87,7 @@ class StageExecutor {
  private:
   // What a chunk holds for one in-flight microbatch, dropped once its backward is done.
   struct InFlight {
-    torch::Tensor input;        // received activation (leaf with requires_grad), or tokens
+    torch::Tensor input;        // received activation (leaf with requires_grad), or the inputs
     torch::Tensor output;       // chunk output kept for the backward (not on the last stage)
     torch::Tensor scaled_loss;  // last stage: this microbatch's share of the global mean
     torch::Tensor output_grad;  // received gradient w.r.t. output
@@ -95,8 +97,8 @@ class StageExecutor {
     bool grad_sent = false;     // the input gradient has left (only the W pass may remain)
   };
   using Key = std::tuple<int, int, int>;  // (chunk, microbatch over the whole list, token slice)
-  void run_action(const schedule::Action& action, const TokenBatch& batch);
-  void forward(const Key& key, int microbatch, const TokenBatch& batch);
+  void run_action(const schedule::Action& action, const Microbatch& batch);
+  void forward(const Key& key, int microbatch, const Microbatch& batch);
   void forward_with_graph(const Key& key, InFlight& state);
   void backward(const Key& key);
   void backward_input(const Key& key);   // zero-bubble B
@@ -106,14 +108,16 @@ class StageExecutor {
                       std::vector<torch::Tensor>& grads);
   void drop_if_done(const Key& key);
   void split_into_steps(int64_t first_step);
-  const TokenBatch& batch_of(int64_t step);  // the global batch of a step (kept for two steps)
+  const Microbatch& batch_of(int64_t step);  // the global batch of a step (kept for two steps)
   // Flush schedules run one iteration's list again at every step and finish their sends before
   // each update; no-flush lists cover the whole run, step k being its k-th part.
   bool flushes() const { return schedule::flushes(schedule_.policy.kind); }
   int64_t list_start(int64_t step) const { return flushes() ? step : 0; }  // step of iteration 0
   void all_reduce_chunk_grads(int chunk);
   void optimizer_step();
-  std::vector<int64_t> activation_shape(int64_t rows, int slice = -1) const;  // -1: whole sequence
+  // What stage `stage` receives for `rows` samples; token slice `slice` (-1: whole sequence).
+  TensorSpec activation_spec(int stage, int64_t rows, int slice = -1) const;
+  void sum_shared_gradients();
   int64_t micro_rows() const;
   bool is_first_stage(int stage) const { return stage == 0; }
   bool is_last_stage(int stage) const { return stage == layout_.stages() - 1; }
@@ -121,7 +125,7 @@ class StageExecutor {
   // Receives are posted one ahead of their action, so the data lands while this worker computes
   // (and the sender's send completes sooner); a posted receive never blocks anyone.
   struct RecvRequest {
-    std::vector<int64_t> shape;
+    TensorSpec spec;
     int peer = 0, tag = 0;
   };
   RecvRequest recv_request(const schedule::Action& action) const;
@@ -129,7 +133,9 @@ class StageExecutor {
   torch::Tensor receive(const schedule::Action& action);
 
   Config config_;
-  const Dataset* data_;
+  std::shared_ptr<const Model> model_;
+  std::vector<StageRange> ranges_;
+  const BatchSource* data_;
   Comm& comm_;
   Layout layout_;
   CommGroups groups_;
@@ -141,8 +147,10 @@ class StageExecutor {
   std::vector<torch::Tensor> step_params_;                 // what the optimizer updates
   std::vector<std::pair<size_t, size_t>> steps_;           // per step: [begin, end) of actions
   int microbatches_per_update_ = 1;
-  std::map<int64_t, TokenBatch> batches_;
-  torch::Tensor tied_weight_;                // embedding on the first stage, head copy on the last
+  std::map<int64_t, Microbatch> batches_;
+  // Per shared parameter: the copies this worker holds (e.g. the embedding on the first stage,
+  // the head's copy on the last), whose gradients are summed with the other workers' copies.
+  std::vector<std::vector<torch::Tensor>> shared_copies_;
   std::vector<torch::Tensor> norm_params_;   // parameters counted in the global norm
   std::map<Key, InFlight> in_flight_;
   std::map<std::pair<int, int>, int> posted_receives_;  // (peer, tag) -> Comm's handle

@@ -23,10 +23,13 @@
 #include "io/metrics.h"
 #include "io/plot.h"
 #include "io/run_folder.h"
+#include "model/registry.h"
 #include "model/state_io.h"
+#include "model/token_batch.h"
 #include "runtime/comm.h"
 #include "runtime/memory_accounting.h"
 #include "runtime/pipeline.h"
+#include "runtime/shared_parameters.h"
 #include "runtime/stage_checkpoint.h"
 #include "runtime/stage_executor.h"
 #include "runtime/token_slices.h"
@@ -35,6 +38,7 @@
 #include "schedule/run_rules.h"
 #include "train/optim.h"
 #include "train/run_control.h"
+#include "train/sample.h"
 
 namespace fs = std::filesystem;
 
@@ -209,7 +213,8 @@ std::string assemble_model_and_sample(const Config& config, const fs::path& chec
       return "";
     }
   }
-  auto model = make_gpt(gpt_config_from(config.model), uint64_t(config.train.seed));
+  const auto definition = make_model(config);
+  auto model = definition->make_whole();
   std::vector<TensorEntry> all;
   for (int s = 0; s < stages; ++s) {
     const auto path = checkpoint_dir / fmt::format("stage{}.safetensors", s);
@@ -220,25 +225,26 @@ std::string assemble_model_and_sample(const Config& config, const fs::path& chec
   load_module_entries(*model, all, checkpoint_dir.string());
   write_file_atomically((checkpoint_dir / "model.safetensors").string(),
                         encode_safetensors(module_entries(*model)));
-  // optimizer.safetensors as a single-process run writes it: the head's copy of the tied
-  // weight has the embedding's state (identical updates), so it is left out.
-  const std::string head_copy = fmt::format("layer{}.tied_weight.", config.model.layers + 1);
+  // optimizer.safetensors as a single-process run writes it: a later copy of a shared
+  // parameter (the head's copy of GPT's embedding) has the first copy's state (identical
+  // updates), so it is left out.
+  const auto secondary = secondary_copies(*definition);
+  const auto is_secondary = [&](const std::string& name) {
+    return std::any_of(secondary.begin(), secondary.end(),
+                       [&](const std::string& copy) { return name.rfind(copy + ".", 0) == 0; });
+  };
   std::vector<TensorEntry> state;
   for (int s = 0; s < stages; ++s) {
     const auto path = checkpoint_dir / fmt::format("stage{}.optimizer.safetensors", s);
     for (auto& entry : decode_safetensors(read_file(path.string()), path.string())) {
-      if (entry.name.rfind(head_copy, 0) != 0) state.push_back(std::move(entry));
+      if (!is_secondary(entry.name)) state.push_back(std::move(entry));
     }
   }
   write_file_atomically((checkpoint_dir / "optimizer.safetensors").string(),
                         encode_safetensors(state));
   write_file_atomically((checkpoint_dir / "checkpoint.json").string(), checkpoint_info_json(info));
   if (config.sample.tokens <= 0) return "";
-  model->eval();
-  const auto codec = make_text_codec(config.data, data_root);
-  const auto tokens = generate(*model, codec->encode(config.sample.prompt), config.sample.tokens,
-                               config.sample.temperature, uint64_t(config.train.seed));
-  return codec->sample_text(config.sample.prompt, tokens);
+  return sample_of(*model, config, *make_text_codec(config.data, data_root));
 }
 
 // Each worker writes its events; the last stage merges them into trace.json (Chrome trace,
@@ -312,6 +318,7 @@ bool started_as_worker() { return std::getenv("RANK") != nullptr; }
 std::optional<RunSummary> run_pipeline(const Config& config, const RunOptions& options,
                                        const std::vector<std::string>& train_args) {
   // Config, partition and data errors before any process starts: one line, not one per worker.
+  make_model(config);
   stage_ranges(config);
   make_run_schedule(config);
   // Bad or too short data, ids beyond the vocabulary, a wrong tokenizer: one line here, not one
@@ -361,12 +368,18 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
     groups.pipeline = comm.join_group(fmt::format("pipeline{}", layout.replica()),
                                       layout.pipeline_group());
   }
-  if (stages > 1 && (first || last)) {
-    groups.tied = comm.join_group(fmt::format("tied{}", layout.replica()),
-                                  {layout.rank_of(layout.replica(), 0),
-                                   layout.rank_of(layout.replica(), layout.workers - 1)});
+  const auto holders = workers_holding_shared(*make_model(config), ranges, layout.workers);
+  groups.shared.assign(holders.size(), -1);
+  for (size_t g = 0; g < holders.size(); ++g) {
+    const auto& workers = holders[g];
+    if (workers.size() < 2 || std::count(workers.begin(), workers.end(), layout.worker()) == 0) continue;
+    std::vector<int> ranks;
+    for (const int worker : workers) ranks.push_back(layout.rank_of(layout.replica(), worker));
+    groups.shared[g] = comm.join_group(fmt::format("shared{}-replica{}", g, layout.replica()), ranks);
   }
-  StageExecutor executor(config, data.get(), comm, layout, groups, ranges, schedule);
+  std::unique_ptr<BatchSource> batches;  // the data's batches as tensors
+  if (data) batches = std::make_unique<TokenBatchSource>(*data);
+  StageExecutor executor(config, batches.get(), comm, layout, groups, ranges, schedule);
   MemoryReport run_memory;  // field-wise maximum over the steps
   if (reports) {
     fmt::print(stderr, "pipetrain: pipeline of {} stages ({}) on {} worker(s) x {} replica(s), "

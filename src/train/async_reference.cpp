@@ -1,8 +1,11 @@
 #include "train/async_reference.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
+#include "model/registry.h"
+#include "model/token_batch.h"
 #include "schedule/catalogue.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
@@ -21,27 +24,35 @@ std::vector<torch::Tensor> clones(const std::vector<torch::Tensor>& tensors) {
 
 AsyncReference::AsyncReference(const Config& config, const Dataset& data,
                                const std::vector<std::pair<int64_t, int64_t>>& stages)
+    : AsyncReference(config, std::make_shared<TokenBatchSource>(data), stages) {}
+
+AsyncReference::AsyncReference(const Config& config, std::shared_ptr<const BatchSource> batches,
+                               const std::vector<std::pair<int64_t, int64_t>>& stages)
     : config_(config),
-      data_(data),
+      batches_(std::move(batches)),
       schedule_(schedule::schedule_entry(config.pipeline.schedule)),
       stages_count_(int(stages.size())),
       history_(stages.size()) {
   if (schedule_.reference.forward == nullptr)
     fail("AsyncReference: no reference rule for schedule '{}'", schedule_.name);
   std::vector<std::pair<std::string, torch::Tensor>> all;
-  const std::string head_copy = fmt::format("layer{}.tied_weight", config.model.layers + 1);
+  model_ = make_model(config);
+  const auto shared = model_->shared_parameters();
+  const auto secondary = secondary_copies(*model_);
+  shared_copies_.resize(shared.size());
   for (const auto& [first, last] : stages) {
-    stages_.push_back(std::make_shared<GptStack>(gpt_config_from(config.model),
-                                                 uint64_t(config.train.seed), first, last));
+    stages_.push_back(model_->make_stage(first, last));
     params_.push_back(stages_.back()->parameters());
     for (const auto& item : stages_.back()->named_parameters()) {
       all.emplace_back(item.key(), item.value());
-      if (item.key() == "layer0.token_weight") tied_first_ = item.value();
-      if (item.key() == head_copy) {
-        tied_last_ = item.value();
-        continue;
+      for (size_t g = 0; g < shared.size(); ++g) {
+        for (const auto& copy : shared[g].copies) {
+          if (copy.name == item.key()) shared_copies_[g].push_back(item.value());
+        }
       }
-      norm_params_.push_back(item.value());
+      if (std::count(secondary.begin(), secondary.end(), item.key()) == 0) {
+        norm_params_.push_back(item.value());
+      }
     }
   }
   optimizer_ = make_optimizer(all, config.train);
@@ -92,17 +103,15 @@ void AsyncReference::load(int r, const std::vector<torch::Tensor>& values) {
   for (size_t i = 0; i < values.size(); ++i) params_[r][i].variable_data().copy_(values[i]);
 }
 
-double AsyncReference::run_microbatch(int64_t j, const TokenBatch& micro, double scale) {
-  const int64_t rows = micro.batch_size;
+double AsyncReference::run_microbatch(int64_t j, const Microbatch& micro, double scale) {
   std::vector<std::vector<torch::Tensor>> live(static_cast<size_t>(stages_count_));
   for (int r = 0; r < stages_count_; ++r) {
     live[r] = clones(params_[r]);
     load(r, weights_for(r, forward_reads(r, j)));
   }
-  auto x = to_tensor(micro.inputs, rows, micro.seq_len);
-  for (auto& stage : stages_) x = stage->forward(x, head_output_of(config_.model));
-  auto loss = head_loss(*stages_.back(), x, to_tensor(micro.targets, rows, micro.seq_len),
-                        config_.model);
+  auto x = micro.inputs;
+  for (auto& stage : stages_) x = stage->forward(x);
+  auto loss = stages_.back()->loss(x, micro.labels);
   for (int r = 0; r < stages_count_; ++r) load(r, weights_for(r, backward_reads(r, j)));
   (loss / scale).backward();
   for (int r = 0; r < stages_count_; ++r) load(r, live[r]);
@@ -111,10 +120,12 @@ double AsyncReference::run_microbatch(int64_t j, const TokenBatch& micro, double
 
 StepResult AsyncReference::update(int64_t step) {
   StepResult result;
-  if (tied_first_.defined() && tied_last_.defined()) {
-    auto sum = tied_first_.grad() + tied_last_.grad();
-    tied_first_.mutable_grad().copy_(sum);
-    tied_last_.mutable_grad().copy_(sum);
+  // A shared parameter's copies on several stages get their summed gradient.
+  for (auto& copies : shared_copies_) {
+    if (copies.size() < 2) continue;
+    auto sum = copies[0].grad().clone();
+    for (size_t c = 1; c < copies.size(); ++c) sum += copies[c].grad();
+    for (auto& copy : copies) copy.mutable_grad().copy_(sum);
   }
   std::vector<torch::Tensor> all;
   for (const auto& ps : params_) all.insert(all.end(), ps.begin(), ps.end());
@@ -131,13 +142,13 @@ StepResult AsyncReference::update(int64_t step) {
 
 StepResult AsyncReference::train_step(int64_t step) {
   const auto& train = config_.train;
-  const TokenBatch batch = data_.train_batch(uint64_t(train.seed), step, train.batch_size);
+  const Microbatch batch = batches_->train_batch(uint64_t(train.seed), step, train.batch_size);
   const int64_t m = train.microbatches, rows = train.batch_size / m;
   const bool each = schedule_.updates_per_microbatch();
   double loss_sum = 0;
   StepResult result;
   for (int64_t i = 0; i < m; ++i) {
-    loss_sum += run_microbatch(step * m + i, batch.rows(i * rows, rows), each ? 1.0 : double(m));
+    loss_sum += run_microbatch(step * m + i, rows_of(batch, i * rows, rows), each ? 1.0 : double(m));
     if (each) result = update(step);
   }
   if (!each) result = update(step);

@@ -23,21 +23,24 @@
 #include <torch/torch.h>
 
 #include "core/config.h"
-#include "data/text_dataset.h"
-#include "model/gpt.h"
+#include "data/dataset.h"
+#include "model/batch_source.h"
+#include "model/model.h"
 #include "schedule/catalogue.h"
 #include "train/prediction.h"
-#include "train/trainer.h"
+#include "train/step_result.h"
 
 namespace pipetrain {
 
 class AsyncReference {
  public:
   // `stages`: the pipeline's [first, last) layer range per stage.
-  AsyncReference(const Config& config, const Dataset& data,
+  AsyncReference(const Config& config, std::shared_ptr<const BatchSource> batches,
+                 const std::vector<std::pair<int64_t, int64_t>>& stages);
+  AsyncReference(const Config& config, const Dataset& data,  // token windows
                  const std::vector<std::pair<int64_t, int64_t>>& stages);
   StepResult train_step(int64_t step);
-  // Every stage's parameters by name (the last stage holds its own copy of the tied weight).
+  // Every stage's parameters by name (a stage may hold its own copy of a shared parameter).
   std::vector<std::pair<std::string, torch::Tensor>> named_weights() const;
 
  private:
@@ -50,20 +53,21 @@ class AsyncReference {
   Reads forward_reads(int stage, int64_t microbatch) const;
   Reads backward_reads(int stage, int64_t microbatch) const;
   std::vector<torch::Tensor> weights_for(int stage, Reads reads) const;
-  double run_microbatch(int64_t microbatch, const TokenBatch& micro, double scale);
+  double run_microbatch(int64_t microbatch, const Microbatch& micro, double scale);
   StepResult update(int64_t step);
   void record_version();
   void load(int stage, const std::vector<torch::Tensor>& values);
 
   Config config_;
-  const Dataset& data_;
+  std::shared_ptr<const BatchSource> batches_;
   const schedule::ScheduleEntry& schedule_;
   int stages_count_;
-  std::vector<std::shared_ptr<GptStack>> stages_;
+  std::shared_ptr<const Model> model_;
+  std::vector<std::shared_ptr<StageModule>> stages_;
   std::vector<std::vector<torch::Tensor>> params_;  // per stage
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  std::vector<torch::Tensor> norm_params_;  // the tied weight once
-  torch::Tensor tied_first_, tied_last_;
+  std::vector<torch::Tensor> norm_params_;  // each shared parameter once
+  std::vector<std::vector<torch::Tensor>> shared_copies_;  // per shared parameter, in copy order
   int updates_ = 0;
   std::vector<std::map<int, Version>> history_;  // per stage: version -> weights
 };

@@ -32,21 +32,26 @@ void append(std::vector<TensorEntry>& out, std::vector<TensorEntry>&& entries) {
   for (auto& entry : entries) out.push_back(std::move(entry));
 }
 
-// A pipeline head owns a copy of the tied embedding (and its optimizer state); a checkpoint
-// that shares the tensor stores it once, as layer0.token_weight.
-void add_head_copy(std::vector<TensorEntry>& entries, const std::string& head_copy) {
+// A stage holding a later copy of a shared parameter (GPT's head copy of the embedding) owns
+// it and its optimizer state; a checkpoint of a stage holding the first copy stores it once,
+// under the first copy's name.
+void add_shared_copies(std::vector<TensorEntry>& entries, const std::vector<SharedParameter>& shared) {
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < entries.size(); ++i) index[entries[i].name] = i;
-  const std::string source = "layer0.token_weight";
   const size_t count = entries.size();
-  for (size_t i = 0; i < count; ++i) {
-    const std::string name = entries[i].name;
-    if (name.rfind(source, 0) != 0) continue;
-    const std::string alias = head_copy + name.substr(source.size());
-    if (index.count(alias) != 0) continue;
-    TensorEntry copy = entries[i];
-    copy.name = alias;
-    entries.push_back(std::move(copy));
+  for (const auto& group : shared) {
+    const std::string& source = group.copies.at(0).name;
+    for (size_t c = 1; c < group.copies.size(); ++c) {
+      for (size_t i = 0; i < count; ++i) {
+        const std::string name = entries[i].name;
+        if (name.rfind(source, 0) != 0) continue;
+        const std::string alias = group.copies[c].name + name.substr(source.size());
+        if (index.count(alias) != 0) continue;
+        TensorEntry copy = entries[i];
+        copy.name = alias;
+        entries.push_back(std::move(copy));
+      }
+    }
   }
 }
 
@@ -90,7 +95,7 @@ CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
   info.stages = int64_t(partition.size());
   info.partition = partition;
   info.optimizer = config.train.optimizer;
-  info.layers = config.model.layers + 2;
+  info.layers = partition.empty() ? 0 : partition.back().second;  // the model's layer count
   info.model_shape = model_shape(config.model);
   info.config_toml = to_toml(config);
   info.config_hash = config_hash(info.config_toml);
@@ -104,12 +109,16 @@ CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
   const std::string path = (fs::path(dir) / "checkpoint.json").string();
   if (!fs::exists(path)) fail("{}: missing (not a complete checkpoint)", path);
   CheckpointInfo info = parse_checkpoint_info(read_file(path), path);
+  const ModelConfig written = parse_config_toml(info.config_toml, path).model;
+  if (written.kind != config.model.kind) {
+    fail("{}: checkpoint of a '{}' model; model.kind is '{}'", dir, written.kind, config.model.kind);
+  }
   if (info.model_shape != model_shape(config.model)) {
     fail("{}: checkpoint of a different model ({}); this run's model is {}", dir,
          shape_text(info.model_shape), shape_text(model_shape(config.model)));
   }
   // The tensors are in the writing run's model.dtype (its config, stored in the sidecar).
-  const std::string dtype = parse_config_toml(info.config_toml, path).model.dtype;
+  const std::string& dtype = written.dtype;
   if (dtype != config.model.dtype) {
     fail("{}: checkpoint of a {} run; model.dtype is {}: a checkpoint continues in its own dtype "
          "(set model.dtype = \"{}\")", dir, dtype, config.model.dtype, dtype);
@@ -156,20 +165,20 @@ CheckpointTensors read_checkpoint_tensors(const std::string& dir, const Checkpoi
 
 void load_module_state(const CheckpointTensors& tensors, const std::string& origin,
                        torch::nn::Module& module, torch::optim::Optimizer& optimizer,
-                       const std::string& head_copy) {
+                       const std::vector<SharedParameter>& shared) {
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (const auto& item : module.named_parameters()) named.emplace_back(item.key(), item.value());
-  load_module_state(tensors, origin, module, optimizer, head_copy, named);
+  load_module_state(tensors, origin, module, optimizer, shared, named);
 }
 
 void load_module_state(const CheckpointTensors& tensors, const std::string& origin,
                        torch::nn::Module& module, torch::optim::Optimizer& optimizer,
-                       const std::string& head_copy,
+                       const std::vector<SharedParameter>& shared,
                        const std::vector<std::pair<std::string, torch::Tensor>>& optimized) {
   auto weights = tensors.weights;
   auto state = tensors.optimizer;
-  add_head_copy(weights, head_copy);
-  add_head_copy(state, head_copy);
+  add_shared_copies(weights, shared);
+  add_shared_copies(state, shared);
   load_module_entries(module, weights, origin);
   load_optimizer_state(optimizer, optimized, state, origin);
 }

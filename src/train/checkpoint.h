@@ -12,6 +12,7 @@
 #include "core/config.h"
 #include "io/checkpoint_dir.h"
 #include "io/safetensors.h"
+#include "model/model.h"
 
 namespace pipetrain {
 
@@ -50,16 +51,16 @@ struct CheckpointTensors {
 CheckpointTensors read_checkpoint_tensors(const std::string& dir, const CheckpointInfo& info);
 
 // Loads `module`'s parameters and their optimizer state (step counts, moments, momentum).
-// `head_copy`: the name of a pipeline head's own copy of the tied embedding, filled from
-// layer0.token_weight when the checkpoint came from a run that shares the tensor.
+// A later copy of a `shared` parameter (a pipeline head's own copy of GPT's embedding) missing
+// from the checkpoint is filled from the first copy (a run whose stage held both layers).
 void load_module_state(const CheckpointTensors& tensors, const std::string& origin,
                        torch::nn::Module& module, torch::optim::Optimizer& optimizer,
-                       const std::string& head_copy);
+                       const std::vector<SharedParameter>& shared);
 // The same when the optimizer updates tensors of its own (`optimized`, named as the module's
 // parameters and sharing their storage: a no-flush pipeline stage's masters).
 void load_module_state(const CheckpointTensors& tensors, const std::string& origin,
                        torch::nn::Module& module, torch::optim::Optimizer& optimizer,
-                       const std::string& head_copy,
+                       const std::vector<SharedParameter>& shared,
                        const std::vector<std::pair<std::string, torch::Tensor>>& optimized);
 
 std::string torch_rng_state_hex();

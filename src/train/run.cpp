@@ -19,10 +19,12 @@
 #include "io/checkpoint_dir.h"
 #include "io/plot.h"
 #include "io/run_folder.h"
+#include "model/registry.h"
 #include "model/state_io.h"
 #include "train/checkpoint.h"
 #include "train/optim.h"
 #include "train/run_control.h"
+#include "train/sample.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -41,7 +43,8 @@ CheckpointInfo write_state(const std::string& dir, Trainer& trainer, const Confi
                            int64_t step, double val_loss) {
   const auto checksums = save_module_state(dir, "model.safetensors", "optimizer.safetensors",
                                            trainer.model(), trainer.optimizer());
-  CheckpointInfo info = make_checkpoint_info(config, step, {{0, config.model.layers + 2}});
+  CheckpointInfo info =
+      make_checkpoint_info(config, step, {{0, trainer.model_definition().layer_count()}});
   info.crc32c = checksums;
   info.val_loss = val_loss;
   info.weight_versions = {{"model.safetensors"}};
@@ -76,19 +79,19 @@ std::optional<ResumePoint> read_resume_point(const Config& config, const RunOpti
   if (!options.resume) return std::nullopt;
   ResumePoint point;
   point.dir = latest_checkpoint(options.run_dir);
-  point.info = read_checkpoint_for(point.dir, config, {{0, config.model.layers + 2}});
+  point.info = read_checkpoint_for(point.dir, config, {{0, make_model(config)->layer_count()}});
   point.tensors = read_checkpoint_tensors(point.dir, point.info);
   return point;
 }
 
 // The step a resumed run continues from (0 for a new run), with the trainer's state loaded.
-int64_t restore(Trainer& trainer, const Config& config, const RunOptions& options,
+int64_t restore(Trainer& trainer, const RunOptions& options,
                 const std::optional<ResumePoint>& point) {
   if (!point) return 0;
   const std::string& dir = point->dir;
   const CheckpointInfo& info = point->info;
   load_module_state(point->tensors, dir, trainer.model(), trainer.optimizer(),
-                    fmt::format("layer{}.tied_weight", config.model.layers + 1));
+                    trainer.model_definition().shared_parameters());
   restore_torch_rng_state(info.rng_state, dir);
   keep_metrics_up_to((fs::path(options.run_dir) / "metrics.jsonl").string(), info.step);
   fmt::print(stderr, "pipetrain: resuming at step {} from {}\n", info.step, dir);
@@ -111,6 +114,7 @@ int configure_compute_threads(int64_t requested) {
 }
 
 RunSummary run_training(const Config& config, const RunOptions& options) {
+  make_model(config);  // an unknown model.kind: one line before anything is written
   const std::string data_path = resolve_existing_path(config.data.path, options.data_root);
   const auto data = make_dataset(config, options.data_root);
   const auto codec = make_text_codec(config.data, options.data_root);
@@ -123,12 +127,12 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   fmt::print(stderr, "pipetrain: {} compute thread(s); BLAS: {}\n", threads,
              describe_blas(loaded_blas()));
   Trainer trainer(config, *data);
-  fmt::print(stderr, "pipetrain: GPT {} layers, d_model {}, {} parameters; data {} ({} train / {} val {}); run folder {}\n",
-             config.model.layers, config.model.d_model, format_count(double(parameter_count(trainer.model()))),
+  fmt::print(stderr, "pipetrain: {}, {} parameters; data {} ({} train / {} val {}); run folder {}\n",
+             trainer.model_definition().describe(), format_count(double(parameter_count(trainer.model()))),
              data_path, data->train_tokens(), data->val_tokens(),
              config.data.format == "bytes" ? "bytes" : "tokens", options.run_dir);
 
-  const int64_t first_step = restore(trainer, config, options, resume_point);
+  const int64_t first_step = restore(trainer, options, resume_point);
   if (options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));  // it loaded
   install_stop_handlers();
   MetricsWriter metrics((dir / "metrics.jsonl").string(), /*append=*/options.resume);
@@ -188,14 +192,8 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   write_checkpoint((dir / "checkpoint").string(), trainer, config, config.train.steps, val_loss);
   write_periodic_checkpoint(options.run_dir, trainer, config, config.train.steps, val_loss);
   write_loss_plot((dir / "loss.svg").string(), train_curve, val_curve);
-  if (config.sample.tokens > 0) {
-    trainer.model().eval();
-    const auto tokens = generate(trainer.model(), codec->encode(config.sample.prompt),
-                                 config.sample.tokens, config.sample.temperature,
-                                 static_cast<uint64_t>(config.train.seed));
-    summary.sample = codec->sample_text(config.sample.prompt, tokens);
-    write_file_atomically((dir / "sample.txt").string(), summary.sample + "\n");
-  }
+  summary.sample = sample_of(trainer.model(), config, *codec);
+  if (!summary.sample.empty()) write_file_atomically((dir / "sample.txt").string(), summary.sample + "\n");
   const nlohmann::json summary_json = {{"steps", summary.steps},
                                        {"final_loss", summary.final_loss},
                                        {"final_val_loss", summary.final_val_loss},

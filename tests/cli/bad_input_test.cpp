@@ -148,6 +148,16 @@ TEST(BadInput, DataPathMustBeARegularFile) {
                         "data file '" + folder + "' is a folder, not a file");
 }
 
+TEST(BadInput, UnknownModelKindNamesTheKnownOnes) {
+  for (const std::string stages : {"1", "2"}) {
+    const auto dir = fs::temp_directory_path() / ("pipetrain_badinput_kind" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    expect_one_line_error(kTiny + " --stages " + stages + " --model.kind cnn --run-dir " + dir.string(),
+                          "model.kind must be one of gpt, got 'cnn'");
+    EXPECT_FALSE(fs::exists(dir)) << "stages " << stages;  // refused before the run folder
+  }
+}
+
 TEST(BadInput, ConfigReferenceValidatesOverrides) {
   expect_one_line_error("config --reference --model.layers 0", "model.layers must be >= 1, got 0");
   expect_one_line_error("config --reference --model.layerz 2", "unknown config field 'model.layerz'");

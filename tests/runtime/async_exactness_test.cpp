@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/files.h"
+#include "data/text_dataset.h"
 #include "io/metrics.h"
 #include "model/state_io.h"
 #include "../tensor_exactness.h"

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "core/files.h"
+#include "data/text_dataset.h"
 #include "io/metrics.h"
 #include "model/state_io.h"
 #include "../tensor_exactness.h"

@@ -7,6 +7,7 @@
 #include "../tensor_exactness.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
+#include "data/text_dataset.h"
 #include "train/trainer.h"
 
 namespace pipetrain {
@@ -36,7 +37,7 @@ Config proof_config() {
 }
 
 // Every weight element of `got` equals `want`'s to the proofs' tolerance, and both are float64.
-void expect_same_weights(GptStack& got, GptStack& want, const std::string& label) {
+void expect_same_weights(torch::nn::Module& got, torch::nn::Module& want, const std::string& label) {
   const auto g = got.named_parameters(), w = want.named_parameters();
   ASSERT_EQ(g.size(), w.size()) << label;
   for (size_t i = 0; i < w.size(); ++i) {

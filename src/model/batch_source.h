@@ -1,0 +1,22 @@
+#pragma once
+// Where the engine draws batches from: a step's global batch (or a validation batch) as the
+// tensors a model consumes, whatever they are (token ids, images, features), rows first.
+// Batches are a pure function of (seed, step) or of the validation index, so every worker,
+// partition and resumed run sees the same data without shared state.
+#include <cstdint>
+
+#include "model/model.h"
+
+namespace pipetrain {
+
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  virtual Microbatch train_batch(uint64_t seed, int64_t step, int64_t rows) const = 0;
+  virtual Microbatch val_batch(int64_t index, int64_t rows) const = 0;
+};
+
+// Rows [first, first + count) of `batch` (a microbatch; views, no copy).
+Microbatch rows_of(const Microbatch& batch, int64_t first, int64_t count);
+
+}  // namespace pipetrain

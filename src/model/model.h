@@ -1,0 +1,116 @@
+#pragma once
+// The model interface: everything the engine (runtime, trainers, references, checkpoints,
+// profiler) may know about a model. A model is an ordered list of stage-cuttable layers; a
+// pipeline stage holds the layers [first, last) as one StageModule the model builds. GPT is one
+// implementation (model/gpt_model.h); model/registry.h picks one by model.kind.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "model/slice_cache.h"
+
+namespace pipetrain {
+
+// The shape and element type of a tensor a microbatch of `rows` samples brings or produces.
+struct TensorSpec {
+  std::vector<int64_t> shape;
+  torch::ScalarType dtype = torch::kFloat32;
+};
+
+// What one microbatch brings: the first layer's input and what the last layer's loss reads.
+struct Microbatch {
+  torch::Tensor inputs, labels;
+};
+
+// What an optimizer may treat differently (e.g. Muon orthogonalises only 2-D hidden weights).
+enum class ParameterRole { Embedding, Head, Hidden, Gain, Bias };
+
+// One parameter used by several layers (GPT's token embedding and its head), possibly on
+// different stages. A stage holding some of the copies' layers holds one tensor, named as the
+// first of them it holds; the copies' gradients are summed wherever they live (so identical
+// updates keep them equal), and the parameter enters the global gradient norm and the
+// single-process checkpoint once, under copies[0].
+struct SharedParameter {
+  struct Copy {
+    int64_t layer;
+    std::string name;  // the parameter's full name in a StageModule holding `layer`
+  };
+  std::vector<Copy> copies;
+};
+
+// Analytic work of one layer for one microbatch (the planner's balance).
+struct LayerWork {
+  double forward_flops = 0;
+  double parameters = 0;
+  double output_values = 0;  // the activation it hands to the next layer
+};
+
+// Capability: TeraPipe token slices. Inputs, labels and every boundary activation hold the
+// sequence in dimension 1; slices of one sequence run in order and each sees the earlier ones
+// through `cache` (model/slice_cache.h).
+class TokenSlicedStage {
+ public:
+  virtual ~TokenSlicedStage() = default;
+  virtual torch::Tensor forward_slice(const torch::Tensor& input, int64_t start,
+                                      SequenceKvCache& cache) = 0;
+};
+
+// Capability: sampling text from a stage that holds the whole model.
+class TextGenerator {
+ public:
+  virtual ~TextGenerator() = default;
+  // `count` token ids after `prompt` (temperature sampling from a generator seeded by `seed`).
+  virtual std::vector<int64_t> generate(std::vector<int64_t> prompt, int64_t count,
+                                        double temperature, uint64_t seed) = 0;
+};
+
+// The layers [first, last) of a model. Parameter names are the same whatever the partition,
+// so a stage loads its layers from any partition's checkpoint.
+class StageModule : public torch::nn::Module {
+ public:
+  // The activation handed to the next stage; on the stage holding the last layer, what loss()
+  // reads (which need not be the model's final output: GPT's chunked loss takes the head input).
+  virtual torch::Tensor forward(const torch::Tensor& input) = 0;
+  // The mean loss of a microbatch; only on the stage holding the last layer.
+  virtual torch::Tensor loss(const torch::Tensor& output, const torch::Tensor& labels) = 0;
+  virtual TokenSlicedStage* token_sliced() { return nullptr; }
+  virtual TextGenerator* text_generator() { return nullptr; }
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual std::string kind() const = 0;
+  virtual std::string describe() const = 0;  // one line for logs: the model's shape
+  virtual int64_t layer_count() const = 0;
+  virtual std::string layer_name(int64_t layer) const = 0;  // "embedding", "block3", ...
+  // Layers [first, last), 0 <= first < last <= layer_count(), with their initial weights:
+  // every layer starts the same whichever stage builds it.
+  virtual std::shared_ptr<StageModule> make_stage(int64_t first, int64_t last) const = 0;
+  std::shared_ptr<StageModule> make_whole() const { return make_stage(0, layer_count()); }
+
+  // What a microbatch of `rows` samples brings, and the activation crossing boundary b (the
+  // output of layer b - 1, 0 < b < layer_count()): receivers allocate from it.
+  virtual TensorSpec input_spec(int64_t rows) const = 0;
+  virtual TensorSpec label_spec(int64_t rows) const = 0;
+  virtual TensorSpec boundary_spec(int64_t boundary, int64_t rows) const = 0;
+
+  virtual std::vector<SharedParameter> shared_parameters() const { return {}; }
+  virtual ParameterRole role_of(const std::string& parameter) const = 0;
+  virtual LayerWork layer_work(int64_t layer, int64_t rows) const = 0;
+  // Random valid inputs and labels (the profiler's).
+  virtual Microbatch example(int64_t rows, torch::Generator& generator) const = 0;
+  // TeraPipe token slices: the sequence length in dimension 1, or 0 without the capability.
+  virtual int64_t sliceable_length() const { return 0; }
+};
+
+// Parameter names that are copies of a shared parameter other than its first (the head's own
+// copy of GPT's embedding): left out of the global norm and of single-process checkpoints.
+std::vector<std::string> secondary_copies(const Model& model);
+
+int64_t parameter_count(torch::nn::Module& module);
+
+}  // namespace pipetrain

@@ -1,0 +1,17 @@
+#pragma once
+// Where a model's shared parameters (Model::shared_parameters, e.g. GPT's tied embedding and
+// head) live in a pipeline: the workers whose stages hold a copy sum their gradients.
+#include <vector>
+
+#include "model/model.h"
+#include "runtime/partition.h"
+
+namespace pipetrain::runtime {
+
+// Per shared parameter: the distinct workers (0 .. workers - 1, ascending) of one replica's
+// pipeline whose stages hold one of its copies' layers (stage s sits on worker s % workers).
+std::vector<std::vector<int>> workers_holding_shared(const Model& model,
+                                                     const std::vector<StageRange>& ranges,
+                                                     int workers);
+
+}  // namespace pipetrain::runtime
