@@ -46,16 +46,7 @@ std::vector<SharedParameter> GptModel::shared_parameters() const {
 }
 
 ParameterRole GptModel::role_of(const std::string& parameter) const {
-  const auto ends_with = [&](const std::string& tail) {
-    return parameter.size() >= tail.size() &&
-           parameter.compare(parameter.size() - tail.size(), tail.size(), tail) == 0;
-  };
-  if (parameter.rfind("layer0.", 0) == 0) return ParameterRole::Embedding;
-  if (ends_with(".tied_weight")) return ParameterRole::Head;
-  if (ends_with(".bias")) return ParameterRole::Bias;
-  // Layer norms (ln1, ln2, ln_f) are the only modules named ln*.
-  if (parameter.find(".ln") != std::string::npos) return ParameterRole::Gain;
-  return ParameterRole::Hidden;
+  return parameter_role(parameter);
 }
 
 // Forward FLOPs as plan/analytic.h counts them: a block's four matmuls (24 b s h^2) plus scores

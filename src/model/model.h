@@ -10,6 +10,7 @@
 
 #include <torch/torch.h>
 
+#include "model/parameter_role.h"
 #include "model/slice_cache.h"
 
 namespace pipetrain {
@@ -25,8 +26,6 @@ struct Microbatch {
   torch::Tensor inputs, labels;
 };
 
-// What an optimizer may treat differently (e.g. Muon orthogonalises only 2-D hidden weights).
-enum class ParameterRole { Embedding, Head, Hidden, Gain, Bias };
 
 // One parameter used by several layers (GPT's token embedding and its head), possibly on
 // different stages. A stage holding some of the copies' layers holds one tensor, named as the

@@ -1,7 +1,9 @@
 #pragma once
-// What each GPT parameter is, from its name ("layer<i>.<rest>", as GptStack registers them):
-// the one place an optimizer that treats parameters differently (Muon for hidden matrices,
-// AdamW for the rest) learns which is which. Free of libtorch.
+// What an optimizer may treat differently (Muon orthogonalises only 2-D hidden weights, AdamW
+// the rest), and GPT's rule for it from a parameter's name ("layer<i>.<rest>", as GptStack
+// registers them): GptModel::role_of answers with it. Free of libtorch.
+// The optimizer still asks parameter_role() by name, so Muon knows GPT's names only (open:
+// docs/models.md, "Not yet behind the interface").
 #include <string>
 
 namespace pipetrain {
