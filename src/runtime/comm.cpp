@@ -105,6 +105,13 @@ struct Comm::Impl {
   };
   std::map<int, PostedRecv> posted;
   int next_recv_handle = 0;
+  struct PostedReduce {
+    at::Tensor tensor;
+    c10::intrusive_ptr<c10d::Work> work;
+    int group;
+  };
+  std::map<int, PostedReduce> reductions;
+  int next_reduce_handle = 0;
 
   c10d::ProcessGroupGloo& of(int handle) const {
     return handle == kWorld ? *group : *subgroups.at(size_t(handle)).group;
@@ -230,6 +237,27 @@ void Comm::all_reduce_sum(at::Tensor& tensor, int group) {
     impl_->of(group).allreduce(tensors)->wait(impl_->timeout);
   } catch (const std::exception& error) {
     impl_->lost(impl_->label(group), -1, error);
+  }
+}
+
+int Comm::post_all_reduce_sum(at::Tensor& tensor, int group) {
+  std::vector<at::Tensor> tensors{tensor};
+  const int handle = impl_->next_reduce_handle++;
+  try {
+    impl_->reductions[handle] = {tensor, impl_->of(group).allreduce(tensors), group};
+  } catch (const std::exception& error) {
+    impl_->lost(impl_->label(group), -1, error);
+  }
+  return handle;
+}
+
+void Comm::wait_all_reduce(int handle) {
+  auto posted = impl_->reductions.extract(handle);
+  if (posted.empty()) throw std::logic_error("wait_all_reduce: no such handle");
+  try {
+    posted.mapped().work->wait(impl_->timeout);
+  } catch (const std::exception& error) {
+    impl_->lost(impl_->label(posted.mapped().group), -1, error);
   }
 }
 

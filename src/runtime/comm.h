@@ -70,6 +70,10 @@ class Comm {
   int join_group(const std::string& name, const std::vector<int>& ranks);
   double all_reduce_sum(double value, int group = kWorld);
   void all_reduce_sum(at::Tensor& tensor, int group);  // in place
+  // The same in two halves: post now (returns a handle), wait later; the caller leaves `tensor`
+  // alone in between. Every member posts the group's reductions in the same order.
+  int post_all_reduce_sum(at::Tensor& tensor, int group);
+  void wait_all_reduce(int handle);
   // Every member's `part` (same shape everywhere) into outputs[i] = member i's part; outputs
   // are preallocated, e.g. equal slices of one flat buffer. `part` may alias its own output.
   void all_gather(const at::Tensor& part, std::vector<at::Tensor>& outputs, int group);

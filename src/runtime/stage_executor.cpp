@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "model/registry.h"
+#include "schedule/steps.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
 
@@ -44,6 +45,7 @@ StageExecutor::StageExecutor(const Config& config, const BatchSource* data, Comm
   const auto shared = model_->shared_parameters();
   const auto secondary = secondary_copies(*model_);
   shared_copies_.resize(shared.size());
+  shared_in_norm_.assign(shared.size(), false);
   for (int c = 0; c < layout_.chunks; ++c) {
     const int stage = layout_.stage_of(c);
     const StageRange range = ranges.at(size_t(stage));
@@ -57,9 +59,12 @@ StageExecutor::StageExecutor(const Config& config, const BatchSource* data, Comm
       const torch::Tensor& param = updated.at(index++);
       params.push_back(param);
       named_params.emplace_back(item.key(), param);
+      const bool first_copy = std::count(secondary.begin(), secondary.end(), item.key()) == 0;
       for (size_t g = 0; g < shared.size(); ++g) {
         for (const auto& copy : shared[g].copies) {
-          if (copy.name == item.key()) shared_copies_[g].push_back(param);
+          if (copy.name != item.key()) continue;
+          shared_copies_[g].push_back(param);
+          if (first_copy) shared_in_norm_[g] = true;
         }
       }
       // A shared parameter enters the global norm once, as its first copy.
@@ -79,27 +84,13 @@ StageExecutor::StageExecutor(const Config& config, const BatchSource* data, Comm
   split_into_steps(0);
 }
 
-// Step k ends after this worker's last update of iteration k (the m microbatches of global batch
-// k), the final step at the list's end: a flush schedule's one-iteration list is one step. A 2BW
-// step is one update; PipeDream-style policies update after every microbatch. A resumed list
-// starts at `first_step`: the steps before it are empty.
+// The bounds of this worker's steps (schedule/steps.h: no-flush steps run on past their update
+// to overlap its reductions). A resumed list starts at `first_step`: the steps before it are empty.
 void StageExecutor::split_into_steps(int64_t first_step) {
-  const auto& actions = schedule_.actions.at(size_t(layout_.worker()));
-  steps_.clear();
   microbatches_per_update_ = schedule::updates_per_microbatch(schedule_.policy.kind)
                                  ? 1
                                  : int(config_.train.microbatches);
-  std::vector<size_t> last_update(size_t(schedule_.iterations), 0);
-  for (size_t k = 0; k < actions.size(); ++k) {
-    if (actions[k].kind == ActionKind::OptimizerStep) last_update.at(size_t(actions[k].iteration)) = k;
-  }
-  steps_.assign(size_t(first_step), {0, 0});
-  size_t begin = 0;
-  for (size_t it = size_t(first_step); it < last_update.size(); ++it) {
-    const size_t end = it + 1 == last_update.size() ? actions.size() : last_update[it] + 1;
-    steps_.push_back({begin, end});
-    begin = end;
-  }
+  steps_ = schedule::step_bounds(schedule_, int(first_step)).at(size_t(layout_.worker()));
 }
 
 const Microbatch& StageExecutor::batch_of(int64_t step) {
@@ -132,26 +123,38 @@ StepResult StageExecutor::train_step(int64_t step) {
   loss_sum_ = 0;
   steps_pending_ = 0;
   result_ = StepResult{};
+  for (auto& chunk : chunks_) chunk.weights->release_held();  // the checkpoint, if any, is done
   const auto& actions = schedule_.actions.at(size_t(layout_.worker()));
   const auto [begin, end] = steps_.at(size_t(step - list_start(step)));
   const size_t earlier_sends = comm_.pending_sends();
+  size_t last_update = end;  // the run-on follows it (no-flush)
+  for (size_t k = begin; k < end; ++k) {
+    if (actions[k].kind == ActionKind::OptimizerStep) last_update = k;
+  }
   for (size_t k = begin; k < end; ++k) {
     const auto& action = actions[k];
-    const auto start = std::chrono::steady_clock::now();
     post_next_receive(actions, k + 1, end);
+    const int stage = layout_.stage_of(action.chunk);
+    if (pending_update_ && schedule::needs_update_done(action, pending_update_->version)) {
+      const auto start = std::chrono::steady_clock::now();
+      finish_update();
+      trace({fmt::format("{}U", stage), "OptimizerStep", 0, 0, -1, int(step)}, start);
+    }
+    const auto start = std::chrono::steady_clock::now();
     // No-flush: the first stages run ahead into the next step's microbatches.
     run_action(action, batch_of(list_start(step) + action.iteration));
-    if (step >= traced_steps) continue;
-    const auto ms = [](std::chrono::steady_clock::time_point t) {
-      return std::chrono::duration<double, std::milli>(t.time_since_epoch()).count();
-    };
-    const double begin = ms(start);
+    if (k == last_update && !flushes()) {
+      for (auto& chunk : chunks_) chunk.weights->hold_releases();
+    }
     const std::string slice = slices_.count() > 1 ? fmt::format(".{}", action.slice) : "";
-    events_.push_back({fmt::format("{}{}{}{}", layout_.stage_of(action.chunk),
-                                   schedule::kind_token(action.kind), action.microbatch, slice),
-                       std::string(schedule::kind_name(action.kind)), begin,
-                       ms(std::chrono::steady_clock::now()) - begin, action.microbatch,
-                       int(step)});
+    trace({fmt::format("{}{}{}{}", stage, schedule::kind_token(action.kind), action.microbatch, slice),
+           std::string(schedule::kind_name(action.kind)), 0, 0, action.microbatch, int(step)},
+          start);
+  }
+  if (pending_update_) {
+    const auto start = std::chrono::steady_clock::now();
+    finish_update();
+    trace({fmt::format("{}U", layout_.stage_of(0)), "OptimizerStep", 0, 0, -1, int(step)}, start);
   }
   if (end == actions.size()) {  // the list is done (a flush: its sends were done at the update)
     comm_.wait_sends();
@@ -163,12 +166,28 @@ StepResult StageExecutor::train_step(int64_t step) {
   if (end == actions.size() && (!in_flight_.empty() || !kv_caches_.empty()))
     throw std::logic_error("schedule left microbatches in flight");
   if (steps_pending_ != 0) throw std::logic_error("schedule left a chunk without its update");
+  const auto loss = loss_by_iteration_.find(int(step - list_start(step)));
+  if (loss != loss_by_iteration_.end()) {
+    loss_sum_ = loss->second;
+    loss_by_iteration_.erase(loss);
+  }
   const bool last = layout_.holds_last_stage();
   const double replicas_loss =
       last && groups_.replicas >= 0 ? comm_.all_reduce_sum(loss_sum_, groups_.replicas) : loss_sum_;
   result_.loss = last ? replicas_loss / double(train.microbatches * layout_.replicas)
                       : std::numeric_limits<double>::quiet_NaN();
   return result_;
+}
+
+// The real-run timeline of the first traced_steps steps: `event` from `start` to now.
+void StageExecutor::trace(sim::TimedEvent event, std::chrono::steady_clock::time_point start) {
+  if (event.step >= traced_steps) return;
+  const auto ms = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(t.time_since_epoch()).count();
+  };
+  event.start_ms = ms(start);
+  event.duration_ms = ms(std::chrono::steady_clock::now()) - event.start_ms;
+  events_.push_back(std::move(event));
 }
 
 StageExecutor::RecvRequest StageExecutor::recv_request(const schedule::Action& action) const {
@@ -219,6 +238,8 @@ void StageExecutor::run_action(const schedule::Action& action, const Microbatch&
   switch (action.kind) {
     case ActionKind::Forward:
       forward(key, action.microbatch, batch);
+      // Per iteration: a no-flush step also runs forwards of the next one.
+      if (is_last_stage(stage)) loss_by_iteration_[action.iteration] += in_flight_.at(key).loss_value;
       break;
     case ActionKind::Backward:
       backward(key);
@@ -256,7 +277,7 @@ void StageExecutor::run_action(const schedule::Action& action, const Microbatch&
       // the update runs once, at the worker's last one.
       if (++steps_pending_ == layout_.chunks) {
         steps_pending_ = 0;
-        optimizer_step();
+        begin_update(action.version);
       }
       return;
     default:
@@ -291,7 +312,6 @@ void StageExecutor::forward(const Key& key, int microbatch, const Microbatch& ba
   std::optional<torch::NoGradGuard> no_graph;
   if (recompute_.at(size_t(chunk))) no_graph.emplace();
   forward_with_graph(key, state);
-  if (is_last_stage(stage)) loss_sum_ += state.loss_value;
 }
 
 // Output (sent on) or, on the last stage, the scaled loss: the tensors backward starts from.
@@ -402,14 +422,27 @@ void StageExecutor::all_reduce_chunk_grads(int chunk) {
   }
 }
 
-void StageExecutor::optimizer_step() {
+void StageExecutor::begin_update(int produced_version) {
   if (flushes()) comm_.wait_sends();  // a flush: the iteration's sends are done before its update
   for (auto& chunk : chunks_) chunk.weights->before_step();
-  sum_shared_gradients();
+  PendingUpdate update;
+  update.version = produced_version;
+  begin_shared_gradients(update.shared_reductions);
   // After the replica all-reduce every replica holds the same gradients: the norm is summed
   // over one replica's pipeline only.
-  const double global_norm =
-      std::sqrt(comm_.all_reduce_sum(squared_grad_norm(norm_params_), groups_.pipeline));
+  update.squared_norm = torch::full({1}, squared_grad_norm(norm_params_), torch::kFloat64);
+  update.norm_reduction = comm_.post_all_reduce_sum(update.squared_norm, groups_.pipeline);
+  pending_update_ = update;
+  if (flushes()) finish_update();
+}
+
+void StageExecutor::finish_update() {
+  if (!pending_update_) return;
+  PendingUpdate update = *pending_update_;
+  pending_update_.reset();
+  finish_shared_gradients(update.shared_reductions);
+  comm_.wait_all_reduce(update.norm_reduction);
+  const double global_norm = std::sqrt(update.squared_norm.item<double>());
   scale_grads_to_norm(step_params_, global_norm, config_.train.grad_clip);
   result_.grad_norm = global_norm;
   result_.lr = learning_rate_at(config_.train, current_step_);
@@ -424,16 +457,31 @@ void StageExecutor::optimizer_step() {
 
 // A shared parameter's copies (GPT: the embedding and the head's copy) all get the summed
 // gradient (after the replica all-reduce, so the sum covers every replica), and identical
-// updates keep them equal.
-void StageExecutor::sum_shared_gradients() {
+// updates keep them equal. The worker that counts a group in the norm needs its sum before it
+// can post its norm; the others (the head's copy on the last stage, which finishes the group's
+// backwards first) wait only when the update is finished.
+void StageExecutor::begin_shared_gradients(std::vector<int>& pending) {
+  pending.assign(shared_copies_.size(), -1);
   for (size_t g = 0; g < shared_copies_.size(); ++g) {
     auto& copies = shared_copies_[g];
     const int group = g < groups_.shared.size() ? groups_.shared[g] : -1;
     if (copies.empty() || (copies.size() == 1 && group < 0)) continue;
     torch::Tensor& sum = copies[0].mutable_grad();
     for (size_t c = 1; c < copies.size(); ++c) sum += copies[c].grad();
-    if (group >= 0) comm_.all_reduce_sum(sum, group);
-    for (size_t c = 1; c < copies.size(); ++c) copies[c].mutable_grad().copy_(sum);
+    if (group < 0) continue;
+    pending[g] = comm_.post_all_reduce_sum(sum, group);
+    if (shared_in_norm_[g]) {
+      comm_.wait_all_reduce(pending[g]);
+      pending[g] = -1;
+    }
+  }
+}
+
+void StageExecutor::finish_shared_gradients(const std::vector<int>& pending) {
+  for (size_t g = 0; g < shared_copies_.size(); ++g) {
+    if (pending[g] >= 0) comm_.wait_all_reduce(pending[g]);
+    auto& copies = shared_copies_[g];
+    for (size_t c = 1; c < copies.size(); ++c) copies[c].mutable_grad().copy_(copies[0].grad());
   }
 }
 
@@ -477,12 +525,15 @@ std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::stashed_versio
 void StageExecutor::resume_at(int64_t step,
                               std::vector<std::map<int, std::vector<torch::Tensor>>> stashed) {
   if (flushes() || step == 0) return;  // one iteration's list, the same at every step
-  auto& actions = schedule_.actions.at(size_t(layout_.worker()));
-  std::vector<schedule::Action> remaining;
-  for (const auto& a : actions) {
-    if (a.iteration >= step) remaining.push_back(a);
+  // Every worker's list is cut alike: step bounds depend on the peers' lists too.
+  for (auto& list : schedule_.actions) {
+    std::vector<schedule::Action> kept;
+    for (const auto& a : list) {
+      if (a.iteration >= step) kept.push_back(a);
+    }
+    list = std::move(kept);
   }
-  actions = remaining;
+  const auto& remaining = schedule_.actions.at(size_t(layout_.worker()));
   split_into_steps(step);
   for (size_t c = 0; c < chunks_.size(); ++c) {
     std::vector<schedule::Action> own;

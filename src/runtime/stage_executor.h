@@ -5,7 +5,9 @@
 // schedule's weight policy) picks the weights every action reads. No-flush schedules (2BW,
 // PipeDream, PipeOptim, SpecTrain, ...) cover the whole run in one action list; train_step(k) runs
 // the part that ends with step k's update.
+#include <chrono>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <memory>
 #include <utility>
@@ -108,16 +110,27 @@ class StageExecutor {
                       std::vector<torch::Tensor>& grads);
   void drop_if_done(const Key& key);
   void split_into_steps(int64_t first_step);
+  void trace(sim::TimedEvent event, std::chrono::steady_clock::time_point start);
   const Microbatch& batch_of(int64_t step);  // the global batch of a step (kept for two steps)
   // Flush schedules run one iteration's list again at every step and finish their sends before
   // each update; no-flush lists cover the whole run, step k being its k-th part.
   bool flushes() const { return schedule::flushes(schedule_.policy.kind); }
   int64_t list_start(int64_t step) const { return flushes() ? step : 0; }  // step of iteration 0
   void all_reduce_chunk_grads(int chunk);
-  void optimizer_step();
+  // An update in two halves. begin: the gradients move to what the optimizer updates and the
+  // reductions it needs (shared-parameter sums, global norm) are posted. finish: wait for them,
+  // clip, step. Flush schedules finish at once; no-flush ones keep running the schedule and
+  // finish only before the first action that reads the new version (or the next update, or the
+  // step's end), so no stage waits at another's update.
+  void begin_update(int produced_version);
+  void finish_update();
   // What stage `stage` receives for `rows` samples; token slice `slice` (-1: whole sequence).
   TensorSpec activation_spec(int stage, int64_t rows, int slice = -1) const;
-  void sum_shared_gradients();
+  // Shared parameters (GPT's embedding and head copy): local copies summed, the sums posted
+  // (per group, Comm handles in `pending`), waited for here where this worker counts the group
+  // in the norm; finish_shared_gradients waits for the rest and copies the sums back.
+  void begin_shared_gradients(std::vector<int>& pending);
+  void finish_shared_gradients(const std::vector<int>& pending);
   int64_t micro_rows() const;
   bool is_first_stage(int stage) const { return stage == 0; }
   bool is_last_stage(int stage) const { return stage == layout_.stages() - 1; }
@@ -145,7 +158,7 @@ class StageExecutor {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;  // null with ZeRO-1
   std::unique_ptr<Zero1Optimizer> zero1_;               // pipeline.zero1 = 1
   std::vector<torch::Tensor> step_params_;                 // what the optimizer updates
-  std::vector<std::pair<size_t, size_t>> steps_;           // per step: [begin, end) of actions
+  std::vector<std::pair<size_t, size_t>> steps_;           // per step: [begin, end) of actions (schedule/steps.h)
   int microbatches_per_update_ = 1;
   std::map<int64_t, Microbatch> batches_;
   // Per shared parameter: the copies this worker holds (e.g. the embedding on the first stage,
@@ -158,7 +171,16 @@ class StageExecutor {
   std::map<std::pair<int, int>, SequenceKvCache> kv_caches_;
   int64_t peak_weight_pass_bytes_ = 0;
   int steps_pending_ = 0;  // OptimizerStep actions seen this step (one per chunk)
+  struct PendingUpdate {
+    int version = 0;           // the version it produces
+    std::vector<int> shared_reductions;  // per shared group: Comm handle still in flight, or -1
+    int norm_reduction = -1;   // Comm handle of the squared-norm sum
+    torch::Tensor squared_norm;
+  };
+  std::optional<PendingUpdate> pending_update_;
+  std::vector<bool> shared_in_norm_;  // per shared group: this worker counts it in the global norm
   double loss_sum_ = 0;
+  std::map<int, double> loss_by_iteration_;  // last stage: unscaled losses of each iteration's forwards
   int64_t current_step_ = 0;
   std::vector<sim::TimedEvent> events_;
   StepResult result_;

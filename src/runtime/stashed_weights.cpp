@@ -79,10 +79,19 @@ void StashedWeights::before_compute(const schedule::Action& action, torch::optim
 }
 
 void StashedWeights::after_compute(const schedule::Action& action) {
-  if (--readers_left_.at(action.version) == 0) {
+  if (--readers_left_.at(action.version) == 0 && !holding_) {
     versions_.erase(action.version);
     point_views_at(masters_);  // the views must not keep a dropped version alive
   }
+}
+
+void StashedWeights::release_held() {
+  holding_ = false;
+  for (auto it = versions_.begin(); it != versions_.end();) {
+    const auto readers = readers_left_.find(it->first);
+    it = readers != readers_left_.end() && readers->second == 0 ? versions_.erase(it) : std::next(it);
+  }
+  point_views_at(masters_);
 }
 
 void StashedWeights::before_step() {

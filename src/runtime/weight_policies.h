@@ -47,6 +47,8 @@ class StashedWeights : public MasterWeights {
                  Options options, std::vector<torch::Tensor> params);
   void before_compute(const schedule::Action& action, torch::optim::Optimizer&) override;
   void after_compute(const schedule::Action& action) override;
+  void hold_releases() override { holding_ = true; }
+  void release_held() override;
   void before_step() override;
   void after_step(torch::optim::Optimizer& optimizer) override;
   const std::vector<torch::Tensor>& stashed(int version) const override;
@@ -64,6 +66,7 @@ class StashedWeights : public MasterWeights {
   int stage_;
   std::map<int, std::vector<torch::Tensor>> versions_;  // version -> its storage
   std::map<int, int> readers_left_;                     // version -> compute actions
+  bool holding_ = false;                                // versions without readers stay
 };
 
 // PipeOptim, SpecTrain and PipeDream without stashing: every action reads the latest weights,

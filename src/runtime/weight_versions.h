@@ -56,6 +56,12 @@ class WeightVersions {
 
   virtual void point_at_latest() {}  // evaluation and checkpoints read the latest weights
 
+  // A no-flush step runs on past its update into the next iteration (schedule/steps.h), but a
+  // checkpoint between steps is the cut "iterations < k done": versions whose last readers ran
+  // in the run-on must survive until the step ends. Held from the update to release_held().
+  virtual void hold_releases() {}
+  virtual void release_held() {}
+
   // Exact resume (2BW, 2bw-predict). A checkpoint at step k is the cut "every action of the
   // iterations < k done": it holds the masters (version k) and the stashed versions
   // checkpointed_versions() names; the stash of one of them:

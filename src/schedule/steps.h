@@ -1,0 +1,29 @@
+#pragma once
+// Where each worker's training steps begin and end in its action list. Step k ends after the
+// worker's last update of iteration k (a flush schedule's one-iteration list is one step, run
+// again at every step). Between two steps every worker meets the others (stop votes, metrics,
+// checkpoints), so no action of step k may wait for a peer's action of a later step.
+//
+// No-flush schedules overlap each update with work: step k runs on into iteration k+1's actions
+// until the first that needs the update done (a reader of the version it produces, or the next
+// update), so the update's reductions are posted at its OptimizerStep and waited for only there.
+// Each worker's run-on stops before any receive whose send lies beyond the sender's step (found
+// by shrinking to a fixed point over all workers).
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "schedule/schedule.h"
+
+namespace pipetrain::schedule {
+
+using StepBounds = std::vector<std::pair<size_t, size_t>>;  // per step: [begin, end) of actions
+
+// Per worker, the bounds of the steps first_step.. (earlier steps are empty); the lists are the
+// schedule's, already cut to the iterations >= first_step on a resume.
+std::vector<StepBounds> step_bounds(const Schedule& schedule, int first_step);
+
+// Whether `action` may run only after the update that produces `produced_version` is done.
+bool needs_update_done(const Action& action, int produced_version);
+
+}  // namespace pipetrain::schedule
