@@ -161,12 +161,11 @@ TEST(Catalogue, RuntimeRefusalsNameTheSchedulesThatRun) {
   for (const auto& entry : schedule_catalogue()) {
     (entry.runtime.runs ? runs : simulated_only).push_back(entry.name);
   }
-  ASSERT_FALSE(simulated_only.empty());
-  for (const std::string& name : {simulated_only.front(), std::string("zigzag")}) {
-    const std::string error = error_of([&] { runtime_schedule(name, "--pipeline.schedule"); });
-    EXPECT_EQ(error.rfind("--pipeline.schedule: pipeline.schedule ", 0), 0u) << error;
-    EXPECT_NE(error.find(join(runs, ", ")), std::string::npos) << error;
-  }
+  // Since zero-bubble and breadth-first run on workers, every schedule does (issue 21).
+  EXPECT_EQ(simulated_only, std::vector<std::string>{});
+  const std::string error = error_of([&] { runtime_schedule("zigzag", "--pipeline.schedule"); });
+  EXPECT_EQ(error.rfind("--pipeline.schedule: pipeline.schedule ", 0), 0u) << error;
+  EXPECT_NE(error.find(join(runs, ", ")), std::string::npos) << error;
   EXPECT_EQ(&runtime_schedule("1f1b", ""), find_schedule("1f1b"));
 }
 
