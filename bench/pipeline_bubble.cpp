@@ -35,19 +35,19 @@ struct Measured {
   std::vector<sim::StageCost> stages;  // mean per-action times, per worker
 };
 
-// Lanes (workers) of the trace, each split into steps at its OptimizerStep.
+// Lanes (workers) of the trace, each split into its steps (the events' "step").
 std::vector<std::vector<std::vector<Event>>> steps_per_lane(const nlohmann::json& trace) {
-  std::map<int, std::vector<std::vector<Event>>> lanes;
+  std::map<int, std::map<int, std::vector<Event>>> lanes;
   for (const auto& e : trace.at("traceEvents")) {
     if (e.at("ph") != "X") continue;
-    auto& steps = lanes[e.at("pid").get<int>()];
-    if (steps.empty() || (!steps.back().empty() && steps.back().back().kind == "OptimizerStep")) {
-      steps.emplace_back();
-    }
-    steps.back().push_back({e.at("cat"), e.at("ts").get<double>() / 1e3, e.at("dur").get<double>() / 1e3});
+    lanes[e.at("pid").get<int>()][e.at("args").at("step").get<int>()].push_back(
+        {e.at("cat"), e.at("ts").get<double>() / 1e3, e.at("dur").get<double>() / 1e3});
   }
   std::vector<std::vector<std::vector<Event>>> out;
-  for (auto& [lane, steps] : lanes) out.push_back(std::move(steps));
+  for (auto& [lane, steps] : lanes) {
+    out.emplace_back();
+    for (auto& [step, events] : steps) out.back().push_back(std::move(events));
+  }
   return out;
 }
 
@@ -90,7 +90,7 @@ Measured measure(const nlohmann::json& trace, int skip_steps) {
     m.stages[w].forward_ms = mean("Forward");
     m.stages[w].backward_ms = mean("Backward");
     m.stages[w].weight_ms = m.stages[w].backward_ms / 2;
-    m.stages[w].optimizer_ms = mean("OptimizerStep");
+    m.stages[w].optimizer_ms = mean("OptimizerStep") * 2;  // begin (its action) + apply
   }
   return m;
 }

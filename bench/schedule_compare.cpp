@@ -47,7 +47,8 @@ bool busy_kind(const std::string& kind) {
 }
 
 // Bubble of the traced steps >= skip: per step and worker, the idle share of the step window
-// (first action start to last action end on any worker). Also each stage's mean action times.
+// (first action start to last action end on any worker; waits for an update's reductions,
+// UpdateWait, are idle). Also each stage's mean action times.
 double measure(const nlohmann::json& trace, int skip, int stages, std::vector<sim::StageCost>& costs) {
   std::map<int, std::map<int, std::pair<double, double>>> window;   // step -> lane -> busy, -
   std::map<int, std::pair<double, double>> span;                    // step -> begin, end
@@ -83,7 +84,9 @@ double measure(const nlohmann::json& trace, int skip, int stages, std::vector<si
     costs[s].forward_ms = mean("Forward");
     costs[s].backward_ms = split > 0 ? split : mean("Backward");
     costs[s].weight_ms = split > 0 ? mean("BackwardWeight") : mean("Backward") / 2;
-    costs[s].optimizer_ms = mean("OptimizerStep");
+    // An update traces its begin (at its action) and its apply apart: their sum per step.
+    const auto update = sums.find({s, "OptimizerStep"});
+    costs[s].optimizer_ms = update == sums.end() ? 0.0 : update->second.first / double(window.size());
   }
   return bubble / std::max(counted, 1);
 }

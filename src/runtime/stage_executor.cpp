@@ -136,9 +136,7 @@ StepResult StageExecutor::train_step(int64_t step) {
     post_next_receive(actions, k + 1, end);
     const int stage = layout_.stage_of(action.chunk);
     if (pending_update_ && schedule::needs_update_done(action, pending_update_->version)) {
-      const auto start = std::chrono::steady_clock::now();
-      finish_update();
-      trace({fmt::format("{}U", stage), "OptimizerStep", 0, 0, -1, int(step)}, start);
+      finish_update(stage, step);
     }
     const auto start = std::chrono::steady_clock::now();
     // No-flush: the first stages run ahead into the next step's microbatches.
@@ -150,12 +148,9 @@ StepResult StageExecutor::train_step(int64_t step) {
     trace({fmt::format("{}{}{}{}", stage, schedule::kind_token(action.kind), action.microbatch, slice),
            std::string(schedule::kind_name(action.kind)), 0, 0, action.microbatch, int(step)},
           start);
+    if (pending_update_ && flushes()) finish_update(stage, step);
   }
-  if (pending_update_) {
-    const auto start = std::chrono::steady_clock::now();
-    finish_update();
-    trace({fmt::format("{}U", layout_.stage_of(0)), "OptimizerStep", 0, 0, -1, int(step)}, start);
-  }
+  if (pending_update_) finish_update(layout_.stage_of(0), step);
   if (end == actions.size()) {  // the list is done (a flush: its sends were done at the update)
     comm_.wait_sends();
     point_at_latest_weights();
@@ -433,16 +428,23 @@ void StageExecutor::begin_update(int produced_version) {
   update.squared_norm = torch::full({1}, squared_grad_norm(norm_params_), torch::kFloat64);
   update.norm_reduction = comm_.post_all_reduce_sum(update.squared_norm, groups_.pipeline);
   pending_update_ = update;
-  if (flushes()) finish_update();
 }
 
-void StageExecutor::finish_update() {
-  if (!pending_update_) return;
+// The timeline shows the wait for the reductions (UpdateWait: idle, the other stages are still
+// busy) apart from the update itself (OptimizerStep), so measured bubbles count the wait.
+void StageExecutor::finish_update(int stage, int64_t step) {
   PendingUpdate update = *pending_update_;
   pending_update_.reset();
+  auto start = std::chrono::steady_clock::now();
   finish_shared_gradients(update.shared_reductions);
   comm_.wait_all_reduce(update.norm_reduction);
-  const double global_norm = std::sqrt(update.squared_norm.item<double>());
+  trace({fmt::format("{}UW", stage), "UpdateWait", 0, 0, -1, int(step)}, start);
+  start = std::chrono::steady_clock::now();
+  apply_update(std::sqrt(update.squared_norm.item<double>()));
+  trace({fmt::format("{}U", stage), "OptimizerStep", 0, 0, -1, int(step)}, start);
+}
+
+void StageExecutor::apply_update(double global_norm) {
   scale_grads_to_norm(step_params_, global_norm, config_.train.grad_clip);
   result_.grad_norm = global_norm;
   result_.lr = learning_rate_at(config_.train, current_step_);

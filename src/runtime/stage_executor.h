@@ -123,7 +123,8 @@ class StageExecutor {
   // finish only before the first action that reads the new version (or the next update, or the
   // step's end), so no stage waits at another's update.
   void begin_update(int produced_version);
-  void finish_update();
+  void finish_update(int stage, int64_t step);  // (stage, step: the timeline's labels)
+  void apply_update(double global_norm);        // clip, step, new version
   // What stage `stage` receives for `rows` samples; token slice `slice` (-1: whole sequence).
   TensorSpec activation_spec(int stage, int64_t rows, int slice = -1) const;
   // Shared parameters (GPT's embedding and head copy): local copies summed, the sums posted
