@@ -118,7 +118,8 @@ StepResult StageExecutor::train_step(int64_t step) {
   const auto& train = config_.train;
   current_step_ = step;
   // A step's gradients add up from zero. (No-flush policies have already moved theirs to the
-  // masters at each update and cleared them there: this finds none.)
+  // masters at each update, and the optimizer clears only the masters: the gradients a run-on
+  // already added for the next iteration stay in the module's parameters.)
   zero1_ ? zero1_->zero_grad() : optimizer_->zero_grad();
   loss_sum_ = 0;
   steps_pending_ = 0;

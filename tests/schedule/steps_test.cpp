@@ -62,7 +62,9 @@ void expect_sound(const Schedule& s, int first_step, const std::string& label) {
         if (list[i].kind == ActionKind::OptimizerStep) last_update = i;
       }
       for (size_t i = last_update + 1; i < end; ++i) {
-        if (is_compute(list[i].kind)) EXPECT_LT(list[i].version, list[last_update].version) << label;
+        if (is_compute(list[i].kind)) {
+          EXPECT_LT(list[i].version, list[last_update].version) << label;
+        }
       }
     }
   }
