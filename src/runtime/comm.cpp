@@ -92,25 +92,17 @@ struct Comm::Impl {
     c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   };
   std::vector<SubGroup> subgroups;
-  struct PendingSend {
+  // Work in flight with the tensor it reads or fills: a send (`peer`: the receiver), a posted
+  // receive (the sender) or a posted reduction (the group handle).
+  struct Posted {
     at::Tensor tensor;
     c10::intrusive_ptr<c10d::Work> work;
     int peer;
   };
-  std::vector<PendingSend> pending;
-  struct PostedRecv {
-    at::Tensor tensor;
-    c10::intrusive_ptr<c10d::Work> work;
-    int peer;
-  };
-  std::map<int, PostedRecv> posted;
+  std::vector<Posted> pending;  // sends
+  std::map<int, Posted> posted;
   int next_recv_handle = 0;
-  struct PostedReduce {
-    at::Tensor tensor;
-    c10::intrusive_ptr<c10d::Work> work;
-    int group;
-  };
-  std::map<int, PostedReduce> reductions;
+  std::map<int, Posted> reductions;
   int next_reduce_handle = 0;
 
   c10d::ProcessGroupGloo& of(int handle) const {
@@ -257,7 +249,7 @@ void Comm::wait_all_reduce(int handle) {
   try {
     posted.mapped().work->wait(impl_->timeout);
   } catch (const std::exception& error) {
-    impl_->lost(impl_->label(posted.mapped().group), -1, error);
+    impl_->lost(impl_->label(posted.mapped().peer), -1, error);
   }
 }
 

@@ -1,6 +1,7 @@
 #include "runtime/split_backward.h"
 
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -51,13 +52,18 @@ class GraphWalk {
     return reaches_[node] = reaches;
   }
 
+  // The weight whose accumulator `node` is, if any.
+  std::optional<size_t> weight_of(Node* node) const {
+    const auto found = weight_of_.find(node);
+    return found == weight_of_.end() ? std::nullopt : std::optional<size_t>(found->second);
+  }
+
   // Weights below a node off the input path.
   const std::set<size_t>& weights_below(Node* node) {
     const auto known = below_.find(node);
     if (known != below_.end()) return known->second;
     std::set<size_t> found;
-    const auto weight = weight_of_.find(node);
-    if (weight != weight_of_.end()) found.insert(weight->second);
+    if (const auto weight = weight_of(node)) found.insert(*weight);
     for (const Edge& e : node->next_edges()) {
       if (!e.function) continue;
       const auto& more = weights_below(e.function.get());
@@ -102,8 +108,7 @@ SplitBackward::Graph SplitBackward::find_junctions(const torch::Tensor& input,
   std::set<size_t> reached, covered;
   for (const auto& node : walk.nodes(roots_)) {
     if (!walk.reaches_input(node.get())) {
-      const auto& below = walk.weights_below(node.get());
-      reached.insert(below.begin(), below.end());
+      if (const auto weight = walk.weight_of(node.get())) reached.insert(*weight);
       continue;
     }
     Junction junction{node, {}, std::make_shared<variable_list>()};

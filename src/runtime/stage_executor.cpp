@@ -90,7 +90,7 @@ void StageExecutor::split_into_steps(int64_t first_step) {
   microbatches_per_update_ = schedule::updates_per_microbatch(schedule_.policy.kind)
                                  ? 1
                                  : int(config_.train.microbatches);
-  steps_ = schedule::step_bounds(schedule_, int(first_step)).at(size_t(layout_.worker()));
+  steps_ = schedule::step_bounds(schedule_, layout_.worker(), int(first_step));
 }
 
 const Microbatch& StageExecutor::batch_of(int64_t step) {
@@ -121,7 +121,6 @@ StepResult StageExecutor::train_step(int64_t step) {
   // masters at each update, and the optimizer clears only the masters: the gradients a run-on
   // already added for the next iteration stay in the module's parameters.)
   zero1_ ? zero1_->zero_grad() : optimizer_->zero_grad();
-  loss_sum_ = 0;
   steps_pending_ = 0;
   result_ = StepResult{};
   for (auto& chunk : chunks_) chunk.weights->release_held();  // the checkpoint, if any, is done
@@ -162,14 +161,11 @@ StepResult StageExecutor::train_step(int64_t step) {
   if (end == actions.size() && (!in_flight_.empty() || !kv_caches_.empty()))
     throw std::logic_error("schedule left microbatches in flight");
   if (steps_pending_ != 0) throw std::logic_error("schedule left a chunk without its update");
-  const auto loss = loss_by_iteration_.find(int(step - list_start(step)));
-  if (loss != loss_by_iteration_.end()) {
-    loss_sum_ = loss->second;
-    loss_by_iteration_.erase(loss);
-  }
+  const double loss_sum = loss_by_iteration_[int(step - list_start(step))];
+  loss_by_iteration_.erase(int(step - list_start(step)));
   const bool last = layout_.holds_last_stage();
   const double replicas_loss =
-      last && groups_.replicas >= 0 ? comm_.all_reduce_sum(loss_sum_, groups_.replicas) : loss_sum_;
+      last && groups_.replicas >= 0 ? comm_.all_reduce_sum(loss_sum, groups_.replicas) : loss_sum;
   result_.loss = last ? replicas_loss / double(train.microbatches * layout_.replicas)
                       : std::numeric_limits<double>::quiet_NaN();
   return result_;
@@ -528,15 +524,12 @@ std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::stashed_versio
 void StageExecutor::resume_at(int64_t step,
                               std::vector<std::map<int, std::vector<torch::Tensor>>> stashed) {
   if (flushes() || step == 0) return;  // one iteration's list, the same at every step
-  // Every worker's list is cut alike: step bounds depend on the peers' lists too.
-  for (auto& list : schedule_.actions) {
-    std::vector<schedule::Action> kept;
-    for (const auto& a : list) {
-      if (a.iteration >= step) kept.push_back(a);
-    }
-    list = std::move(kept);
+  auto& actions = schedule_.actions.at(size_t(layout_.worker()));
+  std::vector<schedule::Action> remaining;
+  for (const auto& a : actions) {
+    if (a.iteration >= step) remaining.push_back(a);
   }
-  const auto& remaining = schedule_.actions.at(size_t(layout_.worker()));
+  actions = remaining;
   split_into_steps(step);
   for (size_t c = 0; c < chunks_.size(); ++c) {
     std::vector<schedule::Action> own;

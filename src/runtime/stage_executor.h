@@ -180,7 +180,6 @@ class StageExecutor {
   };
   std::optional<PendingUpdate> pending_update_;
   std::vector<bool> shared_in_norm_;  // per shared group: this worker counts it in the global norm
-  double loss_sum_ = 0;
   std::map<int, double> loss_by_iteration_;  // last stage: unscaled losses of each iteration's forwards
   int64_t current_step_ = 0;
   std::vector<sim::TimedEvent> events_;

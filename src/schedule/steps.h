@@ -7,8 +7,9 @@
 // No-flush schedules overlap each update with work: step k runs on into iteration k+1's actions
 // until the first that needs the update done (a reader of the version it produces, or the next
 // update), so the update's reductions are posted at its OptimizerStep and waited for only there.
-// Each worker's run-on stops before any receive whose send lies beyond the sender's step (found
-// by shrinking to a fixed point over all workers).
+// The run-on never leaves iteration k+1: a peer's step ends before its first action of k+2, so no
+// receive in a run-on waits for a peer's later step (StepBounds.NoStepWaitsForAPeersLaterStep
+// checks this for every catalogue schedule).
 #include <cstddef>
 #include <utility>
 #include <vector>
@@ -19,9 +20,9 @@ namespace pipetrain::schedule {
 
 using StepBounds = std::vector<std::pair<size_t, size_t>>;  // per step: [begin, end) of actions
 
-// Per worker, the bounds of the steps first_step.. (earlier steps are empty); the lists are the
+// The bounds of `worker`'s steps first_step.. (earlier steps are empty); its list is the
 // schedule's, already cut to the iterations >= first_step on a resume.
-std::vector<StepBounds> step_bounds(const Schedule& schedule, int first_step);
+StepBounds step_bounds(const Schedule& schedule, int worker, int first_step);
 
 // Whether `action` may run only after the update that produces `produced_version` is done.
 bool needs_update_done(const Action& action, int produced_version);

@@ -26,7 +26,8 @@ std::vector<std::vector<int>> step_of_actions(const Schedule& s, const std::vect
 }
 
 void expect_sound(const Schedule& s, int first_step, const std::string& label) {
-  const auto bounds = step_bounds(s, first_step);
+  std::vector<StepBounds> bounds;
+  for (int w = 0; w < s.workers; ++w) bounds.push_back(step_bounds(s, w, first_step));
   const auto steps = step_of_actions(s, bounds);
   std::map<std::tuple<int, int, bool, int, int>, int> send_step;  // (from, to, grad, it, mb)
   for (int w = 0; w < s.workers; ++w) {
@@ -107,7 +108,7 @@ TEST(StepBounds, TwoBWStepsRunOnPastTheirUpdate) {
   spec.microbatches = 2;
   spec.iterations = 3;
   const Schedule s = make_schedule(spec);
-  const auto bounds = step_bounds(s, 0);
+  const std::vector<StepBounds> bounds{step_bounds(s, 0, 0), step_bounds(s, 1, 0)};
   for (int w = 0; w < 2; ++w) {
     const auto& list = s.actions[size_t(w)];
     size_t update = 0;
@@ -122,9 +123,8 @@ TEST(StepBounds, TwoBWStepsRunOnPastTheirUpdate) {
   spec.name = "1f1b";
   spec.iterations = 1;
   const Schedule flush = make_schedule(spec);
-  const auto flush_bounds = step_bounds(flush, 0);
-  EXPECT_EQ(flush_bounds[0].size(), 1u);
-  EXPECT_EQ(flush_bounds[1][0].second, flush.actions[1].size());
+  EXPECT_EQ(step_bounds(flush, 0, 0).size(), 1u);
+  EXPECT_EQ(step_bounds(flush, 1, 0)[0].second, flush.actions[1].size());
 }
 
 }  // namespace
