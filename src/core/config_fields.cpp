@@ -69,8 +69,9 @@ std::vector<FieldSpec> make_fields() {
       spec("train.threads", "compute threads; 0 = one per core; at most 4 per core",
        at(&C::train, &T::threads), 0),
       spec("data.format", "\"bytes\": data.path is a text file whose bytes are the tokens; "
-       "\"tokens\": llm.c token files from `pipetrain tokenize` or llm.c's scripts (docs/data.md)",
-       at(&C::data, &DataConfig::format), 0, {"bytes", "tokens"}),
+       "\"tokens\": llm.c token files from `pipetrain tokenize` or llm.c's scripts (docs/data.md); "
+       "the formats are listed in the model registry (src/model/registry.cpp), which programs "
+       "linking pipetrain extend", at(&C::data, &DataConfig::format)),
       spec("data.path", "training text (bytes), or (tokens) a folder with train.bin and val.bin or "
        "a file named like llm.c's *_train.bin (its *_val.bin beside it); relative paths are tried "
        "against the working directory, then the pipetrain source folder",

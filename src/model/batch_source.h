@@ -4,6 +4,7 @@
 // Batches are a pure function of (seed, step) or of the validation index, so every worker,
 // partition and resumed run sees the same data without shared state.
 #include <cstdint>
+#include <string>
 
 #include "model/model.h"
 
@@ -14,6 +15,10 @@ class BatchSource {
   virtual ~BatchSource() = default;
   virtual Microbatch train_batch(uint64_t seed, int64_t step, int64_t rows) const = 0;
   virtual Microbatch val_batch(int64_t index, int64_t rows) const = 0;
+  // One line for logs: where the data come from and how much there is.
+  virtual std::string describe() const = 0;
+  // What a row counts for throughput (tokens/s): its tokens for text, 1 for an image.
+  virtual int64_t tokens_per_row() const = 0;
 };
 
 // Rows [first, first + count) of `batch` (a microbatch; views, no copy).

@@ -1,21 +1,38 @@
 #pragma once
-// Models by name: model.kind picks one of them (default "gpt").
+// Models and data by name: model.kind picks the model, data.format the batches it trains on.
+// Built-in ones are listed in registry.cpp; a program linking pipetrain adds its own before
+// handing control to pipetrain (the workers it launches run the same program, so they
+// register the same ones).
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/config.h"
+#include "model/batch_source.h"
 #include "model/model.h"
 
 namespace pipetrain {
+
+// The model, its weights seeded by train.seed.
+using ModelFactory = std::function<std::shared_ptr<const Model>(const Config&)>;
+// Training and validation batches; relative paths fall back to data_root.
+using BatchSourceFactory =
+    std::function<std::shared_ptr<const BatchSource>(const Config&, const std::string& data_root)>;
+
+// Add a model.kind / data.format; UserError if the name is taken.
+void register_model_kind(const std::string& name, ModelFactory factory);
+void register_data_format(const std::string& name, BatchSourceFactory factory);
 
 // model.dtype as a tensor type: the dtype of the weights and of every float tensor derived from
 // them (activations, gradients and the buffers that receive them, optimizer state).
 torch::ScalarType compute_dtype(const ModelConfig& model);
 
 std::vector<std::string> model_kinds();
-// The model config.model.kind names, its weights seeded by train.seed. UserError naming the
-// known kinds for an unknown one.
+std::vector<std::string> data_formats();
+// The model config.model.kind names. UserError naming the known kinds for an unknown one.
 std::shared_ptr<const Model> make_model(const Config& config);
+// The batches config.data.format names. UserError naming the known formats for an unknown one.
+std::shared_ptr<const BatchSource> make_batch_source(const Config& config, const std::string& data_root);
 
 }  // namespace pipetrain

@@ -2,6 +2,9 @@
 // Token windows (data/dataset.h) as the tensors a microbatch brings: int64 inputs
 // [rows, seq_len] and their next-token targets as labels.
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -14,19 +17,25 @@ namespace pipetrain {
 torch::Tensor to_tensor(const std::vector<int64_t>& values, int64_t rows, int64_t cols);
 Microbatch tensors_of(const TokenBatch& batch);
 
-// A text Dataset's batches as tensors (`data` must outlive it).
+// A text Dataset's batches as tensors (`data` must outlive it, or be owned through `owned`).
 class TokenBatchSource : public BatchSource {
  public:
   explicit TokenBatchSource(const Dataset& data) : data_(data) {}
+  explicit TokenBatchSource(std::unique_ptr<const Dataset> owned, std::string origin)
+      : owned_(std::move(owned)), data_(*owned_), origin_(std::move(origin)) {}
   Microbatch train_batch(uint64_t seed, int64_t step, int64_t rows) const override {
     return tensors_of(data_.train_batch(seed, step, rows));
   }
   Microbatch val_batch(int64_t index, int64_t rows) const override {
     return tensors_of(data_.val_batch(index, rows));
   }
+  std::string describe() const override;
+  int64_t tokens_per_row() const override { return data_.seq_len(); }
 
  private:
+  std::unique_ptr<const Dataset> owned_;
   const Dataset& data_;
+  std::string origin_;  // the file the tokens came from ("" = unnamed)
 };
 
 }  // namespace pipetrain

@@ -324,7 +324,7 @@ std::optional<RunSummary> run_pipeline(const Config& config, const RunOptions& o
   // Bad or too short data, ids beyond the vocabulary, a wrong tokenizer: one line here, not one
   // per worker. Workers our launcher spawned skip it: it checked (token files are read whole).
   if (env_or("PIPETRAIN_STORE_HOSTED", "0") != "1") {
-    make_dataset(config, options.data_root);
+    make_batch_source(config, options.data_root);
     make_text_codec(config.data, options.data_root);
   }
   if (started_as_worker()) return run_pipeline_worker(config, options);
@@ -348,8 +348,10 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
                               ? config.train.threads
                               : std::max<int64_t>(1, cpu_cores() / env.world_size);
   configure_compute_threads(threads);
-  std::unique_ptr<Dataset> data;  // token files are memory-mapped: the page cache is shared
-  if (first || last) data = make_dataset(config, options.data_root);
+  // Only the first stage reads inputs and only the last reads labels (token files are
+  // memory-mapped: the page cache is shared).
+  std::shared_ptr<const BatchSource> batches;
+  if (first || last) batches = make_batch_source(config, options.data_root);
   if (reports && !launched) {  // under torchrun no launcher prepared the run folder
     fs::create_directories(dir);
     if (options.resume) remove_interrupted_writes(dir.string());
@@ -377,8 +379,6 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
     for (const int worker : workers) ranks.push_back(layout.rank_of(layout.replica(), worker));
     groups.shared[g] = comm.join_group(fmt::format("shared{}-replica{}", g, layout.replica()), ranks);
   }
-  std::unique_ptr<BatchSource> batches;  // the data's batches as tensors
-  if (data) batches = std::make_unique<TokenBatchSource>(*data);
   StageExecutor executor(config, batches.get(), comm, layout, groups, ranges, schedule);
   MemoryReport run_memory;  // field-wise maximum over the steps
   if (reports) {
@@ -400,7 +400,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   std::optional<ProgressLine> progress;
   if (reports) metrics.emplace((dir / "metrics.jsonl").string(), /*append=*/!resume_from.empty());
   if (reports && progress_wanted) progress.emplace(config.train.steps, config.log.every);
-  const double tokens_per_step = double(config.train.batch_size * config.model.seq_len);
+  const double tokens_per_step = double(config.train.batch_size * (batches ? batches->tokens_per_row() : 0));
   std::vector<std::pair<double, double>> train_curve, val_curve;
   RunSummary summary;
   double val_loss = std::nan("");

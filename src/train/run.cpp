@@ -115,8 +115,7 @@ int configure_compute_threads(int64_t requested) {
 
 RunSummary run_training(const Config& config, const RunOptions& options) {
   make_model(config);  // an unknown model.kind: one line before anything is written
-  const std::string data_path = resolve_existing_path(config.data.path, options.data_root);
-  const auto data = make_dataset(config, options.data_root);
+  const auto batches = make_batch_source(config, options.data_root);
   const auto codec = make_text_codec(config.data, options.data_root);
   const auto resume_point = read_resume_point(config, options);
   prepare_run_folder(options.run_dir, options.resume, options.overwrite);
@@ -126,18 +125,17 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   const int threads = configure_compute_threads(config.train.threads);
   fmt::print(stderr, "pipetrain: {} compute thread(s); BLAS: {}\n", threads,
              describe_blas(loaded_blas()));
-  Trainer trainer(config, *data);
-  fmt::print(stderr, "pipetrain: {}, {} parameters; data {} ({} train / {} val {}); run folder {}\n",
+  Trainer trainer(config, batches);
+  fmt::print(stderr, "pipetrain: {}, {} parameters; data {}; run folder {}\n",
              trainer.model_definition().describe(), format_count(double(parameter_count(trainer.model()))),
-             data_path, data->train_tokens(), data->val_tokens(),
-             config.data.format == "bytes" ? "bytes" : "tokens", options.run_dir);
+             batches->describe(), options.run_dir);
 
   const int64_t first_step = restore(trainer, options, resume_point);
   if (options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));  // it loaded
   install_stop_handlers();
   MetricsWriter metrics((dir / "metrics.jsonl").string(), /*append=*/options.resume);
   ProgressLine progress(config.train.steps, config.log.every);
-  const double tokens_per_step = double(config.train.batch_size * config.model.seq_len);
+  const double tokens_per_step = double(config.train.batch_size * batches->tokens_per_row());
   std::vector<std::pair<double, double>> train_curve, val_curve;
   RunSummary summary;
   const auto start = Clock::now();
