@@ -32,6 +32,7 @@
 #include "runtime/shared_parameters.h"
 #include "runtime/stage_checkpoint.h"
 #include "runtime/stage_executor.h"
+#include "runtime/stop_votes.h"
 #include "runtime/token_slices.h"
 #include "schedule/catalogue.h"
 #include "schedule/generators.h"
@@ -122,25 +123,6 @@ nlohmann::json weight_memory_report(Comm& comm, const StageExecutor& executor) {
     report["weight_pass_held_mb"].push_back(values[2][r].item<double>());
   }
   return report;
-}
-
-// What every worker must agree on after a step: whether to stop, on which signal (the one any
-// worker received, even if only one did; SIGINT if both were), and whether the loss was
-// non-finite on the reporting worker. A collective: all ranks call it after every step.
-struct StopVerdict {
-  int signal = 0;
-  bool non_finite_loss = false;
-};
-
-StopVerdict agree_on_stop(Comm& comm, bool non_finite_loss_here) {
-  const int received = stop_signal();
-  at::Tensor votes = torch::tensor({received == SIGINT ? 1.0 : 0.0, received == SIGTERM ? 1.0 : 0.0,
-                                    non_finite_loss_here ? 1.0 : 0.0}, torch::kFloat64);
-  comm.all_reduce_sum(votes, Comm::kWorld);
-  StopVerdict verdict;
-  verdict.signal = votes[0].item<double>() > 0 ? SIGINT : votes[1].item<double>() > 0 ? SIGTERM : 0;
-  verdict.non_finite_loss = votes[2].item<double>() > 0;
-  return verdict;
 }
 
 schedule::Schedule make_run_schedule(const Config& config) {
@@ -362,6 +344,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   CountingAllocator& allocator = CountingAllocator::install();
   const auto timeout = std::chrono::milliseconds(int64_t(config.pipeline.timeout_s * 1000));
   Comm comm(env, timeout);
+  StopVotes stop_votes(comm);
   // Sub-groups, joined in the same order everywhere (a group waits for all its members).
   CommGroups groups;
   if (layout.replicas > 1) {
@@ -425,11 +408,15 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
     // Every worker's memory to the reporter, on the steps it logs (a collective: all ranks).
     const auto memory_by_rank = logged ? gather_memory(comm, memory) : std::vector<MemoryReport>{};
     if (validate) val_loss = executor.evaluate();
-    const StopVerdict verdict = agree_on_stop(comm, reports && !std::isfinite(result.loss));
+    const bool checkpoint_due = checkpoints_mid_run && periodic_checkpoint_due(config, done);
+    StopVerdict verdict = stop_votes.cast(done, result.loss, reports && !std::isfinite(result.loss));
+    // Nothing is saved or finished on an uncounted vote (a checkpoint of broken weights).
+    if (final_step || checkpoint_due) verdict = either(verdict, stop_votes.drain());
     if (verdict.non_finite_loss) {
       if (progress) progress->finish();
       if (!reports) return std::nullopt;  // the reporting worker names the failure
-      fail_non_finite_loss(result.loss, done, fmt::format("stage {}, the last", stages - 1), dir.string());
+      fail_non_finite_loss(verdict.loss, verdict.step, fmt::format("stage {}, the last", stages - 1),
+                           dir.string());
     }
     // The step's metrics line before a stop: the checkpoint below is at this step, so a
     // resumed run keeps the line (and never writes it again).
@@ -465,7 +452,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
                                               signal == SIGINT ? "SIGINT" : "SIGTERM", done,
                                               no_resume)};
     }
-    if (signal != 0 || (checkpoints_mid_run && periodic_checkpoint_due(config, done))) {
+    if (signal != 0 || checkpoint_due) {
       const auto saved = write_pipeline_checkpoint(dir.string(), executor, comm, layout, config,
                                                    ranges, done, val_loss);
       if (signal != 0) {

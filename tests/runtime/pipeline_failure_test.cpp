@@ -128,7 +128,8 @@ TEST(PipelineFailure, UnsupportedReplicaOrChunkCombinationsAreOneLine) {
 }
 
 // SIGINT to one worker of a 2BW pipeline (not to the launcher): every worker stops after the
-// step's checkpoint, and the run reports the signal that was sent (it said SIGTERM).
+// checkpoint of the step after the vote (runtime/stop_votes.h: step 3's vote is counted at the
+// end of step 4), and the run reports the signal that was sent (it said SIGTERM).
 TEST(PipelineFailure, SignalToOneWorkerIsReportedAsTheSignalSent) {
   const auto dir = testing::fresh_dir("sigint_2bw");
   const auto run = testing::run_pipetrain(
@@ -138,7 +139,7 @@ TEST(PipelineFailure, SignalToOneWorkerIsReportedAsTheSignalSent) {
           dir.string(),
       "PIPETRAIN_FAULT=0:2:int");
   EXPECT_EQ(run.exit_code, 128 + SIGINT) << run.output;
-  EXPECT_NE(run.output.find("stopped by SIGINT after step 3"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("stopped by SIGINT after step 4"), std::string::npos) << run.output;
   EXPECT_EQ(run.output.find("SIGTERM"), std::string::npos) << run.output;
   fs::remove_all(dir);
 }

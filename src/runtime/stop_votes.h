@@ -1,0 +1,45 @@
+#pragma once
+// What every worker must agree on after a step: whether to stop, on which signal (the one any
+// worker received, even if only one did; SIGINT if both were), and whether the loss was
+// non-finite on the reporting worker. Each step's vote is posted at its end and counted at the
+// end of the next step, so a step boundary is no barrier: a no-flush pipeline keeps its
+// workers' natural offset from step to step (a blocking vote realigned them, costing up to an
+// action's time per step). A stop therefore lands one step after the vote, on the same step on
+// every worker.
+#include <cstdint>
+
+#include <ATen/core/Tensor.h>
+
+#include "runtime/comm.h"
+
+namespace pipetrain::runtime {
+
+struct StopVerdict {
+  int signal = 0;
+  bool non_finite_loss = false;
+  int64_t step = 0;  // the step (1-based) the vote was cast after; 0: no vote counted
+  double loss = 0;   // the reporting worker's loss of that step
+};
+
+// Both verdicts in one: the earlier non-finite loss first, then the later one; a signal from either.
+StopVerdict either(const StopVerdict& earlier, const StopVerdict& later);
+
+class StopVotes {
+ public:
+  // All ranks, in the same order relative to their other group joins.
+  explicit StopVotes(Comm& comm);
+  // Posts this step's vote and returns the verdict on the previous one (none after the first).
+  StopVerdict cast(int64_t step, double loss, bool non_finite_loss_here);
+  // The verdict on the vote cast last (none if it was counted already).
+  StopVerdict drain();
+
+ private:
+  Comm& comm_;
+  int group_;
+  at::Tensor pending_;
+  int handle_ = -1;
+  int64_t pending_step_ = 0;
+  double pending_loss_ = 0;
+};
+
+}  // namespace pipetrain::runtime
