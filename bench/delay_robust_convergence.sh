@@ -7,7 +7,8 @@
 # validation curves of the first depth to OUT.svg. A run whose metrics already reach the last
 # step is kept, so an interrupted sweep continues where it stopped.
 # Usage: bench/delay_robust_convergence.sh RUNS_DIR OUT.svg
-#        (STAGES="2 4" STEPS=800 ADAMW_LR=3e-3 MUON_LR=0.02 PIPETRAIN=build/pipetrain)
+#        (STAGES="2 4" STEPS=800 ADAMW_LR=3e-3 MUON_LR=0.02 PIPETRAIN=build/pipetrain;
+#        RUN_ONLY="muon:2bw-ef adamw:2bw" makes just those runs, in that order, and no table)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${1:?runs folder}"
@@ -50,6 +51,12 @@ run_one() {  # STAGES OPTIMIZER VARIANT
   echo "p$1 $2 $3: $((SECONDS - start)) s, validation $(final_field "$dir" val_loss)" >&2
 }
 
+if [[ -n "${RUN_ONLY:-}" ]]; then
+  for stages in $STAGES; do
+    for run in $RUN_ONLY; do run_one "$stages" "${run%%:*}" "${run#*:}"; done
+  done
+  exit 0
+fi
 for stages in $STAGES; do
   for optimizer in adamw muon; do
     for variant in "${VARIANTS[@]}"; do run_one "$stages" "$optimizer" "$variant"; done
