@@ -37,12 +37,6 @@ StopVerdict StopVotes::cast(int64_t step, double loss, bool non_finite_loss_here
   return previous;
 }
 
-StopVerdict either(const StopVerdict& earlier, const StopVerdict& later) {
-  StopVerdict verdict = earlier.non_finite_loss || !later.non_finite_loss ? earlier : later;
-  verdict.signal = earlier.signal != 0 ? earlier.signal : later.signal;
-  return verdict;
-}
-
 StopVerdict StopVotes::drain() {
   StopVerdict verdict;
   if (handle_ < 0) return verdict;

@@ -1,28 +1,18 @@
 #pragma once
-// What every worker must agree on after a step: whether to stop, on which signal (the one any
-// worker received, even if only one did; SIGINT if both were), and whether the loss was
-// non-finite on the reporting worker. Each step's vote is posted at its end and counted at the
-// end of the next step, so a step boundary is no barrier: a no-flush pipeline keeps its
-// workers' natural offset from step to step (a blocking vote realigned them, costing up to an
-// action's time per step). A stop therefore lands one step after the vote, on the same step on
-// every worker.
+// The pipeline's StopVerdict (train/training_loop.h): a signal any worker received (SIGINT if
+// both were) and a non-finite loss on the reporting worker. Each step's vote is posted at its
+// end and counted at the end of the next step, so a step boundary is no barrier: a no-flush
+// pipeline keeps its workers' natural offset from step to step (a blocking vote realigned
+// them, costing up to an action's time per step). A stop therefore lands one step after the
+// vote, on the same step on every worker.
 #include <cstdint>
 
 #include <ATen/core/Tensor.h>
 
 #include "runtime/comm.h"
+#include "train/training_loop.h"  // StopVerdict
 
 namespace pipetrain::runtime {
-
-struct StopVerdict {
-  int signal = 0;
-  bool non_finite_loss = false;
-  int64_t step = 0;  // the step (1-based) the vote was cast after; 0: no vote counted
-  double loss = 0;   // the reporting worker's loss of that step
-};
-
-// Both verdicts in one: the earlier non-finite loss first, then the later one; a signal from either.
-StopVerdict either(const StopVerdict& earlier, const StopVerdict& later);
 
 class StopVotes {
  public:

@@ -40,17 +40,12 @@
 #include "train/optim.h"
 #include "train/run_control.h"
 #include "train/sample.h"
+#include "train/training_loop.h"
 
 namespace fs = std::filesystem;
 
 namespace pipetrain::runtime {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 std::string env_or(const char* name, const std::string& fallback) {
   const char* value = std::getenv(name);
@@ -175,14 +170,6 @@ schedule::Schedule make_run_schedule(const Config& config) {
   return schedule::make_schedule(spec);
 }
 
-void write_loss_plot(const std::string& path, const std::vector<std::pair<double, double>>& train,
-                     const std::vector<std::pair<double, double>>& val) {
-  const std::vector<PlotSeries> series = {{"train loss", "#1f77b4", train},
-                                          {"validation loss", "#d62728", val}};
-  write_file_atomically(path, render_line_plot_svg(series, "pipetrain: loss (pipeline)", "step",
-                                                   "loss (nats/token)"));
-}
-
 // The last stage rebuilds the whole model from every stage's file: one model.safetensors, the
 // same as a single-process run's, and the text sample.
 std::string assemble_model_and_sample(const Config& config, const fs::path& checkpoint_dir,
@@ -286,6 +273,97 @@ void write_trace(const fs::path& dir, const Layout& layout) {
   write_file_atomically((dir / "timeline.svg").string(), timeline_picture(timeline));
 }
 
+// What a pipeline worker's steps share with the loop: the executor, the collectives around a
+// step (memory reports, stop votes, checkpoints) and what the run leaves at its end.
+class PipelineWorkerSession : public TrainingSession {
+ public:
+  struct Run {
+    const Config& config;
+    const RunOptions& options;
+    fs::path dir;
+    Layout layout;
+    std::vector<StageRange> ranges;
+  };
+  PipelineWorkerSession(Run run, Comm& comm, StageExecutor& executor, CountingAllocator& allocator,
+                        StopVotes& votes)
+      : run_(std::move(run)), comm_(comm), executor_(executor), allocator_(allocator), votes_(votes) {}
+
+  bool reports() const override { return run_.layout.reports(); }
+  int rank() const override { return comm_.rank(); }
+  StepResult train_step(int64_t step) override {
+    allocator_.reset_peak();
+    const StepResult result = executor_.train_step(step);
+    step_memory_ = measure_memory(allocator_, executor_.held_weights(), executor_.optimizer());
+    run_memory_ = run_memory_.max_with(step_memory_);
+    return result;
+  }
+  // Every worker's memory to the reporter, on the steps it logs (a collective: all ranks).
+  nlohmann::json step_fields(bool logged) override {
+    if (!logged) return nlohmann::json::object();
+    return memory_fields(gather_memory(comm_, step_memory_));
+  }
+  double evaluate() override { return executor_.evaluate(); }
+  StopVerdict stop_verdict(int64_t done, double loss, bool count_now) override {
+    const StopVerdict verdict = votes_.cast(done, loss, reports() && !std::isfinite(loss));
+    // Nothing is saved or finished on an uncounted vote (a checkpoint of broken weights).
+    return count_now ? either(verdict, votes_.drain()) : verdict;
+  }
+  // Between two steps a no-flush pipeline still holds microbatches in flight: 2BW checkpoints
+  // the stashed versions they read (see WeightVersions); the policies refused here cannot
+  // resume exactly, so only their final checkpoint is written.
+  std::string mid_run_checkpoint_refusal() const override {
+    return schedule::resume_refusal(schedule::policy_of(run_.config));
+  }
+  std::string save_checkpoint(int64_t done, double val_loss) override {
+    return write_pipeline_checkpoint(run_.dir.string(), executor_, comm_, run_.layout, run_.config,
+                                     run_.ranges, done, val_loss);
+  }
+  Finished finish(double val_loss) override;
+  std::string loss_stage() const override {
+    return fmt::format("stage {}, the last", run_.layout.stages() - 1);
+  }
+
+ private:
+  Run run_;
+  Comm& comm_;
+  StageExecutor& executor_;
+  CountingAllocator& allocator_;
+  StopVotes& votes_;
+  MemoryReport step_memory_;
+  MemoryReport run_memory_;  // field-wise maximum over the steps
+};
+
+TrainingSession::Finished PipelineWorkerSession::finish(double val_loss) {
+  const Config& config = run_.config;
+  const fs::path& dir = run_.dir;
+  const fs::path checkpoint_dir = dir / "checkpoint";
+  fs::create_directories(checkpoint_dir);
+  CheckpointInfo final_info = pipeline_checkpoint_info(config, config.train.steps, run_.ranges, val_loss);
+  final_info.crc32c = gather_checksums(
+      comm_, final_info, write_stage_files(checkpoint_dir.string(), executor_, run_.layout, config.train.steps));
+  write_pipeline_checkpoint(dir.string(), executor_, comm_, run_.layout, config, run_.ranges,
+                            config.train.steps, val_loss);
+  write_trace_part(dir, comm_.rank(), executor_.events());
+  const auto run_memory_by_rank = gather_memory(comm_, run_memory_);
+  const nlohmann::json weight_memory = weight_memory_report(comm_, executor_);
+  comm_.barrier();  // every stage's files are written
+  Finished finished;
+  if (!reports()) return finished;
+  const auto memory_lines = describe_memory_by_rank(run_.layout, run_memory_by_rank);
+  for (const auto& line : memory_lines) finished.memory += line + "\n";
+  finished.sample = assemble_model_and_sample(config, checkpoint_dir, run_.layout.stages(), final_info,
+                                              run_.options.data_root);
+  write_trace(dir, run_.layout);
+  finished.summary_fields = {{"stages", run_.layout.stages()},
+                             {"dp_width", run_.layout.replicas},
+                             {"memory", memory_lines},
+                             {"schedule", config.pipeline.schedule},
+                             {"weight_copies", weight_memory["weight_copies"]},
+                             {"peak_rss_mb", weight_memory["peak_rss_mb"]},
+                             {"weight_pass_held_mb", weight_memory["weight_pass_held_mb"]}};
+  return finished;
+}
+
 }  // namespace
 
 bool is_pipeline_run(const Config& config) {
@@ -379,124 +457,15 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
     fmt::print(stderr, "pipetrain: resuming at step {} from {}\n", first_step, resume_from);
   }
   install_stop_handlers();
-  std::optional<MetricsWriter> metrics;
-  std::optional<ProgressLine> progress;
-  if (reports) metrics.emplace((dir / "metrics.jsonl").string(), /*append=*/!resume_from.empty());
-  if (reports && progress_wanted) progress.emplace(config.train.steps, config.log.every);
-  const double tokens_per_step = double(config.train.batch_size * (batches ? batches->tokens_per_row() : 0));
-  std::vector<std::pair<double, double>> train_curve, val_curve;
-  RunSummary summary;
-  double val_loss = std::nan("");
-  const auto start = Clock::now();
-  // Between two steps a no-flush pipeline still holds microbatches in flight: 2BW checkpoints
-  // the stashed versions they read (see WeightVersions); the other policies cannot resume
-  // exactly, so only their final checkpoint is written.
-  const std::string no_resume = schedule::resume_refusal(schedule::policy_of(config));
-  const bool checkpoints_mid_run = no_resume.empty();
-  for (int64_t step = first_step; step < config.train.steps; ++step) {
-    maybe_inject_fault(env.rank, step, launched);
-    const auto step_start = Clock::now();
-    allocator.reset_peak();
-    const StepResult result = executor.train_step(step);
-    const double step_seconds = seconds_since(step_start);
-    const MemoryReport memory = measure_memory(allocator, executor.held_weights(), executor.optimizer());
-    run_memory = run_memory.max_with(memory);
-    const int64_t done = step + 1;
-    const bool final_step = done == config.train.steps;
-    const bool validate = final_step || (config.eval.every > 0 && done % config.eval.every == 0);
-    const bool logged = validate || done % config.log.every == 0 || done == 1;
-    // Every worker's memory to the reporter, on the steps it logs (a collective: all ranks).
-    const auto memory_by_rank = logged ? gather_memory(comm, memory) : std::vector<MemoryReport>{};
-    if (validate) val_loss = executor.evaluate();
-    const bool checkpoint_due = checkpoints_mid_run && periodic_checkpoint_due(config, done);
-    StopVerdict verdict = stop_votes.cast(done, result.loss, reports && !std::isfinite(result.loss));
-    // Nothing is saved or finished on an uncounted vote (a checkpoint of broken weights).
-    if (final_step || checkpoint_due) verdict = either(verdict, stop_votes.drain());
-    if (verdict.non_finite_loss) {
-      if (progress) progress->finish();
-      if (!reports) return std::nullopt;  // the reporting worker names the failure
-      fail_non_finite_loss(verdict.loss, verdict.step, fmt::format("stage {}, the last", stages - 1),
-                           dir.string());
-    }
-    // The step's metrics line before a stop: the checkpoint below is at this step, so a
-    // resumed run keeps the line (and never writes it again).
-    if (reports) {
-      const double elapsed = seconds_since(start);
-      const double tokens_per_s = tokens_per_step * double(done - first_step) / elapsed;
-      nlohmann::json record = {{"step", done}, {"loss", result.loss}, {"lr", result.lr},
-                               {"grad_norm", result.grad_norm}, {"tokens_per_s", tokens_per_s},
-                               {"step_seconds", step_seconds}, {"elapsed_s", elapsed}};
-      if (validate) {
-        record["val_loss"] = val_loss;
-        val_curve.emplace_back(double(done), val_loss);
-      }
-      train_curve.emplace_back(double(done), result.loss);
-      if (logged) {
-        record.update(memory_fields(memory_by_rank));
-        metrics->write(record);
-      }
-      if (progress) {
-        std::string fields = fmt::format("loss {:.4f}", result.loss);
-        if (std::isfinite(val_loss)) fields += fmt::format(" | val {:.4f}", val_loss);
-        fields += fmt::format(" | lr {:.2e} | {} tok/s", result.lr, format_count(tokens_per_s));
-        progress->update(done, fields, elapsed / double(done - first_step));
-      }
-      summary.final_loss = result.loss;
-      summary.tokens_per_s = tokens_per_s;
-    }
-    const int signal = verdict.signal;
-    if (signal != 0 && !checkpoints_mid_run) {
-      if (progress) progress->finish();
-      if (!reports) throw StopRequested{signal, ""};
-      throw StopRequested{signal, fmt::format("stopped by {} after step {}; no checkpoint: {}",
-                                              signal == SIGINT ? "SIGINT" : "SIGTERM", done,
-                                              no_resume)};
-    }
-    if (signal != 0 || checkpoint_due) {
-      const auto saved = write_pipeline_checkpoint(dir.string(), executor, comm, layout, config,
-                                                   ranges, done, val_loss);
-      if (signal != 0) {
-        if (progress) progress->finish();
-        if (!reports) throw StopRequested{signal, ""};  // one worker tells
-        stop_after_checkpoint(signal, done, saved, dir.string());
-      }
-    }
-  }
-  if (progress) progress->finish();
-
-  const fs::path checkpoint_dir = dir / "checkpoint";
-  fs::create_directories(checkpoint_dir);
-  CheckpointInfo final_info = pipeline_checkpoint_info(config, config.train.steps, ranges, val_loss);
-  final_info.crc32c = gather_checksums(
-      comm, final_info, write_stage_files(checkpoint_dir.string(), executor, layout, config.train.steps));
-  write_pipeline_checkpoint(dir.string(), executor, comm, layout, config, ranges, config.train.steps, val_loss);
-  write_trace_part(dir, env.rank, executor.events());
-  const auto run_memory_by_rank = gather_memory(comm, run_memory);
-  const nlohmann::json weight_memory = weight_memory_report(comm, executor);
-  comm.barrier();  // every stage's files are written
-  if (!reports) return std::nullopt;
-  const auto memory_lines = describe_memory_by_rank(layout, run_memory_by_rank);
-  for (const auto& line : memory_lines) summary.memory += line + "\n";
-  summary.steps = config.train.steps;
-  summary.final_val_loss = val_loss;
-  summary.seconds = seconds_since(start);
-  summary.sample = assemble_model_and_sample(config, checkpoint_dir, stages, final_info, options.data_root);
-  if (!summary.sample.empty()) write_file_atomically((dir / "sample.txt").string(), summary.sample + "\n");
-  write_loss_plot((dir / "loss.svg").string(), train_curve, val_curve);
-  write_trace(dir, layout);
-  const nlohmann::json summary_json = {{"steps", summary.steps},
-                                       {"final_loss", summary.final_loss},
-                                       {"final_val_loss", summary.final_val_loss},
-                                       {"tokens_per_s", summary.tokens_per_s},
-                                       {"seconds", summary.seconds},
-                                       {"stages", stages},
-                                       {"dp_width", layout.replicas},
-                                       {"memory", memory_lines},
-                                       {"schedule", config.pipeline.schedule},
-                                       {"weight_copies", weight_memory["weight_copies"]},
-                                       {"peak_rss_mb", weight_memory["peak_rss_mb"]},
-                                       {"weight_pass_held_mb", weight_memory["weight_pass_held_mb"]}};
-  write_file_atomically((dir / "summary.json").string(), summary_json.dump(2) + "\n");
+  PipelineWorkerSession session({config, options, dir, layout, ranges}, comm, executor, allocator, stop_votes);
+  LoopSettings settings;
+  settings.run_dir = dir.string();
+  settings.first_step = first_step;
+  settings.progress = progress_wanted;
+  settings.launched = launched;
+  settings.tokens_per_step = double(config.train.batch_size * (batches ? batches->tokens_per_row() : 0));
+  settings.plot_title = "pipetrain: loss (pipeline)";
+  auto summary = run_training_loop(config, session, settings);
   if (launched) return std::nullopt;  // the launcher reports
   return summary;
 }

@@ -1,6 +1,5 @@
 #include "train/run.h"
 
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -11,13 +10,10 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/machine.h"
-#include "core/progress.h"
 #include "core/stop_signal.h"
 #include "core/text.h"
 #include "data/text_codec.h"
-#include "io/metrics.h"
 #include "io/checkpoint_dir.h"
-#include "io/plot.h"
 #include "io/run_folder.h"
 #include "model/registry.h"
 #include "model/state_io.h"
@@ -26,17 +22,12 @@
 #include "train/run_control.h"
 #include "train/sample.h"
 #include "train/trainer.h"
+#include "train/training_loop.h"
 
 namespace fs = std::filesystem;
 
 namespace pipetrain {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // Weights + optimizer state into `dir`; returns the sidecar describing them.
 CheckpointInfo write_state(const std::string& dir, Trainer& trainer, const Config& config,
@@ -98,12 +89,37 @@ int64_t restore(Trainer& trainer, const RunOptions& options,
   return info.step;
 }
 
-void write_loss_plot(const std::string& path, const std::vector<std::pair<double, double>>& train,
-                     const std::vector<std::pair<double, double>>& val) {
-  const std::vector<PlotSeries> series = {{"train loss", "#1f77b4", train},
-                                          {"validation loss", "#d62728", val}};
-  write_file_atomically(path, render_line_plot_svg(series, "pipetrain: loss", "step", "loss (nats/token)"));
-}
+// The single-process trainer behind the shared loop.
+class SingleProcessSession : public TrainingSession {
+ public:
+  SingleProcessSession(const Config& config, const RunOptions& options, Trainer& trainer,
+                       const TextCodec& codec)
+      : config_(config), options_(options), trainer_(trainer), codec_(codec) {}
+  bool reports() const override { return true; }
+  int rank() const override { return 0; }
+  StepResult train_step(int64_t step) override { return trainer_.train_step(step); }
+  nlohmann::json step_fields(bool) override { return nlohmann::json::object(); }
+  double evaluate() override { return trainer_.evaluate(); }
+  StopVerdict stop_verdict(int64_t done, double loss, bool) override {
+    return {stop_signal(), !std::isfinite(loss), done, loss};
+  }
+  std::string save_checkpoint(int64_t done, double val_loss) override {
+    return write_periodic_checkpoint(options_.run_dir, trainer_, config_, done, val_loss);
+  }
+  Finished finish(double val_loss) override {
+    const fs::path dir(options_.run_dir);
+    write_checkpoint((dir / "checkpoint").string(), trainer_, config_, config_.train.steps, val_loss);
+    write_periodic_checkpoint(options_.run_dir, trainer_, config_, config_.train.steps, val_loss);
+    return {sample_of(trainer_.model(), config_, codec_), "", nlohmann::json::object()};
+  }
+  std::string loss_stage() const override { return "stage 0, the single-process trainer"; }
+
+ private:
+  const Config& config_;
+  const RunOptions& options_;
+  Trainer& trainer_;
+  const TextCodec& codec_;
+};
 
 }  // namespace
 
@@ -133,72 +149,13 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   const int64_t first_step = restore(trainer, options, resume_point);
   if (options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));  // it loaded
   install_stop_handlers();
-  MetricsWriter metrics((dir / "metrics.jsonl").string(), /*append=*/options.resume);
-  ProgressLine progress(config.train.steps, config.log.every);
-  const double tokens_per_step = double(config.train.batch_size * batches->tokens_per_row());
-  std::vector<std::pair<double, double>> train_curve, val_curve;
-  RunSummary summary;
-  const auto start = Clock::now();
-  double val_loss = std::nan("");
-  for (int64_t step = first_step; step < config.train.steps; ++step) {
-    maybe_inject_fault(0, step, /*launched=*/false);
-    const auto step_start = Clock::now();
-    const StepResult result = trainer.train_step(step);
-    const double step_seconds = seconds_since(step_start);
-    const int64_t done = step + 1;
-    if (!std::isfinite(result.loss)) {
-      progress.finish();
-      fail_non_finite_loss(result.loss, done, "stage 0, the single-process trainer", options.run_dir);
-    }
-    const bool last = done == config.train.steps;
-    const bool validate = last || (config.eval.every > 0 && done % config.eval.every == 0);
-    const double elapsed = seconds_since(start);
-    const double tokens_per_s = tokens_per_step * double(done - first_step) / elapsed;
-    nlohmann::json record = {{"step", done},          {"loss", result.loss},
-                             {"lr", result.lr},       {"grad_norm", result.grad_norm},
-                             {"tokens_per_s", tokens_per_s}, {"step_seconds", step_seconds},
-                             {"elapsed_s", elapsed}};
-    if (validate) {
-      val_loss = trainer.evaluate();
-      record["val_loss"] = val_loss;
-      val_curve.emplace_back(double(done), val_loss);
-    }
-    train_curve.emplace_back(double(done), result.loss);
-    if (validate || done % config.log.every == 0 || done == 1) metrics.write(record);
-    if (options.progress) {
-      std::string fields = fmt::format("loss {:.4f}", result.loss);
-      if (std::isfinite(val_loss)) fields += fmt::format(" | val {:.4f}", val_loss);
-      fields += fmt::format(" | lr {:.2e} | {} tok/s", result.lr, format_count(tokens_per_s));
-      progress.update(done, fields, elapsed / double(done - first_step));
-    }
-    summary.final_loss = result.loss;
-    summary.tokens_per_s = tokens_per_s;
-    const int stop = stop_signal();
-    if (stop != 0 || periodic_checkpoint_due(config, done)) {
-      const auto checkpoint = write_periodic_checkpoint(options.run_dir, trainer, config, done, val_loss);
-      if (stop != 0) {
-        progress.finish();
-        stop_after_checkpoint(stop, done, checkpoint, options.run_dir);
-      }
-    }
-  }
-  progress.finish();
-  summary.steps = config.train.steps;
-  summary.final_val_loss = val_loss;
-  summary.seconds = seconds_since(start);
-
-  write_checkpoint((dir / "checkpoint").string(), trainer, config, config.train.steps, val_loss);
-  write_periodic_checkpoint(options.run_dir, trainer, config, config.train.steps, val_loss);
-  write_loss_plot((dir / "loss.svg").string(), train_curve, val_curve);
-  summary.sample = sample_of(trainer.model(), config, *codec);
-  if (!summary.sample.empty()) write_file_atomically((dir / "sample.txt").string(), summary.sample + "\n");
-  const nlohmann::json summary_json = {{"steps", summary.steps},
-                                       {"final_loss", summary.final_loss},
-                                       {"final_val_loss", summary.final_val_loss},
-                                       {"tokens_per_s", summary.tokens_per_s},
-                                       {"seconds", summary.seconds}};
-  write_file_atomically((dir / "summary.json").string(), summary_json.dump(2) + "\n");
-  return summary;
+  SingleProcessSession session(config, options, trainer, *codec);
+  LoopSettings settings;
+  settings.run_dir = options.run_dir;
+  settings.first_step = first_step;
+  settings.progress = options.progress;
+  settings.tokens_per_step = double(config.train.batch_size * batches->tokens_per_row());
+  return *run_training_loop(config, session, settings);
 }
 
 }  // namespace pipetrain

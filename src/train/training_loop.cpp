@@ -1,0 +1,160 @@
+#include "train/training_loop.h"
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/files.h"
+#include "core/progress.h"
+#include "core/stop_signal.h"
+#include "core/text.h"
+#include "io/metrics.h"
+#include "io/plot.h"
+#include "train/run_control.h"
+
+namespace fs = std::filesystem;
+
+namespace pipetrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_from(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+using Curve = std::vector<std::pair<double, double>>;
+
+void write_curves(const std::string& path, const std::string& title, const Curve& train, const Curve& val) {
+  const std::vector<PlotSeries> series = {{"train loss", "#1f77b4", train},
+                                          {"validation loss", "#d62728", val}};
+  write_file_atomically(path, render_line_plot_svg(series, title, "step", "loss (nats/token)"));
+}
+
+// What the reporting worker keeps across steps.
+struct Report {
+  std::optional<MetricsWriter> metrics;
+  std::optional<ProgressLine> progress;
+  Curve train_curve, val_curve;
+  RunSummary summary;
+
+  void finish_progress() {
+    if (progress) progress->finish();
+  }
+};
+
+void report_step(Report& report, const StepResult& result, nlohmann::json fields, int64_t done,
+                 bool logged, std::optional<double> validated, double val_loss, double elapsed,
+                 double tokens_per_s, double step_seconds, double seconds_per_step) {
+  nlohmann::json record = {{"step", done}, {"loss", result.loss}, {"lr", result.lr},
+                           {"grad_norm", result.grad_norm}, {"tokens_per_s", tokens_per_s},
+                           {"step_seconds", step_seconds}, {"elapsed_s", elapsed}};
+  if (validated) {
+    record["val_loss"] = *validated;
+    report.val_curve.emplace_back(double(done), *validated);
+  }
+  report.train_curve.emplace_back(double(done), result.loss);
+  if (logged) {
+    record.update(fields);
+    report.metrics->write(record);
+  }
+  if (report.progress) {
+    std::string line = fmt::format("loss {:.4f}", result.loss);
+    if (std::isfinite(val_loss)) line += fmt::format(" | val {:.4f}", val_loss);
+    line += fmt::format(" | lr {:.2e} | {} tok/s", result.lr, format_count(tokens_per_s));
+    report.progress->update(done, line, seconds_per_step);
+  }
+  report.summary.final_loss = result.loss;
+  report.summary.tokens_per_s = tokens_per_s;
+}
+
+}  // namespace
+
+StopVerdict either(const StopVerdict& earlier, const StopVerdict& later) {
+  StopVerdict verdict = earlier.non_finite_loss || !later.non_finite_loss ? earlier : later;
+  verdict.signal = earlier.signal != 0 ? earlier.signal : later.signal;
+  return verdict;
+}
+
+std::optional<RunSummary> run_training_loop(const Config& config, TrainingSession& session,
+                                             const LoopSettings& settings) {
+  const fs::path dir(settings.run_dir);
+  const bool reports = session.reports();
+  const bool resumed = settings.first_step > 0;
+  Report report;
+  if (reports) {
+    report.metrics.emplace((dir / "metrics.jsonl").string(), /*append=*/resumed);
+    if (settings.progress) report.progress.emplace(config.train.steps, config.log.every);
+  }
+  const std::string no_resume = session.mid_run_checkpoint_refusal();
+  const bool checkpoints_mid_run = no_resume.empty();
+  double val_loss = std::nan("");
+  const auto start = Clock::now();
+  for (int64_t step = settings.first_step; step < config.train.steps; ++step) {
+    maybe_inject_fault(session.rank(), step, settings.launched);
+    const auto step_start = Clock::now();
+    const StepResult result = session.train_step(step);
+    const double step_seconds = seconds_from(step_start);
+    const int64_t done = step + 1;
+    const bool final_step = done == config.train.steps;
+    const bool validate = final_step || (config.eval.every > 0 && done % config.eval.every == 0);
+    const bool logged = validate || done % config.log.every == 0 || done == 1;
+    const nlohmann::json fields = session.step_fields(logged);
+    std::optional<double> validated;
+    if (validate) validated = val_loss = session.evaluate();
+    const bool checkpoint_due = checkpoints_mid_run && periodic_checkpoint_due(config, done);
+    const StopVerdict verdict = session.stop_verdict(done, result.loss, final_step || checkpoint_due);
+    if (verdict.non_finite_loss) {
+      report.finish_progress();
+      if (!reports) return std::nullopt;  // the reporting worker names the failure
+      fail_non_finite_loss(verdict.loss, verdict.step, session.loss_stage(), dir.string());
+    }
+    // The step's metrics line before a stop: the checkpoint below is at this step, so a
+    // resumed run keeps the line (and never writes it again).
+    if (reports) {
+      const double elapsed = seconds_from(start);
+      const double ran = double(done - settings.first_step);
+      report_step(report, result, fields, done, logged, validated, val_loss, elapsed,
+                  settings.tokens_per_step * ran / elapsed, step_seconds, elapsed / ran);
+    }
+    const int signal = verdict.signal;
+    if (signal != 0 && !checkpoints_mid_run) {
+      report.finish_progress();
+      if (!reports) throw StopRequested{signal, ""};
+      throw StopRequested{signal, fmt::format("stopped by {} after step {}; no checkpoint: {}",
+                                              signal == SIGINT ? "SIGINT" : "SIGTERM", done, no_resume)};
+    }
+    if (signal != 0 || checkpoint_due) {
+      const std::string saved = session.save_checkpoint(done, val_loss);
+      if (signal != 0) {
+        report.finish_progress();
+        if (!reports) throw StopRequested{signal, ""};  // one worker tells
+        stop_after_checkpoint(signal, done, saved, dir.string());
+      }
+    }
+  }
+  report.finish_progress();
+  TrainingSession::Finished finished = session.finish(val_loss);
+  if (!reports) return std::nullopt;
+  RunSummary& summary = report.summary;
+  summary.steps = config.train.steps;
+  summary.final_val_loss = val_loss;
+  summary.seconds = seconds_from(start);
+  summary.sample = finished.sample;
+  summary.memory = finished.memory;
+  if (!summary.sample.empty()) write_file_atomically((dir / "sample.txt").string(), summary.sample + "\n");
+  nlohmann::json& summary_json = finished.summary_fields;
+  write_curves((dir / "loss.svg").string(), settings.plot_title, report.train_curve, report.val_curve);
+  summary_json.update({{"steps", summary.steps},
+                       {"final_loss", summary.final_loss},
+                       {"final_val_loss", summary.final_val_loss},
+                       {"tokens_per_s", summary.tokens_per_s},
+                       {"seconds", summary.seconds}});
+  write_file_atomically((dir / "summary.json").string(), summary_json.dump(2) + "\n");
+  return summary;
+}
+
+}  // namespace pipetrain
