@@ -244,7 +244,7 @@ std::string assemble_model_and_sample(const Config& config, const fs::path& chec
                         encode_safetensors(state));
   write_file_atomically((checkpoint_dir / "checkpoint.json").string(), checkpoint_info_json(info));
   if (config.sample.tokens <= 0) return "";
-  return sample_of(*model, config, *make_text_codec(config.data, data_root));
+  return sample_of(*model, config, make_text_codec(config.data, data_root).get());
 }
 
 // Each worker writes its events; the last stage merges them into trace.json (Chrome trace,
@@ -403,7 +403,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   const double tokens_per_step = double(config.train.batch_size * (batches ? batches->tokens_per_row() : 0));
   std::vector<std::pair<double, double>> train_curve, val_curve;
   RunSummary summary;
-  double val_loss = std::nan("");
+  Validation validation;
   const auto start = Clock::now();
   // Between two steps a no-flush pipeline still holds microbatches in flight: 2BW checkpoints
   // the stashed versions they read (see WeightVersions); the other policies cannot resume
@@ -424,7 +424,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
     const bool logged = validate || done % config.log.every == 0 || done == 1;
     // Every worker's memory to the reporter, on the steps it logs (a collective: all ranks).
     const auto memory_by_rank = logged ? gather_memory(comm, memory) : std::vector<MemoryReport>{};
-    if (validate) val_loss = executor.evaluate();
+    if (validate) validation = executor.evaluate();
     const StopVerdict verdict = agree_on_stop(comm, reports && !std::isfinite(result.loss));
     if (verdict.non_finite_loss) {
       if (progress) progress->finish();
@@ -440,8 +440,8 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
                                {"grad_norm", result.grad_norm}, {"tokens_per_s", tokens_per_s},
                                {"step_seconds", step_seconds}, {"elapsed_s", elapsed}};
       if (validate) {
-        record["val_loss"] = val_loss;
-        val_curve.emplace_back(double(done), val_loss);
+        for (const auto& [name, value] : validation_fields(validation)) record[name] = value;
+        val_curve.emplace_back(double(done), validation.loss);
       }
       train_curve.emplace_back(double(done), result.loss);
       if (logged) {
@@ -450,7 +450,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
       }
       if (progress) {
         std::string fields = fmt::format("loss {:.4f}", result.loss);
-        if (std::isfinite(val_loss)) fields += fmt::format(" | val {:.4f}", val_loss);
+        fields += validation_progress(validation);
         fields += fmt::format(" | lr {:.2e} | {} tok/s", result.lr, format_count(tokens_per_s));
         progress->update(done, fields, elapsed / double(done - first_step));
       }
@@ -467,7 +467,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
     }
     if (signal != 0 || (checkpoints_mid_run && periodic_checkpoint_due(config, done))) {
       const auto saved = write_pipeline_checkpoint(dir.string(), executor, comm, layout, config,
-                                                   ranges, done, val_loss);
+                                                   ranges, done, validation.loss);
       if (signal != 0) {
         if (progress) progress->finish();
         if (!reports) throw StopRequested{signal, ""};  // one worker tells
@@ -479,10 +479,10 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
 
   const fs::path checkpoint_dir = dir / "checkpoint";
   fs::create_directories(checkpoint_dir);
-  CheckpointInfo final_info = pipeline_checkpoint_info(config, config.train.steps, ranges, val_loss);
+  CheckpointInfo final_info = pipeline_checkpoint_info(config, config.train.steps, ranges, validation.loss);
   final_info.crc32c = gather_checksums(
       comm, final_info, write_stage_files(checkpoint_dir.string(), executor, layout, config.train.steps));
-  write_pipeline_checkpoint(dir.string(), executor, comm, layout, config, ranges, config.train.steps, val_loss);
+  write_pipeline_checkpoint(dir.string(), executor, comm, layout, config, ranges, config.train.steps, validation.loss);
   write_trace_part(dir, env.rank, executor.events());
   const auto run_memory_by_rank = gather_memory(comm, run_memory);
   const nlohmann::json weight_memory = weight_memory_report(comm, executor);
@@ -491,15 +491,15 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   const auto memory_lines = describe_memory_by_rank(layout, run_memory_by_rank);
   for (const auto& line : memory_lines) summary.memory += line + "\n";
   summary.steps = config.train.steps;
-  summary.final_val_loss = val_loss;
+  summary.final_val_loss = validation.loss;
+  summary.final_val_measures = validation.measures;
   summary.seconds = seconds_since(start);
   summary.sample = assemble_model_and_sample(config, checkpoint_dir, stages, final_info, options.data_root);
   if (!summary.sample.empty()) write_file_atomically((dir / "sample.txt").string(), summary.sample + "\n");
   write_loss_plot((dir / "loss.svg").string(), train_curve, val_curve);
   write_trace(dir, layout);
-  const nlohmann::json summary_json = {{"steps", summary.steps},
+  nlohmann::json summary_json = {{"steps", summary.steps},
                                        {"final_loss", summary.final_loss},
-                                       {"final_val_loss", summary.final_val_loss},
                                        {"tokens_per_s", summary.tokens_per_s},
                                        {"seconds", summary.seconds},
                                        {"stages", stages},
@@ -509,6 +509,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
                                        {"weight_copies", weight_memory["weight_copies"]},
                                        {"peak_rss_mb", weight_memory["peak_rss_mb"]},
                                        {"weight_pass_held_mb", weight_memory["weight_pass_held_mb"]}};
+  for (const auto& [name, value] : validation_fields(validation)) summary_json["final_" + name] = value;
   write_file_atomically((dir / "summary.json").string(), summary_json.dump(2) + "\n");
   if (launched) return std::nullopt;  // the launcher reports
   return summary;

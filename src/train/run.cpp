@@ -107,6 +107,19 @@ void write_loss_plot(const std::string& path, const std::vector<std::pair<double
 
 }  // namespace
 
+std::string validation_progress(const Validation& validation) {
+  if (!std::isfinite(validation.loss)) return "";
+  std::string text = fmt::format(" | val {:.4f}", validation.loss);
+  for (const auto& [name, value] : validation.measures) text += fmt::format(" {} {:.4f}", name, value);
+  return text;
+}
+
+Measures validation_fields(const Validation& validation) {
+  Measures fields = {{"val_loss", validation.loss}};
+  for (const auto& [name, value] : validation.measures) fields.emplace_back("val_" + name, value);
+  return fields;
+}
+
 int configure_compute_threads(int64_t requested) {
   const int threads = requested > 0 ? static_cast<int>(requested) : cpu_cores();
   torch::set_num_threads(threads);
@@ -139,7 +152,7 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   std::vector<std::pair<double, double>> train_curve, val_curve;
   RunSummary summary;
   const auto start = Clock::now();
-  double val_loss = std::nan("");
+  Validation validation;
   for (int64_t step = first_step; step < config.train.steps; ++step) {
     maybe_inject_fault(0, step, /*launched=*/false);
     const auto step_start = Clock::now();
@@ -159,15 +172,15 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
                              {"tokens_per_s", tokens_per_s}, {"step_seconds", step_seconds},
                              {"elapsed_s", elapsed}};
     if (validate) {
-      val_loss = trainer.evaluate();
-      record["val_loss"] = val_loss;
-      val_curve.emplace_back(double(done), val_loss);
+      validation = trainer.evaluate();
+      for (const auto& [name, value] : validation_fields(validation)) record[name] = value;
+      val_curve.emplace_back(double(done), validation.loss);
     }
     train_curve.emplace_back(double(done), result.loss);
     if (validate || done % config.log.every == 0 || done == 1) metrics.write(record);
     if (options.progress) {
       std::string fields = fmt::format("loss {:.4f}", result.loss);
-      if (std::isfinite(val_loss)) fields += fmt::format(" | val {:.4f}", val_loss);
+      fields += validation_progress(validation);
       fields += fmt::format(" | lr {:.2e} | {} tok/s", result.lr, format_count(tokens_per_s));
       progress.update(done, fields, elapsed / double(done - first_step));
     }
@@ -175,7 +188,7 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
     summary.tokens_per_s = tokens_per_s;
     const int stop = stop_signal();
     if (stop != 0 || periodic_checkpoint_due(config, done)) {
-      const auto checkpoint = write_periodic_checkpoint(options.run_dir, trainer, config, done, val_loss);
+      const auto checkpoint = write_periodic_checkpoint(options.run_dir, trainer, config, done, validation.loss);
       if (stop != 0) {
         progress.finish();
         stop_after_checkpoint(stop, done, checkpoint, options.run_dir);
@@ -184,19 +197,20 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   }
   progress.finish();
   summary.steps = config.train.steps;
-  summary.final_val_loss = val_loss;
+  summary.final_val_loss = validation.loss;
+  summary.final_val_measures = validation.measures;
   summary.seconds = seconds_since(start);
 
-  write_checkpoint((dir / "checkpoint").string(), trainer, config, config.train.steps, val_loss);
-  write_periodic_checkpoint(options.run_dir, trainer, config, config.train.steps, val_loss);
+  write_checkpoint((dir / "checkpoint").string(), trainer, config, config.train.steps, validation.loss);
+  write_periodic_checkpoint(options.run_dir, trainer, config, config.train.steps, validation.loss);
   write_loss_plot((dir / "loss.svg").string(), train_curve, val_curve);
-  summary.sample = sample_of(trainer.model(), config, *codec);
+  summary.sample = sample_of(trainer.model(), config, codec.get());
   if (!summary.sample.empty()) write_file_atomically((dir / "sample.txt").string(), summary.sample + "\n");
-  const nlohmann::json summary_json = {{"steps", summary.steps},
-                                       {"final_loss", summary.final_loss},
-                                       {"final_val_loss", summary.final_val_loss},
-                                       {"tokens_per_s", summary.tokens_per_s},
-                                       {"seconds", summary.seconds}};
+  nlohmann::json summary_json = {{"steps", summary.steps},
+                                 {"final_loss", summary.final_loss},
+                                 {"tokens_per_s", summary.tokens_per_s},
+                                 {"seconds", summary.seconds}};
+  for (const auto& [name, value] : validation_fields(validation)) summary_json["final_" + name] = value;
   write_file_atomically((dir / "summary.json").string(), summary_json.dump(2) + "\n");
   return summary;
 }
