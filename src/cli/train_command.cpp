@@ -209,9 +209,11 @@ void report(const RunSummary& summary, const RunOptions& options) {
     return;
   }
   if (!summary.sample.empty()) fmt::print("\n--- sample ---\n{}\n--------------\n", summary.sample);
-  fmt::print("done: {} steps in {:.0f} s, {:.0f} tokens/s, final loss {:.4f}, validation loss {:.4f}\n",
+  std::string measures;
+  for (const auto& [name, value] : summary.final_val_measures) measures += fmt::format(", {} {:.4f}", name, value);
+  fmt::print("done: {} steps in {:.0f} s, {:.0f} tokens/s, final loss {:.4f}, validation loss {:.4f}{}\n",
              summary.steps, summary.seconds, summary.tokens_per_s, summary.final_loss,
-             summary.final_val_loss);
+             summary.final_val_loss, measures);
   fmt::print("{}", summary.memory);  // per worker, pipeline runs only
   fmt::print("run folder: {} (metrics.jsonl, loss.svg, config.toml, checkpoint/, sample.txt)\n",
              options.run_dir);

@@ -12,9 +12,9 @@
 namespace pipetrain {
 
 struct ModelConfig {
-  std::string kind = "gpt";  // which model (src/model/registry.cpp); the fields below are GPT's
-  int64_t layers = 4;       // transformer blocks
-  int64_t d_model = 128;    // hidden size
+  std::string kind = "gpt";  // which model (src/model/registry.cpp): gpt, cnn
+  int64_t layers = 4;       // transformer blocks (cnn: residual blocks)
+  int64_t d_model = 128;    // hidden size (cnn: the stem's channels)
   int64_t heads = 4;        // attention heads (must divide d_model)
   int64_t seq_len = 128;    // context length in tokens
   int64_t vocab_size = 256; // byte-level vocabulary; token files need their tokenizer's

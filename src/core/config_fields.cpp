@@ -22,10 +22,11 @@ std::vector<FieldSpec> make_fields() {
   using M = ModelConfig;
   using T = TrainConfig;
   return {
-      spec("model.kind", "the model family, by name from the model registry (src/model): gpt",
+      spec("model.kind", "the model family, by name from the model registry (src/model): gpt, or cnn (a ResNet-style "
+       "image classifier, docs/models.md)",
        at(&C::model, &M::kind), 0),
-      spec("model.layers", "number of transformer blocks", at(&C::model, &M::layers), 1),
-      spec("model.d_model", "hidden size", at(&C::model, &M::d_model), 1),
+      spec("model.layers", "number of transformer blocks (gpt), residual blocks (cnn)", at(&C::model, &M::layers), 1),
+      spec("model.d_model", "hidden size (gpt); the stem's channels (cnn: doubled by blocks 1 and 2)", at(&C::model, &M::d_model), 1),
       spec("model.heads", "attention heads; must divide model.d_model", at(&C::model, &M::heads), 1),
       spec("model.seq_len", "context length in tokens (bytes)", at(&C::model, &M::seq_len), 2),
       spec("model.vocab_size", "vocabulary size; byte-level text needs all 256 byte values, token "
@@ -70,10 +71,13 @@ std::vector<FieldSpec> make_fields() {
        at(&C::train, &T::threads), 0),
       spec("data.format", "\"bytes\": data.path is a text file whose bytes are the tokens; "
        "\"tokens\": llm.c token files from `pipetrain tokenize` or llm.c's scripts (docs/data.md); "
+       "\"fashion-mnist\": 28x28 images and their classes (model.kind cnn; validation on the "
+       "test split); "
        "the formats are listed in the model registry (src/model/registry.cpp), which programs "
        "linking pipetrain extend", at(&C::data, &DataConfig::format)),
       spec("data.path", "training text (bytes), or (tokens) a folder with train.bin and val.bin or "
-       "a file named like llm.c's *_train.bin (its *_val.bin beside it); relative paths are tried "
+       "a file named like llm.c's *_train.bin (its *_val.bin beside it), or (fashion-mnist) the "
+       "folder of its IDX files, /usr/share/datasets/fashion-mnist from Debian; relative paths are tried "
        "against the working directory, then the pipetrain source folder",
        at(&C::data, &DataConfig::path)),
       spec("data.val_fraction", "fraction of the file (its tail) held out for validation; for "

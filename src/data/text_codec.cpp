@@ -48,6 +48,7 @@ class TokenIdCodec : public TextCodec {
 
 std::unique_ptr<TextCodec> make_text_codec(const DataConfig& data, const std::string& data_root) {
   if (data.format == "bytes") return std::make_unique<ByteCodec>();
+  if (data.format != "tokens") return nullptr;
   if (data.tokenizer.empty()) return std::make_unique<TokenIdCodec>();
   return std::make_unique<TokenizerCodec>(tokenizer_path_of(data, data_root));
 }

@@ -21,7 +21,8 @@ class TextCodec {
                                   const std::vector<int64_t>& generated) const = 0;
 };
 
-// UserError if data.tokenizer is set but missing or not a SentencePiece model.
+// UserError if data.tokenizer is set but missing or not a SentencePiece model; null for a
+// data.format that is not text (images, speech features): there is nothing to encode.
 std::unique_ptr<TextCodec> make_text_codec(const DataConfig& data, const std::string& data_root);
 
 }  // namespace pipetrain

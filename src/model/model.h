@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -75,6 +76,12 @@ class StageModule : public torch::nn::Module {
   virtual torch::Tensor forward(const torch::Tensor& input) = 0;
   // The mean loss of a microbatch; only on the stage holding the last layer.
   virtual torch::Tensor loss(const torch::Tensor& output, const torch::Tensor& labels) = 0;
+  // Means over a validation microbatch reported beside its loss, by name: {"accuracy", 0.91}
+  // becomes val_accuracy in metrics.jsonl and summary.json. Only on the last stage; none by default.
+  virtual std::vector<std::pair<std::string, double>> validation_measures(
+      const torch::Tensor& /*output*/, const torch::Tensor& /*labels*/) {
+    return {};
+  }
   virtual TokenSlicedStage* token_sliced() { return nullptr; }
   virtual TextGenerator* text_generator() { return nullptr; }
 };

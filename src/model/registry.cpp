@@ -1,12 +1,17 @@
 #include "model/registry.h"
 
+#include <filesystem>
 #include <utility>
+
+#include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/files.h"
 #include "core/text.h"
 #include "data/dataset.h"
+#include "model/cnn_model.h"
 #include "model/gpt_model.h"
+#include "model/image_batch.h"
 #include "model/token_batch.h"
 
 namespace pipetrain {
@@ -20,18 +25,34 @@ std::shared_ptr<const BatchSource> token_windows(const Config& config, const std
                                             resolve_existing_path(config.data.path, data_root));
 }
 
+// A missing folder is left to the reader, whose message names the Debian package.
+std::shared_ptr<const BatchSource> fashion_mnist(const Config& config, const std::string& data_root) {
+  const std::string& path = config.data.path;
+  const std::string below_root = data_root + "/" + path;
+  const bool use_root = !path.empty() && path[0] != '/' && !std::filesystem::exists(path) &&
+                        std::filesystem::exists(below_root);
+  return make_fashion_mnist_source(use_root ? below_root : path, compute_dtype(config.model));
+}
+
 Named<ModelFactory>& model_factories() {
   static Named<ModelFactory> factories = {
       {"gpt",
        [](const Config& config) {
          return std::make_shared<GptModel>(gpt_config_from(config.model), uint64_t(config.train.seed));
        }},
+      {"cnn",
+       [](const Config& config) {
+         // The optimizer still learns Muon's matrices from GPT's names (docs/models.md).
+         if (config.train.optimizer == "muon") fail("train.optimizer 'muon' is for model.kind 'gpt' only so far");
+         return std::make_shared<CnnModel>(cnn_config_from(config.model), uint64_t(config.train.seed));
+       }},
   };
   return factories;
 }
 
 Named<BatchSourceFactory>& batch_factories() {
-  static Named<BatchSourceFactory> factories = {{"bytes", token_windows}, {"tokens", token_windows}};
+  static Named<BatchSourceFactory> factories = {
+      {"bytes", token_windows}, {"tokens", token_windows}, {"fashion-mnist", fashion_mnist}};
   return factories;
 }
 
@@ -58,6 +79,35 @@ const Factory& find_named(const Named<Factory>& table, const std::string& field,
   fail("{} must be one of {}, got '{}'", field, join(names_of(table), ", "), name);
 }
 
+std::string spec_text(const torch::Tensor& tensor) {
+  std::vector<std::string> dims;
+  for (const int64_t d : tensor.sizes()) dims.push_back(std::to_string(d));
+  return fmt::format("{} [{}]", c10::toString(tensor.scalar_type()), join(dims, ", "));
+}
+
+std::string spec_text(const TensorSpec& spec) {
+  std::vector<std::string> dims;
+  for (const int64_t d : spec.shape) dims.push_back(std::to_string(d));
+  return fmt::format("{} [{}]", c10::toString(spec.dtype), join(dims, ", "));
+}
+
+bool fits(const torch::Tensor& tensor, const TensorSpec& spec) {
+  return tensor.scalar_type() == spec.dtype && tensor.sizes().vec() == spec.shape;
+}
+
+// A one-row batch against what the model takes: a data format made for another kind of model
+// is one line naming both, not a shape error deep inside the first layer.
+void check_batches_fit(const Model& model, const BatchSource& source, const Config& config) {
+  const Microbatch batch = source.val_batch(0, 1);
+  const std::pair<const char*, std::pair<torch::Tensor, TensorSpec>> parts[] = {
+      {"inputs", {batch.inputs, model.input_spec(1)}}, {"labels", {batch.labels, model.label_spec(1)}}};
+  for (const auto& [what, pair] : parts) {
+    if (fits(pair.first, pair.second)) continue;
+    fail("data.format '{}' brings {} {} for one row, but model.kind '{}' takes {}", config.data.format,
+         what, spec_text(pair.first), config.model.kind, spec_text(pair.second));
+  }
+}
+
 }  // namespace
 
 void register_model_kind(const std::string& name, ModelFactory factory) {
@@ -82,7 +132,9 @@ std::shared_ptr<const Model> make_model(const Config& config) {
 }
 
 std::shared_ptr<const BatchSource> make_batch_source(const Config& config, const std::string& data_root) {
-  return find_named(batch_factories(), "data.format", config.data.format)(config, data_root);
+  auto source = find_named(batch_factories(), "data.format", config.data.format)(config, data_root);
+  check_batches_fit(*make_model(config), *source, config);
+  return source;
 }
 
 }  // namespace pipetrain

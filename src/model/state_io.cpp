@@ -76,6 +76,7 @@ torch::Tensor from_entry_like(const TensorEntry& entry, const torch::Tensor& lik
 std::vector<TensorEntry> module_entries(torch::nn::Module& module, const std::string& prefix) {
   std::vector<TensorEntry> entries;
   for (const auto& item : module.named_parameters()) entries.push_back(to_entry(prefix + item.key(), item.value()));
+  for (const auto& item : module.named_buffers()) entries.push_back(to_entry(prefix + item.key(), item.value()));
   return entries;
 }
 
@@ -84,11 +85,13 @@ void load_module_entries(torch::nn::Module& module, const std::vector<TensorEntr
   std::map<std::string, const TensorEntry*> by_name;
   for (const auto& entry : entries) by_name[entry.name] = &entry;
   torch::NoGradGuard no_grad;
-  for (auto& item : module.named_parameters()) {
-    const auto it = by_name.find(prefix + item.key());
-    if (it == by_name.end()) fail("{}: has no tensor '{}' (checkpoint of a different model?)", origin, prefix + item.key());
-    item.value().copy_(from_entry_like(*it->second, item.value(), origin));
-  }
+  const auto load = [&](const std::string& name, torch::Tensor& tensor) {
+    const auto it = by_name.find(prefix + name);
+    if (it == by_name.end()) fail("{}: has no tensor '{}' (checkpoint of a different model?)", origin, prefix + name);
+    tensor.copy_(from_entry_like(*it->second, tensor, origin));
+  };
+  for (auto& item : module.named_parameters()) load(item.key(), item.value());
+  for (auto& item : module.named_buffers()) load(item.key(), item.value());
 }
 
 }  // namespace pipetrain

@@ -19,9 +19,11 @@ torch::Tensor from_entry(const TensorEntry& entry);
 torch::Tensor from_entry_like(const TensorEntry& entry, const torch::Tensor& like,
                               const std::string& origin);
 
+// The module's parameters, then its buffers (BatchNorm's running statistics): a checkpoint
+// resumes them too.
 std::vector<TensorEntry> module_entries(torch::nn::Module& module, const std::string& prefix = "");
 
-// Copies every parameter of `module` from `entries` (by name, after `prefix`); UserError naming
+// Copies every parameter and buffer of `module` from `entries` (by name, after `prefix`); UserError naming
 // the first missing tensor or shape mismatch, so a wrong-model checkpoint is refused cleanly.
 void load_module_entries(torch::nn::Module& module, const std::vector<TensorEntry>& entries,
                          const std::string& origin, const std::string& prefix = "");

@@ -344,6 +344,12 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
   if (json.is_object()) {
     summary.final_loss = json.value("final_loss", 0.0);
     summary.final_val_loss = json.value("final_val_loss", 0.0);
+    for (const auto& [key, value] : json.items()) {
+      const std::string prefix = "final_val_";
+      if (key.rfind(prefix, 0) == 0 && key != "final_val_loss" && value.is_number()) {
+        summary.final_val_measures.emplace_back(key.substr(prefix.size()), value.get<double>());
+      }
+    }
     summary.tokens_per_s = json.value("tokens_per_s", 0.0);
     summary.seconds = json.value("seconds", 0.0);
     for (const auto& line : json.value("memory", nlohmann::json::array())) {

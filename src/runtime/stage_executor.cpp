@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "model/registry.h"
 #include "schedule/steps.h"
+#include "train/evaluation.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
 
@@ -22,6 +23,27 @@ using schedule::ActionKind;
 int activation_tag(int boundary, int microbatch, int m) { return 2 * (boundary * m + microbatch); }
 int gradient_tag(int boundary, int microbatch, int m) { return activation_tag(boundary, microbatch, m) + 1; }
 constexpr int kEvalTagBase = 1 << 24;
+
+// Writes `value` into `buffer` without bumping its version: graphs of microbatches still in
+// flight saved BatchNorm's running statistics (unused by a training-mode backward).
+void overwrite_buffer(const torch::Tensor& buffer, const torch::Tensor& value) {
+  torch::NoGradGuard no_grad;
+  buffer.data().copy_(value);
+}
+
+// A recomputed forward must not update running statistics a second time: they are restored.
+class KeepBuffers {
+ public:
+  explicit KeepBuffers(torch::nn::Module& module) {
+    for (const auto& buffer : module.buffers()) saved_.emplace_back(buffer, buffer.clone());
+  }
+  ~KeepBuffers() {
+    for (const auto& [buffer, value] : saved_) overwrite_buffer(buffer, value);
+  }
+
+ private:
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> saved_;
+};
 
 }  // namespace
 
@@ -334,7 +356,10 @@ void StageExecutor::backward_roots(const Key& key, InFlight& state,
                                    std::vector<torch::Tensor>& roots,
                                    std::vector<torch::Tensor>& grads) {
   const auto [chunk, microbatch, slice] = key;
-  if (recompute_.at(size_t(chunk))) forward_with_graph(key, state);
+  if (recompute_.at(size_t(chunk))) {
+    KeepBuffers first_forward_updated_them(*chunks_.at(size_t(chunk)).model);
+    forward_with_graph(key, state);
+  }
   if (is_last_stage(layout_.stage_of(chunk))) {
     roots = {state.scaled_loss};
     grads = {torch::ones_like(state.scaled_loss)};
@@ -411,6 +436,28 @@ void StageExecutor::all_reduce_chunk_grads(int chunk) {
       p.mutable_grad() = reduced.clone();
     }
     offset += p.numel();
+  }
+  average_running_statistics(chunk);
+}
+
+// Replicas normalise their own microbatches, so their running statistics drift apart: each
+// gradient all-reduce sets them to the replicas' mean, so every replica evaluates and
+// checkpoints the same model.
+void StageExecutor::average_running_statistics(int chunk) {
+  std::vector<torch::Tensor> statistics;
+  for (const auto& buffer : chunks_.at(size_t(chunk)).model->buffers()) {
+    if (buffer.is_floating_point()) statistics.push_back(buffer);
+  }
+  if (statistics.empty()) return;
+  std::vector<torch::Tensor> parts;
+  for (const auto& s : statistics) parts.push_back(s.reshape({-1}));
+  auto flat = torch::cat(parts);
+  comm_.all_reduce_sum(flat, groups_.replicas);
+  flat /= double(layout_.replicas);
+  int64_t offset = 0;
+  for (const auto& s : statistics) {
+    overwrite_buffer(s, flat.slice(0, offset, offset + s.numel()).view_as(s));
+    offset += s.numel();
   }
 }
 
@@ -558,14 +605,15 @@ std::vector<int> StageExecutor::peak_weight_copies() const {
   return peaks;
 }
 
-double StageExecutor::evaluate() {
-  const double none = std::numeric_limits<double>::quiet_NaN();
-  if (layout_.replica() != 0) return none;  // the replicas hold the same weights
+Validation StageExecutor::evaluate() {
+  if (layout_.replica() != 0) return {};  // the replicas hold the same weights
   torch::NoGradGuard no_grad;
+  std::vector<std::unique_ptr<EvalMode>> eval_mode;
+  for (const auto& chunk : chunks_) eval_mode.push_back(std::make_unique<EvalMode>(*chunk.model));
+  MeasureMeans means;
   const int64_t rows = config_.train.batch_size;
   const int stages = layout_.stages();
   point_at_latest_weights();
-  double total = 0;
   for (int64_t i = 0; i < config_.eval.batches; ++i) {
     Microbatch batch;
     if (data_ != nullptr) batch = data_->val_batch(i, rows);
@@ -579,14 +627,14 @@ double StageExecutor::evaluate() {
                                                   peer_rank((s - 1) % layout_.workers), tag_before);
       auto output = chunk.model->forward(input);
       if (is_last_stage(s)) {
-        total += chunk.model->loss(output, batch.labels).item<double>();
+        means.add(*chunk.model, output, batch.labels);
       } else {
         comm_.send(output, peer_rank((s + 1) % layout_.workers), tag_before + 1);
         if (flushes()) comm_.wait_sends();  // no-flush: the next step waits for it
       }
     }
   }
-  return layout_.holds_last_stage() ? total / double(config_.eval.batches) : none;
+  return layout_.holds_last_stage() ? means.result() : Validation{};
 }
 
 }  // namespace pipetrain::runtime

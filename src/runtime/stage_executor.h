@@ -50,7 +50,9 @@ class StageExecutor {
   // One optimizer step. loss is the global batch mean on the last stage, NaN elsewhere;
   // grad_norm (global, before clipping) and lr are the same on every worker.
   StepResult train_step(int64_t step);
-  double evaluate();  // mean validation loss on replica 0's last stage, NaN elsewhere
+  // Mean validation loss and measures on replica 0's last stage (NaN, none elsewhere), every
+  // chunk in eval mode.
+  Validation evaluate();
 
   struct Chunk {
     int stage;
@@ -117,6 +119,7 @@ class StageExecutor {
   bool flushes() const { return schedule::flushes(schedule_.policy.kind); }
   int64_t list_start(int64_t step) const { return flushes() ? step : 0; }  // step of iteration 0
   void all_reduce_chunk_grads(int chunk);
+  void average_running_statistics(int chunk);  // BatchNorm's, over the replicas
   // An update in two halves. begin: the gradients move to what the optimizer updates and the
   // reductions it needs (shared-parameter sums, global norm) are posted. finish: wait for them,
   // clip, step. Flush schedules finish at once; no-flush ones keep running the schedule and

@@ -213,7 +213,7 @@ std::string assemble_model_and_sample(const Config& config, const fs::path& chec
                         encode_safetensors(state));
   write_file_atomically((checkpoint_dir / "checkpoint.json").string(), checkpoint_info_json(info));
   if (config.sample.tokens <= 0) return "";
-  return sample_of(*model, config, *make_text_codec(config.data, data_root));
+  return sample_of(*model, config, make_text_codec(config.data, data_root).get());
 }
 
 // Each worker writes its events; the last stage merges them into trace.json (Chrome trace,
@@ -302,7 +302,7 @@ class PipelineWorkerSession : public TrainingSession {
     if (!logged) return nlohmann::json::object();
     return memory_fields(gather_memory(comm_, step_memory_));
   }
-  double evaluate() override { return executor_.evaluate(); }
+  Validation evaluate() override { return executor_.evaluate(); }
   StopVerdict stop_verdict(int64_t done, double loss, bool count_now) override {
     const StopVerdict verdict = votes_.cast(done, loss, reports() && !std::isfinite(loss));
     // Nothing is saved or finished on an uncounted vote (a checkpoint of broken weights).

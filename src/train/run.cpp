@@ -93,13 +93,13 @@ int64_t restore(Trainer& trainer, const RunOptions& options,
 class SingleProcessSession : public TrainingSession {
  public:
   SingleProcessSession(const Config& config, const RunOptions& options, Trainer& trainer,
-                       const TextCodec& codec)
+                       const TextCodec* codec)
       : config_(config), options_(options), trainer_(trainer), codec_(codec) {}
   bool reports() const override { return true; }
   int rank() const override { return 0; }
   StepResult train_step(int64_t step) override { return trainer_.train_step(step); }
   nlohmann::json step_fields(bool) override { return nlohmann::json::object(); }
-  double evaluate() override { return trainer_.evaluate(); }
+  Validation evaluate() override { return trainer_.evaluate(); }
   StopVerdict stop_verdict(int64_t done, double loss, bool) override {
     return {stop_signal(), !std::isfinite(loss), done, loss};
   }
@@ -118,7 +118,7 @@ class SingleProcessSession : public TrainingSession {
   const Config& config_;
   const RunOptions& options_;
   Trainer& trainer_;
-  const TextCodec& codec_;
+  const TextCodec* codec_;  // none for data that is not text
 };
 
 }  // namespace
@@ -149,7 +149,7 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   const int64_t first_step = restore(trainer, options, resume_point);
   if (options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));  // it loaded
   install_stop_handlers();
-  SingleProcessSession session(config, options, trainer, *codec);
+  SingleProcessSession session(config, options, trainer, codec.get());
   LoopSettings settings;
   settings.run_dir = options.run_dir;
   settings.first_step = first_step;

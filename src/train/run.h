@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "train/step_result.h"
 
 namespace pipetrain {
 
@@ -20,12 +21,14 @@ struct RunSummary {
   int64_t steps = 0;
   double final_loss = 0;
   double final_val_loss = 0;
+  Measures final_val_measures;  // the model's own (accuracy), from the last validation
   double tokens_per_s = 0;
   double seconds = 0;
   std::string sample;
   bool reported_here = true;  // false: the reporting worker ran on another node
   std::string memory;  // pipeline runs: one line per worker, peak bytes by kind (may be empty)
 };
+
 
 RunSummary run_training(const Config& config, const RunOptions& options);
 

@@ -11,6 +11,7 @@ namespace pipetrain {
 
 // The prompt followed by the generated text, or "" (no sample wanted, or a model that cannot
 // generate text: said on stderr).
-std::string sample_of(StageModule& whole, const Config& config, const TextCodec& codec);
+// `codec` null: data that are not text, no sample either.
+std::string sample_of(StageModule& whole, const Config& config, const TextCodec* codec);
 
 }  // namespace pipetrain

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "model/registry.h"
 #include "model/token_batch.h"
+#include "train/evaluation.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
 
@@ -44,15 +45,16 @@ StepResult Trainer::train_step(int64_t step) {
   return result;
 }
 
-double Trainer::evaluate() {
+Validation Trainer::evaluate() {
   torch::NoGradGuard no_grad;
+  EvalMode eval_mode(*model_);
   const int64_t batch_size = config_.train.batch_size;
-  double total = 0;
+  MeasureMeans means;
   for (int64_t i = 0; i < config_.eval.batches; ++i) {
     const Microbatch batch = batches_->val_batch(i, batch_size);
-    total += model_->loss(model_->forward(batch.inputs), batch.labels).item<double>();
+    means.add(*model_, model_->forward(batch.inputs), batch.labels);
   }
-  return total / static_cast<double>(config_.eval.batches);
+  return means.result();
 }
 
 }  // namespace pipetrain

@@ -19,7 +19,9 @@ class Trainer {
   Trainer(const Config& config, std::shared_ptr<const BatchSource> batches);
   Trainer(const Config& config, const Dataset& data);  // token windows (`data` outlives it)
   StepResult train_step(int64_t step);
-  double evaluate();  // mean validation loss over eval.batches fixed batches
+  // Mean validation loss and measures over eval.batches fixed batches, the model in eval mode
+  // (BatchNorm normalises with its running statistics).
+  Validation evaluate();
 
   const Model& model_definition() const { return *definition_; }
   StageModule& model() { return *model_; }  // every layer

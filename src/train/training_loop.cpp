@@ -47,14 +47,14 @@ struct Report {
 };
 
 void report_step(Report& report, const StepResult& result, nlohmann::json fields, int64_t done,
-                 bool logged, std::optional<double> validated, double val_loss, double elapsed,
+                 bool logged, bool validated, const Validation& validation, double elapsed,
                  double tokens_per_s, double step_seconds, double seconds_per_step) {
   nlohmann::json record = {{"step", done}, {"loss", result.loss}, {"lr", result.lr},
                            {"grad_norm", result.grad_norm}, {"tokens_per_s", tokens_per_s},
                            {"step_seconds", step_seconds}, {"elapsed_s", elapsed}};
   if (validated) {
-    record["val_loss"] = *validated;
-    report.val_curve.emplace_back(double(done), *validated);
+    for (const auto& [name, value] : validation_fields(validation)) record[name] = value;
+    report.val_curve.emplace_back(double(done), validation.loss);
   }
   report.train_curve.emplace_back(double(done), result.loss);
   if (logged) {
@@ -63,7 +63,7 @@ void report_step(Report& report, const StepResult& result, nlohmann::json fields
   }
   if (report.progress) {
     std::string line = fmt::format("loss {:.4f}", result.loss);
-    if (std::isfinite(val_loss)) line += fmt::format(" | val {:.4f}", val_loss);
+    line += validation_progress(validation);
     line += fmt::format(" | lr {:.2e} | {} tok/s", result.lr, format_count(tokens_per_s));
     report.progress->update(done, line, seconds_per_step);
   }
@@ -72,6 +72,19 @@ void report_step(Report& report, const StepResult& result, nlohmann::json fields
 }
 
 }  // namespace
+
+std::string validation_progress(const Validation& validation) {
+  if (!std::isfinite(validation.loss)) return "";
+  std::string text = fmt::format(" | val {:.4f}", validation.loss);
+  for (const auto& [name, value] : validation.measures) text += fmt::format(" {} {:.4f}", name, value);
+  return text;
+}
+
+Measures validation_fields(const Validation& validation) {
+  Measures fields = {{"val_loss", validation.loss}};
+  for (const auto& [name, value] : validation.measures) fields.emplace_back("val_" + name, value);
+  return fields;
+}
 
 StopVerdict either(const StopVerdict& earlier, const StopVerdict& later) {
   StopVerdict verdict = earlier.non_finite_loss || !later.non_finite_loss ? earlier : later;
@@ -91,7 +104,7 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
   }
   const std::string no_resume = session.mid_run_checkpoint_refusal();
   const bool checkpoints_mid_run = no_resume.empty();
-  double val_loss = std::nan("");
+  Validation validation;
   const auto start = Clock::now();
   for (int64_t step = settings.first_step; step < config.train.steps; ++step) {
     maybe_inject_fault(session.rank(), step, settings.launched);
@@ -103,8 +116,7 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
     const bool validate = final_step || (config.eval.every > 0 && done % config.eval.every == 0);
     const bool logged = validate || done % config.log.every == 0 || done == 1;
     const nlohmann::json fields = session.step_fields(logged);
-    std::optional<double> validated;
-    if (validate) validated = val_loss = session.evaluate();
+    if (validate) validation = session.evaluate();
     const bool checkpoint_due = checkpoints_mid_run && periodic_checkpoint_due(config, done);
     const StopVerdict verdict = session.stop_verdict(done, result.loss, final_step || checkpoint_due);
     if (verdict.non_finite_loss) {
@@ -117,7 +129,7 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
     if (reports) {
       const double elapsed = seconds_from(start);
       const double ran = double(done - settings.first_step);
-      report_step(report, result, fields, done, logged, validated, val_loss, elapsed,
+      report_step(report, result, fields, done, logged, validate, validation, elapsed,
                   settings.tokens_per_step * ran / elapsed, step_seconds, elapsed / ran);
     }
     const int signal = verdict.signal;
@@ -128,7 +140,7 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
                                               signal == SIGINT ? "SIGINT" : "SIGTERM", done, no_resume)};
     }
     if (signal != 0 || checkpoint_due) {
-      const std::string saved = session.save_checkpoint(done, val_loss);
+      const std::string saved = session.save_checkpoint(done, validation.loss);
       if (signal != 0) {
         report.finish_progress();
         if (!reports) throw StopRequested{signal, ""};  // one worker tells
@@ -137,11 +149,12 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
     }
   }
   report.finish_progress();
-  TrainingSession::Finished finished = session.finish(val_loss);
+  TrainingSession::Finished finished = session.finish(validation.loss);
   if (!reports) return std::nullopt;
   RunSummary& summary = report.summary;
   summary.steps = config.train.steps;
-  summary.final_val_loss = val_loss;
+  summary.final_val_loss = validation.loss;
+  summary.final_val_measures = validation.measures;
   summary.seconds = seconds_from(start);
   summary.sample = finished.sample;
   summary.memory = finished.memory;
@@ -153,6 +166,7 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
                        {"final_val_loss", summary.final_val_loss},
                        {"tokens_per_s", summary.tokens_per_s},
                        {"seconds", summary.seconds}});
+  for (const auto& [name, value] : validation_fields(validation)) summary_json["final_" + name] = value;
   write_file_atomically((dir / "summary.json").string(), summary_json.dump(2) + "\n");
   return summary;
 }

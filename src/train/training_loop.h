@@ -38,7 +38,7 @@ class TrainingSession {
   virtual StepResult train_step(int64_t step) = 0;
   // Fields of the step's metrics line beyond the loop's own; `logged`: the line is written.
   virtual nlohmann::json step_fields(bool logged) = 0;
-  virtual double evaluate() = 0;  // mean validation loss (NaN on workers that do not report)
+  virtual Validation evaluate() = 0;  // loss NaN on workers that do not report
   // The agreement after step `done`; `count_now`: a checkpoint or the end follows, so no
   // vote may stay uncounted.
   virtual StopVerdict stop_verdict(int64_t done, double loss, bool count_now) = 0;
@@ -64,6 +64,11 @@ struct LoopSettings {
   double tokens_per_step = 0;     // batch rows x tokens per row
   std::string plot_title = "pipetrain: loss";
 };
+
+// " | val 1.2345 accuracy 0.9012" for the progress line ("" before any validation).
+std::string validation_progress(const Validation& validation);
+// val_loss and val_<measure> for metrics.jsonl.
+Measures validation_fields(const Validation& validation);
 
 // Runs steps first_step .. train.steps. Returns the summary on the reporting worker.
 std::optional<RunSummary> run_training_loop(const Config& config, TrainingSession& session,

@@ -152,10 +152,26 @@ TEST(BadInput, UnknownModelKindNamesTheKnownOnes) {
   for (const std::string stages : {"1", "2"}) {
     const auto dir = fs::temp_directory_path() / ("pipetrain_badinput_kind" + std::to_string(getpid()));
     fs::remove_all(dir);
-    expect_one_line_error(kTiny + " --stages " + stages + " --model.kind cnn --run-dir " + dir.string(),
-                          "model.kind must be one of gpt, got 'cnn'");
+    expect_one_line_error(kTiny + " --stages " + stages + " --model.kind rnn --run-dir " + dir.string(),
+                          "model.kind must be one of gpt, cnn, got 'rnn'");
     EXPECT_FALSE(fs::exists(dir)) << "stages " << stages;  // refused before the run folder
   }
+}
+
+TEST(BadInput, ModelAndDataThatDoNotFitAreNamedTogether) {
+  for (const std::string stages : {"1", "2"}) {
+    expect_one_line_error(kTiny + " --stages " + stages + " --model.kind cnn",
+                          "data.format 'bytes' brings inputs Long [1, 8] for one row, but model.kind "
+                          "'cnn' takes Float [1, 1, 28, 28]");
+  }
+}
+
+TEST(BadInput, FashionMnistFolderMissingNamesThePackage) {
+  const std::string folder = (fs::temp_directory_path() / "pipetrain_no_fashion").string();
+  fs::create_directories(folder);  // there, but without the IDX files
+  expect_one_line_error(kTiny + " --stages 1 --model.kind cnn --data.format fashion-mnist --data.path " + folder,
+                        folder + "/train-images-idx3-ubyte");
+  fs::remove_all(folder);
 }
 
 TEST(BadInput, ConfigReferenceValidatesOverrides) {

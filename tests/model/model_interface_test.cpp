@@ -35,7 +35,7 @@ Microbatch example_of(const Model& model, int64_t rows) {
 }
 
 TEST(ModelRegistry, GptIsTheDefaultKind) {
-  EXPECT_EQ(model_kinds(), std::vector<std::string>{"gpt"});
+  EXPECT_EQ(model_kinds(), (std::vector<std::string>{"gpt", "cnn"}));
   const auto model = make_model(Config{});
   EXPECT_EQ(model->kind(), "gpt");
   EXPECT_EQ(model->layer_count(), Config{}.model.layers + 2);
@@ -44,12 +44,12 @@ TEST(ModelRegistry, GptIsTheDefaultKind) {
 
 TEST(ModelRegistry, UnknownKindIsOneLineNamingTheKnownOnes) {
   Config c = tiny_config();
-  c.model.kind = "cnn";
+  c.model.kind = "rnn";
   try {
     make_model(c);
     FAIL() << "no error";
   } catch (const UserError& error) {
-    EXPECT_STREQ(error.what(), "model.kind must be one of gpt, got 'cnn'");
+    EXPECT_STREQ(error.what(), "model.kind must be one of gpt, cnn, got 'rnn'");
   }
 }
 

@@ -19,6 +19,9 @@
 #include "model/state_io.h"
 #include "../tensor_exactness.h"
 #include "../pipetrain_run.h"
+#include "../tiny_images.h"
+#include "model/registry.h"
+#include "model/token_batch.h"
 #include "runtime/partition.h"
 #include "train/async_reference.h"
 #include "train/trainer.h"
@@ -36,6 +39,7 @@ struct Case {
   // model.loss_chunk_tokens on the pipeline; the reference always takes the full logits.
   int loss_chunk_tokens = 0;
   std::string delay_correction = "none";  // train.delay_correction
+  std::string model = "gpt";  // model.kind: gpt on bytes, or cnn on tiny images
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
@@ -44,6 +48,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   if (info.param.microbatches > 0) name += "_m" + std::to_string(info.param.microbatches);
   if (info.param.loss_chunk_tokens > 0) name += "_ce" + std::to_string(info.param.loss_chunk_tokens);
   if (info.param.delay_correction != "none") name += "_" + info.param.delay_correction;
+  if (info.param.model != "gpt") name = info.param.model + "_" + name;
   for (auto& c : name) if (c == '-') c = '_';
   return name;
 }
@@ -58,7 +63,7 @@ void PrintTo(const Case& c, std::ostream* out) {
 // versions 0..3 (2BW) and 4m updates (per-microbatch policies).
 std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
   const int m = c.microbatches > 0 ? c.microbatches : c.stages;
-  return {{"model.layers", "3"},       {"model.d_model", "32"},     {"model.heads", "2"},
+  std::vector<std::pair<std::string, std::string>> fields = {{"model.layers", "3"},       {"model.d_model", "32"},     {"model.heads", "2"},
           {"model.seq_len", "16"},     {"train.batch_size", std::to_string(2 * m)},
           {"train.steps", "4"},        {"train.warmup_steps", "1"}, {"train.lr", "1e-2"},
           {"train.threads", "1"},      {"train.microbatches", std::to_string(m)},
@@ -69,6 +74,14 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
           {"pipeline.stages", std::to_string(c.stages)},             {"pipeline.timeout_s", "60"},
           {"model.loss_chunk_tokens", std::to_string(c.loss_chunk_tokens)},
           {"train.delay_correction", c.delay_correction}, {"model.dtype", "float64"}};
+  if (c.model == "cnn") {  // 2 base channels on the tiny image folder
+    for (auto& [key, value] : fields) {
+      if (key == "model.d_model") value = "2";
+    }
+    fields.insert(fields.end(), {{"model.kind", "cnn"}, {"data.format", "fashion-mnist"},
+                                 {"data.path", testing::tiny_image_folder()}});
+  }
+  return fields;
 }
 
 double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
@@ -112,8 +125,12 @@ TEST_P(AsyncExactness, MatchesTheReferenceUpdateRule) {
   // used to chunk too; in float64 it takes the full logits, as PipelineExactness does.
   config.model.loss_chunk_tokens = 0;
   torch::set_num_threads(1);
-  const TextDataset data(std::string(PIPETRAIN_SOURCE_DIR) + "/" + config.data.path,
-                         config.data.val_fraction, config.model.seq_len);
+  const std::shared_ptr<const BatchSource> data =
+      c.model == "gpt" ? std::make_shared<TokenBatchSource>(
+                             std::make_unique<TextDataset>(std::string(PIPETRAIN_SOURCE_DIR) + "/" + config.data.path,
+                                                           config.data.val_fraction, config.model.seq_len),
+                             config.data.path)
+                       : make_batch_source(config, PIPETRAIN_SOURCE_DIR);
   std::vector<std::pair<int64_t, int64_t>> stages;
   for (const auto& range : runtime::stage_ranges(config)) stages.push_back({range.first, range.last});
   AsyncReference reference(config, data, stages);
@@ -214,6 +231,12 @@ INSTANTIATE_TEST_SUITE_P(
 // Chunked cross-entropy on the last stage under no-flush policies.
 INSTANTIATE_TEST_SUITE_P(ChunkedLoss, AsyncExactness,
                          ::testing::Values(Case{"2bw", 2, "adamw", 0, 7}, Case{"pipedream", 2, "adam", 0, 5}),
+                         case_name);
+
+// The CNN (BatchNorm) under 2BW: its one-step-delayed gradients, running statistics and all.
+INSTANTIATE_TEST_SUITE_P(Cnn, AsyncExactness,
+                         ::testing::Values(Case{"2bw", 2, "adamw", 0, 0, "none", "cnn"},
+                                           Case{"2bw", 2, "sgd", 4, 0, "none", "cnn"}),
                          case_name);
 
 }  // namespace

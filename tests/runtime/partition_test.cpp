@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "model/model.h"
+#include "model/registry.h"
 #include "runtime/partition.h"
 
 namespace pipetrain::runtime {
@@ -17,7 +19,7 @@ Config config_with(int64_t layers, int64_t stages, const std::string& partition)
 TEST(Partition, BalancedFollowsComputeNotParameters) {
   // d = 128, V = 256, seq 128: a block is 4.4x the head's compute but the head has the largest
   // parameter share after the embedding; the near-free embedding joins whichever side.
-  const auto costs = gpt_layer_costs(Config{}.model, 4);
+  const auto costs = model_layer_costs(*make_model(Config{}), 4);
   ASSERT_EQ(costs.size(), 6u);
   EXPECT_GT(costs[1].forward_s, 4 * costs[5].forward_s);
   EXPECT_LT(costs[0].forward_s, 0.01 * costs[1].forward_s);
@@ -26,6 +28,31 @@ TEST(Partition, BalancedFollowsComputeNotParameters) {
   const auto four = stage_ranges(config_with(6, 4, "balanced"));
   // 6 blocks over 4 stages: the stage with the head gets one block, never two.
   EXPECT_EQ(four.back().last - four.back().first, 2);
+}
+
+// The CNN's balance comes from its own layer_work: at base width 16, block 0 (two 3x3
+// convolutions of 16 channels at 28x28) is 4 b 784 9 256 = 7.2M FLOPs per image, each later
+// block (half or quarter the resolution, twice or four times the width) 5.9M, the stem 0.2M and
+// the head nothing much. GPT's formulas for the same model.* fields would weigh the blocks alike.
+TEST(Partition, BalancedFollowsTheCnnsOwnLayerWork) {
+  Config c = config_with(3, 2, "balanced");
+  c.model.kind = "cnn";
+  c.model.d_model = 16;
+  const auto model = make_model(c);
+  const auto costs = model_layer_costs(*model, 4);
+  ASSERT_EQ(costs.size(), 5u);
+  EXPECT_EQ(costs[1].name, "block0");
+  EXPECT_DOUBLE_EQ(costs[1].param_bytes, 4 * model->layer_work(1, 4).parameters);
+  EXPECT_GT(costs[1].forward_s, 1.2 * costs[2].forward_s);
+  // [stem, block0 | block1, block2, head]: 7.4 vs 11.8 M per image, where GPT's formulas cut
+  // after block 1 (13.3 vs 5.9).
+  const auto two = stage_ranges(c);
+  EXPECT_EQ(two[0].last, 2);
+  // Three stages: the heavy block 0 gets a stage of its own (with the near-free stem).
+  c.pipeline.stages = 3;
+  const auto three = stage_ranges(c);
+  EXPECT_EQ(three[0].last, 2);
+  EXPECT_EQ(three[1].last, 3);
 }
 
 TEST(Partition, ExplicitCountsBecomeContiguousRanges) {

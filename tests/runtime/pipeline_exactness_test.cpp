@@ -17,6 +17,8 @@
 #include "model/state_io.h"
 #include "../tensor_exactness.h"
 #include "../pipetrain_run.h"
+#include "../tiny_images.h"
+#include "model/registry.h"
 #include "train/optim.h"
 #include "train/trainer.h"
 
@@ -39,6 +41,7 @@ struct Case {
   int loss_chunk_tokens = 0;       // model.loss_chunk_tokens: chunked cross-entropy on the last stage
   int blocks = 3;                  // model.layers: 4 x 2 interleaved model stages need more than 3
   std::string delay_correction = "none";  // train.delay_correction
+  std::string model = "gpt";       // model.kind: gpt on bytes, or cnn on tiny images (blocks = residual blocks)
 
   // 6 rows as before; otherwise the smallest batch every replica's microbatches divide evenly.
   int batch_size() const { return 6 % (microbatches * dp_width) == 0 ? 6 : 2 * microbatches * dp_width; }
@@ -61,12 +64,31 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   if (c.delay_correction != "none") name += "_" + c.delay_correction;
   if (c.loss_chunk_tokens > 0) name += "_ce" + std::to_string(c.loss_chunk_tokens);
   if (c.blocks != 3) name += "_blocks" + std::to_string(c.blocks);
+  if (c.model != "gpt") name = c.model + "_" + name;
   return name + "_" + partition;
+}
+
+Case cnn_case(Case c) {
+  c.model = "cnn";
+  return c;
+}
+
+// The CNN: 2 base channels (2, 4, 8 through the blocks) on the tiny image folder.
+void use_cnn(std::vector<std::pair<std::string, std::string>>& fields) {
+  const std::map<std::string, std::string> cnn = {
+      {"model.kind", "cnn"}, {"model.d_model", "2"}, {"data.format", "fashion-mnist"},
+      {"data.path", testing::tiny_image_folder()}};
+  for (auto& [key, value] : fields) {
+    if (cnn.count(key)) value = cnn.at(key);
+  }
+  for (const auto& [key, value] : cnn) {
+    if (key != "model.d_model") fields.emplace_back(key, value);
+  }
 }
 
 // The same fields for the reference Config and for the command line.
 std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
-  return {{"model.layers", std::to_string(c.blocks)},        {"model.d_model", "32"},      {"model.heads", "2"},
+  auto fields = std::vector<std::pair<std::string, std::string>>{{"model.layers", std::to_string(c.blocks)},        {"model.d_model", "32"},      {"model.heads", "2"},
           {"model.seq_len", "16"},      {"train.batch_size", std::to_string(c.batch_size())},    {"train.steps", "3"},
           {"train.warmup_steps", "1"},  {"train.lr", "1e-2"},          {"train.threads", "1"},
           {"train.microbatches", std::to_string(c.microbatches)},
@@ -81,6 +103,25 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
           {"pipeline.slices", c.slices},
           {"model.loss_chunk_tokens", std::to_string(c.loss_chunk_tokens)},
           {"train.delay_correction", c.delay_correction}, {"model.dtype", "float64"}};
+  if (c.model == "cnn") use_cnn(fields);
+  return fields;
+}
+
+// The single-process run of the same model. BatchNorm normalises each microbatch with its own
+// statistics, so the reference takes the replicas' microbatches (m per replica, in replica
+// order) as its own: m w of them.
+Trainer reference_trainer(Config config, const Case& c) {
+  if (c.model == "gpt") {
+    static std::map<std::string, std::unique_ptr<TextDataset>> texts;  // outlive the Trainer
+    auto& data = texts[config.data.path + std::to_string(config.model.seq_len)];
+    if (!data) {
+      data = std::make_unique<TextDataset>(std::string(PIPETRAIN_SOURCE_DIR) + "/" + config.data.path,
+                                           config.data.val_fraction, config.model.seq_len);
+    }
+    return Trainer(config, *data);
+  }
+  config.train.microbatches *= c.dp_width;
+  return Trainer(config, make_batch_source(config, PIPETRAIN_SOURCE_DIR));
 }
 
 void PrintTo(const Case& c, std::ostream* out) {
@@ -109,9 +150,7 @@ TEST_P(PipelineExactness, MatchesTheSingleProcessTrainer) {
   // The reference always materialises the full logits: a chunked pipeline must train like it.
   config.model.loss_chunk_tokens = 0;
   torch::set_num_threads(1);
-  const TextDataset data(std::string(PIPETRAIN_SOURCE_DIR) + "/" + config.data.path,
-                         config.data.val_fraction, config.model.seq_len);
-  Trainer reference(config, data);
+  Trainer reference = reference_trainer(config, c);
   const auto records = read_metrics((dir / "metrics.jsonl").string());
   ASSERT_EQ(records.size(), size_t(config.train.steps));
   for (int64_t step = 0; step < config.train.steps; ++step) {
@@ -137,6 +176,15 @@ TEST_P(PipelineExactness, MatchesTheSingleProcessTrainer) {
     ASSERT_TRUE(saved.count(name)) << name;
     EXPECT_EQ(testing::parameter_mismatch(name, saved[name], item.value(), c.optimizer), "") << name;
   }
+  // Running statistics (the CNN's BatchNorm) are updated microbatch by microbatch in order, once
+  // per forward (a recomputed one restores them). Replicas average theirs at each all-reduce, which
+  // the sequential reference does not: there they only have to be in the checkpoint.
+  for (const auto& item : reference.model().named_buffers()) {
+    const std::string& name = item.key();
+    ASSERT_TRUE(saved.count(name)) << name;
+    if (c.dp_width > 1) continue;
+    EXPECT_EQ(testing::elementwise_mismatch(saved[name], item.value()), "") << name;
+  }
   // The assembled optimizer state has the single-process checkpoint's names.
   const auto optimizer_path = (dir / "checkpoint" / "optimizer.safetensors").string();
   std::set<std::string> state_names, expected_names;
@@ -147,7 +195,7 @@ TEST_P(PipelineExactness, MatchesTheSingleProcessTrainer) {
     expected_names.insert(name);
   }
   EXPECT_EQ(state_names, expected_names);
-  if (c.model_stages() > 1) {
+  if (c.model_stages() > 1 && c.model == "gpt") {
     const auto last =
         (dir / "checkpoint" / fmt::format("stage{}.safetensors", c.model_stages() - 1)).string();
     bool found = false;
@@ -157,8 +205,8 @@ TEST_P(PipelineExactness, MatchesTheSingleProcessTrainer) {
       EXPECT_EQ(testing::elementwise_mismatch(from_entry(entry), saved["layer0.token_weight"]), "");
     }
     EXPECT_TRUE(found);
-    EXPECT_TRUE(fs::exists(dir / "trace.json"));  // the real-run timeline
   }
+  if (c.model_stages() > 1) EXPECT_TRUE(fs::exists(dir / "trace.json"));  // the real-run timeline
   fs::remove_all(dir);
 }
 
@@ -263,6 +311,18 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"1f1b", 2, 3, "balanced", 1, 1, "none", 0, "adamw", "1", 0, 3, "error_feedback"},
                       Case{"gpipe", 2, 2, "balanced", 1, 1, "none", 0, "muon", "1", 0, 3, "error_feedback"},
                       Case{"1f1b", 2, 2, "balanced", 2, 1, "none", 1, "adamw", "1", 0, 3, "error_feedback"}),
+    case_name);
+
+// The CNN (BatchNorm after every convolution) on tiny images: GPipe, 1F1B with an uneven
+// partition, interleaved, recomputation (running statistics updated once per microbatch) and
+// data parallelism (the reference takes the replicas' microbatches as its own).
+INSTANTIATE_TEST_SUITE_P(
+    Cnn, PipelineExactness,
+    ::testing::Values(cnn_case(Case{"gpipe", 2, 2, "balanced"}), cnn_case(Case{"1f1b", 2, 3, "1,4"}),
+                      cnn_case(Case{"interleaved", 2, 4, "balanced", 1, 2}),
+                      cnn_case(Case{"1f1b", 2, 3, "balanced", 1, 1, "all"}),
+                      cnn_case(Case{"gpipe", 2, 2, "balanced", 1, 1, "0"}),
+                      cnn_case(Case{"1f1b", 2, 2, "balanced", 2})),
     case_name);
 
 }  // namespace

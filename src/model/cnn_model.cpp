@@ -1,0 +1,113 @@
+#include "model/cnn_model.h"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "model/registry.h"
+
+namespace pipetrain {
+namespace {
+
+bool cnn_name_ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+double product_of(const std::vector<int64_t>& shape) {
+  double n = 1;
+  for (const int64_t d : shape) n *= double(d);
+  return n;
+}
+
+// A convolution's multiply-adds (2 FLOPs each) and weights, and its BatchNorm's gain and bias.
+struct ConvWork {
+  double flops, parameters;
+};
+ConvWork conv_work(double rows, int64_t in, int64_t out, int64_t kernel, int64_t size) {
+  const double weights = double(in * out * kernel * kernel);
+  return {2 * rows * double(size * size) * weights, weights + 2 * double(out)};
+}
+
+}  // namespace
+
+CnnConfig cnn_config_from(const ModelConfig& model) {
+  CnnConfig config;
+  config.blocks = model.layers;
+  config.channels = model.d_model;
+  config.dtype = compute_dtype(model);
+  return config;
+}
+
+std::string CnnModel::describe() const {
+  return fmt::format("CNN {} residual blocks, {} base channels", config_.blocks, config_.channels);
+}
+
+std::string CnnModel::layer_name(int64_t layer) const {
+  if (layer == 0) return "stem";
+  if (layer == config_.layer_count() - 1) return "head";
+  return fmt::format("block{}", layer - 1);
+}
+
+std::shared_ptr<StageModule> CnnModel::make_stage(int64_t first, int64_t last) const {
+  return std::make_shared<CnnStack>(config_, seed_, first, last);
+}
+
+TensorSpec CnnModel::input_spec(int64_t rows) const {
+  return {{rows, config_.image_channels, config_.image_size, config_.image_size}, config_.dtype};
+}
+
+TensorSpec CnnModel::boundary_spec(int64_t boundary, int64_t rows) const {
+  std::vector<int64_t> shape = {rows};
+  for (const int64_t d : config_.output_shape(boundary - 1)) shape.push_back(d);
+  return {shape, config_.dtype};
+}
+
+// Convolution kernels are the hidden weights, the classifier's matrix the head, BatchNorm's
+// weight a gain.
+ParameterRole CnnModel::role_of(const std::string& parameter) const {
+  const auto dot = parameter.find('.');
+  const std::string rest = dot == std::string::npos ? "" : parameter.substr(dot + 1);
+  if (parameter.rfind("layer", 0) == 0 && !rest.empty()) {
+    if (cnn_name_ends_with(rest, ".bias")) return ParameterRole::Bias;
+    if (rest == "fc.weight") return ParameterRole::Head;
+    if (rest.rfind("bn", 0) == 0 || rest.rfind("shortcut_bn", 0) == 0) return ParameterRole::Gain;
+    if (rest.rfind("conv", 0) == 0 || rest == "shortcut.weight") return ParameterRole::Hidden;
+  }
+  throw std::invalid_argument("not a CNN parameter name: '" + parameter + "'");
+}
+
+// Convolutions and the classifier (BatchNorm, ReLU and pooling are a few FLOPs per value).
+LayerWork CnnModel::layer_work(int64_t layer, int64_t rows) const {
+  const double b = double(rows);
+  LayerWork work;
+  work.output_values = b * product_of(config_.output_shape(layer));
+  ConvWork total{0, 0};
+  const auto add = [&](ConvWork w) {
+    total.flops += w.flops;
+    total.parameters += w.parameters;
+  };
+  if (layer == 0) {
+    add(conv_work(b, config_.image_channels, config_.channels, 3, config_.image_size));
+  } else if (layer == config_.layer_count() - 1) {
+    const double in = double(config_.output_shape(layer - 1).at(0));
+    const double classes = double(config_.classes);
+    total = {2 * b * in * classes, (in + 1) * classes};
+  } else {
+    const auto shape = config_.block_shape(layer - 1);
+    add(conv_work(b, shape.in, shape.out, 3, shape.size));
+    add(conv_work(b, shape.out, shape.out, 3, shape.size));
+    if (shape.stride != 1 || shape.in != shape.out) add(conv_work(b, shape.in, shape.out, 1, shape.size));
+  }
+  work.forward_flops = total.flops;
+  work.parameters = total.parameters;
+  return work;
+}
+
+Microbatch CnnModel::example(int64_t rows, torch::Generator& generator) const {
+  const TensorSpec images = input_spec(rows);
+  return {torch::randn(images.shape, generator, torch::dtype(images.dtype)),
+          torch::randint(0, config_.classes, {rows}, generator, torch::kInt64)};
+}
+
+}  // namespace pipetrain
