@@ -96,7 +96,7 @@ std::vector<FieldSpec> make_fields() {
        "docs/schedules.md (`pipetrain train --help` lists them)",
        at(&C::pipeline, &PipelineConfig::schedule)),
       spec("pipeline.partition", "\"balanced\" (exact partitioner over the layers' analytic compute) or layer counts per stage over "
-       "embedding + blocks + head, e.g. \"3,3\"", at(&C::pipeline, &PipelineConfig::partition)),
+       "the model's layers, e.g. \"3,3\"", at(&C::pipeline, &PipelineConfig::partition)),
       spec("pipeline.dp_width", "data-parallel replicas of every stage",
        at(&C::pipeline, &PipelineConfig::dp_width), 1),
       spec("pipeline.chunks", "model chunks per worker (interleaved schedule): stages x chunks "

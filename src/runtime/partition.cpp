@@ -5,21 +5,29 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "plan/analytic.h"
+#include "model/registry.h"
 
 namespace pipetrain::runtime {
 
-std::vector<plan::LayerCost> gpt_layer_costs(const ModelConfig& model, int64_t microbatch) {
-  plan::GptShape shape{"configured", model.layers, model.d_model, model.heads, model.seq_len,
-                       model.vocab_size};
+std::vector<plan::LayerCost> layer_costs(const Model& model, int64_t microbatch) {
   // Only the layers' relative costs matter for the balance: a CPU core's ratio of FLOP/s to
   // memory bandwidth (clusters/this-machine.toml), fp32. float64 (model.dtype) halves the FLOP/s
-  // and doubles the bytes, which scales every layer's time alike: the same partition.
-  plan::ClusterSpec cpu;
-  cpu.device_flops = 50e9;
-  cpu.intra_node_bandwidth = 16e9;
-  cpu.bytes_per_value = 4;
-  return plan::analytic_gpt_layers(shape, cpu, {microbatch, false});
+  // and doubles the bytes, which scales every layer's time alike: the same partition. A layer
+  // streams its weights and writes its output, so a near-free one (an embedding) still counts.
+  constexpr double kFlopsPerS = 50e9, kBytesPerS = 16e9, kBytesPerValue = 4;
+  std::vector<plan::LayerCost> costs;
+  for (int64_t layer = 0; layer < model.layer_count(); ++layer) {
+    const LayerWork work = model.layer_work(layer, microbatch);
+    plan::LayerCost cost;
+    cost.name = model.layer_name(layer);
+    cost.forward_s = work.forward_flops / kFlopsPerS +
+                     kBytesPerValue * (work.parameters + work.output_values) / kBytesPerS;
+    cost.backward_s = 2 * cost.forward_s;
+    cost.param_bytes = kBytesPerValue * work.parameters;
+    cost.output_bytes = kBytesPerValue * work.output_values;
+    costs.push_back(cost);
+  }
+  return costs;
 }
 
 namespace {
@@ -45,28 +53,29 @@ std::vector<int64_t> parse_counts(const std::string& text) {
 }  // namespace
 
 std::vector<StageRange> stage_ranges(const Config& config) {
-  const int64_t layers = config.model.layers + 2;
+  const auto model = make_model(config);
+  const int64_t layers = model->layer_count();
+  const std::string names = fmt::format("{} .. {}", model->layer_name(0), model->layer_name(layers - 1));
   // With v chunks per worker the model is cut into p * v stages (interleaved schedule).
   const int64_t stages = config.pipeline.stages * config.pipeline.chunks;
   if (stages > layers) {
-    fail("pipeline.stages x pipeline.chunks ({}) exceeds the model's {} layers (embedding + {} "
-         "blocks + head)", stages, layers, config.model.layers);
+    fail("pipeline.stages x pipeline.chunks ({}) exceeds the model's {} layers ({})", stages,
+         layers, names);
   }
   std::vector<int64_t> counts;
   if (config.pipeline.partition == "balanced") {
     const int64_t microbatch = std::max<int64_t>(1, config.train.batch_size /
                                                     (config.train.microbatches * config.pipeline.dp_width));
-    const auto partition = plan::balanced_partition(gpt_layer_costs(config.model, microbatch),
-                                                    int(stages), plan::StageLimits{});
+    const auto partition = plan::balanced_partition(layer_costs(*model, microbatch), int(stages),
+                                                    plan::StageLimits{});
     counts.assign(partition->layer_counts.begin(), partition->layer_counts.end());
   } else {
     counts = parse_counts(config.pipeline.partition);
     int64_t total = 0;
     for (int64_t c : counts) total += c;
     if (int64_t(counts.size()) != stages || total != layers) {
-      fail("pipeline.partition '{}' must give {} counts summing to {} (embedding + {} blocks + "
-           "head), got {} counts summing to {}",
-           config.pipeline.partition, stages, layers, config.model.layers, counts.size(), total);
+      fail("pipeline.partition '{}' must give {} counts summing to {} ({}), got {} counts summing "
+           "to {}", config.pipeline.partition, stages, layers, names, counts.size(), total);
     }
   }
   std::vector<StageRange> ranges;

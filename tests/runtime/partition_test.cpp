@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "model/registry.h"
 #include "runtime/partition.h"
 
 namespace pipetrain::runtime {
@@ -17,7 +18,7 @@ Config config_with(int64_t layers, int64_t stages, const std::string& partition)
 TEST(Partition, BalancedFollowsComputeNotParameters) {
   // d = 128, V = 256, seq 128: a block is 4.4x the head's compute but the head has the largest
   // parameter share after the embedding; the near-free embedding joins whichever side.
-  const auto costs = gpt_layer_costs(Config{}.model, 4);
+  const auto costs = layer_costs(*make_model(Config{}), 4);
   ASSERT_EQ(costs.size(), 6u);
   EXPECT_GT(costs[1].forward_s, 4 * costs[5].forward_s);
   EXPECT_LT(costs[0].forward_s, 0.01 * costs[1].forward_s);
