@@ -22,7 +22,7 @@ std::vector<FieldSpec> make_fields() {
   using M = ModelConfig;
   using T = TrainConfig;
   return {
-      spec("model.kind", "the model family, by name from the model registry (src/model): gpt",
+      spec("model.kind", "the model family, by name from the model registry (src/model): gpt, torchscript",
        at(&C::model, &M::kind), 0),
       spec("model.layers", "number of transformer blocks", at(&C::model, &M::layers), 1),
       spec("model.d_model", "hidden size", at(&C::model, &M::d_model), 1),
@@ -37,6 +37,9 @@ std::vector<FieldSpec> make_fields() {
       spec("model.dtype", "compute dtype of weights, activations, gradients, messages between "
        "workers, optimizer state and checkpoints; float64 is what the exactness tests prove in",
        at(&C::model, &M::dtype), 0, {"float32", "float64"}),
+      spec("model.torchscript", "model.kind = \"torchscript\": a folder of TorchScript layers "
+       "layer0.pt, layer1.pt, ... and their model.json, as scripts/export_torchscript.py writes them "
+       "(docs/models.md)", at(&C::model, &M::torchscript)),
       spec("train.steps", "optimizer steps", at(&C::train, &T::steps), 1),
       spec("train.batch_size", "sequences per optimizer step (the global batch)",
        at(&C::train, &T::batch_size), 1),
@@ -70,6 +73,7 @@ std::vector<FieldSpec> make_fields() {
        at(&C::train, &T::threads), 0),
       spec("data.format", "\"bytes\": data.path is a text file whose bytes are the tokens; "
        "\"tokens\": llm.c token files from `pipetrain tokenize` or llm.c's scripts (docs/data.md); "
+       "\"safetensors\": data.path is a file of named tensors (docs/models.md, TorchScript); "
        "the formats are listed in the model registry (src/model/registry.cpp), which programs "
        "linking pipetrain extend", at(&C::data, &DataConfig::format)),
       spec("data.path", "training text (bytes), or (tokens) a folder with train.bin and val.bin or "

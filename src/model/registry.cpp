@@ -7,7 +7,9 @@
 #include "core/text.h"
 #include "data/dataset.h"
 #include "model/gpt_model.h"
+#include "model/tensor_file_batch.h"
 #include "model/token_batch.h"
+#include "model/torchscript_model.h"
 
 namespace pipetrain {
 namespace {
@@ -26,12 +28,15 @@ Named<ModelFactory>& model_factories() {
        [](const Config& config) {
          return std::make_shared<GptModel>(gpt_config_from(config.model), uint64_t(config.train.seed));
        }},
+      {"torchscript", make_torchscript_model},
   };
   return factories;
 }
 
 Named<BatchSourceFactory>& batch_factories() {
-  static Named<BatchSourceFactory> factories = {{"bytes", token_windows}, {"tokens", token_windows}};
+  static Named<BatchSourceFactory> factories = {{"bytes", token_windows},
+                                                  {"tokens", token_windows},
+                                                  {"safetensors", make_tensor_file_batches}};
   return factories;
 }
 
