@@ -1,6 +1,7 @@
 #include "model/torchscript_model.h"
 
 #include <filesystem>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -17,6 +18,18 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// The cause in an error from the TorchScript interpreter, whose first line only says that an
+// operation failed: the last "...Error: cause" line of its traceback.
+std::string interpreter_error_cause(const std::string& text) {
+  std::istringstream lines(text);
+  std::string cause = first_line(text);
+  for (std::string line; std::getline(lines, line);) {
+    const auto at = line.find("Error: ");
+    if (at != std::string::npos) cause = line.substr(at + 7);
+  }
+  return cause;
+}
 
 // What model.json says, and what running an example through the layers found.
 struct TorchScriptLayout {
@@ -35,7 +48,7 @@ torch::jit::Module load_torchscript_layer(const std::string& folder, int64_t lay
                                           torch::ScalarType dtype) {
   const std::string path = layer_path(folder, layer);
   if (!fs::is_regular_file(path)) {
-    fail("model.torchscript: {} not found (model.json lists layer0.pt .. layer{}.pt)", path, layer);
+    fail("model.torchscript: {} not found (model.json's \"layers\" counts layer0.pt, layer1.pt, ...)", path);
   }
   try {
     torch::jit::Module module = torch::jit::load(path);
@@ -102,7 +115,8 @@ void probe_layers(TorchScriptLayout& layout, torch::ScalarType dtype) {
     try {
       output = layer.forward({x});
     } catch (const std::exception& error) {
-      fail("model.torchscript: layer{}.pt does not take {} ({})", i, from, first_line(error.what()));
+      fail("model.torchscript: layer{}.pt does not take {} ({})", i, from,
+           interpreter_error_cause(error.what()));
     }
     if (!output.isTensor() || output.toTensor().dim() == 0 || output.toTensor().size(0) != 2) {
       fail("model.torchscript: layer{}.pt must return one tensor with the rows in dimension 0", i);
@@ -116,7 +130,7 @@ void probe_layers(TorchScriptLayout& layout, torch::ScalarType dtype) {
     torchscript_loss(layout.loss, x, example.labels);
   } catch (const std::exception& error) {
     fail("model.torchscript: the {} loss does not take {} with labels [{}] ({})", layout.loss, from,
-         fmt::join(example.labels.sizes(), ", "), first_line(error.what()));
+         fmt::join(example.labels.sizes(), ", "), interpreter_error_cause(error.what()));
   }
 }
 

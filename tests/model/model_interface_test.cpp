@@ -49,7 +49,7 @@ TEST(ModelRegistry, UnknownKindIsOneLineNamingTheKnownOnes) {
     make_model(c);
     FAIL() << "no error";
   } catch (const UserError& error) {
-    EXPECT_STREQ(error.what(), "model.kind must be one of gpt, got 'cnn'");
+    EXPECT_STREQ(error.what(), "model.kind must be one of gpt, torchscript, got 'cnn'");
   }
 }
 
