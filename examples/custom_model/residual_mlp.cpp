@@ -157,6 +157,10 @@ class TeacherBatches : public pipetrain::BatchSource {
 
 void register_with_pipetrain() {
   pipetrain::register_model_kind("mlp", [](const pipetrain::Config& config) {
+    if (config.data.format != "teacher") {
+      pipetrain::fail("model.kind = \"mlp\" trains on data.format = \"teacher\", got '{}'",
+                      config.data.format);
+    }
     const MlpShape shape{config.model.d_model, config.model.layers,
                          pipetrain::compute_dtype(config.model)};
     return std::make_shared<MlpModel>(shape, uint64_t(config.train.seed));

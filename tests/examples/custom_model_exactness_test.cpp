@@ -40,6 +40,8 @@ std::string mlp_case_name(const ::testing::TestParamInfo<MlpCase>& info) {
   return name;
 }
 
+void PrintTo(const MlpCase& c, std::ostream* out) { *out << mlp_case_name({c, 0}); }
+
 std::vector<std::pair<std::string, std::string>> mlp_fields(const MlpCase& c) {
   return {{"model.kind", "mlp"}, {"data.format", "teacher"}, {"model.dtype", "float64"},
           {"model.layers", "3"}, {"model.d_model", "8"}, {"train.batch_size", "8"},

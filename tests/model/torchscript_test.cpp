@@ -1,6 +1,7 @@
 // TorchScript layers exported from PyTorch (scripts/export_torchscript.py) train in pipetrain on
-// 2 and 3 stages exactly as PyTorch trains the same model in one process: per-step losses and
-// final weights in float64 to 1e-9 relative (tests/exactness.h). 2BW's delayed update rule is
+// 2 and 3 stages (and with replicas, chunks, recomputation) exactly as PyTorch trains the same
+// model in one process: per-step losses and final weights in float64 to 1e-9 relative
+// (tests/exactness.h). 2BW's delayed update rule is
 // not PyTorch's: it is compared with pipetrain's AsyncReference. Bad folders get one line.
 #include <gtest/gtest.h>
 
@@ -67,10 +68,18 @@ std::map<std::string, torch::Tensor> read_tensors(const fs::path& path) {
 struct TorchScriptCase {
   std::string schedule;
   int stages, microbatches;
+  int dp_width = 1, chunks = 1;
+  std::string recompute = "none";
 };
 
 std::string torchscript_case_name(const ::testing::TestParamInfo<TorchScriptCase>& info) {
-  return fmt::format("{}_p{}_m{}", info.param.schedule, info.param.stages, info.param.microbatches);
+  const TorchScriptCase& c = info.param;
+  return fmt::format("{}_p{}_m{}_w{}_v{}{}", c.schedule, c.stages, c.microbatches, c.dp_width,
+                     c.chunks, c.recompute == "none" ? "" : "_recompute");
+}
+
+void PrintTo(const TorchScriptCase& c, std::ostream* out) {
+  *out << torchscript_case_name({c, 0});
 }
 
 // Losses and final weights the run must reproduce: PyTorch's for a flushing schedule, the
@@ -107,8 +116,10 @@ TEST_P(TorchScriptExactness, TrainsAsPyTorchDoes) {
   const TorchScriptCase c = GetParam();
   const fs::path layers = export_layers(python, torchscript_case_name({c, 0}));
   const std::string args = torchscript_args(layers) +
-                           fmt::format(" --train.microbatches {} --pipeline.stages {} --pipeline.schedule {}",
-                                       c.microbatches, c.stages, c.schedule);
+                           fmt::format(" --train.microbatches {} --pipeline.stages {} --pipeline.schedule {} "
+                                       "--pipeline.dp_width {} --pipeline.chunks {} --pipeline.recompute {}",
+                                       c.microbatches, c.stages, c.schedule, c.dp_width, c.chunks,
+                                       c.recompute);
   const fs::path run_dir = layers / "run";
   const auto run = testing::run_pipetrain("train --quiet " + args + " --run-dir " + run_dir.string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
@@ -132,7 +143,7 @@ TEST_P(TorchScriptExactness, TrainsAsPyTorchDoes) {
   }
 
   std::map<std::string, torch::Tensor> saved;
-  for (int s = 0; s < c.stages; ++s) {
+  for (int s = 0; s < c.stages * c.chunks; ++s) {
     for (auto& [name, tensor] : read_tensors(run_dir / "checkpoint" / fmt::format("stage{}.safetensors", s))) {
       saved[name] = tensor;
     }
@@ -149,7 +160,9 @@ INSTANTIATE_TEST_SUITE_P(
     Model, TorchScriptExactness,
     ::testing::Values(TorchScriptCase{"gpipe", 2, 2}, TorchScriptCase{"1f1b", 2, 4},
                       TorchScriptCase{"gpipe", 3, 4}, TorchScriptCase{"1f1b", 3, 4},
-                      TorchScriptCase{"2bw", 2, 2}, TorchScriptCase{"2bw", 3, 4}),
+                      TorchScriptCase{"2bw", 2, 2}, TorchScriptCase{"2bw", 3, 4},
+                      TorchScriptCase{"1f1b", 2, 2, 2}, TorchScriptCase{"interleaved", 2, 4, 1, 2},
+                      TorchScriptCase{"1f1b", 2, 4, 1, 1, "all"}),
     torchscript_case_name);
 
 void write_text(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
