@@ -21,10 +21,11 @@ struct ProcessResult {
 };
 
 // `timeout` guards CI against a hang whatever the bug: a run that hangs fails, not blocks.
-inline ProcessResult run_pipetrain(const std::string& args, const std::string& env = "",
-                                   int timeout_s = 300) {
-  const std::string command = env + " timeout " + std::to_string(timeout_s) + " " +
-                              std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain " + args + " 2>&1";
+// `program`: a command line (a program linking pipetrain, a build step, ...).
+inline ProcessResult run_program(const std::string& program, const std::string& args,
+                                 const std::string& env = "", int timeout_s = 300) {
+  const std::string command = env + " timeout " + std::to_string(timeout_s) + " " + program +
+                              " " + args + " 2>&1";
   const auto start = std::chrono::steady_clock::now();
   FILE* pipe = popen(command.c_str(), "r");
   ProcessResult result;
@@ -35,6 +36,11 @@ inline ProcessResult run_pipetrain(const std::string& args, const std::string& e
   result.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+inline ProcessResult run_pipetrain(const std::string& args, const std::string& env = "",
+                                   int timeout_s = 300) {
+  return run_program(std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain", args, env, timeout_s);
 }
 
 // What every user error must look like: exit code 2 and one line `pipetrain: error: ...`.

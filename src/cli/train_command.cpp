@@ -11,6 +11,7 @@
 #include "core/files.h"
 #include "core/text.h"
 #include "io/json_file.h"
+#include "model/registry.h"
 #include "plan/plan_file.h"
 #include "core/text.h"
 #include "runtime/partition.h"
@@ -135,7 +136,7 @@ void refuse_split_of_one_stage(const Config& config) {
   if (partition != "balanced" && counts > 1) {
     fail("pipeline.partition '{}' splits the {} layers over {} stages, but pipeline.stages is 1 "
          "(one process holds every layer): give --stages {}, or --partition balanced",
-         partition, config.model.layers + 2, counts, counts);
+         partition, make_model(config)->layer_count(), counts, counts);
   }
   runtime::stage_ranges(config);  // one count: it must hold every layer
 }

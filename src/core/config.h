@@ -20,6 +20,7 @@ struct ModelConfig {
   int64_t vocab_size = 256; // byte-level vocabulary; token files need their tokenizer's
   int64_t loss_chunk_tokens = 0;  // > 0: chunked cross-entropy, this many tokens' logits at a time
   std::string dtype = "float32";  // compute dtype of weights, activations, gradients, optimizer state
+  std::string torchscript;  // kind "torchscript": folder of layer0.pt, layer1.pt, ... and model.json
 };
 
 struct TrainConfig {

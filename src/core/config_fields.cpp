@@ -22,8 +22,8 @@ std::vector<FieldSpec> make_fields() {
   using M = ModelConfig;
   using T = TrainConfig;
   return {
-      spec("model.kind", "the model family, by name from the model registry (src/model): gpt, or cnn (a ResNet-style "
-       "image classifier, docs/models.md)",
+      spec("model.kind", "the model family, by name from the model registry (src/model): gpt; cnn (a ResNet-style "
+       "image classifier); torchscript (layers exported from PyTorch, model.torchscript); docs/models.md",
        at(&C::model, &M::kind), 0),
       spec("model.layers", "number of transformer blocks (gpt), residual blocks (cnn)", at(&C::model, &M::layers), 1),
       spec("model.d_model", "hidden size (gpt); the stem's channels (cnn: doubled by blocks 1 and 2)", at(&C::model, &M::d_model), 1),
@@ -38,6 +38,9 @@ std::vector<FieldSpec> make_fields() {
       spec("model.dtype", "compute dtype of weights, activations, gradients, messages between "
        "workers, optimizer state and checkpoints; float64 is what the exactness tests prove in",
        at(&C::model, &M::dtype), 0, {"float32", "float64"}),
+      spec("model.torchscript", "model.kind = \"torchscript\": a folder of TorchScript layers "
+       "layer0.pt, layer1.pt, ... and their model.json, as scripts/export_torchscript.py writes them "
+       "(docs/models.md)", at(&C::model, &M::torchscript)),
       spec("train.steps", "optimizer steps", at(&C::train, &T::steps), 1),
       spec("train.batch_size", "sequences per optimizer step (the global batch)",
        at(&C::train, &T::batch_size), 1),
@@ -73,6 +76,7 @@ std::vector<FieldSpec> make_fields() {
        "\"tokens\": llm.c token files from `pipetrain tokenize` or llm.c's scripts (docs/data.md); "
        "\"fashion-mnist\": 28x28 images and their classes (model.kind cnn; validation on the "
        "test split); "
+       "\"safetensors\": data.path is a file of named tensors (docs/models.md, TorchScript); "
        "the formats are listed in the model registry (src/model/registry.cpp), which programs "
        "linking pipetrain extend", at(&C::data, &DataConfig::format)),
       spec("data.path", "training text (bytes), or (tokens) a folder with train.bin and val.bin or "
@@ -100,7 +104,7 @@ std::vector<FieldSpec> make_fields() {
        "docs/schedules.md (`pipetrain train --help` lists them)",
        at(&C::pipeline, &PipelineConfig::schedule)),
       spec("pipeline.partition", "\"balanced\" (exact partitioner over the layers' analytic compute) or layer counts per stage over "
-       "embedding + blocks + head, e.g. \"3,3\"", at(&C::pipeline, &PipelineConfig::partition)),
+       "the model's layers, e.g. \"3,3\"", at(&C::pipeline, &PipelineConfig::partition)),
       spec("pipeline.dp_width", "data-parallel replicas of every stage",
        at(&C::pipeline, &PipelineConfig::dp_width), 1),
       spec("pipeline.chunks", "model chunks per worker (interleaved schedule): stages x chunks "

@@ -16,13 +16,16 @@ namespace fs = std::filesystem;
 namespace pipetrain {
 namespace {
 
-// $PIPETRAIN_SENTENCEPIECE_MODULE, else beside the running program, else where the build put it.
+// $PIPETRAIN_SENTENCEPIECE_MODULE, else beside the running program or in ../lib from it (an
+// installed prefix: cmake/install.cmake), else where the build put it.
 std::string sentencepiece_module_path() {
   if (const char* path = std::getenv("PIPETRAIN_SENTENCEPIECE_MODULE")) return path;
   std::error_code error;
-  const fs::path program = fs::read_symlink("/proc/self/exe", error);
-  const fs::path beside = program.parent_path() / "libpipetrain_sentencepiece.so";
-  if (!error && fs::exists(beside)) return beside.string();
+  const fs::path folder = fs::read_symlink("/proc/self/exe", error).parent_path();
+  for (const fs::path& candidate : {folder, folder.parent_path() / "lib"}) {
+    const fs::path module = candidate / "libpipetrain_sentencepiece.so";
+    if (!error && fs::exists(module)) return module.string();
+  }
   return PIPETRAIN_SENTENCEPIECE_MODULE_PATH;
 }
 

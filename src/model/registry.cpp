@@ -12,7 +12,9 @@
 #include "model/cnn_model.h"
 #include "model/gpt_model.h"
 #include "model/image_batch.h"
+#include "model/tensor_file_batch.h"
 #include "model/token_batch.h"
+#include "model/torchscript_model.h"
 
 namespace pipetrain {
 namespace {
@@ -46,13 +48,16 @@ Named<ModelFactory>& model_factories() {
          if (config.train.optimizer == "muon") fail("train.optimizer 'muon' is for model.kind 'gpt' only so far");
          return std::make_shared<CnnModel>(cnn_config_from(config.model), uint64_t(config.train.seed));
        }},
+      {"torchscript", make_torchscript_model},
   };
   return factories;
 }
 
 Named<BatchSourceFactory>& batch_factories() {
-  static Named<BatchSourceFactory> factories = {
-      {"bytes", token_windows}, {"tokens", token_windows}, {"fashion-mnist", fashion_mnist}};
+  static Named<BatchSourceFactory> factories = {{"bytes", token_windows},
+                                                {"tokens", token_windows},
+                                                {"fashion-mnist", fashion_mnist},
+                                                {"safetensors", make_tensor_file_batches}};
   return factories;
 }
 

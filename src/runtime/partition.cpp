@@ -19,7 +19,8 @@ std::vector<plan::LayerCost> model_layer_costs(const Model& model, int64_t micro
     const LayerWork work = model.layer_work(layer, microbatch);
     plan::LayerCost cost;
     cost.name = model.layer_name(layer);
-    cost.forward_s = work.forward_flops / kFlops + work.output_values * kBytes / kBandwidth;
+    // A layer streams its weights and writes its output, so a near-free one still counts.
+    cost.forward_s = work.forward_flops / kFlops + (work.parameters + work.output_values) * kBytes / kBandwidth;
     cost.backward_s = 2 * cost.forward_s;
     cost.param_bytes = work.parameters * kBytes;
     cost.optimizer_bytes = 2 * cost.param_bytes;  // Adam's two moments

@@ -16,7 +16,7 @@
 namespace pipetrain::runtime {
 
 // A worker our launcher started writes its error line into the file this environment variable
-// names instead of stderr: the launcher reports the run's cause in one line (main.cpp).
+// names instead of stderr: the launcher reports the run's cause in one line (cli/run_cli.cpp).
 constexpr const char* kWorkerErrorFileVariable = "PIPETRAIN_ERROR_FILE";
 
 // stages * dp_width * chunks > 1, token slices, or a no-flush schedule (on any stage count)

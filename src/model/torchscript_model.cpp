@@ -1,0 +1,265 @@
+#include "model/torchscript_model.h"
+
+#include <filesystem>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <torch/script.h>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "model/registry.h"
+
+namespace pipetrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// The cause in an error from the TorchScript interpreter, whose first line only says that an
+// operation failed: the last "...Error: cause" line of its traceback.
+std::string interpreter_error_cause(const std::string& text) {
+  std::istringstream lines(text);
+  std::string cause = first_line(text);
+  for (std::string line; std::getline(lines, line);) {
+    const auto at = line.find("Error: ");
+    if (at != std::string::npos) cause = line.substr(at + 7);
+  }
+  return cause;
+}
+
+// What model.json says, and what running an example through the layers found.
+struct TorchScriptLayout {
+  std::string folder, loss;  // loss: "cross_entropy" or "mse"
+  int64_t layers = 0;
+  TensorSpec input_row, label_row;          // one row's shape (no rows dimension)
+  std::vector<TensorSpec> output_rows;      // each layer's output, one row
+  std::vector<double> parameter_counts;     // per layer
+};
+
+std::string layer_path(const std::string& folder, int64_t layer) {
+  return (fs::path(folder) / fmt::format("layer{}.pt", layer)).string();
+}
+
+torch::jit::Module load_torchscript_layer(const std::string& folder, int64_t layer,
+                                          torch::ScalarType dtype) {
+  const std::string path = layer_path(folder, layer);
+  if (!fs::is_regular_file(path)) {
+    fail("model.torchscript: {} not found (model.json's \"layers\" counts layer0.pt, layer1.pt, ...)", path);
+  }
+  try {
+    torch::jit::Module module = torch::jit::load(path);
+    module.to(dtype);
+    return module;
+  } catch (const std::exception& error) {
+    fail("model.torchscript: {} is not a TorchScript module ({})", path, first_line(error.what()));
+  }
+}
+
+torch::ScalarType torchscript_dtype(const std::string& name, const std::string& origin) {
+  if (name == "float32") return torch::kFloat32;
+  if (name == "float64") return torch::kFloat64;
+  if (name == "int64") return torch::kInt64;
+  fail("{}: dtype must be float32, float64 or int64, got '{}'", origin, name);
+}
+
+TensorSpec row_spec(const nlohmann::json& json, const std::string& origin, torch::ScalarType compute) {
+  TensorSpec spec;
+  spec.shape = json.at("shape").get<std::vector<int64_t>>();
+  spec.dtype = torchscript_dtype(json.at("dtype").get<std::string>(), origin);
+  if (spec.dtype != torch::kInt64) spec.dtype = compute;  // floating data take model.dtype
+  return spec;
+}
+
+std::vector<int64_t> with_rows(int64_t rows, const std::vector<int64_t>& row_shape) {
+  std::vector<int64_t> shape = {rows};
+  shape.insert(shape.end(), row_shape.begin(), row_shape.end());
+  return shape;
+}
+
+torch::Tensor torchscript_loss(const std::string& loss, const torch::Tensor& output,
+                               const torch::Tensor& labels) {
+  if (loss == "cross_entropy") return torch::nn::functional::cross_entropy(output, labels);
+  return torch::nn::functional::mse_loss(output, labels);
+}
+
+// Random inputs and labels that fit the layout (labels of a cross-entropy: class indices).
+Microbatch torchscript_example(const TorchScriptLayout& layout, int64_t rows, torch::Generator& generator) {
+  const auto draw = [&](const TensorSpec& row, int64_t classes) {
+    const auto shape = with_rows(rows, row.shape);
+    if (row.dtype == torch::kInt64) return torch::randint(0, classes, shape, generator, torch::kInt64);
+    return torch::randn(shape, generator, torch::kFloat64).to(row.dtype);
+  };
+  const auto& last = layout.output_rows.empty() ? layout.input_row : layout.output_rows.back();
+  const int64_t classes = last.shape.empty() ? 1 : last.shape[0];
+  return {draw(layout.input_row, 2), draw(layout.label_row, classes)};
+}
+
+// Runs an example of 2 rows through every layer: each output must be a tensor with the rows
+// in dimension 0 that the next layer takes, and the last one the loss takes.
+void probe_layers(TorchScriptLayout& layout, torch::ScalarType dtype) {
+  torch::NoGradGuard no_grad;
+  auto generator = at::detail::createCPUGenerator(0);
+  const Microbatch example = torchscript_example(layout, 2, generator);
+  torch::Tensor x = example.inputs;
+  std::string from = fmt::format("the input [{}] (model.json)", fmt::join(x.sizes(), ", "));
+  for (int64_t i = 0; i < layout.layers; ++i) {
+    auto layer = load_torchscript_layer(layout.folder, i, dtype);
+    double count = 0;
+    for (const auto& p : layer.parameters()) count += double(p.numel());
+    layout.parameter_counts.push_back(count);
+    c10::IValue output;
+    try {
+      output = layer.forward({x});
+    } catch (const std::exception& error) {
+      fail("model.torchscript: layer{}.pt does not take {} ({})", i, from,
+           interpreter_error_cause(error.what()));
+    }
+    if (!output.isTensor() || output.toTensor().dim() == 0 || output.toTensor().size(0) != 2) {
+      fail("model.torchscript: layer{}.pt must return one tensor with the rows in dimension 0", i);
+    }
+    x = output.toTensor();
+    layout.output_rows.push_back({x.sizes().vec(), x.scalar_type()});
+    layout.output_rows.back().shape.erase(layout.output_rows.back().shape.begin());
+    from = fmt::format("layer{}.pt's output [{}]", i, fmt::join(x.sizes(), ", "));
+  }
+  try {
+    torchscript_loss(layout.loss, x, example.labels);
+  } catch (const std::exception& error) {
+    fail("model.torchscript: the {} loss does not take {} with labels [{}] ({})", layout.loss, from,
+         fmt::join(example.labels.sizes(), ", "), interpreter_error_cause(error.what()));
+  }
+}
+
+TorchScriptLayout read_torchscript_layout(const Config& config) {
+  TorchScriptLayout layout;
+  layout.folder = config.model.torchscript;
+  if (layout.folder.empty()) {
+    fail("model.kind = \"torchscript\" needs model.torchscript: the folder "
+         "scripts/export_torchscript.py wrote (docs/models.md)");
+  }
+  const std::string origin = (fs::path(layout.folder) / "model.json").string();
+  if (!fs::is_regular_file(origin)) {
+    fail("model.torchscript: {} not found (scripts/export_torchscript.py writes it)", origin);
+  }
+  const torch::ScalarType dtype = compute_dtype(config.model);
+  try {
+    const auto json = nlohmann::json::parse(read_file(origin));
+    layout.layers = json.at("layers").get<int64_t>();
+    layout.input_row = row_spec(json.at("input"), origin, dtype);
+    layout.label_row = row_spec(json.at("labels"), origin, dtype);
+    layout.loss = json.at("loss").get<std::string>();
+  } catch (const nlohmann::json::exception& error) {
+    fail("{}: {}", origin, first_line(error.what()));
+  }
+  if (layout.layers < 1) fail("{}: \"layers\" must be at least 1", origin);
+  if (layout.loss != "cross_entropy" && layout.loss != "mse") {
+    fail("{}: \"loss\" must be cross_entropy or mse, got '{}'", origin, layout.loss);
+  }
+  probe_layers(layout, dtype);
+  return layout;
+}
+
+// Registers `tensor` as `name` ("fc1.weight") under `module`, making the child modules on the
+// way, so the stage's parameter names follow the TorchScript module's.
+void register_nested_parameter(torch::nn::Module& module, const std::string& name, const torch::Tensor& tensor) {
+  const auto dot = name.find('.');
+  if (dot == std::string::npos) {
+    module.register_parameter(name, tensor);
+    return;
+  }
+  const std::string child_name = name.substr(0, dot);
+  auto children = module.named_children();
+  auto* found = children.find(child_name);
+  auto child = found != nullptr ? *found
+                                : module.register_module(child_name, std::make_shared<torch::nn::Module>());
+  register_nested_parameter(*child, name.substr(dot + 1), tensor);
+}
+
+class TorchScriptStage : public StageModule {
+ public:
+  TorchScriptStage(const TorchScriptLayout& layout, torch::ScalarType dtype, int64_t first, int64_t last)
+      : loss_(layout.loss) {
+    for (int64_t i = first; i < last; ++i) {
+      layers_.push_back(load_torchscript_layer(layout.folder, i, dtype));
+      // The same tensors the TorchScript module reads, so the engine's updates reach it.
+      auto holder = register_module(fmt::format("layer{}", i), std::make_shared<torch::nn::Module>());
+      for (const auto& p : layers_.back().named_parameters()) register_nested_parameter(*holder, p.name, p.value);
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& input) override {
+    torch::Tensor x = input;
+    for (auto& layer : layers_) x = layer.forward({x}).toTensor();
+    return x;
+  }
+  torch::Tensor loss(const torch::Tensor& output, const torch::Tensor& labels) override {
+    return torchscript_loss(loss_, output, labels);
+  }
+
+ private:
+  std::vector<torch::jit::Module> layers_;
+  std::string loss_;
+};
+
+class TorchScriptModel : public Model {
+ public:
+  TorchScriptModel(TorchScriptLayout layout, torch::ScalarType dtype)
+      : layout_(std::move(layout)), dtype_(dtype) {}
+  std::string kind() const override { return "torchscript"; }
+  std::string describe() const override {
+    double parameters = 0;
+    for (double count : layout_.parameter_counts) parameters += count;
+    return fmt::format("TorchScript layers from {}: {} layers, {:.0f} parameters, {} loss",
+                       layout_.folder, layout_.layers, parameters, layout_.loss);
+  }
+  int64_t layer_count() const override { return layout_.layers; }
+  std::string layer_name(int64_t layer) const override { return fmt::format("layer{}", layer); }
+  std::shared_ptr<StageModule> make_stage(int64_t first, int64_t last) const override {
+    return std::make_shared<TorchScriptStage>(layout_, dtype_, first, last);
+  }
+  TensorSpec input_spec(int64_t rows) const override {
+    return {with_rows(rows, layout_.input_row.shape), layout_.input_row.dtype};
+  }
+  TensorSpec label_spec(int64_t rows) const override {
+    return {with_rows(rows, layout_.label_row.shape), layout_.label_row.dtype};
+  }
+  // Boundary 0 is the model's input (the engine asks for it on the first stage too).
+  TensorSpec boundary_spec(int64_t boundary, int64_t rows) const override {
+    if (boundary == 0) return input_spec(rows);
+    const TensorSpec& row = layout_.output_rows.at(boundary - 1);
+    return {with_rows(rows, row.shape), row.dtype};
+  }
+  ParameterRole role_of(const std::string& parameter) const override {
+    const std::string bias = "bias";
+    const bool is_bias = parameter.size() >= bias.size() &&
+                         parameter.compare(parameter.size() - bias.size(), bias.size(), bias) == 0;
+    return is_bias ? ParameterRole::Bias : ParameterRole::Hidden;
+  }
+  // Not known from a TorchScript file: an estimate of one multiply-add per parameter and row.
+  LayerWork layer_work(int64_t layer, int64_t rows) const override {
+    LayerWork work;
+    work.parameters = layout_.parameter_counts.at(layer);
+    work.forward_flops = 2 * double(rows) * work.parameters;
+    work.output_values = double(rows);
+    for (int64_t size : layout_.output_rows.at(layer).shape) work.output_values *= double(size);
+    return work;
+  }
+  Microbatch example(int64_t rows, torch::Generator& generator) const override {
+    return torchscript_example(layout_, rows, generator);
+  }
+
+ private:
+  TorchScriptLayout layout_;
+  torch::ScalarType dtype_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Model> make_torchscript_model(const Config& config) {
+  return std::make_shared<TorchScriptModel>(read_torchscript_layout(config), compute_dtype(config.model));
+}
+
+}  // namespace pipetrain

@@ -1,0 +1,210 @@
+// TorchScript layers exported from PyTorch (scripts/export_torchscript.py) train in pipetrain on
+// 2 and 3 stages (and with replicas, chunks, recomputation) exactly as PyTorch trains the same
+// model in one process: per-step losses and final weights in float64 to 1e-9 relative
+// (tests/exactness.h). 2BW's delayed update rule is
+// not PyTorch's: it is compared with pipetrain's AsyncReference. Bad folders get one line.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "../pipetrain_run.h"
+#include "../tensor_exactness.h"
+#include "core/files.h"
+#include "io/metrics.h"
+#include "model/registry.h"
+#include "model/state_io.h"
+#include "runtime/partition.h"
+#include "train/async_reference.h"
+
+namespace pipetrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Debian's python3 with python3-torch (scripts/setup installs it); "" when none imports torch.
+std::string python_with_torch() {
+  for (const std::string python : {"/usr/bin/python3", "python3"}) {
+    if (testing::run_program(python, "-c 'import torch'", "", 120).exit_code == 0) return python;
+  }
+  return "";
+}
+
+constexpr int kSteps = 4, kBatch = 8;
+
+// Exports the model and PyTorch's own training of it into a fresh folder.
+fs::path export_layers(const std::string& python, const std::string& name) {
+  const fs::path dir = testing::fresh_dir("torchscript_" + name);
+  const auto result = testing::run_program(
+      python, fmt::format("{}/scripts/export_torchscript.py --out {} --train-steps {} --batch-size {}",
+                          PIPETRAIN_SOURCE_DIR, dir.string(), kSteps, kBatch),
+      "", 300);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  return dir;
+}
+
+std::string torchscript_args(const fs::path& layers) {
+  return fmt::format(
+      "--model.kind torchscript --model.torchscript {0} --data.format safetensors --data.path "
+      "{0}/data.safetensors --model.dtype float64 --train.batch_size {1} --train.steps {2} "
+      "--train.lr 1e-2 --train.min_lr 1e-2 --train.warmup_steps 0 --train.grad_clip 0 "
+      "--train.optimizer adamw --train.weight_decay 0.01 --train.threads 1 --log.every 1 "
+      "--eval.every 0 --eval.batches 1 --sample.tokens 0 --pipeline.timeout_s 60",
+      layers.string(), kBatch, kSteps);
+}
+
+std::map<std::string, torch::Tensor> read_tensors(const fs::path& path) {
+  std::map<std::string, torch::Tensor> tensors;
+  for (const auto& entry : decode_safetensors(read_file(path.string()), path.string())) {
+    tensors[entry.name] = from_entry(entry);
+  }
+  return tensors;
+}
+
+struct TorchScriptCase {
+  std::string schedule;
+  int stages, microbatches;
+  int dp_width = 1, chunks = 1;
+  std::string recompute = "none";
+};
+
+std::string torchscript_case_name(const ::testing::TestParamInfo<TorchScriptCase>& info) {
+  const TorchScriptCase& c = info.param;
+  return fmt::format("{}_p{}_m{}_w{}_v{}{}", c.schedule, c.stages, c.microbatches, c.dp_width,
+                     c.chunks, c.recompute == "none" ? "" : "_recompute");
+}
+
+void PrintTo(const TorchScriptCase& c, std::ostream* out) {
+  *out << torchscript_case_name({c, 0});
+}
+
+// Losses and final weights the run must reproduce: PyTorch's for a flushing schedule, the
+// AsyncReference's for 2BW.
+struct ExpectedRun {
+  std::vector<double> losses;
+  std::map<std::string, torch::Tensor> weights;
+};
+
+ExpectedRun expected_run(const TorchScriptCase& c, const fs::path& layers, const std::string& args) {
+  ExpectedRun expected;
+  if (c.schedule != "2bw") {
+    const auto reference = nlohmann::json::parse(read_file((layers / "reference.json").string()));
+    expected.losses = reference["losses"].get<std::vector<double>>();
+    expected.weights = read_tensors(layers / "reference.safetensors");
+    return expected;
+  }
+  Config config;
+  std::istringstream in(args);
+  for (std::string key, value; in >> key >> value;) set_field_from_string(config, key.substr(2), value);
+  std::vector<std::pair<int64_t, int64_t>> stages;
+  for (const auto& range : runtime::stage_ranges(config)) stages.push_back({range.first, range.last});
+  AsyncReference reference(config, make_batch_source(config, PIPETRAIN_SOURCE_DIR), stages);
+  for (int64_t step = 0; step < kSteps; ++step) expected.losses.push_back(reference.train_step(step).loss);
+  for (const auto& [name, weight] : reference.named_weights()) expected.weights[name] = weight;
+  return expected;
+}
+
+class TorchScriptExactness : public ::testing::TestWithParam<TorchScriptCase> {};
+
+TEST_P(TorchScriptExactness, TrainsAsPyTorchDoes) {
+  const std::string python = python_with_torch();
+  if (python.empty()) GTEST_SKIP() << "no python3 with torch (Debian python3-torch; scripts/setup installs it)";
+  const TorchScriptCase c = GetParam();
+  const fs::path layers = export_layers(python, torchscript_case_name({c, 0}));
+  const std::string args = torchscript_args(layers) +
+                           fmt::format(" --train.microbatches {} --pipeline.stages {} --pipeline.schedule {} "
+                                       "--pipeline.dp_width {} --pipeline.chunks {} --pipeline.recompute {}",
+                                       c.microbatches, c.stages, c.schedule, c.dp_width, c.chunks,
+                                       c.recompute);
+  const fs::path run_dir = layers / "run";
+  const auto run = testing::run_pipetrain("train --quiet " + args + " --run-dir " + run_dir.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+
+  torch::set_num_threads(1);
+  const ExpectedRun expected = expected_run(c, layers, args);
+  const auto pytorch = nlohmann::json::parse(read_file((layers / "reference.json").string()));
+  const auto records = read_metrics((run_dir / "metrics.jsonl").string());
+  ASSERT_EQ(records.size(), size_t(kSteps));
+  ASSERT_EQ(expected.losses.size(), size_t(kSteps));
+  double gap_to_pytorch = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    const double loss = records[step]["loss"].get<double>();
+    EXPECT_TRUE(testing::exactly_close(loss, expected.losses[step]))
+        << "step " << step << ": loss " << loss << " vs " << expected.losses[step];
+    gap_to_pytorch = std::max(gap_to_pytorch, std::abs(loss - pytorch["losses"][step].get<double>()));
+  }
+  // 2BW's one-step-delayed gradients must not be PyTorch's synchronous training in disguise.
+  if (c.schedule == "2bw") {
+    EXPECT_GT(gap_to_pytorch, 1e-6);
+  }
+
+  std::map<std::string, torch::Tensor> saved;
+  for (int s = 0; s < c.stages * c.chunks; ++s) {
+    for (auto& [name, tensor] : read_tensors(run_dir / "checkpoint" / fmt::format("stage{}.safetensors", s))) {
+      saved[name] = tensor;
+    }
+  }
+  EXPECT_EQ(saved.size(), expected.weights.size());
+  for (const auto& [name, want] : expected.weights) {
+    ASSERT_TRUE(saved.count(name)) << name;
+    EXPECT_EQ(testing::elementwise_mismatch(saved[name], want), "") << name;
+  }
+  fs::remove_all(layers);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Model, TorchScriptExactness,
+    ::testing::Values(TorchScriptCase{"gpipe", 2, 2}, TorchScriptCase{"1f1b", 2, 4},
+                      TorchScriptCase{"gpipe", 3, 4}, TorchScriptCase{"1f1b", 3, 4},
+                      TorchScriptCase{"2bw", 2, 2}, TorchScriptCase{"2bw", 3, 4},
+                      TorchScriptCase{"1f1b", 2, 2, 2}, TorchScriptCase{"interleaved", 2, 4, 1, 2},
+                      TorchScriptCase{"1f1b", 2, 4, 1, 1, "all"}),
+    torchscript_case_name);
+
+void write_text(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
+
+constexpr const char* kTwoLayerJson =
+    R"({"layers": 2, "loss": "cross_entropy", "input": {"shape": [1, 16], "dtype": "float64"},
+        "labels": {"shape": [], "dtype": "int64"}})";
+
+// The data file exists (the model is built first and refuses the folder).
+std::string bad_folder_args(const fs::path& dir) {
+  return "train --quiet --model.kind torchscript --model.torchscript " + dir.string() +
+         " --data.format safetensors --data.path README.md --run-dir " + (dir / "run").string();
+}
+
+TEST(TorchScriptBadInput, MissingLayerFileIsOneLine) {
+  const fs::path dir = testing::fresh_dir("torchscript_missing");
+  fs::create_directories(dir);
+  write_text(dir / "model.json", kTwoLayerJson);
+  testing::expect_one_line_error(bad_folder_args(dir), "layer0.pt not found");
+  testing::expect_one_line_error(bad_folder_args(dir / "nowhere"), "model.json not found");
+  fs::remove_all(dir);
+}
+
+TEST(TorchScriptBadInput, CorruptLayerFileIsOneLine) {
+  const fs::path dir = testing::fresh_dir("torchscript_corrupt");
+  fs::create_directories(dir);
+  write_text(dir / "model.json", kTwoLayerJson);
+  write_text(dir / "layer0.pt", "this is not a TorchScript archive");
+  testing::expect_one_line_error(bad_folder_args(dir), "layer0.pt is not a TorchScript module");
+  fs::remove_all(dir);
+}
+
+TEST(TorchScriptBadInput, LayersThatDoNotChainAreOneLine) {
+  const std::string python = python_with_torch();
+  if (python.empty()) GTEST_SKIP() << "no python3 with torch (Debian python3-torch; scripts/setup installs it)";
+  const fs::path dir = export_layers(python, "unchained");
+  // layer1 is the first convolution again: it takes 1 channel, layer0 gives it 4.
+  fs::copy_file(dir / "layer0.pt", dir / "layer1.pt", fs::copy_options::overwrite_existing);
+  testing::expect_one_line_error(bad_folder_args(dir),
+                                 "model.torchscript: layer1.pt does not take layer0.pt's output [2, 4, 16]");
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pipetrain
