@@ -27,15 +27,7 @@ std::vector<std::pair<int64_t, int64_t>> as_pairs(const std::vector<StageRange>&
   return out;
 }
 
-schedule::WeightPolicy weight_policy_of(const Config& config) {
-  schedule::ScheduleSpec spec;
-  spec.name = config.pipeline.schedule;
-  spec.stages = 1;
-  spec.microbatches = 1;
-  return schedule::make_schedule(spec).policy;
-}
-
-// A stashed weight version of a 2BW stage (stage<k>.safetensors holds the masters).
+// A checkpointed weight version of a no-flush stage (stage<k>.safetensors holds the masters).
 std::string version_file(int stage, int version) {
   return fmt::format("stage{}.version{}.safetensors", stage, version);
 }
@@ -70,10 +62,9 @@ std::map<int, std::vector<torch::Tensor>> read_version_files(const std::string& 
 
 // Every stashed version a continuation reads is listed and readable (before any worker starts).
 void check_version_files(const std::string& dir, const CheckpointInfo& info, const Config& config) {
-  const auto versions = checkpointed_versions(weight_policy_of(config), int(info.step));
   for (size_t stage = 0; stage < info.weight_versions.size(); ++stage) {
     const auto& listed = info.weight_versions[stage];
-    for (const int version : versions) {
+    for (const int version : schedule::checkpointed_versions(config, int(stage), info.step)) {
       const std::string name = version_file(int(stage), version);
       if (std::find(listed.begin(), listed.end(), name) == listed.end()) {
         fail("{}: lists no weight version {} of stage {}, which a '{}' run reads after step {}",
@@ -121,7 +112,6 @@ std::map<std::string, std::string> write_stage_files(const std::string& dir,
                                                      const Layout& layout, int64_t step) {
   if (layout.replica() == 0) fs::create_directories(dir);  // a node with its own run folder
   executor.point_at_latest_weights();  // between steps the modules may show a stashed version
-  const auto versions = checkpointed_versions(executor.weight_policy(), int(step));
   std::map<std::string, std::string> checksums;
   for (const auto& chunk : executor.chunks()) {
     // Every replica takes part (with ZeRO-1 the state is gathered from the replicas' shards);
@@ -131,7 +121,7 @@ std::map<std::string, std::string> write_stage_files(const std::string& dir,
     checksums.merge(save_module_state(dir, fmt::format("stage{}.safetensors", chunk.stage),
                                       fmt::format("stage{}.optimizer.safetensors", chunk.stage),
                                       *chunk.model, state));
-    for (const int version : versions) {
+    for (const int version : executor.checkpointed_versions(chunk, step)) {
       checksums[version_file(chunk.stage, version)] =
           write_version_file(dir, chunk.stage, version, executor.stashed_version(chunk, version));
     }
@@ -143,10 +133,11 @@ CheckpointInfo pipeline_checkpoint_info(const Config& config, int64_t step,
                                         const std::vector<StageRange>& ranges, double val_loss) {
   CheckpointInfo info = make_checkpoint_info(config, step, as_pairs(ranges));
   info.val_loss = val_loss;
-  const auto versions = checkpointed_versions(weight_policy_of(config), int(step));
   for (size_t s = 0; s < ranges.size(); ++s) {
     info.weight_versions[s] = {fmt::format("stage{}.safetensors", s)};  // the newest: masters
-    for (const int version : versions) info.weight_versions[s].push_back(version_file(int(s), version));
+    for (const int version : schedule::checkpointed_versions(config, int(s), step)) {
+      info.weight_versions[s].push_back(version_file(int(s), version));
+    }
     info.optimizer_files.push_back(fmt::format("stage{}.optimizer.safetensors", s));
   }
   return info;
@@ -190,14 +181,14 @@ int64_t restore_pipeline_state(const std::string& checkpoint_dir, StageExecutor&
   const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges));
   const auto tensors = read_checkpoint_tensors(checkpoint_dir, info);
   const auto shared = make_model(config)->shared_parameters();
-  const auto versions = checkpointed_versions(executor.weight_policy(), int(info.step));
   std::vector<std::map<int, std::vector<torch::Tensor>>> stashed;
   for (const auto& chunk : executor.chunks()) {
     // No-flush policies: before any compute the module's parameters share the masters'
     // storage, so loading the module fills the masters.
     load_module_state(tensors, checkpoint_dir, *chunk.model, executor.optimizer(), shared,
                       executor.optimized_tensors(chunk));
-    stashed.push_back(read_version_files(checkpoint_dir, info, chunk, versions));
+    stashed.push_back(read_version_files(checkpoint_dir, info, chunk,
+                                         executor.checkpointed_versions(chunk, info.step)));
   }
   executor.resume_at(info.step, std::move(stashed));
   restore_torch_rng_state(info.rng_state, checkpoint_dir);

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "model/registry.h"
+#include "schedule/run_rules.h"
 #include "schedule/steps.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
@@ -123,7 +124,10 @@ StepResult StageExecutor::train_step(int64_t step) {
   zero1_ ? zero1_->zero_grad() : optimizer_->zero_grad();
   steps_pending_ = 0;
   result_ = StepResult{};
-  for (auto& chunk : chunks_) chunk.weights->release_held();  // the checkpoint, if any, is done
+  for (auto& chunk : chunks_) {
+    chunk.weights->release_held();  // the checkpoint, if any, is done
+    chunk.weights->begin_step(step);
+  }
   const auto& actions = schedule_.actions.at(size_t(layout_.worker()));
   const auto [begin, end] = steps_.at(size_t(step - list_start(step)));
   const size_t earlier_sends = comm_.pending_sends();
@@ -531,13 +535,22 @@ void StageExecutor::resume_at(int64_t step,
   }
   actions = remaining;
   split_into_steps(step);
+  // Predictions before the first update read the learning rate of the last one.
+  set_learning_rate(optimizer(), learning_rate_at(config_.train, step - 1));
+  const int updates = int(step) * (schedule::updates_per_microbatch(schedule_.policy.kind)
+                                       ? int(config_.train.microbatches)
+                                       : 1);
   for (size_t c = 0; c < chunks_.size(); ++c) {
     std::vector<schedule::Action> own;
     for (const auto& a : remaining) {
       if (size_t(a.chunk) == c) own.push_back(a);
     }
-    chunks_[c].weights->resume(own, schedule_.iterations, int(step), std::move(stashed.at(c)));
+    chunks_[c].weights->resume(own, schedule_.iterations, updates, std::move(stashed.at(c)));
   }
+}
+
+std::vector<int> StageExecutor::checkpointed_versions(const Chunk& chunk, int64_t step) const {
+  return schedule::checkpointed_versions(config_, chunk.stage, step);
 }
 
 std::vector<torch::Tensor> StageExecutor::held_weights() const {

@@ -68,9 +68,11 @@ class StageExecutor {
   std::vector<std::pair<std::string, torch::Tensor>> optimized_tensors(const Chunk& chunk) const;
   const schedule::WeightPolicy& weight_policy() const { return schedule_.policy; }
   void point_at_latest_weights();  // the modules show the latest weights (checkpoints)
-  // Exact resume of a 2BW run (see WeightVersions): the chunk's stashed `version`, named as its
-  // parameters; and the continuation at `step` (= updates done, 2BW) from the cut "iterations
-  // < step done", with the masters already loaded and each chunk's checkpointed versions.
+  // Exact resume of a no-flush run (see WeightVersions): the versions a checkpoint after `step`
+  // steps holds for the chunk; one of them, named as its parameters; and the continuation at
+  // `step` from the cut "iterations < step done", with the masters already loaded and each
+  // chunk's checkpointed versions.
+  std::vector<int> checkpointed_versions(const Chunk& chunk, int64_t step) const;
   std::vector<std::pair<std::string, torch::Tensor>> stashed_version(const Chunk& chunk,
                                                                     int version) const;
   void resume_at(int64_t step, std::vector<std::map<int, std::vector<torch::Tensor>>> stashed);

@@ -405,9 +405,9 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   RunSummary summary;
   double val_loss = std::nan("");
   const auto start = Clock::now();
-  // Between two steps a no-flush pipeline still holds microbatches in flight: 2BW checkpoints
-  // the stashed versions they read (see WeightVersions); the other policies cannot resume
-  // exactly, so only their final checkpoint is written.
+  // Between two steps a no-flush pipeline still holds microbatches in flight: checkpoints hold
+  // the weights they read (stashed versions, or what forwards ahead of their step read: see
+  // WeightVersions). A rule that could not resume exactly would write only the final checkpoint.
   const std::string no_resume = schedule::resume_refusal(schedule::policy_of(config));
   const bool checkpoints_mid_run = no_resume.empty();
   for (int64_t step = first_step; step < config.train.steps; ++step) {

@@ -35,7 +35,7 @@ std::vector<ScheduleEntry> entries() {
     e.generate = generate;
     e.policy = policy;
     e.rule = flushes(policy) ? "sync" : e.name;
-    e.resumes = flushes(policy);
+    e.resumes = true;  // no-flush policies checkpoint the weights their early actions read
     e.summary = std::move(summary);
     return all.emplace_back(std::move(e));
   };
@@ -77,7 +77,6 @@ std::vector<ScheduleEntry> entries() {
                            "PipeDream-2BW: 1F1B without flush, a new weight version every m "
                            "microbatches, 2 versions.");
   two_bw_entry.reference = {two_bw, two_bw, false};
-  two_bw_entry.resumes = true;
   two_bw_entry.runtime = runs_without_replicas();
   two_bw_entry.planner.plans = true;
 
@@ -85,7 +84,6 @@ std::vector<ScheduleEntry> entries() {
                             "PipeDream-2BW whose versions are extrapolated one update ahead with "
                             "the optimizer's own direction, to cancel the one-step delay.");
   predicted_2bw.reference = {two_bw_predicted, two_bw_predicted, false};
-  predicted_2bw.resumes = true;
   predicted_2bw.runtime = runs_without_replicas();
 
   auto& stash = add("pipedream", make_pipedream_schedule, K::Stash,

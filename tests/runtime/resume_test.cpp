@@ -46,11 +46,21 @@ const fs::path& reference_run(const std::string& args) {
   return done.emplace(args, dir).first->second;
 }
 
+// Every step's loss as metrics.jsonl writes it (log.every 1).
+std::vector<std::string> step_losses(const fs::path& dir) {
+  std::vector<std::string> losses;
+  for (const auto& record : read_metrics((dir / "metrics.jsonl").string())) {
+    losses.push_back(record["loss"].dump());
+  }
+  return losses;
+}
+
 void expect_same_final_state(const fs::path& resumed, const fs::path& reference) {
   for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
     EXPECT_TRUE(final_bytes(resumed, file) == final_bytes(reference, file))
         << file << " differs from the uninterrupted run";
   }
+  EXPECT_EQ(step_losses(resumed), step_losses(reference));
 }
 
 // Kill `rank` before `step`, resume, compare; returns the interrupted run's output.
@@ -170,22 +180,34 @@ TEST(Resume, TwoBWFinalCheckpointContinuesToMoreSteps) {
   fs::remove_all(dir);
 }
 
-// Policies that update after every microbatch write only the final checkpoint; --resume and
-// SIGTERM say why in one line.
-TEST(Resume, PerMicrobatchPoliciesAreRefusedWithTheReason) {
-  const std::string reason = "updates after every microbatch, and the microbatches in flight at a "
-                             "step boundary read weights that no checkpoint holds";
-  const std::string args = kTiny + " --stages 2 --schedule pipedream --checkpoint.every 0";
-  const auto dir = testing::fresh_dir("pipedream_refused");
-  const auto stopped = testing::run_pipetrain(args + " --run-dir " + dir.string(), "PIPETRAIN_FAULT=0:2:term");
-  EXPECT_EQ(stopped.exit_code, 128 + SIGTERM) << stopped.output;
-  EXPECT_NE(stopped.output.find("no checkpoint: schedule 'pipedream' " + reason), std::string::npos)
-      << stopped.output;
-  const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string());
-  EXPECT_EQ(resumed.exit_code, 2) << resumed.output;
-  EXPECT_NE(resumed.output.find("--resume cannot continue exactly: schedule 'pipedream' " + reason),
-            std::string::npos) << resumed.output;
-  fs::remove_all(dir);
+// PipeDream's family updates after every microbatch: a checkpoint holds the stashed versions
+// (PipeDream) or the predicted weights (PipeOptim, SpecTrain) that the forwards run ahead of
+// their step read, and the resumed run redoes those forwards. The weights, the optimizer state
+// and every step's loss equal the uninterrupted run's. Kill points from fixed seeds (rank, step):
+// resuming at steps 2, 4 and 6.
+TEST(Resume, PerMicrobatchPoliciesKilledAndResumedAreBitwiseIdentical) {
+  struct Case {
+    std::string args;
+    int rank, step;
+  };
+  const std::vector<Case> cases = {
+      {kTiny + " --stages 2 --schedule pipedream", 1, 5},
+      {kTiny + " --stages 3 --schedule pipedream --train.microbatches 4", 0, 3},
+      {kTiny + " --stages 2 --schedule pipeoptim", 0, 7},
+      {kTiny + " --stages 3 --schedule pipeoptim --train.microbatches 4", 2, 5},
+      {kTiny + " --stages 3 --schedule spectrain --train.microbatches 4 --train.optimizer sgd "
+               "--train.momentum 0.9", 1, 4},
+      {kTiny + " --stages 2 --schedule spectrain", 0, 3},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(fmt::format("{}: kill rank {} before step {}", c.args, c.rank, c.step));
+    kill_and_resume(c.args, c.rank, c.step, "per_microbatch_kill");
+  }
+}
+
+TEST(Resume, PipeDreamSigtermStopsWithACheckpointAndResumesExactly) {
+  sigterm_then_resume(kTiny + " --stages 2 --schedule pipedream --checkpoint.every 0", 0,
+                      "pipedream_sigterm");
 }
 
 // SIGTERM to the launcher: it forwards the signal, every worker finishes its step, writes a
