@@ -67,8 +67,13 @@ void check_version_files(const std::string& dir, const CheckpointInfo& info, con
     for (const int version : schedule::checkpointed_versions(config, int(stage), info.step)) {
       const std::string name = version_file(int(stage), version);
       if (std::find(listed.begin(), listed.end(), name) == listed.end()) {
-        fail("{}: lists no weight version {} of stage {}, which a '{}' run reads after step {}",
-             dir, version, stage, info.policy, info.step);
+        // Only the latest weights: a final checkpoint of a policy whose pipeline drains at the end.
+        const std::string drained = listed.size() == 1
+                                        ? "; a final checkpoint holds none (the pipeline drained): "
+                                          "continue from a checkpoint taken before the last step"
+                                        : "";
+        fail("{}: lists no weight version {} of stage {}, which a '{}' run reads after step {}{}",
+             dir, version, stage, info.policy, info.step, drained);
       }
       read_checkpoint_file(dir, name, info);
     }
@@ -164,10 +169,6 @@ void refuse_inexact_policy(const Config& config) {
 
 void check_resumable(const std::string& checkpoint_dir, const Config& config,
                      const std::vector<StageRange>& ranges) {
-  if (config.pipeline.zero1 == 1) {
-    fail("--resume does not support ZeRO-1 runs yet (pipeline.zero1 = 1): the checkpoint holds the "
-         "gathered optimizer state, which the sharded optimizer cannot load back yet");
-  }
   refuse_inexact_policy(config);
   const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges));
   const auto tensors = read_checkpoint_tensors(checkpoint_dir, info);  // present, well-formed
@@ -180,13 +181,9 @@ int64_t restore_pipeline_state(const std::string& checkpoint_dir, StageExecutor&
   refuse_inexact_policy(config);  // workers started without the launcher's check
   const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges));
   const auto tensors = read_checkpoint_tensors(checkpoint_dir, info);
-  const auto shared = make_model(config)->shared_parameters();
+  executor.load_state(tensors, checkpoint_dir);
   std::vector<std::map<int, std::vector<torch::Tensor>>> stashed;
   for (const auto& chunk : executor.chunks()) {
-    // No-flush policies: before any compute the module's parameters share the masters'
-    // storage, so loading the module fills the masters.
-    load_module_state(tensors, checkpoint_dir, *chunk.model, executor.optimizer(), shared,
-                      executor.optimized_tensors(chunk));
     stashed.push_back(read_version_files(checkpoint_dir, info, chunk,
                                          executor.checkpointed_versions(chunk, info.step)));
   }

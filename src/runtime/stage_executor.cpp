@@ -10,6 +10,7 @@
 #include "model/registry.h"
 #include "schedule/run_rules.h"
 #include "schedule/steps.h"
+#include "train/checkpoint.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
 
@@ -490,8 +491,32 @@ void StageExecutor::finish_shared_gradients(const std::vector<int>& pending) {
 
 std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::optimizer_state(
     const Chunk& chunk) {
-  if (zero1_) return zero1_->state_tensors(*chunk.model);  // a collective of the replica group
+  if (zero1_) return zero1_->state_tensors(optimized_tensors(chunk));  // a collective of the replicas
   return optimizer_state_tensors(*optimizer_, optimized_tensors(chunk));
+}
+
+void StageExecutor::load_state(const CheckpointTensors& tensors, const std::string& origin) {
+  const auto shared = model_->shared_parameters();
+  if (!zero1_) {
+    // No-flush policies: before any compute the module's parameters share the masters'
+    // storage, so loading the module fills the masters.
+    for (const auto& chunk : chunks_) {
+      load_module_state(tensors, origin, *chunk.model, *optimizer_, shared, optimized_tensors(chunk));
+    }
+    return;
+  }
+  // ZeRO-1: the checkpoint holds every parameter's whole state (any width wrote it); loaded
+  // whole as an unsharded run would, then this replica keeps its shard.
+  std::vector<std::pair<std::string, torch::Tensor>> optimized, state;
+  for (const auto& chunk : chunks_) {
+    const auto named = optimized_tensors(chunk);
+    auto whole = make_optimizer(named, config_.train);
+    load_module_state(tensors, origin, *chunk.model, *whole, shared, named);
+    const auto chunk_state = optimizer_state_tensors(*whole, named);
+    optimized.insert(optimized.end(), named.begin(), named.end());
+    state.insert(state.end(), chunk_state.begin(), chunk_state.end());
+  }
+  zero1_->load_state(optimized, state);
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::optimized_tensors(

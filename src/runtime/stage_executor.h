@@ -27,6 +27,7 @@
 #include "schedule/catalogue.h"
 #include "schedule/schedule.h"
 #include "sim/timeline.h"
+#include "train/checkpoint.h"
 #include "train/step_result.h"
 
 namespace pipetrain::runtime {
@@ -63,6 +64,9 @@ class StageExecutor {
   // The chunk's optimizer state named as a single-process checkpoint names it. With ZeRO-1 a
   // collective over the replica group (every replica calls it, chunk by chunk).
   std::vector<std::pair<std::string, torch::Tensor>> optimizer_state(const Chunk& chunk);
+  // Every chunk's weights and optimizer state from a checkpoint's tensors (UserError naming
+  // `origin` on a mismatch); with ZeRO-1 this replica keeps its shard of the state.
+  void load_state(const CheckpointTensors& tensors, const std::string& origin);
   // The tensors the optimizer updates for the chunk (the masters of a no-flush policy), named as
   // the module's parameters.
   std::vector<std::pair<std::string, torch::Tensor>> optimized_tensors(const Chunk& chunk) const;

@@ -184,6 +184,12 @@ schedule::Schedule make_run_schedule(const Config& config) {
          "replicas the runtime runs {}", p.schedule,
          join(runtime_schedules_where([](const auto& e) { return e.runtime.data_parallel; }), ", "));
   }
+  if (p.zero1 == 1 && !entry.runtime.zero1) {
+    fail("pipeline.zero1 = 1 runs with the schedules {} only; pipeline.schedule '{}' extrapolates "
+         "its weights with the optimizer's state, of which ZeRO-1 keeps a shard per replica",
+         join(runtime_schedules_where([](const auto& e) { return e.runtime.zero1; }), ", "),
+         p.schedule);
+  }
   if (p.recompute != "none" && !entry.runtime.recompute) {
     fail("pipeline.recompute runs with the schedules {} only; pipeline.schedule is '{}'",
          join(runtime_schedules_where([](const auto& e) { return e.runtime.recompute; }), ", "),

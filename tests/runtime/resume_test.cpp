@@ -267,6 +267,53 @@ TEST(Resume, ContinuesOnADifferentStageCount) {
   }
 }
 
+// ZeRO-1: a checkpoint holds the optimizer state gathered from the replicas' shards (the format
+// of an unsharded run), and a resumed replica keeps its shard of it: killed runs resume on the
+// uninterrupted run's bytes (1F1B, 2BW and PipeDream, 2 stages x 2 replicas).
+TEST(Resume, ZeroOneKilledAndResumedIsBitwiseIdentical) {
+  const std::string wide = kTiny + " --stages 2 --dp-width 2 --zero1";
+  kill_and_resume(wide + " --schedule 1f1b", 3, 5, "zero1_kill");
+  kill_and_resume(wide + " --schedule 2bw", 0, 7, "zero1_twobw_kill");
+  kill_and_resume(wide + " --schedule pipedream", 1, 3, "zero1_pipedream_kill");
+}
+
+// The gathered state loads onto any width: a ZeRO-1 checkpoint of 2 replicas continues on 4
+// (ZeRO-1, each keeping a quarter) or on 1 (unsharded), and an unsharded checkpoint continues
+// under ZeRO-1, as the same training: the global batch is the same, only the summation order
+// differs, so float64 to 1e-9 relative (tests/exactness.h).
+TEST(Resume, ZeroOneContinuesOnAnotherWidth) {
+  const std::string base = kTiny + " --stages 2 --train.batch_size 8 --model.dtype float64";
+  const std::string sharded = base + " --dp-width 2 --zero1";
+  const auto reference = weights(reference_run(sharded));
+  struct Case {
+    std::string args, resumed_on;
+    int width;
+  };
+  const std::vector<Case> cases = {{sharded, " --dp-width 4", 4},
+                                   {sharded, " --dp-width 1 --pipeline.zero1 0", 1},
+                                   {base, " --dp-width 2 --zero1", 2}};
+  for (const auto& [args, resumed_on, width] : cases) {
+    SCOPED_TRACE(args + " resumed with" + resumed_on);
+    const auto dir = testing::fresh_dir("zero1_width");
+    testing::run_pipetrain(args + " --run-dir " + dir.string(), "PIPETRAIN_FAULT=1:5");
+    const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string() + resumed_on);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("resuming at step 4"), std::string::npos) << resumed.output;
+    const auto summary = nlohmann::json::parse(read_file((dir / "summary.json").string()));
+    EXPECT_EQ(summary["dp_width"].get<int>(), width);
+    const auto got = weights(dir);
+    ASSERT_EQ(got.size(), reference.size());
+    for (const auto& [name, values] : reference) {
+      ASSERT_EQ(got.at(name).size(), values.size()) << name;
+      for (size_t i = 0; i < values.size(); ++i) {
+        ASSERT_TRUE(testing::exactly_close(got.at(name)[i], values[i]))
+            << name << "[" << i << "]: " << got.at(name)[i] << " vs " << values[i];
+      }
+    }
+    fs::remove_all(dir);
+  }
+}
+
 TEST(Resume, RefusesWhatCannotContinueExactly) {
   const std::string args = kTiny + " --stages 1 --train.steps 2";
   const auto dir = testing::fresh_dir("refuse");

@@ -143,7 +143,7 @@ TEST(Catalogue, ClosedFormRulesReadTheVersionsTheGeneratorsAssign) {
 TEST(Catalogue, CheckpointedVersionsAreWhatTheRemainingActionsReadFromBeforeTheCut) {
   for (const auto& entry : schedule_catalogue()) {
     if (entry.flushes()) continue;
-    for (const auto [p, m] : std::vector<std::pair<int, int>>{{2, 2}, {3, 4}, {4, 4}, {3, 5}}) {
+    for (const auto& [p, m] : std::vector<std::pair<int, int>>{{2, 2}, {3, 4}, {4, 4}, {3, 5}}) {
       ScheduleSpec spec;
       spec.name = entry.name;
       spec.stages = p, spec.microbatches = m, spec.iterations = 5;
@@ -179,6 +179,24 @@ TEST(Catalogue, CheckpointedVersionsAreWhatTheRemainingActionsReadFromBeforeTheC
       EXPECT_EQ(checkpointed_versions(config, 0, spec.iterations).empty(),
                 entry.policy != WeightPolicyKind::DoubleBuffer) << entry.name;
     }
+  }
+}
+
+// Every schedule real workers run runs data-parallel; ZeRO-1 (a shard of the optimizer state per
+// replica) with every one whose rule reads no prediction (which extrapolates with that state).
+TEST(Catalogue, WidthAndZeroOneFollowThePrediction) {
+  const int p = 4, m = 4;
+  for (const auto& entry : schedule_catalogue()) {
+    if (!entry.runtime.runs) continue;
+    EXPECT_TRUE(entry.runtime.data_parallel) << entry.name;
+    bool predicts = false;
+    for (int r = 0; r < p && !entry.flushes(); ++r) {
+      for (int64_t j = 0; j < 3 * m; ++j) {
+        predicts = predicts || entry.reference.forward(r, j, p, m).predict > 0 ||
+                   entry.reference.backward(r, j, p, m).predict > 0;
+      }
+    }
+    EXPECT_EQ(entry.runtime.zero1, !predicts) << entry.name;
   }
 }
 
