@@ -37,7 +37,9 @@ void PredictedWeights::before_compute(const schedule::Action& action,
   }
   // The graph keeps reading the masters' storage (the backward sees the live weights), so what
   // a forward ahead of its step read is copied aside.
-  if (forward && action.iteration > step_) ahead_reads_[action.version] = copies_of(masters_);
+  if (forward && keep_ahead_reads_ && action.iteration > step_) {
+    ahead_reads_[action.version] = copies_of(masters_);
+  }
   note_peak();
 }
 
@@ -85,8 +87,9 @@ void PredictedWeights::after_step(torch::optim::Optimizer&) {
   note_peak();
 }
 
-void PredictedWeights::begin_step(int64_t step) {
+void PredictedWeights::begin_step(int64_t step, bool checkpoint_may_follow) {
   step_ = step;
+  keep_ahead_reads_ = checkpoint_may_follow;
   ahead_reads_.clear();  // the checkpoint between the steps, if any, is written
 }
 

@@ -127,7 +127,7 @@ StepResult StageExecutor::train_step(int64_t step) {
   result_ = StepResult{};
   for (auto& chunk : chunks_) {
     chunk.weights->release_held();  // the checkpoint, if any, is done
-    chunk.weights->begin_step(step);
+    chunk.weights->begin_step(step, checkpoint_may_follow_);
   }
   const auto& actions = schedule_.actions.at(size_t(layout_.worker()));
   const auto [begin, end] = steps_.at(size_t(step - list_start(step)));
@@ -572,6 +572,11 @@ void StageExecutor::resume_at(int64_t step,
     }
     chunks_[c].weights->resume(own, schedule_.iterations, updates, std::move(stashed.at(c)));
   }
+}
+
+bool StageExecutor::checkpointable() const {
+  return std::all_of(chunks_.begin(), chunks_.end(),
+                     [](const Chunk& c) { return c.weights->keeps_checkpoint_state(); });
 }
 
 std::vector<int> StageExecutor::checkpointed_versions(const Chunk& chunk, int64_t step) const {

@@ -77,6 +77,11 @@ class StageExecutor {
   // `step` from the cut "iterations < step done", with the masters already loaded and each
   // chunk's checkpointed versions.
   std::vector<int> checkpointed_versions(const Chunk& chunk, int64_t step) const;
+  // Whether the next steps may be followed by a checkpoint (default: yes). Prediction copies
+  // what the forwards ahead of a step read only in such a step; checkpointable(): whether the
+  // last step did (or needed nothing), the same answer on every worker.
+  void set_checkpoint_may_follow(bool may) { checkpoint_may_follow_ = may; }
+  bool checkpointable() const;
   std::vector<std::pair<std::string, torch::Tensor>> stashed_version(const Chunk& chunk,
                                                                     int version) const;
   void resume_at(int64_t step, std::vector<std::map<int, std::vector<torch::Tensor>>> stashed);
@@ -178,6 +183,7 @@ class StageExecutor {
   std::map<std::pair<int, int>, SequenceKvCache> kv_caches_;
   int64_t peak_weight_pass_bytes_ = 0;
   int steps_pending_ = 0;  // OptimizerStep actions seen this step (one per chunk)
+  bool checkpoint_may_follow_ = true;
   struct PendingUpdate {
     int version = 0;           // the version it produces
     std::vector<int> shared_reductions;  // per shared group: Comm handle still in flight, or -1

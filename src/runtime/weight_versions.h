@@ -56,7 +56,10 @@ class WeightVersions {
   virtual void hold_releases() {}
   virtual void release_held() {}
   // Step `step` begins (after release_held): actions of later iterations run ahead of it.
-  virtual void begin_step(int64_t /*step*/) {}
+  // `checkpoint_may_follow`: keep what a checkpoint after it holds (policies that do not hold it
+  // anyway copy it only then); keeps_checkpoint_state() says whether the step did.
+  virtual void begin_step(int64_t /*step*/, bool /*checkpoint_may_follow*/) {}
+  virtual bool keeps_checkpoint_state() const { return true; }
 
   // Exact resume. A checkpoint at step k is the cut "every action of the iterations < k done":
   // it holds the masters (the latest version) and the versions schedule::checkpointed_versions()

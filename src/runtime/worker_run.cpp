@@ -416,8 +416,10 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   // WeightVersions). A rule that could not resume exactly would write only the final checkpoint.
   const std::string no_resume = schedule::resume_refusal(schedule::policy_of(config));
   const bool checkpoints_mid_run = no_resume.empty();
+  int deferred_signal = 0;  // a stop waiting one step for what its checkpoint holds
   for (int64_t step = first_step; step < config.train.steps; ++step) {
     maybe_inject_fault(env.rank, step, launched);
+    executor.set_checkpoint_may_follow(deferred_signal != 0 || periodic_checkpoint_due(config, step + 1));
     const auto step_start = Clock::now();
     allocator.reset_peak();
     const StepResult result = executor.train_step(step);
@@ -463,7 +465,11 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
       summary.final_loss = result.loss;
       summary.tokens_per_s = tokens_per_s;
     }
-    const int signal = verdict.signal;
+    int signal = deferred_signal != 0 ? deferred_signal : verdict.signal;
+    if (signal != 0 && checkpoints_mid_run && !final_step && !executor.checkpointable()) {
+      deferred_signal = signal;  // one more step, keeping what its checkpoint holds (every worker alike)
+      signal = 0;
+    }
     if (signal != 0 && !checkpoints_mid_run) {
       if (progress) progress->finish();
       if (!reports) throw StopRequested{signal, ""};

@@ -210,6 +210,23 @@ TEST(Resume, PipeDreamSigtermStopsWithACheckpointAndResumesExactly) {
                       "pipedream_sigterm");
 }
 
+// Without periodic checkpoints PipeOptim copies nothing its forwards read ahead of a step, so a
+// SIGTERM (after step 4) stops one step later, at a step it ran keeping those copies.
+TEST(Resume, PipeOptimSigtermStopsAStepLaterWithACheckpointAndResumesExactly) {
+  const std::string args = kTiny + " --stages 3 --schedule pipeoptim --train.microbatches 4 "
+                                   "--checkpoint.every 0";
+  const auto dir = testing::fresh_dir("pipeoptim_sigterm");
+  const auto stopped = testing::run_pipetrain(args + " --run-dir " + dir.string(), "PIPETRAIN_FAULT=1:3:term");
+  EXPECT_EQ(stopped.exit_code, 128 + SIGTERM) << stopped.output;
+  EXPECT_NE(stopped.output.find("stopped on request; checkpoint " + dir.string() +
+                                "/checkpoints/step-000005"), std::string::npos) << stopped.output;
+  const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resuming at step 5"), std::string::npos) << resumed.output;
+  expect_same_final_state(dir, reference_run(args));
+  fs::remove_all(dir);
+}
+
 // SIGTERM to the launcher: it forwards the signal, every worker finishes its step, writes a
 // checkpoint and exits 143; --resume continues to the same bytes.
 TEST(Resume, SigtermStopsWithACheckpointAndResumesExactly) {
