@@ -89,6 +89,18 @@ void check_weight_shapes(const std::string& dir, const CheckpointTensors& tensor
   load_module_entries(*model, tensors.weights, dir);  // UserError naming the first mismatch
 }
 
+// A per-microbatch policy's update i sums every replica's microbatch i: on another width its
+// updates cover other rows of the batch, another training (per-iteration updates cover the whole
+// batch at any width).
+void check_width(const std::string& dir, const CheckpointInfo& info, const Config& config) {
+  const int64_t written = parse_config_toml(info.config_toml, dir).pipeline.dp_width;
+  if (written == config.pipeline.dp_width) return;
+  if (!schedule::schedule_entry(config.pipeline.schedule).updates_per_microbatch()) return;
+  fail("{}: checkpoint of a '{}' run with pipeline.dp_width = {}; this run has {}: its updates "
+       "after every microbatch would sum other rows of each batch (resume with --dp-width {})",
+       dir, info.policy, written, config.pipeline.dp_width, written);
+}
+
 }  // namespace
 
 // Every listed file's CRC32C at every worker, from the workers that wrote them (a stage's
@@ -171,6 +183,7 @@ void check_resumable(const std::string& checkpoint_dir, const Config& config,
                      const std::vector<StageRange>& ranges) {
   refuse_inexact_policy(config);
   const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges));
+  check_width(checkpoint_dir, info, config);
   const auto tensors = read_checkpoint_tensors(checkpoint_dir, info);  // present, well-formed
   check_weight_shapes(checkpoint_dir, tensors, config);
   check_version_files(checkpoint_dir, info, config);

@@ -331,6 +331,24 @@ TEST(Resume, ZeroOneContinuesOnAnotherWidth) {
   }
 }
 
+// A per-microbatch policy's update sums every replica's microbatch i: on another width it would
+// be another training, so a PipeDream checkpoint of 2 replicas does not continue on 1.
+TEST(Resume, PerMicrobatchPolicyIsRefusedOnAnotherWidth) {
+  const std::string args = kTiny + " --stages 2 --schedule pipedream --dp-width 2 --train.steps 2 "
+                                   "--checkpoint.every 1";
+  const auto dir = testing::fresh_dir("pipedream_width");
+  ASSERT_NE(testing::run_pipetrain(args + " --run-dir " + dir.string(), "PIPETRAIN_FAULT=0:1").exit_code, 0);
+  const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string() + " --dp-width 1");
+  EXPECT_EQ(resumed.exit_code, 2) << resumed.output;
+  EXPECT_NE(resumed.output.find("checkpoint of a 'pipedream' run with pipeline.dp_width = 2; this "
+                                "run has 1: its updates after every microbatch would sum other "
+                                "rows of each batch (resume with --dp-width 2)"),
+            std::string::npos) << resumed.output;
+  const auto same = testing::run_pipetrain(args + " --resume " + dir.string());
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  fs::remove_all(dir);
+}
+
 TEST(Resume, RefusesWhatCannotContinueExactly) {
   const std::string args = kTiny + " --stages 1 --train.steps 2";
   const auto dir = testing::fresh_dir("refuse");
