@@ -22,7 +22,6 @@ mkdir -p "$work/ro" && touch "$work/file"
 "$bin" train $tiny --stages 1 --checkpoint.every 1 --run-dir "$work/done" >/dev/null 2>&1
 "$bin" train $tiny --stages 1 --train.steps 4 --checkpoint.every 1 --run-dir "$work/base" >/dev/null 2>&1
 "$bin" train $tiny --stages 2 --train.steps 4 --checkpoint.every 1 --run-dir "$work/pipe" >/dev/null 2>&1
-"$bin" train $tiny --stages 1 --dp-width 2 --zero1 --train.steps 4 --checkpoint.every 2 --run-dir "$work/zero1" >/dev/null 2>&1
 "$bin" train $tiny --stages 2 --schedule pipedream --run-dir "$work/pipedream" >/dev/null 2>&1
 "$bin" train $tiny --stages 2 --schedule 2bw --train.steps 4 --checkpoint.every 1 --run-dir "$work/twobw" >/dev/null 2>&1
 cp -r "$work/pipe" "$work/otherstage"
@@ -147,15 +146,14 @@ run_case "torchrun: RANK outside the world" "RANK=5 WORLD_SIZE=2 MASTER_ADDR=127
 run_case "torchrun: WORLD_SIZE does not match stages" "RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=1" "train $tiny --stages 2 --run-dir $work/w3"
 run_case "torchrun: RANK not a number" "RANK=x WORLD_SIZE=2" "train $tiny --stages 2 --run-dir $work/rx"
 run_case "port in use (rank 0 hosts the store)" "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port" "train $tiny --stages 2 --pipeline.timeout_s 5 --run-dir $work/port-run"
-run_case "2BW with data parallelism" "" "train $tiny --stages 2 --schedule 2bw --dp-width 2"
-run_case "resume: ZeRO-1 run" "" "train --resume $work/zero1 --train.steps 6"
+run_case "ZeRO-1 with a predicting schedule" "" "train $tiny --stages 2 --schedule pipeoptim --dp-width 2 --zero1"
 run_case "ZeRO-1 without replicas" "" "train $tiny --stages 2 --zero1"
 run_case "token slices with 1F1B" "" "train $tiny --stages 2 --schedule 1f1b --pipeline.slices 2"
 run_case "token slices that do not sum to seq_len" "" "train $tiny --stages 2 --schedule gpipe --pipeline.slices 3,3"
 run_case "several nodes without a fixed port" "" "train $tiny --stages 2 --nnodes 2 --node-rank 0"
 run_case "node rank outside the nodes" "" "train $tiny --stages 2 --nnodes 2 --node-rank 2 --master-port 29500"
 run_case "unreachable rendezvous address" "" "train $tiny --stages 2 --pipeline.master_addr 203.0.113.1 --pipeline.timeout_s 3 --run-dir $work/addr"
-run_case "resume: PipeDream run (updates every microbatch)" "" "train --resume $work/pipedream --train.steps 4"
+run_case "resume: a PipeDream run's final checkpoint to more steps" "" "train --resume $work/pipedream --train.steps 4"
 run_case "resume: 2BW stashed-version file missing" "" "train --resume $work/twobw --train.steps 6"
 tokens="--data.format tokens --model.vocab_size 400"
 run_case "token file: wrong magic" "" "train $tiny $tokens --data.path $work/badmagic"

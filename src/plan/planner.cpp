@@ -95,6 +95,8 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
     c.rejected = fmt::format("the runtime does not run {}", schedule);
   } else if (request.for_pipetrain_runtime && c.dp_width > 1 && !entry.runtime.data_parallel) {
     c.rejected = fmt::format("the runtime runs {} without data parallelism (w = 1 only)", schedule);
+  } else if (request.for_pipetrain_runtime && recompute && !entry.runtime.recompute) {
+    c.rejected = fmt::format("the runtime runs {} without recomputation", schedule);
   }
   if (!c.rejected.empty()) return c;
   AnalyticOptions options{microbatch, recompute};

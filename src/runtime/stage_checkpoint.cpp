@@ -27,15 +27,7 @@ std::vector<std::pair<int64_t, int64_t>> as_pairs(const std::vector<StageRange>&
   return out;
 }
 
-schedule::WeightPolicy weight_policy_of(const Config& config) {
-  schedule::ScheduleSpec spec;
-  spec.name = config.pipeline.schedule;
-  spec.stages = 1;
-  spec.microbatches = 1;
-  return schedule::make_schedule(spec).policy;
-}
-
-// A stashed weight version of a 2BW stage (stage<k>.safetensors holds the masters).
+// A checkpointed weight version of a no-flush stage (stage<k>.safetensors holds the masters).
 std::string version_file(int stage, int version) {
   return fmt::format("stage{}.version{}.safetensors", stage, version);
 }
@@ -70,14 +62,18 @@ std::map<int, std::vector<torch::Tensor>> read_version_files(const std::string& 
 
 // Every stashed version a continuation reads is listed and readable (before any worker starts).
 void check_version_files(const std::string& dir, const CheckpointInfo& info, const Config& config) {
-  const auto versions = checkpointed_versions(weight_policy_of(config), int(info.step));
   for (size_t stage = 0; stage < info.weight_versions.size(); ++stage) {
     const auto& listed = info.weight_versions[stage];
-    for (const int version : versions) {
+    for (const int version : schedule::checkpointed_versions(config, int(stage), info.step)) {
       const std::string name = version_file(int(stage), version);
       if (std::find(listed.begin(), listed.end(), name) == listed.end()) {
-        fail("{}: lists no weight version {} of stage {}, which a '{}' run reads after step {}",
-             dir, version, stage, info.policy, info.step);
+        // Only the latest weights: a final checkpoint of a policy whose pipeline drains at the end.
+        const std::string drained = listed.size() == 1
+                                        ? "; a final checkpoint holds none (the pipeline drained): "
+                                          "continue from a checkpoint taken before the last step"
+                                        : "";
+        fail("{}: lists no weight version {} of stage {}, which a '{}' run reads after step {}{}",
+             dir, version, stage, info.policy, info.step, drained);
       }
       read_checkpoint_file(dir, name, info);
     }
@@ -91,6 +87,18 @@ void check_weight_shapes(const std::string& dir, const CheckpointTensors& tensor
                          const Config& config) {
   const auto model = make_model(config)->make_whole();
   load_module_entries(*model, tensors.weights, dir);  // UserError naming the first mismatch
+}
+
+// A per-microbatch policy's update i sums every replica's microbatch i: on another width its
+// updates cover other rows of the batch, another training (per-iteration updates cover the whole
+// batch at any width).
+void check_width(const std::string& dir, const CheckpointInfo& info, const Config& config) {
+  const int64_t written = parse_config_toml(info.config_toml, dir).pipeline.dp_width;
+  if (written == config.pipeline.dp_width) return;
+  if (!schedule::schedule_entry(config.pipeline.schedule).updates_per_microbatch()) return;
+  fail("{}: checkpoint of a '{}' run with pipeline.dp_width = {}; this run has {}: its updates "
+       "after every microbatch would sum other rows of each batch (resume with --dp-width {})",
+       dir, info.policy, written, config.pipeline.dp_width, written);
 }
 
 }  // namespace
@@ -121,7 +129,6 @@ std::map<std::string, std::string> write_stage_files(const std::string& dir,
                                                      const Layout& layout, int64_t step) {
   if (layout.replica() == 0) fs::create_directories(dir);  // a node with its own run folder
   executor.point_at_latest_weights();  // between steps the modules may show a stashed version
-  const auto versions = checkpointed_versions(executor.weight_policy(), int(step));
   std::map<std::string, std::string> checksums;
   for (const auto& chunk : executor.chunks()) {
     // Every replica takes part (with ZeRO-1 the state is gathered from the replicas' shards);
@@ -131,7 +138,7 @@ std::map<std::string, std::string> write_stage_files(const std::string& dir,
     checksums.merge(save_module_state(dir, fmt::format("stage{}.safetensors", chunk.stage),
                                       fmt::format("stage{}.optimizer.safetensors", chunk.stage),
                                       *chunk.model, state));
-    for (const int version : versions) {
+    for (const int version : executor.checkpointed_versions(chunk, step)) {
       checksums[version_file(chunk.stage, version)] =
           write_version_file(dir, chunk.stage, version, executor.stashed_version(chunk, version));
     }
@@ -143,10 +150,11 @@ CheckpointInfo pipeline_checkpoint_info(const Config& config, int64_t step,
                                         const std::vector<StageRange>& ranges, double val_loss) {
   CheckpointInfo info = make_checkpoint_info(config, step, as_pairs(ranges));
   info.val_loss = val_loss;
-  const auto versions = checkpointed_versions(weight_policy_of(config), int(step));
   for (size_t s = 0; s < ranges.size(); ++s) {
     info.weight_versions[s] = {fmt::format("stage{}.safetensors", s)};  // the newest: masters
-    for (const int version : versions) info.weight_versions[s].push_back(version_file(int(s), version));
+    for (const int version : schedule::checkpointed_versions(config, int(s), step)) {
+      info.weight_versions[s].push_back(version_file(int(s), version));
+    }
     info.optimizer_files.push_back(fmt::format("stage{}.optimizer.safetensors", s));
   }
   return info;
@@ -173,12 +181,9 @@ void refuse_inexact_policy(const Config& config) {
 
 void check_resumable(const std::string& checkpoint_dir, const Config& config,
                      const std::vector<StageRange>& ranges) {
-  if (config.pipeline.zero1 == 1) {
-    fail("--resume does not support ZeRO-1 runs yet (pipeline.zero1 = 1): the checkpoint holds the "
-         "gathered optimizer state, which the sharded optimizer cannot load back yet");
-  }
   refuse_inexact_policy(config);
   const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges));
+  check_width(checkpoint_dir, info, config);
   const auto tensors = read_checkpoint_tensors(checkpoint_dir, info);  // present, well-formed
   check_weight_shapes(checkpoint_dir, tensors, config);
   check_version_files(checkpoint_dir, info, config);
@@ -189,15 +194,11 @@ int64_t restore_pipeline_state(const std::string& checkpoint_dir, StageExecutor&
   refuse_inexact_policy(config);  // workers started without the launcher's check
   const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges));
   const auto tensors = read_checkpoint_tensors(checkpoint_dir, info);
-  const auto shared = make_model(config)->shared_parameters();
-  const auto versions = checkpointed_versions(executor.weight_policy(), int(info.step));
+  executor.load_state(tensors, checkpoint_dir);
   std::vector<std::map<int, std::vector<torch::Tensor>>> stashed;
   for (const auto& chunk : executor.chunks()) {
-    // No-flush policies: before any compute the module's parameters share the masters'
-    // storage, so loading the module fills the masters.
-    load_module_state(tensors, checkpoint_dir, *chunk.model, executor.optimizer(), shared,
-                      executor.optimized_tensors(chunk));
-    stashed.push_back(read_version_files(checkpoint_dir, info, chunk, versions));
+    stashed.push_back(read_version_files(checkpoint_dir, info, chunk,
+                                         executor.checkpointed_versions(chunk, info.step)));
   }
   executor.resume_at(info.step, std::move(stashed));
   restore_torch_rng_state(info.rng_state, checkpoint_dir);

@@ -16,7 +16,7 @@ class Comm;
 class StageExecutor;  // forward declarations keep this header (and the launcher) free of torch
 
 // This worker's stage files into `dir` (replica 0 only: the replicas hold the same weights)
-// after `step` steps; 2BW stages add the stashed versions a continuation reads. Returns the
+// after `step` steps; no-flush stages add the weight versions a continuation reads. Returns the
 // CRC32C of each file written, by name.
 std::map<std::string, std::string> write_stage_files(const std::string& dir,
                                                      StageExecutor& executor,
@@ -45,7 +45,8 @@ void check_resumable(const std::string& checkpoint_dir, const Config& config,
                      const std::vector<StageRange>& ranges);
 
 // Loads this worker's chunks (weights, optimizer state, RNG) from a checkpoint of any
-// partition (synchronous policies; 2BW: the same partition, with its stashed versions) and
+// partition (synchronous policies; no-flush policies: the same partition, with their
+// checkpointed versions) and
 // returns the step to continue at.
 int64_t restore_pipeline_state(const std::string& checkpoint_dir, StageExecutor& executor,
                                const Config& config, const std::vector<StageRange>& ranges);

@@ -8,8 +8,10 @@
 
 #include "core/error.h"
 #include "model/registry.h"
+#include "schedule/run_rules.h"
 #include "schedule/steps.h"
 #include "train/evaluation.h"
+#include "train/checkpoint.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
 
@@ -145,7 +147,10 @@ StepResult StageExecutor::train_step(int64_t step) {
   zero1_ ? zero1_->zero_grad() : optimizer_->zero_grad();
   steps_pending_ = 0;
   result_ = StepResult{};
-  for (auto& chunk : chunks_) chunk.weights->release_held();  // the checkpoint, if any, is done
+  for (auto& chunk : chunks_) {
+    chunk.weights->release_held();  // the checkpoint, if any, is done
+    chunk.weights->begin_step(step, checkpoint_may_follow_);
+  }
   const auto& actions = schedule_.actions.at(size_t(layout_.worker()));
   const auto [begin, end] = steps_.at(size_t(step - list_start(step)));
   const size_t earlier_sends = comm_.pending_sends();
@@ -533,8 +538,32 @@ void StageExecutor::finish_shared_gradients(const std::vector<int>& pending) {
 
 std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::optimizer_state(
     const Chunk& chunk) {
-  if (zero1_) return zero1_->state_tensors(*chunk.model);  // a collective of the replica group
+  if (zero1_) return zero1_->state_tensors(optimized_tensors(chunk));  // a collective of the replicas
   return optimizer_state_tensors(*optimizer_, optimized_tensors(chunk));
+}
+
+void StageExecutor::load_state(const CheckpointTensors& tensors, const std::string& origin) {
+  const auto shared = model_->shared_parameters();
+  if (!zero1_) {
+    // No-flush policies: before any compute the module's parameters share the masters'
+    // storage, so loading the module fills the masters.
+    for (const auto& chunk : chunks_) {
+      load_module_state(tensors, origin, *chunk.model, *optimizer_, shared, optimized_tensors(chunk));
+    }
+    return;
+  }
+  // ZeRO-1: the checkpoint holds every parameter's whole state (any width wrote it); loaded
+  // whole as an unsharded run would, then this replica keeps its shard.
+  std::vector<std::pair<std::string, torch::Tensor>> optimized, state;
+  for (const auto& chunk : chunks_) {
+    const auto named = optimized_tensors(chunk);
+    auto whole = make_optimizer(named, config_.train);
+    load_module_state(tensors, origin, *chunk.model, *whole, shared, named);
+    const auto chunk_state = optimizer_state_tensors(*whole, named);
+    optimized.insert(optimized.end(), named.begin(), named.end());
+    state.insert(state.end(), chunk_state.begin(), chunk_state.end());
+  }
+  zero1_->load_state(optimized, state);
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::optimized_tensors(
@@ -578,13 +607,27 @@ void StageExecutor::resume_at(int64_t step,
   }
   actions = remaining;
   split_into_steps(step);
+  // Predictions before the first update read the learning rate of the last one.
+  set_learning_rate(optimizer(), learning_rate_at(config_.train, step - 1));
+  const int updates = int(step) * (schedule::updates_per_microbatch(schedule_.policy.kind)
+                                       ? int(config_.train.microbatches)
+                                       : 1);
   for (size_t c = 0; c < chunks_.size(); ++c) {
     std::vector<schedule::Action> own;
     for (const auto& a : remaining) {
       if (size_t(a.chunk) == c) own.push_back(a);
     }
-    chunks_[c].weights->resume(own, schedule_.iterations, int(step), std::move(stashed.at(c)));
+    chunks_[c].weights->resume(own, schedule_.iterations, updates, std::move(stashed.at(c)));
   }
+}
+
+bool StageExecutor::checkpointable() const {
+  return std::all_of(chunks_.begin(), chunks_.end(),
+                     [](const Chunk& c) { return c.weights->keeps_checkpoint_state(); });
+}
+
+std::vector<int> StageExecutor::checkpointed_versions(const Chunk& chunk, int64_t step) const {
+  return schedule::checkpointed_versions(config_, chunk.stage, step);
 }
 
 std::vector<torch::Tensor> StageExecutor::held_weights() const {

@@ -27,6 +27,7 @@
 #include "schedule/catalogue.h"
 #include "schedule/schedule.h"
 #include "sim/timeline.h"
+#include "train/checkpoint.h"
 #include "train/step_result.h"
 
 namespace pipetrain::runtime {
@@ -65,14 +66,24 @@ class StageExecutor {
   // The chunk's optimizer state named as a single-process checkpoint names it. With ZeRO-1 a
   // collective over the replica group (every replica calls it, chunk by chunk).
   std::vector<std::pair<std::string, torch::Tensor>> optimizer_state(const Chunk& chunk);
+  // Every chunk's weights and optimizer state from a checkpoint's tensors (UserError naming
+  // `origin` on a mismatch); with ZeRO-1 this replica keeps its shard of the state.
+  void load_state(const CheckpointTensors& tensors, const std::string& origin);
   // The tensors the optimizer updates for the chunk (the masters of a no-flush policy), named as
   // the module's parameters.
   std::vector<std::pair<std::string, torch::Tensor>> optimized_tensors(const Chunk& chunk) const;
   const schedule::WeightPolicy& weight_policy() const { return schedule_.policy; }
   void point_at_latest_weights();  // the modules show the latest weights (checkpoints)
-  // Exact resume of a 2BW run (see WeightVersions): the chunk's stashed `version`, named as its
-  // parameters; and the continuation at `step` (= updates done, 2BW) from the cut "iterations
-  // < step done", with the masters already loaded and each chunk's checkpointed versions.
+  // Exact resume of a no-flush run (see WeightVersions): the versions a checkpoint after `step`
+  // steps holds for the chunk; one of them, named as its parameters; and the continuation at
+  // `step` from the cut "iterations < step done", with the masters already loaded and each
+  // chunk's checkpointed versions.
+  std::vector<int> checkpointed_versions(const Chunk& chunk, int64_t step) const;
+  // Whether the next steps may be followed by a checkpoint (default: yes). Prediction copies
+  // what the forwards ahead of a step read only in such a step; checkpointable(): whether the
+  // last step did (or needed nothing), the same answer on every worker.
+  void set_checkpoint_may_follow(bool may) { checkpoint_may_follow_ = may; }
+  bool checkpointable() const;
   std::vector<std::pair<std::string, torch::Tensor>> stashed_version(const Chunk& chunk,
                                                                     int version) const;
   void resume_at(int64_t step, std::vector<std::map<int, std::vector<torch::Tensor>>> stashed);
@@ -175,6 +186,7 @@ class StageExecutor {
   std::map<std::pair<int, int>, SequenceKvCache> kv_caches_;
   int64_t peak_weight_pass_bytes_ = 0;
   int steps_pending_ = 0;  // OptimizerStep actions seen this step (one per chunk)
+  bool checkpoint_may_follow_ = true;
   struct PendingUpdate {
     int version = 0;           // the version it produces
     std::vector<int> shared_reductions;  // per shared group: Comm handle still in flight, or -1

@@ -70,7 +70,10 @@ class StashedWeights : public MasterWeights {
 };
 
 // PipeOptim, SpecTrain and PipeDream without stashing: every action reads the latest weights,
-// extrapolated `forward_ahead` updates for a forward and `backward_ahead` for a backward.
+// extrapolated `forward_ahead` updates for a forward and `backward_ahead` for a backward. In a
+// step a checkpoint may follow, a forward that runs ahead of the step keeps a copy of what it
+// read until the next step begins: the checkpoint holds it, and the resumed forward reads it
+// again.
 class PredictedWeights : public MasterWeights {
  public:
   PredictedWeights(int forward_ahead, int backward_ahead, PredictionKind kind,
@@ -79,14 +82,26 @@ class PredictedWeights : public MasterWeights {
   void after_compute(const schedule::Action& action) override;
   void before_step() override;
   void after_step(torch::optim::Optimizer& optimizer) override;
+  void begin_step(int64_t step, bool checkpoint_may_follow) override;
+  bool keeps_checkpoint_state() const override { return keep_ahead_reads_; }
+  const std::vector<torch::Tensor>& stashed(int version) const override;
+  void resume(const std::vector<schedule::Action>& remaining, int iterations, int updates,
+              std::map<int, std::vector<torch::Tensor>> saved) override;
   std::vector<torch::Tensor> held_tensors() const override;
 
  private:
   int live_copies() const override;
+  void predict(const schedule::Action& action, torch::optim::Optimizer& optimizer);
+  void write_into_masters(const std::vector<torch::Tensor>& weights);
 
   int forward_ahead_, backward_ahead_;
   PredictionKind kind_;
   std::vector<torch::Tensor> saved_original_;  // the masters before a prediction, to undo it
+  int64_t step_ = 0;                           // the step being run
+  bool keep_ahead_reads_ = true;               // a checkpoint may follow it
+  std::map<int, std::vector<torch::Tensor>> ahead_reads_;    // version -> what forwards ahead read
+  std::map<int, std::vector<torch::Tensor>> resumed_reads_;  // the same, from a checkpoint
+  std::map<int, int> resumed_readers_;                       // version -> forwards left to read it
 };
 
 }  // namespace pipetrain::runtime

@@ -23,12 +23,6 @@ class SyncWeights : public WeightVersions {
 
 }  // namespace
 
-std::vector<int> checkpointed_versions(const schedule::WeightPolicy& policy, int updates) {
-  if (policy.kind != WeightPolicyKind::DoubleBuffer || updates == 0) return {};
-  if (policy.predict_ahead > 0) return {updates, updates - 1};
-  return {updates - 1};
-}
-
 const std::vector<torch::Tensor>& WeightVersions::stashed(int version) const {
   throw std::logic_error(fmt::format("this weight policy stashes no version {}", version));
 }

@@ -32,12 +32,6 @@
 
 namespace pipetrain::runtime {
 
-// The stashed versions (other than the masters' own storage) a 2BW checkpoint after `updates`
-// updates holds, newest first; empty for policies that do not resume. Group g reads version
-// g-1, so a continuation at step k reads k-1 (group k) and k (group k+1): k is the masters
-// themselves unless 2bw-predict extrapolated it into a copy of its own.
-std::vector<int> checkpointed_versions(const schedule::WeightPolicy& policy, int updates);
-
 class WeightVersions {
  public:
   virtual ~WeightVersions() = default;
@@ -61,10 +55,16 @@ class WeightVersions {
   // in the run-on must survive until the step ends. Held from the update to release_held().
   virtual void hold_releases() {}
   virtual void release_held() {}
+  // Step `step` begins (after release_held): actions of later iterations run ahead of it.
+  // `checkpoint_may_follow`: keep what a checkpoint after it holds (policies that do not hold it
+  // anyway copy it only then); keeps_checkpoint_state() says whether the step did.
+  virtual void begin_step(int64_t /*step*/, bool /*checkpoint_may_follow*/) {}
+  virtual bool keeps_checkpoint_state() const { return true; }
 
-  // Exact resume (2BW, 2bw-predict). A checkpoint at step k is the cut "every action of the
-  // iterations < k done": it holds the masters (version k) and the stashed versions
-  // checkpointed_versions() names; the stash of one of them:
+  // Exact resume. A checkpoint at step k is the cut "every action of the iterations < k done":
+  // it holds the masters (the latest version) and the versions schedule::checkpointed_versions()
+  // names, the weights that actions of iterations >= k read before the cut (stashing: the stash;
+  // prediction: the predicted weights a forward ahead of its step read). One of them:
   virtual const std::vector<torch::Tensor>& stashed(int version) const;
   // Continues after `updates` updates on `remaining` (this worker's actions of the iterations
   // >= k, `iterations` in the whole list): the masters already hold version `updates`, and

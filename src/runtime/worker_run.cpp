@@ -161,6 +161,12 @@ schedule::Schedule make_run_schedule(const Config& config) {
          "replicas the runtime runs {}", p.schedule,
          join(runtime_schedules_where([](const auto& e) { return e.runtime.data_parallel; }), ", "));
   }
+  if (p.zero1 == 1 && !entry.runtime.zero1) {
+    fail("pipeline.zero1 = 1 runs with the schedules {} only; pipeline.schedule '{}' extrapolates "
+         "its weights with the optimizer's state, of which ZeRO-1 keeps a shard per replica",
+         join(runtime_schedules_where([](const auto& e) { return e.runtime.zero1; }), ", "),
+         p.schedule);
+  }
   if (p.recompute != "none" && !entry.runtime.recompute) {
     fail("pipeline.recompute runs with the schedules {} only; pipeline.schedule is '{}'",
          join(runtime_schedules_where([](const auto& e) { return e.runtime.recompute; }), ", "),
@@ -308,12 +314,16 @@ class PipelineWorkerSession : public TrainingSession {
     // Nothing is saved or finished on an uncounted vote (a checkpoint of broken weights).
     return count_now ? either(verdict, votes_.drain()) : verdict;
   }
-  // Between two steps a no-flush pipeline still holds microbatches in flight: 2BW checkpoints
-  // the stashed versions they read (see WeightVersions); the policies refused here cannot
-  // resume exactly, so only their final checkpoint is written.
+  // Between two steps a no-flush pipeline still holds microbatches in flight: checkpoints hold
+  // the weights they read (stashed versions, or what forwards ahead of their step read: see
+  // WeightVersions). A rule that could not resume exactly would write only the final checkpoint.
   std::string mid_run_checkpoint_refusal() const override {
     return schedule::resume_refusal(schedule::policy_of(run_.config));
   }
+  void prepare_step(bool checkpoint_may_follow) override {
+    executor_.set_checkpoint_may_follow(checkpoint_may_follow);
+  }
+  bool checkpointable() const override { return executor_.checkpointable(); }
   std::string save_checkpoint(int64_t done, double val_loss) override {
     return write_pipeline_checkpoint(run_.dir.string(), executor_, comm_, run_.layout, run_.config,
                                      run_.ranges, done, val_loss);

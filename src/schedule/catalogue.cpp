@@ -22,8 +22,9 @@ Reads spectrain_forward(int r, int64_t j, int p, int) {
 }
 Reads spectrain_backward(int r, int64_t j, int, int) { return {int(j), r / 2}; }
 
-RuntimeSupport runs_fully() { return {true, true, true}; }
-RuntimeSupport runs_without_replicas() { return {true, false, false}; }  // no-flush schedules
+RuntimeSupport runs_fully() { return {true, true, true, true}; }
+// No-flush schedules: replicas, and ZeRO-1 unless they predict weights; no recomputation.
+RuntimeSupport runs_without_recompute(bool predicts) { return {true, true, !predicts, false}; }
 
 std::vector<ScheduleEntry> entries() {
   std::vector<ScheduleEntry> all;
@@ -35,7 +36,7 @@ std::vector<ScheduleEntry> entries() {
     e.generate = generate;
     e.policy = policy;
     e.rule = flushes(policy) ? "sync" : e.name;
-    e.resumes = flushes(policy);
+    e.resumes = true;  // no-flush policies checkpoint the weights their early actions read
     e.summary = std::move(summary);
     return all.emplace_back(std::move(e));
   };
@@ -77,40 +78,38 @@ std::vector<ScheduleEntry> entries() {
                            "PipeDream-2BW: 1F1B without flush, a new weight version every m "
                            "microbatches, 2 versions.");
   two_bw_entry.reference = {two_bw, two_bw, false};
-  two_bw_entry.resumes = true;
-  two_bw_entry.runtime = runs_without_replicas();
+  two_bw_entry.runtime = runs_without_recompute(false);
   two_bw_entry.planner.plans = true;
 
   auto& predicted_2bw = add("2bw-predict", make_2bw_predict_schedule, K::DoubleBuffer,
                             "PipeDream-2BW whose versions are extrapolated one update ahead with "
                             "the optimizer's own direction, to cancel the one-step delay.");
   predicted_2bw.reference = {two_bw_predicted, two_bw_predicted, false};
-  predicted_2bw.resumes = true;
-  predicted_2bw.runtime = runs_without_replicas();
+  predicted_2bw.runtime = runs_without_recompute(true);
 
   auto& stash = add("pipedream", make_pipedream_schedule, K::Stash,
                     "PipeDream: update after every microbatch, weight stashing keeps up to p "
                     "versions on stage 0.");
   stash.reference = {pipedream, pipedream, false};
-  stash.runtime = runs_without_replicas();
+  stash.runtime = runs_without_recompute(false);
 
   auto& pipeoptim = add("pipeoptim", make_pipeoptim_schedule, K::Predicted,
                         "PipeOptim: PipeDream's order, forward on weights predicted s = D-r-1 "
                         "updates ahead.");
   pipeoptim.reference = {pipeoptim_forward, latest, false};
-  pipeoptim.runtime = runs_without_replicas();
+  pipeoptim.runtime = runs_without_recompute(true);
 
   auto& spectrain = add("spectrain", make_spectrain_schedule, K::Predicted,
                         "SpecTrain: as PipeOptim, momentum prediction; forward s = "
                         "floor(r/2)+D-r-1, backward floor(r/2).");
   spectrain.reference = {spectrain_forward, spectrain_backward, true};
-  spectrain.runtime = runs_without_replicas();
+  spectrain.runtime = runs_without_recompute(true);
 
   auto& nostash = add("pipedream-nostash", make_pipedream_nostash_schedule, K::Predicted,
                       "PipeDream without weight stashing (a negative control): forward and "
                       "backward read the latest weights of their moment.");
   nostash.reference = {pipedream, latest, false};
-  nostash.runtime = runs_without_replicas();
+  nostash.runtime = runs_without_recompute(false);
   return all;
 }
 

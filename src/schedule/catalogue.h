@@ -43,7 +43,10 @@ struct Parameters {
 
 struct RuntimeSupport {
   bool runs = false;           // real workers run it (`pipetrain train`)
-  bool data_parallel = false;  // with pipeline.dp_width > 1 (and so ZeRO-1)
+  bool data_parallel = false;  // with pipeline.dp_width > 1
+  // With pipeline.zero1 (the optimizer state sharded over the replicas): not when its weights
+  // are extrapolated with the optimizer's state, which a replica holds only a shard of.
+  bool zero1 = false;
   bool recompute = false;      // with pipeline.recompute
 };
 

@@ -30,6 +30,7 @@ std::string runtime_of(const ScheduleEntry& e) {
   if (!e.runtime.runs) return "no (simulator only)";
   std::vector<std::string> without;
   if (!e.runtime.data_parallel) without.push_back("data parallelism");
+  if (e.runtime.data_parallel && !e.runtime.zero1) without.push_back("ZeRO-1");
   if (!e.runtime.recompute) without.push_back("recomputation");
   return without.empty() ? "yes" : "yes, without " + join(without, " or ");
 }

@@ -1,5 +1,7 @@
 #include "schedule/run_rules.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "schedule/catalogue.h"
@@ -15,15 +17,37 @@ std::string resume_refusal(const std::string& policy) {
   for (const auto& entry : schedule_catalogue()) {
     if (entry.rule != policy) continue;
     if (entry.resumes) return "";
-    // A checkpoint at step k restarts iteration k; 2BW's group k reads a fixed saved version,
-    // but these policies' early forwards read the latest weights of their moment.
-    if (entry.updates_per_microbatch()) {
-      return fmt::format("schedule '{}' updates after every microbatch, and the microbatches in "
-                         "flight at a step boundary read weights that no checkpoint holds", policy);
-    }
     return fmt::format("schedule '{}' keeps no checkpoint it could continue from exactly", policy);
   }
   return fmt::format("weight policy '{}' is not in the schedule catalogue", policy);
+}
+
+std::vector<int> checkpointed_versions(const Config& config, int stage, int64_t step) {
+  const ScheduleEntry& entry = schedule_entry(config.pipeline.schedule);
+  const bool double_buffer = entry.policy == WeightPolicyKind::DoubleBuffer;
+  if (entry.flushes() || step == 0 || (!double_buffer && step >= config.train.steps)) return {};
+  const int p = int(config.pipeline.stages * config.pipeline.chunks);
+  const int m = int(config.train.microbatches);
+  const int64_t updates = entry.updates_per_microbatch() ? step * m : step;
+  // Held: what an action of a later iteration reads from before the cut, and 2bw-predict's
+  // extrapolated copy of the latest version (a copy, not the masters themselves).
+  const auto held = [&](Reads reads) {
+    return reads.version < updates || (double_buffer && reads.predict > 0 && reads.version == updates);
+  };
+  std::vector<int> versions;
+  for (int64_t j = step * m;; ++j) {  // versions grow with the microbatch: stop past the cut
+    bool any_before_cut = false;
+    for (const ReadsRule rule : {entry.reference.forward, entry.reference.backward}) {
+      const Reads reads = rule(stage, j, p, m);
+      any_before_cut = any_before_cut || reads.version <= updates;
+      if (held(reads) && std::find(versions.begin(), versions.end(), reads.version) == versions.end()) {
+        versions.push_back(reads.version);
+      }
+    }
+    if (!any_before_cut) break;
+  }
+  std::sort(versions.rbegin(), versions.rend());
+  return versions;
 }
 
 }  // namespace pipetrain::schedule

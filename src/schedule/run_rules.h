@@ -1,7 +1,9 @@
 #pragma once
 // What a run's config means for its schedule, by the catalogue (src/core sits below the
 // catalogue and cannot ask it).
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/config.h"
 
@@ -10,8 +12,16 @@ namespace pipetrain::schedule {
 // The update rule a run follows: "sync" for one process or a flushing schedule, else its
 // schedule's own rule ("2bw", "pipedream", ...) with its own weight versions. Checkpoints record it.
 std::string policy_of(const Config& config);
-// Why checkpoints of this rule cannot continue exactly ("" if they can: "sync", 2BW and
-// 2bw-predict). Such runs write only the final checkpoint and --resume refuses them.
+// Why checkpoints of this rule cannot continue exactly ("" if they can: every catalogue rule
+// does). Such runs would write only the final checkpoint and --resume would refuse them.
 std::string resume_refusal(const std::string& policy);
+
+// The weight versions besides the latest that a checkpoint after `step` steps holds for pipeline
+// stage `stage`, newest first (by the catalogue's closed forms): a checkpoint is the cut
+// "iterations < step done", and the actions of later iterations that ran before it (forwards
+// ahead of their step) run again on resume from the weights they read then. A version counts
+// updates (per microbatch for PipeDream's family). 2BW also keeps what a group reads after the
+// final step; the other policies' pipelines drain at the end, so their final checkpoint holds none.
+std::vector<int> checkpointed_versions(const Config& config, int stage, int64_t step);
 
 }  // namespace pipetrain::schedule

@@ -20,6 +20,23 @@ std::vector<torch::Tensor> clones(const std::vector<torch::Tensor>& tensors) {
   return out;
 }
 
+// Microbatch i of a global batch as w data-parallel replicas train it: replica r takes rows
+// [r B/w, (r+1) B/w) in m microbatches, and update i sums the replicas' microbatch i.
+Microbatch replicas_microbatch(const Microbatch& batch, int64_t i, int64_t m, int64_t w) {
+  const int64_t rows = batch.inputs.size(0) / (m * w);
+  if (w == 1) return rows_of(batch, i * rows, rows);
+  std::vector<torch::Tensor> inputs, labels;
+  for (int64_t r = 0; r < w; ++r) {
+    const Microbatch part = rows_of(batch, (r * m + i) * rows, rows);
+    inputs.push_back(part.inputs);
+    labels.push_back(part.labels);
+  }
+  Microbatch out = batch;
+  out.inputs = torch::cat(inputs);
+  out.labels = torch::cat(labels);
+  return out;
+}
+
 }  // namespace
 
 AsyncReference::AsyncReference(const Config& config, const Dataset& data,
@@ -143,12 +160,12 @@ StepResult AsyncReference::update(int64_t step) {
 StepResult AsyncReference::train_step(int64_t step) {
   const auto& train = config_.train;
   const Microbatch batch = batches_->train_batch(uint64_t(train.seed), step, train.batch_size);
-  const int64_t m = train.microbatches, rows = train.batch_size / m;
+  const int64_t m = train.microbatches, w = config_.pipeline.dp_width;
   const bool each = schedule_.updates_per_microbatch();
   double loss_sum = 0;
   StepResult result;
   for (int64_t i = 0; i < m; ++i) {
-    loss_sum += run_microbatch(step * m + i, rows_of(batch, i * rows, rows), each ? 1.0 : double(m));
+    loss_sum += run_microbatch(step * m + i, replicas_microbatch(batch, i, m, w), each ? 1.0 : double(m));
     if (each) result = update(step);
   }
   if (!each) result = update(step);

@@ -13,7 +13,9 @@
 //   spectrain          forward predicted floor(r/2) + p-1-r ahead, backward version j predicted
 //                      floor(r/2) ahead, both with the momentum only
 // Per-microbatch policies update after every microbatch (its own mean loss); 2BW after m.
-// A step is one global batch of m microbatches, as in the pipeline's metrics.
+// A step is one global batch of m microbatches, as in the pipeline's metrics. With
+// pipeline.dp_width = w, microbatch i joins replica r's microbatch i of rows [r B/w, (r+1) B/w)
+// for every r: what the replicas' summed gradients of update i cover.
 #include <map>
 #include <memory>
 #include <string>

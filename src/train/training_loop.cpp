@@ -106,8 +106,10 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
   const bool checkpoints_mid_run = no_resume.empty();
   Validation validation;
   const auto start = Clock::now();
+  int deferred_signal = 0;  // a stop waiting one step for what its checkpoint must hold
   for (int64_t step = settings.first_step; step < config.train.steps; ++step) {
     maybe_inject_fault(session.rank(), step, settings.launched);
+    session.prepare_step(deferred_signal != 0 || periodic_checkpoint_due(config, step + 1));
     const auto step_start = Clock::now();
     const StepResult result = session.train_step(step);
     const double step_seconds = seconds_from(step_start);
@@ -132,7 +134,11 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
       report_step(report, result, fields, done, logged, validate, validation, elapsed,
                   settings.tokens_per_step * ran / elapsed, step_seconds, elapsed / ran);
     }
-    const int signal = verdict.signal;
+    int signal = deferred_signal != 0 ? deferred_signal : verdict.signal;
+    if (signal != 0 && checkpoints_mid_run && !final_step && !session.checkpointable()) {
+      deferred_signal = signal;  // one more step, keeping what its checkpoint holds (every worker alike)
+      signal = 0;
+    }
     if (signal != 0 && !checkpoints_mid_run) {
       report.finish_progress();
       if (!reports) throw StopRequested{signal, ""};

@@ -44,6 +44,10 @@ class TrainingSession {
   virtual StopVerdict stop_verdict(int64_t done, double loss, bool count_now) = 0;
   // "" when a stop may write a checkpoint mid-run, else why not (the policy cannot resume).
   virtual std::string mid_run_checkpoint_refusal() const { return ""; }
+  // Before a step: whether a checkpoint may follow it (a policy keeps what such a checkpoint
+  // must hold only then), and after it whether it did keep it.
+  virtual void prepare_step(bool /*checkpoint_may_follow*/) {}
+  virtual bool checkpointable() const { return true; }
   // RUN_DIR/checkpoints/step-N; returns its folder (on the reporting worker).
   virtual std::string save_checkpoint(int64_t done, double val_loss) = 0;
   // After the last step: the final checkpoint and what the run leaves besides metrics.

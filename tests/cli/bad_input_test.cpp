@@ -138,6 +138,18 @@ TEST(BadInput, ThreadCountIsBoundedByTheCores) {
   }
 }
 
+// ZeRO-1 keeps a shard of the optimizer state per replica, which the schedules that extrapolate
+// weights with that state cannot read: refused in one line naming the ones that run with it.
+TEST(BadInput, ZeroOneWithAPredictingScheduleIsRefused) {
+  for (const std::string schedule : {"pipeoptim", "spectrain", "2bw-predict"}) {
+    expect_one_line_error(kTiny + " --stages 2 --train.microbatches 2 --dp-width 2 --zero1 --schedule " +
+                              schedule + " --train.batch_size 4",
+                          "pipeline.zero1 = 1 runs with the schedules gpipe, 1f1b, interleaved, bfs, "
+                          "zb-h1, 2bw, pipedream, pipedream-nostash only; pipeline.schedule '" +
+                              schedule + "' extrapolates its weights");
+  }
+}
+
 TEST(BadInput, DataPathMustBeARegularFile) {
   expect_one_line_error(kTiny + " --stages 1 --data.path /dev/zero",
                         "data file '/dev/zero' is not a regular file");

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -117,6 +118,50 @@ TEST(Cli, TrainRunsAPlanFile) {
   expect_one_line_error("train --plan " + (dir / "not_a_plan.json").string(), "not a pipetrain plan");
   expect_one_line_error("train --plan " + (dir / "missing.json").string(), "missing.json");
   expect_one_line_error("train --plan", "--plan needs a plan file");
+  fs::remove_all(dir);
+}
+
+// The planner's d x w 2BW plans run: `pipetrain plan` on a profile of a small model and a
+// 4-device cluster writes every plan that fits; a 2BW plan of 2 stages x 2 replicas (the
+// ranking follows measured timings, the candidates do not) trains with `train --plan`, and every
+// ranked plan is one the runtime runs (no recomputation under 2BW).
+TEST(Cli, PlannersDataParallelTwoBWPlanTrains) {
+  const auto dir = temp_dir("plan_2bw_wide");
+  fs::create_directories(dir);
+  const std::string model = "--model.layers 2 --model.d_model 16 --model.heads 2 --model.seq_len 16";
+  const Result profiled = run("profile " + model + " --microbatch-sizes 1,2 --repeats 1 --out " +
+                              (dir / "profile.json").string());
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
+  std::ifstream machine(std::string(PIPETRAIN_SOURCE_DIR) + "/clusters/this-machine.toml");
+  std::string cluster((std::istreambuf_iterator<char>(machine)), std::istreambuf_iterator<char>());
+  cluster = std::regex_replace(cluster, std::regex("devices_per_node = 2"), "devices_per_node = 4");
+  std::ofstream(dir / "four.toml") << cluster;
+  const Result planned = run("plan --profile " + (dir / "profile.json").string() + " --cluster " +
+                             (dir / "four.toml").string() + " --global-batch 8 --schedules 2bw " +
+                             "--out-ranked " + (dir / "ranked").string());
+  ASSERT_EQ(planned.exit_code, 0) << planned.output;
+  fs::path wide;
+  int plans = 0;
+  for (const auto& file : fs::directory_iterator(dir / "ranked")) {
+    std::ifstream in(file.path());
+    const auto plan = nlohmann::json::parse(in);
+    ++plans;
+    EXPECT_EQ(plan["schedule"], "2bw") << file.path();
+    EXPECT_FALSE(plan["recompute"].get<bool>()) << file.path();
+    if (plan["dp_width"] == 2 && plan["stages"] == 2 && wide.empty()) wide = file.path();
+  }
+  EXPECT_GE(plans, 2);
+  ASSERT_FALSE(wide.empty()) << planned.output;
+  const auto run_dir = dir / "run";
+  const Result trained = run("train --plan " + wide.string() + " --train.steps 3 --eval.every 0 "
+                             "--eval.batches 1 --sample.tokens 0 --quiet --run-dir " + run_dir.string());
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const auto summary = nlohmann::json::parse(std::ifstream(run_dir / "summary.json"));
+  EXPECT_EQ(summary["dp_width"], 2);
+  EXPECT_EQ(summary["stages"], 2);
+  EXPECT_EQ(summary["schedule"], "2bw");
+  EXPECT_EQ(summary["steps"], 3);
+  EXPECT_TRUE(std::isfinite(summary["final_loss"].get<double>()));
   fs::remove_all(dir);
 }
 

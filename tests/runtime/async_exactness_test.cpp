@@ -40,6 +40,8 @@ struct Case {
   int loss_chunk_tokens = 0;
   std::string delay_correction = "none";  // train.delay_correction
   std::string model = "gpt";  // model.kind: gpt on bytes, or cnn on tiny images
+  int dp_width = 1;  // replicas, each taking batch_size / w rows
+  bool zero1 = false;  // pipeline.zero1: the optimizer state sharded over the replicas
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
@@ -48,6 +50,8 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   if (info.param.microbatches > 0) name += "_m" + std::to_string(info.param.microbatches);
   if (info.param.loss_chunk_tokens > 0) name += "_ce" + std::to_string(info.param.loss_chunk_tokens);
   if (info.param.delay_correction != "none") name += "_" + info.param.delay_correction;
+  if (info.param.dp_width > 1) name += "_w" + std::to_string(info.param.dp_width);
+  if (info.param.zero1) name += "_zero1";
   if (info.param.model != "gpt") name = info.param.model + "_" + name;
   for (auto& c : name) if (c == '-') c = '_';
   return name;
@@ -56,7 +60,8 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 void PrintTo(const Case& c, std::ostream* out) {
   *out << c.schedule << " p=" << c.stages << " " << c.optimizer
        << " m=" << (c.microbatches > 0 ? c.microbatches : c.stages)
-       << " loss_chunk_tokens=" << c.loss_chunk_tokens << " delay_correction=" << c.delay_correction;
+       << " loss_chunk_tokens=" << c.loss_chunk_tokens << " delay_correction=" << c.delay_correction
+       << " w=" << c.dp_width << (c.zero1 ? " zero1" : "");
 }
 
 // m = p microbatches of 2 rows (the smallest 2BW allows) unless the case says more; 4 steps reach
@@ -73,7 +78,8 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
           {"eval.batches", "1"},       {"sample.tokens", "0"},      {"pipeline.schedule", c.schedule},
           {"pipeline.stages", std::to_string(c.stages)},             {"pipeline.timeout_s", "60"},
           {"model.loss_chunk_tokens", std::to_string(c.loss_chunk_tokens)},
-          {"train.delay_correction", c.delay_correction}, {"model.dtype", "float64"}};
+          {"train.delay_correction", c.delay_correction}, {"model.dtype", "float64"},
+          {"pipeline.dp_width", std::to_string(c.dp_width)}, {"pipeline.zero1", c.zero1 ? "1" : "0"}};
   if (c.model == "cnn") {  // 2 base channels on the tiny image folder
     for (auto& [key, value] : fields) {
       if (key == "model.d_model") value = "2";
@@ -88,13 +94,17 @@ double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
   return (a - b).norm().item<double>() / std::max(b.norm().item<double>(), 1e-12);
 }
 
-// The weight copies the policy may hold on stage s of p (closed forms from the papers).
+// The weight copies the policy may hold on stage s of p (closed forms from the papers), on
+// every replica (rank = replica * p + s).
 void expect_weight_copies(const Case& c, const std::vector<int>& copies) {
-  ASSERT_EQ(copies.size(), size_t(c.stages));
-  for (int s = 0; s < c.stages; ++s) {
+  ASSERT_EQ(copies.size(), size_t(c.stages * c.dp_width));
+  for (size_t rank = 0; rank < copies.size(); ++rank) {
+    const int s = int(rank) % c.stages;
     const bool last = s + 1 == c.stages;
+    // (No checkpoint follows any step but the last here: the latest-weights policies keep no
+    // copies of what forwards ahead of their step read.)
     if (c.schedule == "spectrain") {  // predicts forward and (from stage 2 on) backward
-      EXPECT_LE(copies[s], 2) << "stage " << s;
+      EXPECT_LE(copies[rank], 2) << "stage " << s;
       continue;
     }
     int expected = 3;  // 2bw-predict: 2 predicted versions + the master
@@ -102,7 +112,7 @@ void expect_weight_copies(const Case& c, const std::vector<int>& copies) {
     if (c.schedule == "pipedream") expected = c.stages - s;
     if (c.schedule == "pipeoptim") expected = last ? 1 : 2;
     if (c.schedule == "pipedream-nostash") expected = 1;
-    EXPECT_EQ(copies[s], expected) << "stage " << s;
+    EXPECT_EQ(copies[rank], expected) << "stage " << s;
   }
 }
 
@@ -227,6 +237,26 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"2bw", 4, "sgd", 0, 0, "error_feedback"},
                       Case{"2bw", 2, "muon", 3, 0, "error_feedback"},
                       Case{"2bw-predict", 2, "adamw", 0, 0, "error_feedback"}),
+    case_name);
+// Data parallelism: w = 2 replicas, each all-reducing its group gradient before the update, train
+// exactly like the reference on the same global batch (update i covers every replica's
+// microbatch i), for every no-flush policy; and with ZeRO-1 (2BW and PipeDream; the predicting
+// policies extrapolate with the whole optimizer state and refuse it).
+Case wide(const char* schedule, int stages, const char* optimizer, int microbatches = 0,
+          bool zero1 = false) {
+  Case c{schedule, stages, optimizer, microbatches};
+  c.dp_width = 2;
+  c.zero1 = zero1;
+  return c;
+}
+INSTANTIATE_TEST_SUITE_P(
+    Wide, AsyncExactness,
+    ::testing::Values(wide("2bw", 2, "adamw"), wide("2bw", 3, "sgd", 4), wide("2bw-predict", 2, "adam"),
+                      wide("pipedream", 2, "adam"), wide("pipedream", 3, "sgd"),
+                      wide("pipeoptim", 2, "adamw"), wide("spectrain", 3, "sgd"),
+                      wide("pipedream-nostash", 2, "adam"), wide("2bw", 2, "adamw", 0, true),
+                      wide("2bw", 3, "adam", 4, true), wide("pipedream", 2, "adam", 0, true),
+                      wide("pipedream", 3, "sgd", 3, true)),
     case_name);
 // Chunked cross-entropy on the last stage under no-flush policies.
 INSTANTIATE_TEST_SUITE_P(ChunkedLoss, AsyncExactness,

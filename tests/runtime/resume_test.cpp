@@ -46,11 +46,21 @@ const fs::path& reference_run(const std::string& args) {
   return done.emplace(args, dir).first->second;
 }
 
+// Every step's loss as metrics.jsonl writes it (log.every 1).
+std::vector<std::string> step_losses(const fs::path& dir) {
+  std::vector<std::string> losses;
+  for (const auto& record : read_metrics((dir / "metrics.jsonl").string())) {
+    losses.push_back(record["loss"].dump());
+  }
+  return losses;
+}
+
 void expect_same_final_state(const fs::path& resumed, const fs::path& reference) {
   for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
     EXPECT_TRUE(final_bytes(resumed, file) == final_bytes(reference, file))
         << file << " differs from the uninterrupted run";
   }
+  EXPECT_EQ(step_losses(resumed), step_losses(reference));
 }
 
 // Kill `rank` before `step`, resume, compare; returns the interrupted run's output.
@@ -170,21 +180,50 @@ TEST(Resume, TwoBWFinalCheckpointContinuesToMoreSteps) {
   fs::remove_all(dir);
 }
 
-// Policies that update after every microbatch write only the final checkpoint; --resume and
-// SIGTERM say why in one line.
-TEST(Resume, PerMicrobatchPoliciesAreRefusedWithTheReason) {
-  const std::string reason = "updates after every microbatch, and the microbatches in flight at a "
-                             "step boundary read weights that no checkpoint holds";
-  const std::string args = kTiny + " --stages 2 --schedule pipedream --checkpoint.every 0";
-  const auto dir = testing::fresh_dir("pipedream_refused");
-  const auto stopped = testing::run_pipetrain(args + " --run-dir " + dir.string(), "PIPETRAIN_FAULT=0:2:term");
+// PipeDream's family updates after every microbatch: a checkpoint holds the stashed versions
+// (PipeDream) or the predicted weights (PipeOptim, SpecTrain) that the forwards run ahead of
+// their step read, and the resumed run redoes those forwards. The weights, the optimizer state
+// and every step's loss equal the uninterrupted run's. Kill points from fixed seeds (rank, step):
+// resuming at steps 2, 4 and 6.
+TEST(Resume, PerMicrobatchPoliciesKilledAndResumedAreBitwiseIdentical) {
+  struct Case {
+    std::string args;
+    int rank, step;
+  };
+  const std::vector<Case> cases = {
+      {kTiny + " --stages 2 --schedule pipedream", 1, 5},
+      {kTiny + " --stages 3 --schedule pipedream --train.microbatches 4", 0, 3},
+      {kTiny + " --stages 2 --schedule pipeoptim", 0, 7},
+      {kTiny + " --stages 3 --schedule pipeoptim --train.microbatches 4", 2, 5},
+      {kTiny + " --stages 3 --schedule spectrain --train.microbatches 4 --train.optimizer sgd "
+               "--train.momentum 0.9", 1, 4},
+      {kTiny + " --stages 2 --schedule spectrain", 0, 3},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(fmt::format("{}: kill rank {} before step {}", c.args, c.rank, c.step));
+    kill_and_resume(c.args, c.rank, c.step, "per_microbatch_kill");
+  }
+}
+
+TEST(Resume, PipeDreamSigtermStopsWithACheckpointAndResumesExactly) {
+  sigterm_then_resume(kTiny + " --stages 2 --schedule pipedream --checkpoint.every 0", 0,
+                      "pipedream_sigterm");
+}
+
+// Without periodic checkpoints PipeOptim copies nothing its forwards read ahead of a step, so a
+// SIGTERM (after step 4) stops one step later, at a step it ran keeping those copies.
+TEST(Resume, PipeOptimSigtermStopsAStepLaterWithACheckpointAndResumesExactly) {
+  const std::string args = kTiny + " --stages 3 --schedule pipeoptim --train.microbatches 4 "
+                                   "--checkpoint.every 0";
+  const auto dir = testing::fresh_dir("pipeoptim_sigterm");
+  const auto stopped = testing::run_pipetrain(args + " --run-dir " + dir.string(), "PIPETRAIN_FAULT=1:3:term");
   EXPECT_EQ(stopped.exit_code, 128 + SIGTERM) << stopped.output;
-  EXPECT_NE(stopped.output.find("no checkpoint: schedule 'pipedream' " + reason), std::string::npos)
-      << stopped.output;
+  EXPECT_NE(stopped.output.find("stopped on request; checkpoint " + dir.string() +
+                                "/checkpoints/step-000005"), std::string::npos) << stopped.output;
   const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string());
-  EXPECT_EQ(resumed.exit_code, 2) << resumed.output;
-  EXPECT_NE(resumed.output.find("--resume cannot continue exactly: schedule 'pipedream' " + reason),
-            std::string::npos) << resumed.output;
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resuming at step 5"), std::string::npos) << resumed.output;
+  expect_same_final_state(dir, reference_run(args));
   fs::remove_all(dir);
 }
 
@@ -243,6 +282,71 @@ TEST(Resume, ContinuesOnADifferentStageCount) {
     }
     fs::remove_all(dir);
   }
+}
+
+// ZeRO-1: a checkpoint holds the optimizer state gathered from the replicas' shards (the format
+// of an unsharded run), and a resumed replica keeps its shard of it: killed runs resume on the
+// uninterrupted run's bytes (1F1B, 2BW and PipeDream, 2 stages x 2 replicas).
+TEST(Resume, ZeroOneKilledAndResumedIsBitwiseIdentical) {
+  const std::string wide = kTiny + " --stages 2 --dp-width 2 --zero1";
+  kill_and_resume(wide + " --schedule 1f1b", 3, 5, "zero1_kill");
+  kill_and_resume(wide + " --schedule 2bw", 0, 7, "zero1_twobw_kill");
+  kill_and_resume(wide + " --schedule pipedream", 1, 3, "zero1_pipedream_kill");
+}
+
+// The gathered state loads onto any width: a ZeRO-1 checkpoint of 2 replicas continues on 4
+// (ZeRO-1, each keeping a quarter) or on 1 (unsharded), and an unsharded checkpoint continues
+// under ZeRO-1, as the same training: the global batch is the same, only the summation order
+// differs, so float64 to 1e-9 relative (tests/exactness.h).
+TEST(Resume, ZeroOneContinuesOnAnotherWidth) {
+  const std::string base = kTiny + " --stages 2 --train.batch_size 8 --model.dtype float64";
+  const std::string sharded = base + " --dp-width 2 --zero1";
+  const auto reference = weights(reference_run(sharded));
+  struct Case {
+    std::string args, resumed_on;
+    int width;
+  };
+  const std::vector<Case> cases = {{sharded, " --dp-width 4", 4},
+                                   {sharded, " --dp-width 1 --pipeline.zero1 0", 1},
+                                   {base, " --dp-width 2 --zero1", 2}};
+  for (const auto& [args, resumed_on, width] : cases) {
+    SCOPED_TRACE(args + " resumed with" + resumed_on);
+    const auto dir = testing::fresh_dir("zero1_width");
+    testing::run_pipetrain(args + " --run-dir " + dir.string(), "PIPETRAIN_FAULT=1:5");
+    const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string() + resumed_on);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("resuming at step 4"), std::string::npos) << resumed.output;
+    const auto summary = nlohmann::json::parse(read_file((dir / "summary.json").string()));
+    EXPECT_EQ(summary["dp_width"].get<int>(), width);
+    const auto got = weights(dir);
+    ASSERT_EQ(got.size(), reference.size());
+    for (const auto& [name, values] : reference) {
+      ASSERT_EQ(got.at(name).size(), values.size()) << name;
+      for (size_t i = 0; i < values.size(); ++i) {
+        ASSERT_TRUE(testing::exactly_close(got.at(name)[i], values[i]))
+            << name << "[" << i << "]: " << got.at(name)[i] << " vs " << values[i];
+      }
+    }
+    fs::remove_all(dir);
+  }
+}
+
+// A per-microbatch policy's update sums every replica's microbatch i: on another width it would
+// be another training, so a PipeDream checkpoint of 2 replicas does not continue on 1.
+TEST(Resume, PerMicrobatchPolicyIsRefusedOnAnotherWidth) {
+  const std::string args = kTiny + " --stages 2 --schedule pipedream --dp-width 2 --train.steps 2 "
+                                   "--checkpoint.every 1";
+  const auto dir = testing::fresh_dir("pipedream_width");
+  ASSERT_NE(testing::run_pipetrain(args + " --run-dir " + dir.string(), "PIPETRAIN_FAULT=0:1").exit_code, 0);
+  const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string() + " --dp-width 1");
+  EXPECT_EQ(resumed.exit_code, 2) << resumed.output;
+  EXPECT_NE(resumed.output.find("checkpoint of a 'pipedream' run with pipeline.dp_width = 2; this "
+                                "run has 1: its updates after every microbatch would sum other "
+                                "rows of each batch (resume with --dp-width 2)"),
+            std::string::npos) << resumed.output;
+  const auto same = testing::run_pipetrain(args + " --resume " + dir.string());
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  fs::remove_all(dir);
 }
 
 TEST(Resume, RefusesWhatCannotContinueExactly) {

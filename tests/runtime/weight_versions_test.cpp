@@ -6,6 +6,7 @@
 
 #include "runtime/weight_versions.h"
 #include "schedule/generators.h"
+#include "schedule/steps.h"
 #include "train/prediction.h"
 
 namespace pipetrain::runtime {
@@ -74,7 +75,6 @@ TEST(WeightVersions, TwoBwActionsReadTheStashedVersionTheirScheduleNames) {
   for (const auto& [version, value] : run.seen) EXPECT_EQ(value, 10.0 - 2.0 * version);
   EXPECT_EQ(run.seen.back().first, 2);  // group 3 reads version 2
   EXPECT_EQ(run.peak_copies, 2);
-  EXPECT_EQ(checkpointed_versions(s.policy, 3), std::vector<int>{2});
 }
 
 TEST(WeightVersions, PipeDreamReadsTheVersionOfEachUpdate) {
@@ -84,40 +84,60 @@ TEST(WeightVersions, PipeDreamReadsTheVersionOfEachUpdate) {
   EXPECT_EQ(run.seen.back().first, 3);  // one update per microbatch
 }
 
+// In a step a checkpoint may follow, a forward that runs ahead of it (F1 in step 0, F2 in step
+// 1, ...) keeps a copy of the weights it read until the next step begins; in other steps it
+// keeps none (PipeOptim's 2 copies).
 TEST(WeightVersions, PredictionIsAppliedForTheForwardAndUndoneAfterIt) {
   // Worker 0 of a 2-stage PipeOptim forward-predicts D - r - 1 = 1 update ahead.
   const auto s = schedule_of("pipeoptim", 2, 1, 4);
   ASSERT_EQ(s.policy.forward_staleness.at(0), 1);
-  const auto param = parameter(10.0);
-  auto weights = make_weight_versions(s, 0, 0, {param});
-  const torch::Tensor master = weights->optimized().at(0);
-  EXPECT_FALSE(master.is_same(param));  // graphs never read the optimizer's tensor directly
-  torch::optim::SGD sgd(weights->optimized(), torch::optim::SGDOptions(0.5).momentum(0.9));
-  int predicted_forwards = 0;
-  for (const auto& a : s.actions.at(0)) {
-    if (a.kind == schedule::ActionKind::OptimizerStep) {
-      weights->before_step();
-      sgd.step();
-      weights->after_step(sgd);
+  for (const bool checkpoint_may_follow : {true, false}) {
+    SCOPED_TRACE(checkpoint_may_follow ? "a checkpoint may follow every step" : "no checkpoint");
+    const auto param = parameter(10.0);
+    auto weights = make_weight_versions(s, 0, 0, {param});
+    const torch::Tensor master = weights->optimized().at(0);
+    EXPECT_FALSE(master.is_same(param));  // graphs never read the optimizer's tensor directly
+    torch::optim::SGD sgd(weights->optimized(), torch::optim::SGDOptions(0.5).momentum(0.9));
+    const auto bounds = schedule::step_bounds(s, 0, 0);
+    int predicted_forwards = 0, ahead_forwards = 0;
+    int64_t step = 0;
+    for (size_t i = 0; i < s.actions.at(0).size(); ++i) {
+      const auto& a = s.actions.at(0)[i];
+      while (size_t(step) < bounds.size() && bounds[size_t(step)].first == i) {
+        weights->begin_step(step++, checkpoint_may_follow);
+      }
+      if (a.kind == schedule::ActionKind::OptimizerStep) {
+        weights->before_step();
+        sgd.step();
+        weights->after_step(sgd);
+      }
+      if (!schedule::is_compute(a.kind)) continue;
+      const torch::Tensor latest = master.detach().clone();
+      const torch::Tensor direction =
+          prediction_direction(sgd, master, PredictionKind::OptimizerUpdate);
+      weights->before_compute(a, sgd);
+      const bool ahead = a.kind == schedule::ActionKind::Forward && a.iteration >= step;
+      if (ahead && checkpoint_may_follow) {
+        EXPECT_TRUE(torch::equal(weights->stashed(a.version).at(0), param.detach()));
+        ++ahead_forwards;
+      }
+      if (a.kind == schedule::ActionKind::Forward && direction.defined()) {
+        EXPECT_TRUE(torch::equal(param.detach(), latest - 0.5 * direction));
+        // view, master, the saved original (and the copy of a forward ahead of its step)
+        EXPECT_EQ(weights->held_tensors().size(), ahead && checkpoint_may_follow ? 4u : 3u);
+        ++predicted_forwards;
+      } else {
+        EXPECT_TRUE(torch::equal(param.detach(), latest));  // the backward reads the live weights
+      }
+      if (a.kind == schedule::ActionKind::Backward) param.mutable_grad() = torch::ones_like(param);
+      weights->after_compute(a);
+      EXPECT_TRUE(torch::equal(master.detach(), latest)) << "the prediction was not undone";
     }
-    if (!schedule::is_compute(a.kind)) continue;
-    const torch::Tensor latest = master.detach().clone();
-    const torch::Tensor direction =
-        prediction_direction(sgd, master, PredictionKind::OptimizerUpdate);
-    weights->before_compute(a, sgd);
-    if (a.kind == schedule::ActionKind::Forward && direction.defined()) {
-      EXPECT_TRUE(torch::equal(param.detach(), latest - 0.5 * direction));
-      EXPECT_EQ(weights->held_tensors().size(), 3u);  // view, master, the saved original
-      ++predicted_forwards;
-    } else {
-      EXPECT_TRUE(torch::equal(param.detach(), latest));  // the backward reads the live weights
-    }
-    if (a.kind == schedule::ActionKind::Backward) param.mutable_grad() = torch::ones_like(param);
-    weights->after_compute(a);
-    EXPECT_TRUE(torch::equal(master.detach(), latest)) << "the prediction was not undone";
+    EXPECT_EQ(predicted_forwards, 2);  // the forwards after the first update: F2, F3
+    EXPECT_EQ(ahead_forwards, checkpoint_may_follow ? 3 : 0);  // F1, F2, F3 run a step early
+    EXPECT_EQ(weights->peak_copies(), checkpoint_may_follow ? 3 : 2);
+    EXPECT_EQ(weights->keeps_checkpoint_state(), checkpoint_may_follow);
   }
-  EXPECT_EQ(predicted_forwards, 2);  // the forwards after the first update: F2, F3
-  EXPECT_EQ(weights->peak_copies(), 2);
 }
 
 }  // namespace

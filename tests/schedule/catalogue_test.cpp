@@ -11,6 +11,7 @@
 #include "schedule/catalogue.h"
 #include "schedule/generators.h"
 #include "schedule/run_rules.h"
+#include "schedule/steps.h"
 #include "schedule/validate.h"
 
 namespace pipetrain::schedule {
@@ -135,15 +136,78 @@ TEST(Catalogue, ClosedFormRulesReadTheVersionsTheGeneratorsAssign) {
   }
 }
 
+// A checkpoint after k steps holds what the actions of iterations >= k read from before the
+// cut (versions below the updates done; 2bw-predict's extrapolated latest version too), found
+// here from the generated lists. Under prediction those reads are forwards that ran ahead of
+// step k (before its bounds begin), the copies the runtime keeps.
+TEST(Catalogue, CheckpointedVersionsAreWhatTheRemainingActionsReadFromBeforeTheCut) {
+  for (const auto& entry : schedule_catalogue()) {
+    if (entry.flushes()) continue;
+    for (const auto& [p, m] : std::vector<std::pair<int, int>>{{2, 2}, {3, 4}, {4, 4}, {3, 5}}) {
+      ScheduleSpec spec;
+      spec.name = entry.name;
+      spec.stages = p, spec.microbatches = m, spec.iterations = 5;
+      const Schedule s = make_schedule(spec);
+      Config config;
+      config.pipeline.schedule = entry.name;
+      config.pipeline.stages = p;
+      config.train.microbatches = m;
+      config.train.steps = spec.iterations;
+      // (Before the last step: after it 2BW keeps what a longer list would read, checked below.)
+      for (int k = 1; k + 1 < spec.iterations; ++k) {
+        const int updates = entry.updates_per_microbatch() ? k * m : k;
+        for (int w = 0; w < s.workers; ++w) {
+          const auto bounds = step_bounds(s, w, 0);
+          std::set<int, std::greater<int>> expected;
+          for (size_t i = 0; i < s.actions[w].size(); ++i) {
+            const Action& a = s.actions[w][i];
+            if (!is_compute(a.kind) || a.iteration < k) continue;
+            const bool predicted_copy = entry.policy == WeightPolicyKind::DoubleBuffer &&
+                                        s.policy.predict_ahead > 0 && a.version == updates;
+            if (a.version >= updates && !predicted_copy) continue;
+            expected.insert(a.version);
+            if (entry.policy == WeightPolicyKind::Predicted) {
+              EXPECT_LT(i, bounds.at(size_t(k)).first) << entry.name << " worker " << w;
+            }
+          }
+          EXPECT_EQ(checkpointed_versions(config, w, k),
+                    std::vector<int>(expected.begin(), expected.end()))
+              << entry.name << " p " << p << " m " << m << " stage " << w << " step " << k;
+        }
+      }
+      // The pipeline drains at the end: only 2BW keeps versions for a longer continuation.
+      EXPECT_EQ(checkpointed_versions(config, 0, spec.iterations).empty(),
+                entry.policy != WeightPolicyKind::DoubleBuffer) << entry.name;
+    }
+  }
+}
+
+// Every schedule real workers run runs data-parallel; ZeRO-1 (a shard of the optimizer state per
+// replica) with every one whose rule reads no prediction (which extrapolates with that state).
+TEST(Catalogue, WidthAndZeroOneFollowThePrediction) {
+  const int p = 4, m = 4;
+  for (const auto& entry : schedule_catalogue()) {
+    if (!entry.runtime.runs) continue;
+    EXPECT_TRUE(entry.runtime.data_parallel) << entry.name;
+    bool predicts = false;
+    for (int r = 0; r < p && !entry.flushes(); ++r) {
+      for (int64_t j = 0; j < 3 * m; ++j) {
+        predicts = predicts || entry.reference.forward(r, j, p, m).predict > 0 ||
+                   entry.reference.backward(r, j, p, m).predict > 0;
+      }
+    }
+    EXPECT_EQ(entry.runtime.zero1, !predicts) << entry.name;
+  }
+}
+
 TEST(Catalogue, UpdateAndResumeRulesFollowThePolicy) {
   for (const auto& entry : schedule_catalogue()) {
     EXPECT_EQ(entry.rule == "sync", entry.flushes()) << entry.name;
-    // Between two steps, per-microbatch policies have microbatches in flight on weights no
-    // checkpoint holds; 2BW checkpoints its stashed versions.
-    EXPECT_EQ(entry.resumes, !entry.updates_per_microbatch()) << entry.name;
-    EXPECT_EQ(resume_refusal(entry.rule).empty(), entry.resumes) << entry.name;
+    // Between two steps no-flush policies checkpoint the weights their early actions read.
+    EXPECT_TRUE(entry.resumes) << entry.name;
+    EXPECT_EQ(resume_refusal(entry.rule), "") << entry.name;
   }
-  EXPECT_NE(resume_refusal("pipedream").find("updates after every microbatch"), std::string::npos);
+  EXPECT_NE(resume_refusal("no-such-rule").find("not in the schedule catalogue"), std::string::npos);
   Config config;
   config.pipeline.stages = 2;
   config.pipeline.schedule = "2bw";
