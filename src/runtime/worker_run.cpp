@@ -398,6 +398,9 @@ std::optional<RunSummary> run_pipeline(const Config& config, const RunOptions& o
     make_text_codec(config.data, options.data_root);
   }
   if (started_as_worker()) return run_pipeline_worker(config, options);
+  if (const std::string advice = schedule::training_advice(config); !advice.empty()) {
+    fmt::print(stderr, "{}\n", advice);
+  }
   return launch_pipeline_workers(config, options, train_args);
 }
 

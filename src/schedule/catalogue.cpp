@@ -80,6 +80,9 @@ std::vector<ScheduleEntry> entries() {
   two_bw_entry.reference = {two_bw, two_bw, false};
   two_bw_entry.runtime = runs_without_recompute(false);
   two_bw_entry.planner.plans = true;
+  two_bw_entry.recommended = {"muon", "error_feedback",
+                              "the default job at 800 steps: validation 1.9% above synchronous "
+                              "Muon, where AdamW ends 41% above synchronous AdamW"};
 
   auto& predicted_2bw = add("2bw-predict", make_2bw_predict_schedule, K::DoubleBuffer,
                             "PipeDream-2BW whose versions are extrapolated one update ahead with "

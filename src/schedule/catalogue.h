@@ -72,6 +72,11 @@ struct ScheduleEntry {
   RuntimeSupport runtime;
   PlannerSupport planner;
   std::string summary;  // one line for docs/schedules.md
+  // The training recipe measured best under this rule (docs/weight-policies.md), which
+  // `pipetrain train` suggests to a run that uses another; empty: no advice.
+  struct Recipe {
+    std::string optimizer, delay_correction, evidence;
+  } recommended;
 
   bool flushes() const { return schedule::flushes(policy); }
   bool updates_per_microbatch() const { return schedule::updates_per_microbatch(policy); }

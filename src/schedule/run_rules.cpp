@@ -50,4 +50,16 @@ std::vector<int> checkpointed_versions(const Config& config, int stage, int64_t 
   return versions;
 }
 
+std::string training_advice(const Config& config) {
+  const ScheduleEntry* entry = find_schedule(config.pipeline.schedule);
+  if (entry == nullptr || entry->recommended.optimizer.empty()) return "";
+  const auto& recipe = entry->recommended;
+  if (config.train.optimizer == recipe.optimizer && config.train.delay_correction == recipe.delay_correction) {
+    return "";
+  }
+  return fmt::format("pipetrain: note: schedule {} trains best with --train.optimizer {} "
+                     "--train.delay_correction {} ({}; docs/weight-policies.md)",
+                     entry->name, recipe.optimizer, recipe.delay_correction, recipe.evidence);
+}
+
 }  // namespace pipetrain::schedule

@@ -24,4 +24,8 @@ std::string resume_refusal(const std::string& policy);
 // final step; the other policies' pipelines drain at the end, so their final checkpoint holds none.
 std::vector<int> checkpointed_versions(const Config& config, int stage, int64_t step);
 
+// One line suggesting the schedule's recommended recipe when the run uses another ("" if it
+// follows it or the schedule has none).
+std::string training_advice(const Config& config);
+
 }  // namespace pipetrain::schedule

@@ -241,3 +241,22 @@ TEST(Catalogue, DocsScheduleListIsTheCatalogue) {
 
 }  // namespace
 }  // namespace pipetrain::schedule
+
+// 2BW suggests the recipe measured best under its delayed gradients (docs/weight-policies.md)
+// to a run that uses another, and nothing to one that follows it or to a flushing schedule.
+TEST(Catalogue, TwoBWAdvisesItsMeasuredBestRecipe) {
+  pipetrain::Config config;
+  config.pipeline.schedule = "2bw";
+  config.train.optimizer = "adamw";
+  const std::string advice = pipetrain::schedule::training_advice(config);
+  EXPECT_NE(advice.find("--train.optimizer muon --train.delay_correction error_feedback"), std::string::npos)
+      << advice;
+  config.train.optimizer = "muon";
+  EXPECT_NE(pipetrain::schedule::training_advice(config), "");  // error feedback still missing
+  config.train.delay_correction = "error_feedback";
+  EXPECT_EQ(pipetrain::schedule::training_advice(config), "");
+  config.pipeline.schedule = "1f1b";
+  config.train.optimizer = "adamw";
+  config.train.delay_correction = "none";
+  EXPECT_EQ(pipetrain::schedule::training_advice(config), "");
+}
