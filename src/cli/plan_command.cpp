@@ -4,12 +4,15 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "cli/arguments.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "io/json_file.h"
 #include "core/text.h"
+#include "model/registry.h"
 #include "plan/planner.h"
+#include "runtime/partition.h"
 #include "schedule/catalogue.h"
 #include "schedule/generators.h"
 #include "sim/timeline.h"
@@ -22,6 +25,28 @@ std::vector<std::string> planned_schedules() {
   return schedule::schedule_names_where([](const schedule::ScheduleEntry& e) { return e.planner.plans; });
 }
 
+// Any model's own analytic per-layer costs (Model::layer_work through runtime::model_layer_costs,
+// the balanced partition's) at each microbatch size, as the planner's profile: the CNN, a
+// TorchScript model or GPT, each planned from its own layers.
+plan::ModelProfile analytic_model_profile(const Model& model, const std::string& kind,
+                                          const std::vector<int64_t>& microbatches) {
+  plan::ModelProfile profile;
+  profile.description = fmt::format("{}: analytic per-layer costs (Model::layer_work)", kind);
+  profile.layers.resize(size_t(model.layer_count()));
+  for (int64_t b : microbatches) {
+    const auto costs = runtime::model_layer_costs(model, b);
+    for (size_t i = 0; i < costs.size(); ++i) {
+      plan::LayerProfile& layer = profile.layers[i];
+      layer.name = costs[i].name;
+      layer.param_bytes = costs[i].param_bytes;
+      layer.optimizer_s = costs[i].optimizer_s;
+      layer.by_microbatch.push_back({b, costs[i].forward_s, costs[i].backward_s, costs[i].backward_s / 2,
+                                     costs[i].activation_bytes, costs[i].output_bytes});
+    }
+  }
+  return profile;
+}
+
 }  // namespace
 
 void add_plan_command(CLI::App& app) {
@@ -31,6 +56,7 @@ void add_plan_command(CLI::App& app) {
   static std::string model = "gpt-3.9b", cluster = "p3-16xlarge-x8", out, schedules, profile, svg, trace, out_ranked;
   static int64_t global_batch = 256;
   static int top = 10;
+  static std::string config_path;
   cmd->add_option("--model", model, "gpt-355m, gpt-2.2b, gpt-3.9b, gpt3-1b, gpt3-13b, gpt3-44b, gpt3-175b")
       ->capture_default_str();
   cmd->add_option("--cluster", cluster, "a name in clusters/ or a cluster .toml path")->capture_default_str();
@@ -44,9 +70,37 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--trace", trace, "write the best plan's simulated timeline here (Chrome trace JSON), "
                   "to set beside a real run's trace.json");
   cmd->add_option("--profile", profile, "measured layer costs from `pipetrain profile` (instead of --model)");
-  cmd->callback([] {
+  cmd->add_option("--config", config_path,
+                  "plan the run config's model (any model.kind) from its own analytic per-layer "
+                  "costs, instead of --model; `--section.field VALUE` overrides follow it "
+                  "(default cluster: this-machine, default global batch: train.batch_size)");
+  cmd->allow_extras();  // the config overrides
+  cmd->callback([cmd] {
     plan::PlanRequest request;
-    if (profile.empty()) {
+    const auto extras = cmd->remaining();
+    if (!extras.empty() && config_path.empty()) {
+      fail("plan: unexpected argument '{}' (config overrides need --config RUN.toml)", extras.front());
+    }
+    const bool cluster_given = cmd->get_option("--cluster")->count() > 0;
+    const bool batch_given = cmd->get_option("--global-batch")->count() > 0;
+    if (!config_path.empty()) {
+      if (cmd->get_option("--model")->count() > 0 || !profile.empty()) {
+        fail("plan: --config plans the config's model; give it without --model or --profile");
+      }
+      ConfigArguments arguments = parse_config_arguments(extras, {}, {});
+      if (!arguments.config_path.empty()) {
+        fail("plan: unexpected argument '{}' (the config is --config {})", arguments.config_path, config_path);
+      }
+      arguments.config_path = config_path;
+      const Config config = resolve_config(arguments);
+      const auto model = make_model(config);
+      request.model = plan::GptShape{};  // layers = 0: planned from its own layer costs
+      request.model.name = config.model.kind;
+      request.profile = analytic_model_profile(*model, config.model.kind, request.microbatch_sizes);
+      request.for_pipetrain_runtime = true;  // a plan for this run config
+      if (!cluster_given) cluster = "this-machine";
+      if (!batch_given) global_batch = config.train.batch_size;
+    } else if (profile.empty()) {
       request.model = plan::find_gpt_shape(model);
     } else {
       request.profile = plan::model_profile_from_json(parse_json_file(profile), profile);

@@ -14,7 +14,9 @@ std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlo
     if (plan.value("format", "") != "pipetrain-plan-1") {
       fail("{}: not a pipetrain plan (write one with `pipetrain plan ... --out {}`)", origin, origin);
     }
-    const auto& shape = plan.at("model_shape");
+    // A GPT plan names its shape; a plan of another model (`plan --config`) has none: the
+    // run's own config gives the model.
+    const bool gpt = plan.contains("model_shape");
     const auto schedule = plan.at("schedule").get<std::string>();
     const schedule::ScheduleEntry* entry = schedule::find_schedule(schedule);
     if (entry == nullptr) fail("{}: plan of an unknown schedule '{}'", origin, schedule);
@@ -28,18 +30,23 @@ std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlo
            origin, stages, width, micro, microbatches, partition.size());
     }
     const auto text = [](int64_t v) { return std::to_string(v); };
-    std::vector<std::pair<std::string, std::string>> fields = {
-        {"model.layers", text(shape.at("layers").get<int64_t>())},
-        {"model.d_model", text(shape.at("hidden").get<int64_t>())},
-        {"model.heads", text(shape.at("heads").get<int64_t>())},
-        {"model.seq_len", text(shape.at("seq_len").get<int64_t>())},
-        {"model.vocab_size", text(shape.at("vocab").get<int64_t>())},
+    std::vector<std::pair<std::string, std::string>> fields;
+    if (gpt) {
+      const auto& shape = plan.at("model_shape");
+      fields = {{"model.layers", text(shape.at("layers").get<int64_t>())},
+                {"model.d_model", text(shape.at("hidden").get<int64_t>())},
+                {"model.heads", text(shape.at("heads").get<int64_t>())},
+                {"model.seq_len", text(shape.at("seq_len").get<int64_t>())},
+                {"model.vocab_size", text(shape.at("vocab").get<int64_t>())}};
+    }
+    const std::vector<std::pair<std::string, std::string>> run_fields = {
         {"pipeline.schedule", schedule},
         {"pipeline.stages", text(stages)},
         {"pipeline.dp_width", text(width)},
         {"train.microbatches", text(microbatches)},
         {"train.batch_size", text(micro * microbatches * width)},
         {"pipeline.recompute", plan.at("recompute").get<bool>() ? "all" : "none"}};
+    fields.insert(fields.end(), run_fields.begin(), run_fields.end());
     const int64_t chunks = entry->planner.chunks;
     if (chunks > 1) {
       // The runtime takes the p x v model stages' counts (older plans: its balanced cut).

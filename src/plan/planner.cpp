@@ -51,7 +51,22 @@ Placement place(const ClusterSpec& c, int stages, int width) {
   return p;
 }
 
+// A GPT shape (named, or a measured GPT profile's) or a model known only by its per-layer costs
+// (request.profile without a shape: `pipetrain plan --config`, any model kind).
+bool planner_has_gpt_shape(const PlanRequest& request) { return request.model.layers > 0; }
+
+int planner_layer_count(const PlanRequest& request) {
+  return request.profile ? int(request.profile->layers.size()) : int(request.model.layers + 2);
+}
+
 }  // namespace
+
+double planned_parameters(const PlanRequest& request) {
+  if (planner_has_gpt_shape(request) || !request.profile) return request.model.parameters();
+  double bytes = 0;
+  for (const auto& layer : request.profile->layers) bytes += layer.param_bytes;
+  return bytes / 4;  // profiles hold fp32 parameter bytes
+}
 
 // The simulator's cost of layers [first, first + count) as one model stage (no all-reduce).
 sim::StageCost model_stage_cost(const std::vector<LayerCost>& layers, int first, int count) {
@@ -115,7 +130,14 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
   limits.weight_versions = entry.weight_versions(stages);
   limits.microbatches = static_cast<int>(c.microbatches);
   limits.gpipe_memory = entry.holds_every_microbatch;
-  limits.extra_bytes = recompute_workspace_bytes(request.model, cluster, options);
+  if (planner_has_gpt_shape(request)) {
+    limits.extra_bytes = recompute_workspace_bytes(request.model, cluster, options);
+  } else if (recompute) {
+    // One layer's full activations exist while it is recomputed: the largest layer's.
+    for (const auto& layer : layer_costs(*request.profile, microbatch)) {
+      limits.extra_bytes = std::max(limits.extra_bytes, layer.activation_bytes);
+    }
+  }
   if (stages > static_cast<int>(layers.size())) {
     c.rejected = fmt::format("{} stages for {} layers", stages, layers.size());
     return c;
@@ -206,7 +228,7 @@ PlanResult plan_training(const PlanRequest& request) {
       [](const schedule::ScheduleEntry& e) { return e.planner.plans; });
   const auto& schedules = request.schedules.empty() ? planned : request.schedules;
   for (int stages = 1; stages <= devices; ++stages) {
-    if (devices % stages != 0 || stages > request.model.layers + 2) continue;
+    if (devices % stages != 0 || stages > planner_layer_count(request)) continue;
     const int width = devices / stages;
     for (int64_t b : request.microbatch_sizes) {
       if (request.global_batch % (b * width) != 0) continue;
@@ -242,10 +264,13 @@ PlanResult plan_training(const PlanRequest& request) {
 }
 
 std::string format_plan_report(const PlanRequest& request, const PlanResult& result, int top) {
+  const double parameters = planned_parameters(request);
+  const std::string parameter_text = parameters >= 1e9 ? fmt::format("{:.2f}B", parameters / 1e9)
+                                                       : fmt::format("{:.2f}M", parameters / 1e6);
   std::string out = fmt::format(
-      "model {} ({:.2f}B parameters), cluster {} ({} devices, {} per device), global batch {}\n"
+      "model {} ({} parameters), cluster {} ({} devices, {} per device), global batch {}\n"
       "{} candidate plans fit in memory, {} do not\n\n",
-      request.model.name, request.model.parameters() / 1e9, request.cluster.name,
+      request.model.name, parameter_text, request.cluster.name,
       request.cluster.devices(), format_bytes(request.cluster.device_memory_bytes),
       request.global_batch, result.ranked.size(), result.infeasible.size());
   out += "| rank | schedule | d | w | b | m | recompute | samples/s | peak memory | lost because |\n";
@@ -281,10 +306,8 @@ std::string format_plan_report(const PlanRequest& request, const PlanResult& res
 
 nlohmann::json plan_to_json(const PlanRequest& request, const PlanCandidate& plan) {
   const GptShape& shape = request.model;
-  return {{"format", "pipetrain-plan-1"},
+  nlohmann::json json = {{"format", "pipetrain-plan-1"},
           {"model", request.model.name},
-          {"model_shape", {{"layers", shape.layers}, {"hidden", shape.hidden}, {"heads", shape.heads},
-                           {"seq_len", shape.seq_len}, {"vocab", shape.vocab}}},
           {"cluster", request.cluster.name},
           {"global_batch", request.global_batch},
           {"schedule", plan.schedule},
@@ -294,6 +317,16 @@ nlohmann::json plan_to_json(const PlanRequest& request, const PlanCandidate& pla
           {"chunk_partition", plan.chunk_partition},
           {"predicted_samples_per_s", plan.samples_per_s},
           {"predicted_peak_memory_bytes", plan.peak_memory_bytes}};
+  if (planner_has_gpt_shape(request)) {
+    json["model_shape"] = {{"layers", shape.layers}, {"hidden", shape.hidden}, {"heads", shape.heads},
+                           {"seq_len", shape.seq_len}, {"vocab", shape.vocab}};
+  } else {
+    // Not a GPT: no model_shape (`train --plan` keeps the run config's model); the layers planned.
+    std::vector<std::string> names;
+    for (const auto& layer : request.profile->layers) names.push_back(layer.name);
+    json["model_layers"] = names;
+  }
+  return json;
 }
 
 }  // namespace pipetrain::plan

@@ -19,8 +19,12 @@
 namespace pipetrain::plan {
 
 struct PlanRequest {
+  // A GPT shape; for a model that is no GPT (`pipetrain plan --config`), only its name, with
+  // layers = 0, and its own per-layer costs in `profile`.
   GptShape model;
-  std::optional<ModelProfile> profile;  // measured layer costs instead of the analytic ones
+  // Layer costs instead of the GPT formulas: measured (`pipetrain profile`) or the model's own
+  // analytic costs (Model::layer_work, via runtime::model_profile).
+  std::optional<ModelProfile> profile;
   ClusterSpec cluster;
   int64_t global_batch = 256;
   std::vector<std::string> schedules;  // empty: every schedule the catalogue plans
@@ -63,6 +67,8 @@ PlanResult plan_training(const PlanRequest& request);
 sim::StageCost model_stage_cost(const std::vector<LayerCost>& layers, int first, int count);
 PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& schedule,
                                  int stages, int64_t microbatch, bool recompute);
+// The model's parameter count: the GPT shape's, or from the profile's fp32 parameter bytes.
+double planned_parameters(const PlanRequest& request);
 std::string format_plan_report(const PlanRequest& request, const PlanResult& result, int top);
 nlohmann::json plan_to_json(const PlanRequest& request, const PlanCandidate& plan);
 

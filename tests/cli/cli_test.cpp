@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "io/metrics.h"
@@ -281,4 +282,88 @@ TEST(Cli, PipelineTimelineDrawsAFewStepsReadably) {
   for (const auto& event : trace["traceEvents"]) forwards += event.value("cat", "") == "Forward";
   EXPECT_EQ(forwards, 7u * 2 * 4);
   fs::remove_all(dir);
+}
+
+namespace {
+
+// Every ranked plan of `pipetrain plan ARGS --out-ranked DIR`, best first.
+std::vector<nlohmann::json> ranked_plans(const std::string& args, const fs::path& dir, std::string* output) {
+  const Result result = run("plan " + args + " --top 3 --out-ranked " + dir.string());
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  *output = result.output;
+  std::vector<fs::path> files;
+  if (fs::exists(dir)) {
+    for (const auto& entry : fs::directory_iterator(dir)) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<nlohmann::json> plans;
+  for (const auto& file : files) plans.push_back(nlohmann::json::parse(std::ifstream(file)));
+  return plans;
+}
+
+// The partitions of the ranked plans at `stages` stages (non-interleaved schedules).
+std::set<std::vector<int>> partitions_at(const std::vector<nlohmann::json>& plans, int stages) {
+  std::set<std::vector<int>> found;
+  for (const auto& plan : plans) {
+    if (plan["stages"] == stages && plan["chunk_partition"].empty()) {
+      found.insert(plan["partition"].get<std::vector<int>>());
+    }
+  }
+  return found;
+}
+
+}  // namespace
+
+// `plan --config` plans the run's own model from its own per-layer costs (Model::layer_work):
+// the CNN's [stem, 28x28 block, 14x14 block, 7x7 block, head] is cut where its costs say (the
+// full-resolution block is the heaviest, the stem and head near free), not as GPT's
+// [embedding, equal blocks, heavy head] would be.
+TEST(Cli, PlanConfigPlansTheCnnFromItsOwnLayerCosts) {
+  const auto dir = temp_dir("plan_cnn");
+  std::string output;
+  const auto plans = ranked_plans("--config " + std::string(PIPETRAIN_SOURCE_DIR) +
+                                  "/examples/fashion_mnist.toml", dir / "two", &output);
+  ASSERT_FALSE(plans.empty()) << output;
+  EXPECT_NE(output.find("model cnn (0.04M parameters)"), std::string::npos) << output;  // from its layers
+  EXPECT_NE(output.find("cluster this-machine"), std::string::npos) << output;
+  EXPECT_NE(output.find("global batch 80"), std::string::npos) << output;  // train.batch_size
+  EXPECT_EQ(plans.front()["model"], "cnn");
+  EXPECT_FALSE(plans.front().contains("model_shape"));  // no GPT shape for a CNN
+  EXPECT_EQ(plans.front()["model_layers"].size(), 5u);
+  // 2 stages: [stem, 28x28 block] | [14x14 block, 7x7 block, head]. GPT's costs for 5 layers
+  // (near-free embedding, equal blocks, heavier head) would cut 3 | 2.
+  EXPECT_EQ(partitions_at(plans, 2), (std::set<std::vector<int>>{{2, 3}})) << output;
+
+  // 3 devices: the heaviest block (28x28) alone with the near-free stem, then each other block.
+  std::ifstream this_machine(std::string(PIPETRAIN_SOURCE_DIR) + "/clusters/this-machine.toml");
+  std::stringstream text;
+  text << this_machine.rdbuf();
+  std::string three = std::regex_replace(text.str(), std::regex("devices_per_node = 2"), "devices_per_node = 3");
+  three = std::regex_replace(three, std::regex("name = \"this-machine\""), "name = \"three-cores\"");
+  fs::create_directories(dir);
+  std::ofstream(dir / "three.toml") << three;
+  const auto plans3 = ranked_plans("--config " + std::string(PIPETRAIN_SOURCE_DIR) +
+                                   "/examples/fashion_mnist.toml --cluster " + (dir / "three.toml").string() +
+                                   " --global-batch 96", dir / "three", &output);
+  ASSERT_FALSE(plans3.empty()) << output;
+  EXPECT_EQ(partitions_at(plans3, 3), (std::set<std::vector<int>>{{2, 1, 2}})) << output;
+  fs::remove_all(dir);
+}
+
+// A GPT run config plans the same way (its layers' own costs), with overrides after --config.
+TEST(Cli, PlanConfigPlansAGptRunConfigWithOverrides) {
+  const auto dir = temp_dir("plan_gpt_config");
+  std::string output;
+  const auto plans = ranked_plans("--config " + std::string(PIPETRAIN_SOURCE_DIR) +
+                                  "/examples/default.toml --model.layers 6", dir, &output);
+  ASSERT_FALSE(plans.empty()) << output;
+  EXPECT_EQ(plans.front()["model"], "gpt");
+  EXPECT_EQ(plans.front()["model_layers"].size(), 8u);  // embedding, 6 blocks, head
+  EXPECT_EQ(plans.front()["global_batch"], 32);
+  // Equal blocks, a near-free embedding and a light head (vocabulary 256): 4 | 4.
+  EXPECT_EQ(partitions_at(plans, 2), (std::set<std::vector<int>>{{4, 4}})) << output;
+  fs::remove_all(dir);
+  expect_one_line_error("plan --config " + std::string(PIPETRAIN_SOURCE_DIR) +
+                        "/examples/default.toml --model gpt-355m", "without --model");
+  expect_one_line_error("plan --model.layers 6", "need --config");
 }
