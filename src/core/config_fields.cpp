@@ -22,13 +22,14 @@ std::vector<FieldSpec> make_fields() {
   using M = ModelConfig;
   using T = TrainConfig;
   return {
-      spec("model.kind", "the model family, by name from the model registry (src/model): gpt, or cnn (a ResNet-style "
-       "image classifier, docs/models.md)",
+      spec("model.kind", "the model family, by name from the model registry (src/model): gpt, cnn (a ResNet-style "
+       "image classifier, docs/models.md), or transducer (an RNN-T speech recognizer, docs/speech.md)",
        at(&C::model, &M::kind), 0),
-      spec("model.layers", "number of transformer blocks (gpt), residual blocks (cnn)", at(&C::model, &M::layers), 1),
+      spec("model.layers", "number of transformer blocks (gpt, transducer: its encoder's), residual blocks (cnn)", at(&C::model, &M::layers), 1),
       spec("model.d_model", "hidden size (gpt); the stem's channels (cnn: doubled by blocks 1 and 2)", at(&C::model, &M::d_model), 1),
       spec("model.heads", "attention heads; must divide model.d_model", at(&C::model, &M::heads), 1),
-      spec("model.seq_len", "context length in tokens (bytes)", at(&C::model, &M::seq_len), 2),
+      spec("model.seq_len", "context length in tokens (bytes); transducer: the most feature frames of "
+       "an utterance (inputs are padded to it)", at(&C::model, &M::seq_len), 2),
       spec("model.vocab_size", "vocabulary size; byte-level text needs all 256 byte values, token "
        "files an id range that covers theirs (their tokenizer's vocabulary)",
        at(&C::model, &M::vocab_size), 2),
@@ -38,6 +39,12 @@ std::vector<FieldSpec> make_fields() {
       spec("model.dtype", "compute dtype of weights, activations, gradients, messages between "
        "workers, optimizer state and checkpoints; float64 is what the exactness tests prove in",
        at(&C::model, &M::dtype), 0, {"float32", "float64"}),
+      spec("model.max_labels", "transducer: the most characters of an utterance (labels are padded "
+       "to it)", at(&C::model, &M::max_labels), 1),
+      spec("model.transducer_loss", "transducer: \"sample-wise\" (the joint output of one utterance "
+       "at a time) or \"batched\" (the reference: the whole [rows, frames, labels, vocabulary] joint "
+       "output at once, for memory comparisons)", at(&C::model, &M::transducer_loss), 0,
+       {"sample-wise", "batched"}),
       spec("train.steps", "optimizer steps", at(&C::train, &T::steps), 1),
       spec("train.batch_size", "sequences per optimizer step (the global batch)",
        at(&C::train, &T::batch_size), 1),
@@ -72,12 +79,12 @@ std::vector<FieldSpec> make_fields() {
       spec("data.format", "\"bytes\": data.path is a text file whose bytes are the tokens; "
        "\"tokens\": llm.c token files from `pipetrain tokenize` or llm.c's scripts (docs/data.md); "
        "\"fashion-mnist\": 28x28 images and their classes (model.kind cnn; validation on the "
-       "test split); "
+       "test split); \"speech\": a feature file from `pipetrain prepare-speech` (model.kind transducer); "
        "the formats are listed in the model registry (src/model/registry.cpp), which programs "
        "linking pipetrain extend", at(&C::data, &DataConfig::format)),
       spec("data.path", "training text (bytes), or (tokens) a folder with train.bin and val.bin or "
        "a file named like llm.c's *_train.bin (its *_val.bin beside it), or (fashion-mnist) the "
-       "folder of its IDX files, /usr/share/datasets/fashion-mnist from Debian; relative paths are tried "
+       "folder of its IDX files, /usr/share/datasets/fashion-mnist from Debian, or (speech) the feature file; relative paths are tried "
        "against the working directory, then the pipetrain source folder",
        at(&C::data, &DataConfig::path)),
       spec("data.val_fraction", "fraction of the file (its tail) held out for validation; for "

@@ -273,6 +273,11 @@ void SpeechFeatureFile::parse(const SpeechReadOptions& options) {
            "{} (prepare with --max-frames {} to drop longer ones, or raise the maximum)",
            path, index, name, e.frames, options.max_frames, options.max_frames);
     }
+    if (options.max_labels > 0 && int64_t(e.labels) > options.max_labels) {
+      fail("speech feature file '{}': utterance {} of {} has {} labels, more than the maximum {} "
+           "(raise model.max_labels)",
+           path, index, name, e.labels, options.max_labels);
+    }
     for (uint32_t j = 0; j < e.labels; ++j) {
       uint32_t label;
       std::memcpy(&label, bytes_ + e.offset + 4 * j, 4);
