@@ -92,6 +92,9 @@ std::vector<FieldSpec> make_fields() {
       spec("data.tokenizer", "token files: the SentencePiece model that made them (checked against "
        "their tokens.json), used to encode sample.prompt and decode samples; \"\" = samples print "
        "token ids", at(&C::data, &DataConfig::tokenizer)),
+      spec("data.val_split", "speech: the split validation reads, \"validation\" (held-out sentences), "
+       "\"test\" or \"unseen-voice\" (the test sentences by a voice never trained on)",
+       at(&C::data, &DataConfig::val_split), 0, {"validation", "test", "unseen-voice"}),
       spec("eval.every", "validate every N steps and at the last step; 0 = only at the end",
        at(&C::eval, &EvalConfig::every), 0),
       spec("eval.batches", "batches per validation", at(&C::eval, &EvalConfig::batches), 1),
