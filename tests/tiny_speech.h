@@ -34,7 +34,8 @@ inline std::string tiny_speech_file() {
       u.voice = s == 3 ? 2 : uint32_t(n % 2);
       u.text_line = uint32_t(i);
       u.features = torch::randn({9 + (n * 13) % 32, 80}, generator, torch::kFloat32);
-      u.labels = torch::randint(1, int64_t(info.vocabulary.size()), {1 + (n * 5) % 6}, generator, torch::kInt64);
+      u.labels = torch::randint(1, int64_t(info.vocabulary.size()), {1 + (n * 5) % 6}, generator,
+                                torch::kInt64);
       utterances.push_back(u);
     }
   }

@@ -5,7 +5,8 @@
 namespace pipetrain {
 
 // One row of the dynamic programme at a time: row[j] = distance(hypothesis[:i], reference[:j]).
-int64_t edit_distance(const std::vector<int64_t>& hypothesis, const std::vector<int64_t>& reference) {
+int64_t edit_distance(const std::vector<int64_t>& hypothesis,
+                      const std::vector<int64_t>& reference) {
   std::vector<int64_t> row(reference.size() + 1);
   for (size_t j = 0; j < row.size(); ++j) row[j] = int64_t(j);
   for (size_t i = 1; i <= hypothesis.size(); ++i) {

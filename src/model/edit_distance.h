@@ -7,6 +7,7 @@
 
 namespace pipetrain {
 
-int64_t edit_distance(const std::vector<int64_t>& hypothesis, const std::vector<int64_t>& reference);
+int64_t edit_distance(const std::vector<int64_t>& hypothesis,
+                      const std::vector<int64_t>& reference);
 
 }  // namespace pipetrain

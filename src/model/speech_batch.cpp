@@ -11,7 +11,8 @@ namespace pipetrain {
 namespace {
 
 torch::Tensor speech_epoch_order(uint64_t seed, int64_t epoch, int64_t count) {
-  uint64_t z = (seed ^ 0x5BEEC4u) * 0x9E3779B97F4A7C15ull + uint64_t(epoch + 1) * 0xD6E8FEB86659FD93ull;
+  uint64_t z =
+      (seed ^ 0x5BEEC4u) * 0x9E3779B97F4A7C15ull + uint64_t(epoch + 1) * 0xD6E8FEB86659FD93ull;
   z = (z ^ (z >> 32)) * 0x94D049BB133111EBull;
   auto generator = at::detail::createCPUGenerator(z ^ (z >> 29));
   return torch::randperm(count, generator, torch::kInt64);
@@ -49,7 +50,8 @@ SpeechBatchSource::SpeechBatchSource(const std::string& path, SpeechBatchShape s
   }
 }
 
-Microbatch SpeechBatchSource::gather(speech::SpeechSplit split, const std::vector<int64_t>& indices) const {
+Microbatch SpeechBatchSource::gather(speech::SpeechSplit split,
+                                     const std::vector<int64_t>& indices) const {
   const auto rows = int64_t(indices.size());
   const int64_t bins = file_->info().mel_bins;
   auto inputs = torch::zeros({rows, shape_.max_frames, bins + 1}, torch::kFloat64);
@@ -82,17 +84,19 @@ Microbatch SpeechBatchSource::train_batch(uint64_t seed, int64_t step, int64_t r
 
 Microbatch SpeechBatchSource::val_batch(int64_t index, int64_t rows) const {
   std::vector<int64_t> chosen;
-  for (int64_t k = index * rows; k < (index + 1) * rows; ++k) chosen.push_back(k % file_->count(val_split_));
+  for (int64_t k = index * rows; k < (index + 1) * rows; ++k)
+    chosen.push_back(k % file_->count(val_split_));
   return gather(val_split_, chosen);
 }
 
 std::string SpeechBatchSource::describe() const {
   const auto& info = file_->info();
-  return fmt::format("{} ({} training utterances, {:.2f} h; validation on {}: {} utterances, "
-                     "padded to {} frames and {} labels)",
-                     path_, file_->count(speech::SpeechSplit::train),
-                     info.hours(speech::SpeechSplit::train), speech::speech_split_name(val_split_),
-                     file_->count(val_split_), shape_.max_frames, shape_.max_labels);
+  return fmt::format(
+      "{} ({} training utterances, {:.2f} h; validation on {}: {} utterances, "
+      "padded to {} frames and {} labels)",
+      path_, file_->count(speech::SpeechSplit::train), info.hours(speech::SpeechSplit::train),
+      speech::speech_split_name(val_split_), file_->count(val_split_), shape_.max_frames,
+      shape_.max_labels);
 }
 
 }  // namespace pipetrain

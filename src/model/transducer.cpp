@@ -16,7 +16,8 @@ namespace {
 constexpr int64_t kMaxSymbolsPerFrame = 4;
 
 torch::Generator transducer_layer_generator(uint64_t seed, int64_t layer) {
-  uint64_t z = (seed ^ 0x5EECu) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(layer + 1) * 0xBF58476D1CE4E5B9ull;
+  uint64_t z = (seed ^ 0x5EECu) * 0x9E3779B97F4A7C15ull +
+               static_cast<uint64_t>(layer + 1) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 30)) * 0x94D049BB133111EBull;
   return at::detail::createCPUGenerator(z ^ (z >> 31));
 }
@@ -34,14 +35,17 @@ std::string transducer_text(const std::vector<int64_t>& labels) {
 
 }  // namespace
 
-TransducerStack::TransducerStack(const TransducerConfig& config, uint64_t seed, int64_t first, int64_t last)
+TransducerStack::TransducerStack(const TransducerConfig& config, uint64_t seed, int64_t first,
+                                 int64_t last)
     : config_(config) {
   if (first < 0 || last > config.layer_count() || first >= last) {
-    fail("layer range [{}, {}) is outside the model's {} layers", first, last, config.layer_count());
+    fail("layer range [{}, {}) is outside the model's {} layers", first, last,
+         config.layer_count());
   }
   for (int64_t i = first; i < last; ++i) {
     auto generator = transducer_layer_generator(seed, i);
-    layers_.push_back(register_module("layer" + std::to_string(i), make_transducer_layer(config, i, generator)));
+    layers_.push_back(
+        register_module("layer" + std::to_string(i), make_transducer_layer(config, i, generator)));
   }
   to(config.dtype);  // initialised in float32, converted exactly
 }
@@ -54,7 +58,8 @@ torch::Tensor TransducerStack::forward(const torch::Tensor& input) {
 
 TransducerJoint& TransducerStack::joint() const {
   auto* last = dynamic_cast<TransducerJoint*>(layers_.back().get());
-  if (last == nullptr) throw std::logic_error("transducer: the loss needs the stage holding the joint layer");
+  if (last == nullptr)
+    throw std::logic_error("transducer: the loss needs the stage holding the joint layer");
   return *last;
 }
 
@@ -68,7 +73,8 @@ torch::Tensor TransducerStack::loss(const torch::Tensor& output, const torch::Te
   const auto enc = encoded.narrow(1, 0, frames.max().item<int64_t>());
   const auto pred = joint().predict(targets);
   if (config_.sample_wise) {
-    return loss::sample_wise_transducer_loss(joint().network, enc, pred, targets, frames, label_counts);
+    return loss::sample_wise_transducer_loss(joint().network, enc, pred, targets, frames,
+                                             label_counts);
   }
   return loss::transducer_loss_batched(joint().network(enc, pred), targets, frames, label_counts);
 }
@@ -87,7 +93,8 @@ std::vector<std::vector<int64_t>> TransducerStack::decode(const torch::Tensor& o
     for (int64_t t = 0; t < frames[row].item<int64_t>(); ++t) {
       const auto frame = encoded[row][t];
       for (int64_t emitted = 0; emitted < kMaxSymbolsPerFrame; ++emitted) {
-        const auto best = parts.network->output(torch::tanh(frame + predicted)).argmax().item<int64_t>();
+        const auto best =
+            parts.network->output(torch::tanh(frame + predicted)).argmax().item<int64_t>();
         if (best == 0) break;
         labels.push_back(best);
         predicted = parts.predict_step(best, state);
@@ -115,8 +122,9 @@ std::string TransducerStack::describe_examples(const Microbatch& batch, int64_t 
   std::string text;
   for (int64_t row = 0; row < std::min(count, batch.labels.size(0)); ++row) {
     const auto reference = reference_of(batch.labels, row);
-    text += fmt::format("{}reference: {}\ndecoded:   {}  ({} of {} characters wrong)\n", row == 0 ? "" : "\n",
-                        transducer_text(reference), transducer_text(hypotheses[size_t(row)]),
+    text += fmt::format("{}reference: {}\ndecoded:   {}  ({} of {} characters wrong)\n",
+                        row == 0 ? "" : "\n", transducer_text(reference),
+                        transducer_text(hypotheses[size_t(row)]),
                         edit_distance(hypotheses[size_t(row)], reference), reference.size());
   }
   return text;

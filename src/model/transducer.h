@@ -26,11 +26,11 @@ struct TransducerConfig {
   int64_t encoder_layers = 2;  // model.layers
   int64_t d_model = 128;       // encoder width, predictor width and joint dimension
   int64_t heads = 4;
-  int64_t max_frames = 400;    // model.seq_len: input frames (padded)
-  int64_t max_labels = 80;     // model.max_labels: labels (padded)
+  int64_t max_frames = 400;  // model.seq_len: input frames (padded)
+  int64_t max_labels = 80;   // model.max_labels: labels (padded)
   int64_t mel_bins = 80;
-  int64_t vocabulary = 29;     // the speech character vocabulary; 0 is the blank
-  bool sample_wise = true;     // model.transducer_loss
+  int64_t vocabulary = 29;  // the speech character vocabulary; 0 is the blank
+  bool sample_wise = true;  // model.transducer_loss
   torch::ScalarType dtype = torch::kFloat32;
 
   int64_t layer_count() const { return encoder_layers + 2; }
@@ -40,7 +40,7 @@ struct TransducerConfig {
   int64_t encoder_frames() const { return subsampled(max_frames); }
 };
 
-class TransducerLayer;   // model/transducer_layers.h
+class TransducerLayer;  // model/transducer_layers.h
 class TransducerJoint;
 
 class TransducerStack : public StageModule {

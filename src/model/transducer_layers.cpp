@@ -36,7 +36,8 @@ torch::Tensor frames_within(const torch::Tensor& counts, int64_t frames) {
   return torch::arange(frames, counts.options()).unsqueeze(0) < counts.unsqueeze(1);
 }
 
-torch::Tensor sinusoidal_positions(int64_t frames, int64_t width, const torch::TensorOptions& options) {
+torch::Tensor sinusoidal_positions(int64_t frames, int64_t width,
+                                   const torch::TensorOptions& options) {
   const auto position = torch::arange(frames, options.dtype(torch::kFloat64)).unsqueeze(1);
   const auto rate = torch::exp(torch::arange(0, width, 2, options.dtype(torch::kFloat64)) *
                                (-std::log(10000.0) / double(width)));
@@ -54,18 +55,24 @@ class ConvSubsampling : public TransducerLayer {
  public:
   explicit ConvSubsampling(const TransducerConfig& config)
       : config_(config),
-        conv1_(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, config.conv_channels(), 3)
-                                                              .stride(2).padding(1)))),
-        conv2_(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(
-                                            config.conv_channels(), config.conv_channels(), 3)
-                                                              .stride(2).padding(1)))),
+        conv1_(register_module(
+            "conv1",
+            torch::nn::Conv2d(
+                torch::nn::Conv2dOptions(1, config.conv_channels(), 3).stride(2).padding(1)))),
+        conv2_(register_module(
+            "conv2", torch::nn::Conv2d(
+                         torch::nn::Conv2dOptions(config.conv_channels(), config.conv_channels(), 3)
+                             .stride(2)
+                             .padding(1)))),
         projection_(register_module(
-            "projection", torch::nn::Linear(config.conv_channels() * TransducerConfig::subsampled(config.mel_bins),
+            "projection", torch::nn::Linear(config.conv_channels() *
+                                                TransducerConfig::subsampled(config.mel_bins),
                                             config.d_model))) {}
 
   torch::Tensor forward(const torch::Tensor& x) override {
     const auto [features, frames] = split_frame_counts(x);
-    const auto halved = torch::div(frames + 1, 2, "floor"), quartered = torch::div(halved + 1, 2, "floor");
+    const auto halved = torch::div(frames + 1, 2, "floor"),
+               quartered = torch::div(halved + 1, 2, "floor");
     auto h = torch::relu(conv1_(features.unsqueeze(1)));
     h = h * frames_within(halved, h.size(2)).unsqueeze(1).unsqueeze(3).to(h.scalar_type());
     h = torch::relu(conv2_(h));  // [rows, channels, frames / 4, bins / 4]
@@ -85,10 +92,12 @@ class EncoderBlock : public TransducerLayer {
  public:
   explicit EncoderBlock(const TransducerConfig& config)
       : heads_(config.heads),
-        norm1_(register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model})))),
+        norm1_(register_module(
+            "norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model})))),
         qkv_(register_module("qkv", torch::nn::Linear(config.d_model, 3 * config.d_model))),
         attn_out_(register_module("attn_out", torch::nn::Linear(config.d_model, config.d_model))),
-        norm2_(register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model})))),
+        norm2_(register_module(
+            "norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model})))),
         fc_(register_module("fc", torch::nn::Linear(config.d_model, 4 * config.d_model))),
         fc_out_(register_module("fc_out", torch::nn::Linear(4 * config.d_model, config.d_model))) {}
 
@@ -125,15 +134,21 @@ std::pair<torch::Tensor, torch::Tensor> split_frame_counts(const torch::Tensor& 
 }
 
 torch::Tensor with_frame_counts(const torch::Tensor& values, const torch::Tensor& counts) {
-  const auto channel = counts.to(values.scalar_type()).view({-1, 1, 1}).expand({values.size(0), values.size(1), 1});
+  const auto channel =
+      counts.to(values.scalar_type()).view({-1, 1, 1}).expand({values.size(0), values.size(1), 1});
   return torch::cat({values, channel}, 2);
 }
 
 TransducerJoint::TransducerJoint(const TransducerConfig& config) : config_(config) {
-  encoder_projection_ = register_module("encoder_projection", torch::nn::Linear(config.d_model, config.d_model));
-  embedding_ = register_module("embedding", torch::nn::Embedding(config.vocabulary, config.d_model));
-  lstm_ = register_module("predictor", torch::nn::LSTM(torch::nn::LSTMOptions(config.d_model, config.d_model).batch_first(true)));
-  predictor_projection_ = register_module("predictor_projection", torch::nn::Linear(config.d_model, config.d_model));
+  encoder_projection_ =
+      register_module("encoder_projection", torch::nn::Linear(config.d_model, config.d_model));
+  embedding_ =
+      register_module("embedding", torch::nn::Embedding(config.vocabulary, config.d_model));
+  lstm_ = register_module(
+      "predictor",
+      torch::nn::LSTM(torch::nn::LSTMOptions(config.d_model, config.d_model).batch_first(true)));
+  predictor_projection_ =
+      register_module("predictor_projection", torch::nn::Linear(config.d_model, config.d_model));
   network = register_module("joint", loss::JointNetwork(config.d_model, config.vocabulary));
 }
 
@@ -160,8 +175,8 @@ torch::Tensor TransducerJoint::predict_step(int64_t token, PredictorState& state
   return predictor_projection_(output).view({config_.d_model});
 }
 
-std::shared_ptr<TransducerLayer> make_transducer_layer(const TransducerConfig& config, int64_t layer,
-                                                       torch::Generator& generator) {
+std::shared_ptr<TransducerLayer> make_transducer_layer(const TransducerConfig& config,
+                                                       int64_t layer, torch::Generator& generator) {
   std::shared_ptr<TransducerLayer> made;
   if (layer == 0) {
     made = std::make_shared<ConvSubsampling>(config);

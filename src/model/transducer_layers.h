@@ -45,7 +45,7 @@ class TransducerJoint : public TransducerLayer {
 };
 
 // Layer `layer` of the model with its initial weights from `generator`.
-std::shared_ptr<TransducerLayer> make_transducer_layer(const TransducerConfig& config, int64_t layer,
-                                                       torch::Generator& generator);
+std::shared_ptr<TransducerLayer> make_transducer_layer(const TransducerConfig& config,
+                                                       int64_t layer, torch::Generator& generator);
 
 }  // namespace pipetrain

@@ -11,7 +11,9 @@
 namespace pipetrain {
 namespace {
 
-bool transducer_part_of(const std::string& text, const char* part) { return text.find(part) != std::string::npos; }
+bool transducer_part_of(const std::string& text, const char* part) {
+  return text.find(part) != std::string::npos;
+}
 
 }  // namespace
 
@@ -32,10 +34,11 @@ TransducerConfig transducer_config_from(const ModelConfig& model) {
 }
 
 std::string TransducerModel::describe() const {
-  return fmt::format("RNN-T: 4x convolutional subsampling, {} transformer blocks of {} ({} heads), "
-                     "LSTM predictor, {} loss; up to {} frames and {} labels",
-                     config_.encoder_layers, config_.d_model, config_.heads,
-                     config_.sample_wise ? "sample-wise" : "batched", config_.max_frames, config_.max_labels);
+  return fmt::format(
+      "RNN-T: 4x convolutional subsampling, {} transformer blocks of {} ({} heads), "
+      "LSTM predictor, {} loss; up to {} frames and {} labels",
+      config_.encoder_layers, config_.d_model, config_.heads,
+      config_.sample_wise ? "sample-wise" : "batched", config_.max_frames, config_.max_labels);
 }
 
 std::string TransducerModel::layer_name(int64_t layer) const {
@@ -78,7 +81,8 @@ LayerWork TransducerModel::layer_work(int64_t layer, int64_t rows) const {
   LayerWork work;
   work.output_values = b * t * (d + 1);
   if (layer == 0) {
-    const double conv1 = 2 * b * (2 * t) * (bins / 2) * c * 9, conv2 = 2 * b * t * (bins / 4) * c * c * 9;
+    const double conv1 = 2 * b * (2 * t) * (bins / 2) * c * 9,
+                 conv2 = 2 * b * t * (bins / 4) * c * c * 9;
     work.forward_flops = conv1 + conv2 + 2 * b * t * c * (bins / 4) * d;
     work.parameters = 10 * c + c * c * 9 + c + c * (bins / 4) * d + d;
   } else if (layer == config_.layer_count() - 1) {
@@ -94,10 +98,13 @@ LayerWork TransducerModel::layer_work(int64_t layer, int64_t rows) const {
 
 // Full-length random features and random label counts (the profiler's).
 Microbatch TransducerModel::example(int64_t rows, torch::Generator& generator) const {
-  auto inputs = torch::randn({rows, config_.max_frames, config_.mel_bins + 1}, generator, torch::dtype(config_.dtype));
+  auto inputs = torch::randn({rows, config_.max_frames, config_.mel_bins + 1}, generator,
+                             torch::dtype(config_.dtype));
   inputs.select(2, config_.mel_bins).fill_(double(config_.max_frames));
-  auto labels = torch::randint(1, config_.vocabulary, {rows, 1 + config_.max_labels}, generator, torch::kInt64);
-  labels.select(1, 0).copy_(torch::randint(1, config_.max_labels + 1, {rows}, generator, torch::kInt64));
+  auto labels = torch::randint(1, config_.vocabulary, {rows, 1 + config_.max_labels}, generator,
+                               torch::kInt64);
+  labels.select(1, 0).copy_(
+      torch::randint(1, config_.max_labels + 1, {rows}, generator, torch::kInt64));
   return {inputs, labels};
 }
 

@@ -21,7 +21,9 @@ class TransducerModel : public Model {
   std::string layer_name(int64_t layer) const override;
   std::shared_ptr<StageModule> make_stage(int64_t first, int64_t last) const override;
   TensorSpec input_spec(int64_t rows) const override;
-  TensorSpec label_spec(int64_t rows) const override { return {{rows, 1 + config_.max_labels}, torch::kInt64}; }
+  TensorSpec label_spec(int64_t rows) const override {
+    return {{rows, 1 + config_.max_labels}, torch::kInt64};
+  }
   TensorSpec boundary_spec(int64_t boundary, int64_t rows) const override;
   ParameterRole role_of(const std::string& parameter) const override;
   LayerWork layer_work(int64_t layer, int64_t rows) const override;

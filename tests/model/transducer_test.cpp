@@ -24,7 +24,7 @@ std::vector<int64_t> letters_of(const std::string& text) { return {text.begin(),
 TEST(EditDistance, ClosedForms) {
   EXPECT_EQ(edit_distance(letters_of("kitten"), letters_of("sitting")), 3);
   EXPECT_EQ(edit_distance(letters_of("sitting"), letters_of("kitten")), 3);
-  EXPECT_EQ(edit_distance(letters_of(""), letters_of("abc")), 3);  // 3 insertions
+  EXPECT_EQ(edit_distance(letters_of(""), letters_of("abc")), 3);   // 3 insertions
   EXPECT_EQ(edit_distance(letters_of("abcd"), letters_of("")), 4);  // 4 deletions
   EXPECT_EQ(edit_distance(letters_of("same"), letters_of("same")), 0);
   EXPECT_EQ(edit_distance(letters_of("abc"), letters_of("cab")), 2);
@@ -96,10 +96,12 @@ TEST(TransducerModel, EachLayerProducesItsBoundarySpecWithFrameCounts) {
   for (int64_t layer = 0; layer < model->layer_count(); ++layer) {
     x = model->make_stage(layer, layer + 1)->forward(x);
     EXPECT_EQ(x.sizes().vec(), (std::vector<int64_t>{3, 10, 9})) << model->layer_name(layer);
-    if (layer + 1 < model->layer_count()) EXPECT_EQ(model->boundary_spec(layer + 1, 3).shape, x.sizes().vec());
+    if (layer + 1 < model->layer_count())
+      EXPECT_EQ(model->boundary_spec(layer + 1, 3).shape, x.sizes().vec());
     // ceil(ceil(frames / 2) / 2) encoder frames per utterance, in every frame's last channel.
     const auto frames = speech_frame_counts(batch.inputs);
-    const auto halved = torch::div(frames + 1, 2, "floor"), quartered = torch::div(halved + 1, 2, "floor");
+    const auto halved = torch::div(frames + 1, 2, "floor"),
+               quartered = torch::div(halved + 1, 2, "floor");
     EXPECT_TRUE(x.select(2, 8).eq(quartered.unsqueeze(1).to(x.scalar_type())).all().item<bool>());
   }
   EXPECT_EQ(model->layer_name(0), "subsample");
@@ -113,7 +115,8 @@ TEST(TransducerModel, StagesChainToTheWholeModelsLoss) {
   auto whole = model->make_whole();
   const double want = whole->loss(whole->forward(batch.inputs), batch.labels).item<double>();
   auto first = model->make_stage(0, 2), last = model->make_stage(2, 4);
-  const double got = last->loss(last->forward(first->forward(batch.inputs)), batch.labels).item<double>();
+  const double got =
+      last->loss(last->forward(first->forward(batch.inputs)), batch.labels).item<double>();
   EXPECT_NEAR(got, want, 1e-12 * std::abs(want));
   EXPECT_GT(want, 0.0);
 }
@@ -134,7 +137,8 @@ TEST(TransducerModel, RaggedUtterancesDoNotSeeTheirPadding) {
   double sum = 0;
   for (int64_t r = 0; r < 4; ++r) {
     const double alone = loss_of(*whole, rows_of(batch, r, 1));
-    EXPECT_NEAR(loss_of(*wide_whole, rows_of(wide_source->val_batch(0, 4), r, 1)), alone, 1e-12 * alone);
+    EXPECT_NEAR(loss_of(*wide_whole, rows_of(wide_source->val_batch(0, 4), r, 1)), alone,
+                1e-12 * alone);
     sum += alone;
   }
   EXPECT_NEAR(loss_of(*whole, batch), sum / 4, 1e-12 * sum);
@@ -185,7 +189,8 @@ TEST(TransducerModel, DescribedExamplesShowTheReferenceText) {
     const auto count = batch.labels[r][0].item<int64_t>();
     const auto labels = batch.labels[r].narrow(0, 1, count);
     std::vector<uint32_t> ids(labels.data_ptr<int64_t>(), labels.data_ptr<int64_t>() + count);
-    EXPECT_NE(text.find("reference: " + speech::text_of_labels(ids) + "\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("reference: " + speech::text_of_labels(ids) + "\n"), std::string::npos)
+        << text;
   }
 }
 

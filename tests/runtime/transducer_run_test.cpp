@@ -27,13 +27,28 @@ double measure_named(const Measures& measures, const std::string& name) {
 
 TEST(TransducerRun, ValidationCerAndDecodedExamplesMatchTheSingleProcessModel) {
   const std::vector<std::pair<std::string, std::string>> fields = {
-      {"model.kind", "transducer"}, {"model.layers", "2"}, {"model.d_model", "8"},
-      {"model.heads", "2"}, {"model.seq_len", "40"}, {"model.max_labels", "6"},
-      {"model.dtype", "float64"}, {"data.format", "speech"}, {"data.path", testing::tiny_speech_file()},
-      {"train.batch_size", "4"}, {"train.microbatches", "2"}, {"train.steps", "3"},
-      {"train.lr", "3e-2"}, {"train.warmup_steps", "1"}, {"train.threads", "1"},
-      {"eval.every", "0"}, {"eval.batches", "2"}, {"log.every", "1"}, {"sample.tokens", "1"},
-      {"pipeline.stages", "2"}, {"pipeline.schedule", "1f1b"}, {"pipeline.timeout_s", "60"}};
+      {"model.kind", "transducer"},
+      {"model.layers", "2"},
+      {"model.d_model", "8"},
+      {"model.heads", "2"},
+      {"model.seq_len", "40"},
+      {"model.max_labels", "6"},
+      {"model.dtype", "float64"},
+      {"data.format", "speech"},
+      {"data.path", testing::tiny_speech_file()},
+      {"train.batch_size", "4"},
+      {"train.microbatches", "2"},
+      {"train.steps", "3"},
+      {"train.lr", "3e-2"},
+      {"train.warmup_steps", "1"},
+      {"train.threads", "1"},
+      {"eval.every", "0"},
+      {"eval.batches", "2"},
+      {"log.every", "1"},
+      {"sample.tokens", "1"},
+      {"pipeline.stages", "2"},
+      {"pipeline.schedule", "1f1b"},
+      {"pipeline.timeout_s", "60"}};
   Config config;
   std::string args = "train --quiet";
   for (const auto& [key, value] : fields) {
