@@ -38,7 +38,7 @@ SpeechBatchSource::SpeechBatchSource(const std::string& path, SpeechBatchShape s
                                      speech::SpeechSplit val_split, torch::ScalarType dtype)
     : shape_(shape), val_split_(val_split), dtype_(dtype), path_(path) {
   file_ = std::make_unique<speech::SpeechFeatureFile>(
-      path, speech::SpeechReadOptions{shape.max_frames, shape.max_labels});
+      path, speech::SpeechReadOptions{shape.max_frames, shape.max_labels, "model.seq_len", "model.max_labels"});
   if (file_->info().vocabulary != speech::character_vocabulary()) {
     fail("speech feature file '{}' has the vocabulary [{}]; the transducer's is [{}]", path,
          join(file_->info().vocabulary, "|"), join(speech::character_vocabulary(), "|"));

@@ -53,6 +53,9 @@ void write_speech_features(const std::string& path, SpeechCorpusInfo info,
 struct SpeechReadOptions {
   int64_t max_frames = 0;  // > 0: an utterance longer than this is a UserError
   int64_t max_labels = 0;  // > 0: an utterance with more labels than this is a UserError
+  // What raises each maximum, named in the messages (a trainer's config field).
+  std::string max_frames_setting = "the maximum";
+  std::string max_labels_setting = "the maximum";
 };
 
 class SpeechFeatureFile {

@@ -211,10 +211,10 @@ TEST(SpeechBatches, BadInputIsOneLine) {
   expect_one_line_error(c, "make it with `pipetrain prepare-speech`");
   c = transducer_config();
   c.model.seq_len = 30;  // the tiny file's longest utterance has 40 frames
-  expect_one_line_error(c, "frames, more than the maximum 30");
+  expect_one_line_error(c, "frames, more than the maximum 30 (prepare with --max-frames 30 to drop longer ones, or raise model.seq_len)");
   c = transducer_config();
   c.model.max_labels = 5;  // and its longest label sequence 6 labels
-  expect_one_line_error(c, "labels, more than the maximum 5");
+  expect_one_line_error(c, "labels, more than the maximum 5 (raise model.max_labels)");
 }
 
 }  // namespace
