@@ -29,6 +29,7 @@ int optimizer_states(const TrainConfig& train) {
 
 // Computed in double (absurd sizes stay finite): a lower bound, so a run refused here could not
 // have run.
+// `data_path`: the file read into memory, or "" for none.
 void check_memory(const Config& config, const std::string& data_path, const ProcessesHere& here) {
   const auto& m = config.model;
   const auto& p = config.pipeline;
@@ -43,8 +44,7 @@ void check_memory(const Config& config, const std::string& data_path, const Proc
   const double share = here.workers / double(p.stages);
   const double processes = here.workers + (here.launcher ? 1 : 0);
   // Byte-level text is read into memory; token files are memory-mapped (docs/data.md).
-  const double data =
-      config.data.format == "bytes" ? double(regular_file_size(data_path, "data file")) : 0;
+  const double data = data_path.empty() ? 0 : double(regular_file_size(data_path, "data file"));
   const double needed = model.total() * share + data + processes * kProcessBytes;
   const double available = machine_memory_bytes();
   if (needed <= available) return;
@@ -60,7 +60,10 @@ void check_memory(const Config& config, const std::string& data_path, const Proc
 void check_run_fits_machine(const Config& config, const std::string& data_root,
                             const ProcessesHere& here) {
   check_thread_count(config);
-  check_memory(config, resolve_existing_path(config.data.path, data_root), here);
+  // Only byte-level text counts its file here; other formats' readers name a missing file in
+  // their own words (how to make or install it).
+  const bool text_bytes = config.data.format == "bytes";
+  check_memory(config, text_bytes ? resolve_existing_path(config.data.path, data_root) : "", here);
 }
 
 }  // namespace pipetrain::cli

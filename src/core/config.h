@@ -12,7 +12,7 @@
 namespace pipetrain {
 
 struct ModelConfig {
-  std::string kind = "gpt";  // which model (src/model/registry.cpp): gpt, cnn
+  std::string kind = "gpt";  // which model (src/model/registry.cpp): gpt, cnn, transducer
   int64_t layers = 4;       // transformer blocks (cnn: residual blocks)
   int64_t d_model = 128;    // hidden size (cnn: the stem's channels)
   int64_t heads = 4;        // attention heads (must divide d_model)
@@ -21,6 +21,8 @@ struct ModelConfig {
   int64_t loss_chunk_tokens = 0;  // > 0: chunked cross-entropy, this many tokens' logits at a time
   std::string dtype = "float32";  // compute dtype of weights, activations, gradients, optimizer state
   std::string torchscript;  // kind "torchscript": folder of layer0.pt, layer1.pt, ... and model.json
+  int64_t max_labels = 80;  // transducer: labels per utterance (label tensors are padded to it)
+  std::string transducer_loss = "sample-wise";  // transducer: sample-wise | batched (the reference)
 };
 
 struct TrainConfig {
@@ -49,6 +51,7 @@ struct DataConfig {
   std::string path = "data/tinyshakespeare.txt";  // tokens: a folder with train.bin and val.bin
   double val_fraction = 0.1;  // the tail of the file held out for validation
   std::string tokenizer;      // tokens: the SentencePiece model that made them ("" = none)
+  std::string val_split = "validation";  // speech: validation | test | unseen-voice
 };
 
 struct EvalConfig {

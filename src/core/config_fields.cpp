@@ -23,12 +23,14 @@ std::vector<FieldSpec> make_fields() {
   using T = TrainConfig;
   return {
       spec("model.kind", "the model family, by name from the model registry (src/model): gpt; cnn (a ResNet-style "
-       "image classifier); torchscript (layers exported from PyTorch, model.torchscript); docs/models.md",
+       "image classifier); torchscript (layers exported from PyTorch, model.torchscript); transducer "
+       "(an RNN-T speech recognizer, docs/speech.md); docs/models.md",
        at(&C::model, &M::kind), 0),
-      spec("model.layers", "number of transformer blocks (gpt), residual blocks (cnn)", at(&C::model, &M::layers), 1),
+      spec("model.layers", "number of transformer blocks (gpt, transducer: its encoder's), residual blocks (cnn)", at(&C::model, &M::layers), 1),
       spec("model.d_model", "hidden size (gpt); the stem's channels (cnn: doubled by blocks 1 and 2)", at(&C::model, &M::d_model), 1),
       spec("model.heads", "attention heads; must divide model.d_model", at(&C::model, &M::heads), 1),
-      spec("model.seq_len", "context length in tokens (bytes)", at(&C::model, &M::seq_len), 2),
+      spec("model.seq_len", "context length in tokens (bytes); transducer: the most feature frames of "
+       "an utterance (inputs are padded to it)", at(&C::model, &M::seq_len), 2),
       spec("model.vocab_size", "vocabulary size; byte-level text needs all 256 byte values, token "
        "files an id range that covers theirs (their tokenizer's vocabulary)",
        at(&C::model, &M::vocab_size), 2),
@@ -41,6 +43,12 @@ std::vector<FieldSpec> make_fields() {
       spec("model.torchscript", "model.kind = \"torchscript\": a folder of TorchScript layers "
        "layer0.pt, layer1.pt, ... and their model.json, as scripts/export_torchscript.py writes them "
        "(docs/models.md)", at(&C::model, &M::torchscript)),
+      spec("model.max_labels", "transducer: the most characters of an utterance (labels are padded "
+       "to it)", at(&C::model, &M::max_labels), 1),
+      spec("model.transducer_loss", "transducer: \"sample-wise\" (the joint output of one utterance "
+       "at a time) or \"batched\" (the reference: the whole [rows, frames, labels, vocabulary] joint "
+       "output at once, for memory comparisons)", at(&C::model, &M::transducer_loss), 0,
+       {"sample-wise", "batched"}),
       spec("train.steps", "optimizer steps", at(&C::train, &T::steps), 1),
       spec("train.batch_size", "sequences per optimizer step (the global batch)",
        at(&C::train, &T::batch_size), 1),
@@ -77,11 +85,12 @@ std::vector<FieldSpec> make_fields() {
        "\"fashion-mnist\": 28x28 images and their classes (model.kind cnn; validation on the "
        "test split); "
        "\"safetensors\": data.path is a file of named tensors (docs/models.md, TorchScript); "
+       "\"speech\": a feature file from `pipetrain prepare-speech` (model.kind transducer); "
        "the formats are listed in the model registry (src/model/registry.cpp), which programs "
        "linking pipetrain extend", at(&C::data, &DataConfig::format)),
       spec("data.path", "training text (bytes), or (tokens) a folder with train.bin and val.bin or "
        "a file named like llm.c's *_train.bin (its *_val.bin beside it), or (fashion-mnist) the "
-       "folder of its IDX files, /usr/share/datasets/fashion-mnist from Debian; relative paths are tried "
+       "folder of its IDX files, /usr/share/datasets/fashion-mnist from Debian, or (speech) the feature file; relative paths are tried "
        "against the working directory, then the pipetrain source folder",
        at(&C::data, &DataConfig::path)),
       spec("data.val_fraction", "fraction of the file (its tail) held out for validation; for "
@@ -89,6 +98,9 @@ std::vector<FieldSpec> make_fields() {
       spec("data.tokenizer", "token files: the SentencePiece model that made them (checked against "
        "their tokens.json), used to encode sample.prompt and decode samples; \"\" = samples print "
        "token ids", at(&C::data, &DataConfig::tokenizer)),
+      spec("data.val_split", "speech: the split validation reads, \"validation\" (held-out sentences), "
+       "\"test\" or \"unseen-voice\" (the test sentences by a voice never trained on)",
+       at(&C::data, &DataConfig::val_split), 0, {"validation", "test", "unseen-voice"}),
       spec("eval.every", "validate every N steps and at the last step; 0 = only at the end",
        at(&C::eval, &EvalConfig::every), 0),
       spec("eval.batches", "batches per validation", at(&C::eval, &EvalConfig::batches), 1),

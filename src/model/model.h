@@ -82,6 +82,10 @@ class StageModule : public torch::nn::Module {
       const torch::Tensor& /*output*/, const torch::Tensor& /*labels*/) {
     return {};
   }
+  // The first `count` rows of a validation microbatch in words, what the model makes of each
+  // beside what was expected (a recognizer's transcript next to its reference), shown at the end
+  // of a run. On a stage holding the whole model; "" by default.
+  virtual std::string describe_examples(const Microbatch& /*batch*/, int64_t /*count*/) { return ""; }
   virtual TokenSlicedStage* token_sliced() { return nullptr; }
   virtual TextGenerator* text_generator() { return nullptr; }
 };

@@ -1,6 +1,7 @@
 #include "model/registry.h"
 
 #include <filesystem>
+#include <map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -12,9 +13,11 @@
 #include "model/cnn_model.h"
 #include "model/gpt_model.h"
 #include "model/image_batch.h"
+#include "model/speech_batch.h"
 #include "model/tensor_file_batch.h"
 #include "model/token_batch.h"
 #include "model/torchscript_model.h"
+#include "model/transducer_model.h"
 
 namespace pipetrain {
 namespace {
@@ -27,13 +30,28 @@ std::shared_ptr<const BatchSource> token_windows(const Config& config, const std
                                             resolve_existing_path(config.data.path, data_root));
 }
 
-// A missing folder is left to the reader, whose message names the Debian package.
-std::shared_ptr<const BatchSource> fashion_mnist(const Config& config, const std::string& data_root) {
-  const std::string& path = config.data.path;
+// data.path as given, else below data_root; a missing one is left to the reader, whose message
+// says how to make or install it.
+std::string data_path_or_below_root(const std::string& path, const std::string& data_root) {
   const std::string below_root = data_root + "/" + path;
   const bool use_root = !path.empty() && path[0] != '/' && !std::filesystem::exists(path) &&
                         std::filesystem::exists(below_root);
-  return make_fashion_mnist_source(use_root ? below_root : path, compute_dtype(config.model));
+  return use_root ? below_root : path;
+}
+
+std::shared_ptr<const BatchSource> fashion_mnist(const Config& config, const std::string& data_root) {
+  return make_fashion_mnist_source(data_path_or_below_root(config.data.path, data_root),
+                                   compute_dtype(config.model));
+}
+
+std::shared_ptr<const BatchSource> speech_features(const Config& config, const std::string& data_root) {
+  const std::map<std::string, speech::SpeechSplit> splits = {
+      {"validation", speech::SpeechSplit::validation}, {"test", speech::SpeechSplit::test},
+      {"unseen-voice", speech::SpeechSplit::unseen_voice}};
+  return std::make_shared<SpeechBatchSource>(
+      data_path_or_below_root(config.data.path, data_root),
+      SpeechBatchShape{config.model.seq_len, config.model.max_labels}, splits.at(config.data.val_split),
+      compute_dtype(config.model));
 }
 
 Named<ModelFactory>& model_factories() {
@@ -49,6 +67,12 @@ Named<ModelFactory>& model_factories() {
          return std::make_shared<CnnModel>(cnn_config_from(config.model), uint64_t(config.train.seed));
        }},
       {"torchscript", make_torchscript_model},
+      {"transducer",
+       [](const Config& config) {
+         if (config.train.optimizer == "muon") fail("train.optimizer 'muon' is for model.kind 'gpt' only so far");
+         return std::make_shared<TransducerModel>(transducer_config_from(config.model),
+                                                  uint64_t(config.train.seed));
+       }},
   };
   return factories;
 }
@@ -57,7 +81,8 @@ Named<BatchSourceFactory>& batch_factories() {
   static Named<BatchSourceFactory> factories = {{"bytes", token_windows},
                                                 {"tokens", token_windows},
                                                 {"fashion-mnist", fashion_mnist},
-                                                {"safetensors", make_tensor_file_batches}};
+                                                {"safetensors", make_tensor_file_batches},
+                                                {"speech", speech_features}};
   return factories;
 }
 

@@ -219,7 +219,8 @@ std::string assemble_model_and_sample(const Config& config, const fs::path& chec
                         encode_safetensors(state));
   write_file_atomically((checkpoint_dir / "checkpoint.json").string(), checkpoint_info_json(info));
   if (config.sample.tokens <= 0) return "";
-  return sample_of(*model, config, make_text_codec(config.data, data_root).get());
+  return sample_of(*model, config, make_text_codec(config.data, data_root).get(),
+                   *make_batch_source(config, data_root));
 }
 
 // Each worker writes its events; the last stage merges them into trace.json (Chrome trace,

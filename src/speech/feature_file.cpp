@@ -270,8 +270,14 @@ void SpeechFeatureFile::parse(const SpeechReadOptions& options) {
     const auto name = speech_split_name(SpeechSplit(split));
     if (options.max_frames > 0 && int64_t(e.frames) > options.max_frames) {
       fail("speech feature file '{}': utterance {} of {} has {} frames, more than the maximum "
-           "{} (prepare with --max-frames {} to drop longer ones, or raise the maximum)",
-           path, index, name, e.frames, options.max_frames, options.max_frames);
+           "{} (prepare with --max-frames {} to drop longer ones, or raise {})",
+           path, index, name, e.frames, options.max_frames, options.max_frames,
+           options.max_frames_setting);
+    }
+    if (options.max_labels > 0 && int64_t(e.labels) > options.max_labels) {
+      fail("speech feature file '{}': utterance {} of {} has {} labels, more than the maximum {} "
+           "(raise {})",
+           path, index, name, e.labels, options.max_labels, options.max_labels_setting);
     }
     for (uint32_t j = 0; j < e.labels; ++j) {
       uint32_t label;

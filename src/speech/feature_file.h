@@ -52,13 +52,17 @@ void write_speech_features(const std::string& path, SpeechCorpusInfo info,
 
 struct SpeechReadOptions {
   int64_t max_frames = 0;  // > 0: an utterance longer than this is a UserError
+  int64_t max_labels = 0;  // > 0: an utterance with more labels than this is a UserError
+  // What raises each maximum, named in the messages (a trainer's config field).
+  std::string max_frames_setting = "the maximum";
+  std::string max_labels_setting = "the maximum";
 };
 
 class SpeechFeatureFile {
  public:
   // Maps and checks the whole file (structure, CRC32C, labels, lengths): UserError naming the
   // path for a missing, truncated or corrupt file, a wrong magic or version, a label outside the
-  // vocabulary, or an utterance longer than options.max_frames.
+  // vocabulary, or an utterance longer than options.max_frames (or max_labels).
   explicit SpeechFeatureFile(const std::string& path, const SpeechReadOptions& options = {});
   ~SpeechFeatureFile();
   SpeechFeatureFile(const SpeechFeatureFile&) = delete;

@@ -93,8 +93,8 @@ int64_t restore(Trainer& trainer, const RunOptions& options,
 class SingleProcessSession : public TrainingSession {
  public:
   SingleProcessSession(const Config& config, const RunOptions& options, Trainer& trainer,
-                       const TextCodec* codec)
-      : config_(config), options_(options), trainer_(trainer), codec_(codec) {}
+                       const TextCodec* codec, const BatchSource& batches)
+      : config_(config), options_(options), trainer_(trainer), codec_(codec), batches_(batches) {}
   bool reports() const override { return true; }
   int rank() const override { return 0; }
   StepResult train_step(int64_t step) override { return trainer_.train_step(step); }
@@ -110,7 +110,7 @@ class SingleProcessSession : public TrainingSession {
     const fs::path dir(options_.run_dir);
     write_checkpoint((dir / "checkpoint").string(), trainer_, config_, config_.train.steps, val_loss);
     write_periodic_checkpoint(options_.run_dir, trainer_, config_, config_.train.steps, val_loss);
-    return {sample_of(trainer_.model(), config_, codec_), "", nlohmann::json::object()};
+    return {sample_of(trainer_.model(), config_, codec_, batches_), "", nlohmann::json::object()};
   }
   std::string loss_stage() const override { return "stage 0, the single-process trainer"; }
 
@@ -119,6 +119,7 @@ class SingleProcessSession : public TrainingSession {
   const RunOptions& options_;
   Trainer& trainer_;
   const TextCodec* codec_;  // none for data that is not text
+  const BatchSource& batches_;
 };
 
 }  // namespace
@@ -149,7 +150,7 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   const int64_t first_step = restore(trainer, options, resume_point);
   if (options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));  // it loaded
   install_stop_handlers();
-  SingleProcessSession session(config, options, trainer, codec.get());
+  SingleProcessSession session(config, options, trainer, codec.get(), *batches);
   LoopSettings settings;
   settings.run_dir = options.run_dir;
   settings.first_step = first_step;

@@ -4,8 +4,21 @@
 
 namespace pipetrain {
 
-std::string sample_of(StageModule& whole, const Config& config, const TextCodec* codec) {
-  if (config.sample.tokens <= 0 || codec == nullptr) return "";
+namespace {
+
+// Validation rows shown at the end of a run by a model that describes them.
+constexpr int64_t kExampleRows = 5;
+
+}  // namespace
+
+std::string sample_of(StageModule& whole, const Config& config, const TextCodec* codec,
+                      const BatchSource& batches) {
+  if (config.sample.tokens <= 0) return "";
+  if (codec == nullptr) {
+    whole.eval();
+    torch::NoGradGuard no_grad;
+    return whole.describe_examples(batches.val_batch(0, kExampleRows), kExampleRows);
+  }
   TextGenerator* generator = whole.text_generator();
   if (generator == nullptr) {
     fmt::print(stderr, "pipetrain: model.kind '{}' does not generate text: no sample\n",

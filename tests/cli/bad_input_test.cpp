@@ -165,7 +165,7 @@ TEST(BadInput, UnknownModelKindNamesTheKnownOnes) {
     const auto dir = fs::temp_directory_path() / ("pipetrain_badinput_kind" + std::to_string(getpid()));
     fs::remove_all(dir);
     expect_one_line_error(kTiny + " --stages " + stages + " --model.kind rnn --run-dir " + dir.string(),
-                          "model.kind must be one of gpt, cnn, torchscript, got 'rnn'");
+                          "model.kind must be one of gpt, cnn, torchscript, transducer, got 'rnn'");
     EXPECT_FALSE(fs::exists(dir)) << "stages " << stages;  // refused before the run folder
   }
 }
@@ -184,6 +184,16 @@ TEST(BadInput, FashionMnistFolderMissingNamesThePackage) {
   expect_one_line_error(kTiny + " --stages 1 --model.kind cnn --data.format fashion-mnist --data.path " + folder,
                         folder + "/train-images-idx3-ubyte");
   fs::remove_all(folder);
+}
+
+TEST(BadInput, SpeechFeatureFileMissingSaysHowToMakeIt) {
+  const std::string path = (fs::temp_directory_path() / "pipetrain_no_speech" / "features.bin").string();
+  for (const std::string stages : {"1", "2"}) {
+    expect_one_line_error(kTiny + " --stages " + stages + " --model.kind transducer --data.format speech "
+                          "--data.path " + path,
+                          "cannot read speech feature file '" + path + "': No such file or directory "
+                          "(make it with `pipetrain prepare-speech`)");
+  }
 }
 
 TEST(BadInput, ConfigReferenceValidatesOverrides) {

@@ -20,6 +20,7 @@
 #include "../tensor_exactness.h"
 #include "../pipetrain_run.h"
 #include "../tiny_images.h"
+#include "../tiny_speech.h"
 #include "model/registry.h"
 #include "model/token_batch.h"
 #include "runtime/partition.h"
@@ -86,6 +87,14 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
     }
     fields.insert(fields.end(), {{"model.kind", "cnn"}, {"data.format", "fashion-mnist"},
                                  {"data.path", testing::tiny_image_folder()}});
+  }
+  if (c.model == "transducer") {  // width 8 on the tiny speech file's ragged utterances
+    for (auto& [key, value] : fields) {
+      if (key == "model.d_model") value = "8";
+      if (key == "model.seq_len") value = "40";
+    }
+    fields.insert(fields.end(), {{"model.kind", "transducer"}, {"model.max_labels", "6"},
+                                 {"data.format", "speech"}, {"data.path", testing::tiny_speech_file()}});
   }
   return fields;
 }
@@ -267,6 +276,12 @@ INSTANTIATE_TEST_SUITE_P(ChunkedLoss, AsyncExactness,
 INSTANTIATE_TEST_SUITE_P(Cnn, AsyncExactness,
                          ::testing::Values(Case{"2bw", 2, "adamw", 0, 0, "none", "cnn"},
                                            Case{"2bw", 2, "sgd", 4, 0, "none", "cnn"}),
+                         case_name);
+
+// The RNN-T (ragged utterances, sample-wise loss on the last stage) under 2BW on 2 and 3 stages.
+INSTANTIATE_TEST_SUITE_P(Transducer, AsyncExactness,
+                         ::testing::Values(Case{"2bw", 2, "adamw", 0, 0, "none", "transducer"},
+                                           Case{"2bw", 3, "adamw", 0, 0, "none", "transducer"}),
                          case_name);
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "../tensor_exactness.h"
 #include "../pipetrain_run.h"
 #include "../tiny_images.h"
+#include "../tiny_speech.h"
 #include "model/registry.h"
 #include "train/optim.h"
 #include "train/trainer.h"
@@ -86,6 +87,25 @@ void use_cnn(std::vector<std::pair<std::string, std::string>>& fields) {
   }
 }
 
+Case transducer_case(Case c) {
+  c.model = "transducer";
+  return c;
+}
+
+// The RNN-T: width 8 over the tiny speech file's ragged utterances (9..37 frames, 1..6 labels),
+// 3 encoder blocks (5 layers), the sample-wise loss on the last stage.
+void use_transducer(std::vector<std::pair<std::string, std::string>>& fields) {
+  const std::map<std::string, std::string> transducer = {
+      {"model.kind", "transducer"}, {"model.d_model", "8"}, {"model.seq_len", "40"},
+      {"model.max_labels", "6"}, {"data.format", "speech"}, {"data.path", testing::tiny_speech_file()}};
+  for (auto& [key, value] : fields) {
+    if (transducer.count(key)) value = transducer.at(key);
+  }
+  for (const auto& [key, value] : transducer) {
+    if (key != "model.d_model" && key != "model.seq_len") fields.emplace_back(key, value);
+  }
+}
+
 // The same fields for the reference Config and for the command line.
 std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
   auto fields = std::vector<std::pair<std::string, std::string>>{{"model.layers", std::to_string(c.blocks)},        {"model.d_model", "32"},      {"model.heads", "2"},
@@ -104,6 +124,7 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
           {"model.loss_chunk_tokens", std::to_string(c.loss_chunk_tokens)},
           {"train.delay_correction", c.delay_correction}, {"model.dtype", "float64"}};
   if (c.model == "cnn") use_cnn(fields);
+  if (c.model == "transducer") use_transducer(fields);
   return fields;
 }
 
@@ -323,6 +344,16 @@ INSTANTIATE_TEST_SUITE_P(
                       cnn_case(Case{"1f1b", 2, 3, "balanced", 1, 1, "all"}),
                       cnn_case(Case{"gpipe", 2, 2, "balanced", 1, 1, "0"}),
                       cnn_case(Case{"1f1b", 2, 2, "balanced", 2})),
+    case_name);
+
+// The RNN-T with ragged utterances, frame counts crossing every boundary: GPipe and 1F1B on 2
+// and 3 stages (the last holding the predictor, joint and sample-wise loss).
+INSTANTIATE_TEST_SUITE_P(
+    Transducer, PipelineExactness,
+    ::testing::Values(transducer_case(Case{"gpipe", 2, 2, "balanced"}),
+                      transducer_case(Case{"1f1b", 2, 3, "2,3"}),
+                      transducer_case(Case{"gpipe", 3, 3, "1,2,2"}),
+                      transducer_case(Case{"1f1b", 3, 2, "balanced"})),
     case_name);
 
 }  // namespace

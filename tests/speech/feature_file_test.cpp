@@ -180,5 +180,16 @@ TEST(SpeechFeatureFile, UtteranceLongerThanTheMaximumIsOneLine) {
   EXPECT_EQ(SpeechFeatureFile(path.string(), options).count(SpeechSplit::unseen_voice), 1);
 }
 
+TEST(SpeechFeatureFile, UtteranceWithMoreLabelsThanTheMaximumIsOneLine) {
+  const auto path = speech_file_dir("many_labels") / "corpus.bin";
+  write_speech_features(path.string(), small_corpus_info(), small_corpus());
+  SpeechReadOptions options;
+  options.max_labels = 3;  // utterance n has 1 + n % 4 labels: validation's (n = 3) has 4
+  expect_speech_file_error(path, "utterance 0 of validation has 4 labels, more than the maximum 3",
+                           options);
+  options.max_labels = 4;
+  EXPECT_EQ(SpeechFeatureFile(path.string(), options).count(SpeechSplit::validation), 1);
+}
+
 }  // namespace
 }  // namespace pipetrain::speech

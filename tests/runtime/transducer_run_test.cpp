@@ -1,0 +1,82 @@
+// The RNN-T through `pipetrain train` on 2 workers: the validation CER in metrics.jsonl and
+// summary.json and the decoded examples in sample.txt are exactly what the single-process trainer's
+// model gives after the same steps (float64, tiny generated feature file).
+#include <gtest/gtest.h>
+
+#include <utility>
+#include <vector>
+
+#include "core/files.h"
+#include "io/metrics.h"
+#include "../exactness.h"
+#include "../pipetrain_run.h"
+#include "../tiny_speech.h"
+#include "model/registry.h"
+#include "train/trainer.h"
+
+namespace pipetrain {
+namespace {
+
+double measure_named(const Measures& measures, const std::string& name) {
+  for (const auto& [key, value] : measures) {
+    if (key == name) return value;
+  }
+  ADD_FAILURE() << "no measure " << name;
+  return -1;
+}
+
+TEST(TransducerRun, ValidationCerAndDecodedExamplesMatchTheSingleProcessModel) {
+  const std::vector<std::pair<std::string, std::string>> fields = {
+      {"model.kind", "transducer"},
+      {"model.layers", "2"},
+      {"model.d_model", "8"},
+      {"model.heads", "2"},
+      {"model.seq_len", "40"},
+      {"model.max_labels", "6"},
+      {"model.dtype", "float64"},
+      {"data.format", "speech"},
+      {"data.path", testing::tiny_speech_file()},
+      {"train.batch_size", "4"},
+      {"train.microbatches", "2"},
+      {"train.steps", "3"},
+      {"train.lr", "3e-2"},
+      {"train.warmup_steps", "1"},
+      {"train.threads", "1"},
+      {"eval.every", "0"},
+      {"eval.batches", "2"},
+      {"log.every", "1"},
+      {"sample.tokens", "1"},
+      {"pipeline.stages", "2"},
+      {"pipeline.schedule", "1f1b"},
+      {"pipeline.timeout_s", "60"}};
+  Config config;
+  std::string args = "train --quiet";
+  for (const auto& [key, value] : fields) {
+    set_field_from_string(config, key, value);
+    args += " --" + key + " " + value;
+  }
+  const auto dir = testing::fresh_dir("transducer_run");
+  const auto run = testing::run_pipetrain(args + " --run-dir " + dir.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+
+  torch::set_num_threads(1);
+  const auto batches = make_batch_source(config, PIPETRAIN_SOURCE_DIR);
+  Trainer reference(config, batches);
+  for (int64_t step = 0; step < config.train.steps; ++step) reference.train_step(step);
+  const Validation want = reference.evaluate();
+  const double want_cer = measure_named(want.measures, "cer");
+
+  const auto records = read_metrics((dir / "metrics.jsonl").string());
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_TRUE(testing::exactly_close(records.back()["val_loss"].get<double>(), want.loss));
+  EXPECT_EQ(records.back()["val_cer"].get<double>(), want_cer);  // a ratio of edit counts
+  const auto summary = nlohmann::json::parse(read_file((dir / "summary.json").string()));
+  EXPECT_EQ(summary["final_val_cer"].get<double>(), want_cer);
+
+  const std::string examples = reference.model().describe_examples(batches->val_batch(0, 5), 5);
+  ASSERT_NE(examples.find("reference: "), std::string::npos);
+  EXPECT_EQ(read_file((dir / "sample.txt").string()), examples + "\n");
+}
+
+}  // namespace
+}  // namespace pipetrain
