@@ -399,9 +399,6 @@ std::optional<RunSummary> run_pipeline(const Config& config, const RunOptions& o
     make_text_codec(config.data, options.data_root);
   }
   if (started_as_worker()) return run_pipeline_worker(config, options);
-  if (const std::string advice = schedule::training_advice(config); !advice.empty()) {
-    fmt::print(stderr, "{}\n", advice);
-  }
   return launch_pipeline_workers(config, options, train_args);
 }
 
@@ -469,6 +466,10 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
   if (reports && !resume_from.empty()) {
     keep_metrics_up_to((dir / "metrics.jsonl").string(), first_step);
     fmt::print(stderr, "pipetrain: resuming at step {} from {}\n", first_step, resume_from);
+  }
+  // Once the run is sure to start (a refused resume stays one error line).
+  if (const std::string advice = schedule::training_advice(config); reports && !advice.empty()) {
+    fmt::print(stderr, "{}\n", advice);
   }
   install_stop_handlers();
   PipelineWorkerSession session({config, options, dir, layout, ranges}, comm, executor, allocator, stop_votes);
