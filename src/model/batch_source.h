@@ -5,6 +5,7 @@
 // partition and resumed run sees the same data without shared state.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/model.h"
 
@@ -20,6 +21,12 @@ class BatchSource {
   // What a row counts for throughput (tokens/s): its tokens for text, 1 for an image.
   virtual int64_t tokens_per_row() const = 0;
 };
+
+// The rows of training batch `step` (of `rows` rows) over a split of `count` rows visited epoch
+// by epoch, each epoch in its own order, a permutation seeded by (seed ^ salt, epoch): a pure
+// function of (seed, step), so every worker and a resumed run draw the same rows.
+std::vector<int64_t> epoch_ordered_rows(uint64_t seed, uint64_t salt, int64_t step, int64_t rows,
+                                        int64_t count);
 
 // Rows [first, first + count) of `batch` (a microbatch; views, no copy).
 Microbatch rows_of(const Microbatch& batch, int64_t first, int64_t count);

@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 
 namespace pipetrain {
@@ -11,13 +10,6 @@ namespace {
 torch::Tensor bytes_tensor(const std::vector<uint8_t>& values, std::vector<int64_t> shape) {
   // A view of the vector's bytes: the caller copies what it selects.
   return torch::from_blob(const_cast<uint8_t*>(values.data()), shape, torch::kUInt8);
-}
-
-torch::Tensor epoch_order(uint64_t seed, int64_t epoch, int64_t count) {
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + uint64_t(epoch + 1) * 0xD6E8FEB86659FD93ull;
-  z = (z ^ (z >> 32)) * 0x94D049BB133111EBull;
-  auto generator = at::detail::createCPUGenerator(z ^ (z >> 29));
-  return torch::randperm(count, generator, torch::kInt64);
 }
 
 }  // namespace
@@ -42,18 +34,7 @@ Microbatch ImageBatchSource::gather(const LabelledImages& split, const torch::Te
 }
 
 Microbatch ImageBatchSource::train_batch(uint64_t seed, int64_t step, int64_t rows) const {
-  const int64_t count = data_.train.count;
-  std::vector<int64_t> chosen;
-  chosen.reserve(size_t(rows));
-  torch::Tensor order;
-  int64_t order_epoch = -1;
-  for (int64_t k = step * rows; k < (step + 1) * rows; ++k) {
-    if (k / count != order_epoch) {
-      order_epoch = k / count;
-      order = epoch_order(seed, order_epoch, count);
-    }
-    chosen.push_back(order.data_ptr<int64_t>()[k % count]);
-  }
+  const auto chosen = epoch_ordered_rows(seed, /*salt=*/0, step, rows, data_.train.count);
   return gather(data_.train, torch::tensor(chosen, torch::kInt64));
 }
 

@@ -2,6 +2,8 @@
 
 #include "model/batch_source.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 namespace pipetrain {
 
 std::vector<std::string> secondary_copies(const Model& model) {
@@ -10,6 +12,33 @@ std::vector<std::string> secondary_copies(const Model& model) {
     for (size_t i = 1; i < shared.copies.size(); ++i) names.push_back(shared.copies[i].name);
   }
   return names;
+}
+
+namespace {
+
+torch::Tensor epoch_permutation(uint64_t seed, int64_t epoch, int64_t count) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + uint64_t(epoch + 1) * 0xD6E8FEB86659FD93ull;
+  z = (z ^ (z >> 32)) * 0x94D049BB133111EBull;
+  auto generator = at::detail::createCPUGenerator(z ^ (z >> 29));
+  return torch::randperm(count, generator, torch::kInt64);
+}
+
+}  // namespace
+
+std::vector<int64_t> epoch_ordered_rows(uint64_t seed, uint64_t salt, int64_t step, int64_t rows,
+                                        int64_t count) {
+  std::vector<int64_t> chosen;
+  chosen.reserve(size_t(rows));
+  torch::Tensor order;
+  int64_t order_epoch = -1;
+  for (int64_t k = step * rows; k < (step + 1) * rows; ++k) {
+    if (k / count != order_epoch) {
+      order_epoch = k / count;
+      order = epoch_permutation(seed ^ salt, order_epoch, count);
+    }
+    chosen.push_back(order.data_ptr<int64_t>()[k % count]);
+  }
+  return chosen;
 }
 
 Microbatch rows_of(const Microbatch& batch, int64_t first, int64_t count) {

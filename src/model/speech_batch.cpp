@@ -1,6 +1,5 @@
 #include "model/speech_batch.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -9,14 +8,6 @@
 
 namespace pipetrain {
 namespace {
-
-torch::Tensor speech_epoch_order(uint64_t seed, int64_t epoch, int64_t count) {
-  uint64_t z =
-      (seed ^ 0x5BEEC4u) * 0x9E3779B97F4A7C15ull + uint64_t(epoch + 1) * 0xD6E8FEB86659FD93ull;
-  z = (z ^ (z >> 32)) * 0x94D049BB133111EBull;
-  auto generator = at::detail::createCPUGenerator(z ^ (z >> 29));
-  return torch::randperm(count, generator, torch::kInt64);
-}
 
 // Per mel bin over the utterance's frames: mean 0, deviation 1 (a floor keeps silent bins finite).
 torch::Tensor normalised_features(const torch::Tensor& features) {
@@ -69,17 +60,8 @@ Microbatch SpeechBatchSource::gather(speech::SpeechSplit split,
 
 Microbatch SpeechBatchSource::train_batch(uint64_t seed, int64_t step, int64_t rows) const {
   const int64_t count = file_->count(speech::SpeechSplit::train);
-  std::vector<int64_t> chosen;
-  torch::Tensor order;
-  int64_t order_epoch = -1;
-  for (int64_t k = step * rows; k < (step + 1) * rows; ++k) {
-    if (k / count != order_epoch) {
-      order_epoch = k / count;
-      order = speech_epoch_order(seed, order_epoch, count);
-    }
-    chosen.push_back(order.data_ptr<int64_t>()[k % count]);
-  }
-  return gather(speech::SpeechSplit::train, chosen);
+  // Its own salt: speech and images draw different orders from one seed.
+  return gather(speech::SpeechSplit::train, epoch_ordered_rows(seed, 0x5BEEC4u, step, rows, count));
 }
 
 Microbatch SpeechBatchSource::val_batch(int64_t index, int64_t rows) const {

@@ -260,6 +260,19 @@ std::map<std::string, std::vector<double>> weights(const fs::path& dir) {
   return out;
 }
 
+// Every weight element of `got` equals `reference` to float64 exactness (tests/exactness.h).
+void expect_exactly_close_weights(const std::map<std::string, std::vector<double>>& got,
+                                  const std::map<std::string, std::vector<double>>& reference) {
+  ASSERT_EQ(got.size(), reference.size());
+  for (const auto& [name, values] : reference) {
+    ASSERT_EQ(got.at(name).size(), values.size()) << name;
+    for (size_t i = 0; i < values.size(); ++i) {
+      ASSERT_TRUE(testing::exactly_close(got.at(name)[i], values[i]))
+          << name << "[" << i << "]: " << got.at(name)[i] << " vs " << values[i];
+    }
+  }
+}
+
 // Synchronous training does not depend on the partition: a 2-stage checkpoint continues on
 // 3 stages or in one process as the same training, equal up to summation order: float64 to
 // 1e-9 relative (tests/exactness.h). The resumed run stays float64 (its config.toml's dtype).
@@ -272,15 +285,7 @@ TEST(Resume, ContinuesOnADifferentStageCount) {
     const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string() + " --stages " + stages);
     ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
     EXPECT_NE(resumed.output.find("resuming at step 4"), std::string::npos) << resumed.output;
-    const auto got = weights(dir);
-    ASSERT_EQ(got.size(), reference.size());
-    for (const auto& [name, values] : reference) {
-      ASSERT_EQ(got.at(name).size(), values.size()) << name;
-      for (size_t i = 0; i < values.size(); ++i) {
-        ASSERT_TRUE(testing::exactly_close(got.at(name)[i], values[i]))
-            << name << "[" << i << "]: " << got.at(name)[i] << " vs " << values[i];
-      }
-    }
+    expect_exactly_close_weights(weights(dir), reference);
     fs::remove_all(dir);
   }
 }
@@ -319,15 +324,7 @@ TEST(Resume, ZeroOneContinuesOnAnotherWidth) {
     EXPECT_NE(resumed.output.find("resuming at step 4"), std::string::npos) << resumed.output;
     const auto summary = nlohmann::json::parse(read_file((dir / "summary.json").string()));
     EXPECT_EQ(summary["dp_width"].get<int>(), width);
-    const auto got = weights(dir);
-    ASSERT_EQ(got.size(), reference.size());
-    for (const auto& [name, values] : reference) {
-      ASSERT_EQ(got.at(name).size(), values.size()) << name;
-      for (size_t i = 0; i < values.size(); ++i) {
-        ASSERT_TRUE(testing::exactly_close(got.at(name)[i], values[i]))
-            << name << "[" << i << "]: " << got.at(name)[i] << " vs " << values[i];
-      }
-    }
+    expect_exactly_close_weights(weights(dir), reference);
     fs::remove_all(dir);
   }
 }
