@@ -52,7 +52,11 @@ ConfigArguments parse_config_arguments(const std::vector<std::string>& args,
 Config resolve_config(const ConfigArguments& arguments) {
   Config config = arguments.config_path.empty() ? Config{} : load_config_file(arguments.config_path);
   std::string schedule_origin = arguments.config_path;
-  for (const auto& [key, value] : arguments.overrides) {
+  // A preset first, so the shape fields given beside it override it.
+  auto overrides = arguments.overrides;
+  std::stable_partition(overrides.begin(), overrides.end(),
+                        [](const auto& field) { return field.first == "model.preset"; });
+  for (const auto& [key, value] : overrides) {
     set_field_from_string(config, key, value);
     if (key == "pipeline.schedule") schedule_origin = "--" + key;
   }

@@ -1,5 +1,7 @@
 #include <filesystem>
 #include <limits>
+#include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,6 +14,7 @@
 #include "core/text.h"
 #include "model/registry.h"
 #include "plan/planner.h"
+#include "runtime/model_costs.h"
 #include "runtime/partition.h"
 #include "schedule/catalogue.h"
 #include "schedule/generators.h"
@@ -25,26 +28,44 @@ std::vector<std::string> planned_schedules() {
   return schedule::schedule_names_where([](const schedule::ScheduleEntry& e) { return e.planner.plans; });
 }
 
-// Any model's own analytic per-layer costs (Model::layer_work through runtime::model_layer_costs,
-// the balanced partition's) at each microbatch size, as the planner's profile: the CNN, a
-// TorchScript model or GPT, each planned from its own layers.
-plan::ModelProfile analytic_model_profile(const Model& model, const std::string& kind,
-                                          const std::vector<int64_t>& microbatches) {
-  plan::ModelProfile profile;
-  profile.description = fmt::format("{}: analytic per-layer costs (Model::layer_work)", kind);
-  profile.layers.resize(size_t(model.layer_count()));
-  for (int64_t b : microbatches) {
-    const auto costs = runtime::model_layer_costs(model, b);
-    for (size_t i = 0; i < costs.size(); ++i) {
-      plan::LayerProfile& layer = profile.layers[i];
-      layer.name = costs[i].name;
-      layer.param_bytes = costs[i].param_bytes;
-      layer.optimizer_s = costs[i].optimizer_s;
-      layer.by_microbatch.push_back({b, costs[i].forward_s, costs[i].backward_s, costs[i].backward_s / 2,
-                                     costs[i].activation_bytes, costs[i].output_bytes});
-    }
+// The run config's model as the planner sees it when it runs here: its costs at one worker's
+// rate and the runtime's memory, as configured and, when it changes the model's memory, with
+// chunked cross-entropy (the planner chooses).
+std::vector<plan::PlanRequest::ModelVariant> model_variants(const Config& config,
+                                                            const plan::ClusterSpec& cluster) {
+  constexpr int64_t kLossChunkTokens = 1024;
+  std::vector<std::pair<std::string, Config>> configs = {{"as configured", config}};
+  if (config.model.loss_chunk_tokens == 0) {
+    Config chunked = config;
+    chunked.model.loss_chunk_tokens = kLossChunkTokens;
+    configs.push_back({"chunked CE", chunked});
   }
-  return profile;
+  std::vector<plan::PlanRequest::ModelVariant> variants;
+  for (const auto& [label, variant_config] : configs) {
+    std::shared_ptr<const Model> model = make_model(variant_config);
+    runtime::ModelCostOptions options = runtime::model_cost_options(variant_config);
+    // The balance's cost model (runtime::model_layer_costs) at the cluster's sustained rate.
+    const double rate = cluster.device_flops * cluster.compute_efficiency;
+    options.bytes_per_s *= rate / options.flops_per_s;
+    options.flops_per_s = rate;
+    plan::PlanRequest::ModelVariant variant;
+    variant.label = label;
+    if (&variant_config != &configs.front().second) {
+      variant.config_fields = {{"model.loss_chunk_tokens", std::to_string(kLossChunkTokens)}};
+    }
+    variant.costs = [model, options](int64_t microbatch) {
+      return runtime::model_plan_costs(*model, microbatch, options);
+    };
+    // A model without a chunked loss costs the same either way: no second variant.
+    const auto memory = [&](const plan::PlanRequest::ModelVariant& v) {
+      double bytes = 0;
+      for (const auto& layer : v.costs(1)) bytes += layer.activation_bytes + layer.workspace_bytes;
+      return bytes;
+    };
+    if (!variants.empty() && memory(variant) == memory(variants.front())) continue;
+    variants.push_back(std::move(variant));
+  }
+  return variants;
 }
 
 }  // namespace
@@ -56,8 +77,11 @@ void add_plan_command(CLI::App& app) {
   static std::string model = "gpt-3.9b", cluster = "p3-16xlarge-x8", out, schedules, profile, svg, trace, out_ranked;
   static int64_t global_batch = 256;
   static int top = 10;
-  static std::string config_path;
-  cmd->add_option("--model", model, "gpt-355m, gpt-2.2b, gpt-3.9b, gpt3-1b, gpt3-13b, gpt3-44b, gpt3-175b")
+  static std::string config_path, memory_per_worker;
+  static int max_workers = 8;
+  std::vector<std::string> shapes;
+  for (const auto& shape : plan::known_gpt_shapes()) shapes.push_back(shape.name);
+  cmd->add_option("--model", model, join(shapes, ", "))
       ->capture_default_str();
   cmd->add_option("--cluster", cluster, "a name in clusters/ or a cluster .toml path")->capture_default_str();
   cmd->add_option("--global-batch", global_batch, "sequences per optimizer step")->capture_default_str();
@@ -74,9 +98,16 @@ void add_plan_command(CLI::App& app) {
                   "plan the run config's model (any model.kind) from its own analytic per-layer "
                   "costs, instead of --model; `--section.field VALUE` overrides follow it "
                   "(default cluster: this-machine, default global batch: train.batch_size)");
+  cmd->add_option("--memory-per-worker", memory_per_worker,
+                  "with --config: a memory budget per worker (\"2GiB\", \"1500MB\"); plans 1 to "
+                  "--max-workers workers sharing the cluster's cores, counting each worker's "
+                  "resident overhead (the cluster's worker_overhead_gb)");
+  cmd->add_option("--max-workers", max_workers, "with --memory-per-worker: the most workers to plan for")
+      ->capture_default_str();
   cmd->allow_extras();  // the config overrides
   cmd->callback([cmd] {
     plan::PlanRequest request;
+    std::optional<Config> run_config;
     const auto extras = cmd->remaining();
     if (!extras.empty() && config_path.empty()) {
       fail("plan: unexpected argument '{}' (config overrides need --config RUN.toml)", extras.front());
@@ -92,14 +123,12 @@ void add_plan_command(CLI::App& app) {
         fail("plan: unexpected argument '{}' (the config is --config {})", arguments.config_path, config_path);
       }
       arguments.config_path = config_path;
-      const Config config = resolve_config(arguments);
-      const auto model = make_model(config);
+      run_config = resolve_config(arguments);
       request.model = plan::GptShape{};  // layers = 0: planned from its own layer costs
-      request.model.name = config.model.kind;
-      request.profile = analytic_model_profile(*model, config.model.kind, request.microbatch_sizes);
+      request.model.name = run_config->model.preset.empty() ? run_config->model.kind : run_config->model.preset;
       request.for_pipetrain_runtime = true;  // a plan for this run config
       if (!cluster_given) cluster = "this-machine";
-      if (!batch_given) global_batch = config.train.batch_size;
+      if (!batch_given) global_batch = run_config->train.batch_size;
     } else if (profile.empty()) {
       request.model = plan::find_gpt_shape(model);
     } else {
@@ -111,7 +140,20 @@ void add_plan_command(CLI::App& app) {
         request.microbatch_sizes.push_back(m.microbatch);
       }
     }
+    if (!memory_per_worker.empty() && !run_config) {
+      fail("plan: --memory-per-worker plans a run config's model: give --config RUN.toml");
+    }
     request.cluster = plan::load_cluster(cluster, std::string(PIPETRAIN_SOURCE_DIR) + "/clusters");
+    if (!memory_per_worker.empty()) {
+      const auto budget = parse_bytes(memory_per_worker);
+      if (!budget || *budget <= 0) {
+        fail("--memory-per-worker: expected a size like 2GiB or 1500MB, got '{}'", memory_per_worker);
+      }
+      if (max_workers < 1) fail("--max-workers must be >= 1, got {}", max_workers);
+      request.cluster.device_memory_bytes = *budget;
+      for (int workers = 1; workers <= max_workers; ++workers) request.worker_counts.push_back(workers);
+    }
+    if (run_config) request.model_variants = model_variants(*run_config, request.cluster);
     if (request.profile && request.profile->links.measured) {
       plan::use_measured_links(request.cluster, request.profile->links);
       fmt::print("links from the profile: p2p {:.0f} us + {:.2f} GB/s, all-reduce {:.0f} us + {:.2f} GB/s\n",
@@ -134,8 +176,15 @@ void add_plan_command(CLI::App& app) {
       }
     }
     const plan::PlanResult result = plan::plan_training(request);
+    if (result.ranked.empty()) {  // one line: what the least plan would need
+      const double least = plan::least_memory_needed(result);
+      if (least > 0) {
+        fail("no plan fits in {} per {}; the smallest plan needs {}", format_bytes(request.cluster.device_memory_bytes),
+             request.worker_counts.empty() ? "device" : "worker", format_bytes(least));
+      }
+      fail("no plan fits in memory; try a larger cluster or smaller batch");
+    }
     fmt::print("{}", plan::format_plan_report(request, result, top));
-    if (result.ranked.empty()) fail("no plan fits in memory; try a larger cluster or smaller batch");
     const auto& best = result.ranked.front();
     fmt::print("\nbest: {} with d={} stages x w={} replicas, microbatch {} x {} microbatches, "
                "recomputation {}, partition {}: {:.1f} samples/s predicted\n",

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "core/model_presets.h"
 #include "core/text.h"
 #include "core/toml_parse.h"
 
@@ -59,9 +60,28 @@ void set_from_toml(Config& config, const FieldSpec& field, const toml::node& nod
 
 }  // namespace
 
+void apply_model_preset(Config& config, const std::string& name, const std::string& origin) {
+  config.model.preset = name;
+  if (name.empty()) return;
+  const ModelPreset* preset = find_model_preset(name);
+  if (preset == nullptr) {
+    fail("{}: model.preset must be one of {}, got '{}'", origin, join(model_preset_names(), ", "), name);
+  }
+  config.model.layers = preset->layers;
+  config.model.d_model = preset->d_model;
+  config.model.heads = preset->heads;
+  config.model.seq_len = preset->seq_len;
+  config.model.vocab_size = preset->vocab_size;
+}
+
 Config parse_config_toml(const std::string& text, const std::string& origin) {
   const toml::table root = parse_toml_or_fail(text, origin);
   Config config;
+  // The preset first: the file's own shape fields override it, wherever they stand.
+  if (const auto* preset = root["model"]["preset"].node()) {
+    if (!preset->is_string()) fail("{}: model.preset must be a string", origin);
+    apply_model_preset(config, preset->as_string()->get(), origin);
+  }
   for (const auto& [section_key, section_node] : root) {
     const std::string section(section_key.str());
     const auto* table = section_node.as_table();
@@ -72,7 +92,7 @@ Config parse_config_toml(const std::string& text, const std::string& origin) {
       const std::string key = section + "." + std::string(name_key.str());
       const FieldSpec* field = find_field(key);
       if (field == nullptr) throw UserError(unknown_field_message(key, origin));
-      set_from_toml(config, *field, node, origin);
+      if (key != "model.preset") set_from_toml(config, *field, node, origin);
     }
   }
   validate(config);
@@ -87,6 +107,7 @@ void set_field_from_string(Config& config, const std::string& key, const std::st
   const FieldSpec* field = find_field(key);
   const std::string origin = "--" + key;
   if (field == nullptr) throw UserError(unknown_field_message(key, "command line"));
+  if (key == "model.preset") return apply_model_preset(config, value, origin);
   FieldPtr ptr = field->locate(config);
   if (auto** i = std::get_if<int64_t*>(&ptr)) {
     auto parsed = parse_int(value);

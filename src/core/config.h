@@ -13,6 +13,7 @@ namespace pipetrain {
 
 struct ModelConfig {
   std::string kind = "gpt";  // which model (src/model/registry.cpp): gpt, cnn, transducer
+  std::string preset;       // a named shape (core/model_presets.h) setting the five fields below
   int64_t layers = 4;       // transformer blocks (cnn: residual blocks)
   int64_t d_model = 128;    // hidden size (cnn: the stem's channels)
   int64_t heads = 4;        // attention heads (must divide d_model)
@@ -120,6 +121,9 @@ struct FieldSpec {
 // Every configurable field, in documentation order.
 const std::vector<FieldSpec>& config_fields();
 const FieldSpec* find_field(const std::string& key);
+// Sets model.preset and the shape it names (layers, d_model, heads, seq_len, vocab_size);
+// "" only records that there is none. UserError naming the presets for an unknown name.
+void apply_model_preset(Config& config, const std::string& name, const std::string& origin);
 
 // Parsing. All throw UserError with a message naming the field / file / line.
 Config parse_config_toml(const std::string& text, const std::string& origin);

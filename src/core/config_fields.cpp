@@ -1,5 +1,7 @@
 // The registry of configuration fields. Adding a field = one struct member + one line here.
 #include "core/config.h"
+#include "core/model_presets.h"
+#include "core/text.h"
 
 namespace pipetrain {
 namespace {
@@ -26,6 +28,10 @@ std::vector<FieldSpec> make_fields() {
        "image classifier); torchscript (layers exported from PyTorch, model.torchscript); transducer "
        "(an RNN-T speech recognizer, docs/speech.md); docs/models.md",
        at(&C::model, &M::kind), 0),
+      spec("model.preset", "a named shape, " + join(model_preset_names(), ", ") + " (GPT-2's "
+       "sizes, context 1024, vocabulary 50257): sets model.layers, d_model, heads, seq_len and "
+       "vocab_size; those given beside it (in the file or on the command line) override it",
+       at(&C::model, &M::preset)),
       spec("model.layers", "number of transformer blocks (gpt, transducer: its encoder's), residual blocks (cnn)", at(&C::model, &M::layers), 1),
       spec("model.d_model", "hidden size (gpt); the stem's channels (cnn: doubled by blocks 1 and 2)", at(&C::model, &M::d_model), 1),
       spec("model.heads", "attention heads; must divide model.d_model", at(&C::model, &M::heads), 1),

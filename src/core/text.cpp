@@ -1,5 +1,7 @@
 #include "core/text.h"
 
+#include <utility>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -157,6 +159,30 @@ std::string format_bytes(double bytes) {
     ++unit;
   }
   return unit == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, units[unit]);
+}
+
+std::optional<double> parse_bytes(const std::string& text) {
+  static const std::pair<const char*, double> units[] = {
+      {"KiB", 1024.0}, {"MiB", 1024.0 * 1024}, {"GiB", 1024.0 * 1024 * 1024},
+      {"TiB", 1024.0 * 1024 * 1024 * 1024}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+      {"B", 1.0}};
+  const auto strip = [](const std::string& t) {
+    const auto first = t.find_first_not_of(" \t"), last = t.find_last_not_of(" \t");
+    return first == std::string::npos ? std::string() : t.substr(first, last - first + 1);
+  };
+  std::string number = strip(text);
+  double scale = 1;
+  for (const auto& [suffix, factor] : units) {
+    const std::string unit(suffix);
+    if (number.size() > unit.size() && number.compare(number.size() - unit.size(), unit.size(), unit) == 0) {
+      number = strip(number.substr(0, number.size() - unit.size()));
+      scale = factor;
+      break;
+    }
+  }
+  const auto value = parse_double(number);
+  if (!value || *value < 0) return std::nullopt;
+  return *value * scale;
 }
 
 }  // namespace pipetrain

@@ -23,5 +23,7 @@ std::string toml_quote(const std::string& value);
 std::string format_duration(double seconds);    // "42s", "3m05s", "1h02m"
 std::string format_count(double value);         // "950", "12.3k", "4.56M"
 std::string format_bytes(double bytes);         // "512 B", "3.2 MiB"
+// "2GiB", "1.5 GB", "800MiB", "1048576" (bytes): nullopt for anything else or a negative size.
+std::optional<double> parse_bytes(const std::string& text);
 
 }  // namespace pipetrain

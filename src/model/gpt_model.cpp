@@ -1,5 +1,7 @@
 #include "model/gpt_model.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "model/registry.h"
@@ -51,20 +53,50 @@ ParameterRole GptModel::role_of(const std::string& parameter) const {
 
 // Forward FLOPs as plan/analytic.h counts them: a block's four matmuls (24 b s h^2) plus scores
 // and mixing (4 b s^2 h); the head's logits (2 b s h V); the embedding a lookup.
+// Stashed values as libtorch's autograd keeps them (checked against the counting allocator:
+// GptMemory.* in tests/model): N = rows x seq_len tokens, D wide, H heads, T = seq_len.
 LayerWork GptModel::layer_work(int64_t layer, int64_t rows) const {
   const double b = double(rows), s = double(config_.seq_len), h = double(config_.d_model);
-  const double v = double(config_.vocab_size);
+  const double v = double(config_.vocab_size), n = b * s, heads = double(config_.heads);
   LayerWork work;
-  work.output_values = b * s * h;
+  work.output_values = n * h;
+  work.stashed_values = n * h;  // every layer's output
   if (layer == 0) {
     work.parameters = v * h + s * h;
+    // Backward: the dense gradients of the token and position weights, and the incoming one.
+    work.workspace_values = v * h + s * h + n * h;
   } else if (layer == config_.layer_count() - 1) {
-    work.forward_flops = 2 * b * s * h * v;
     work.parameters = 2 * h;  // the final norm; the tied weight is the embedding's
-    work.output_values = b * s * v;
+    work.shared_values = v * h;
+    work.shared_with = 0;
+    work.stashed_values += 2 * n;  // the norm's mean and 1/std
+    if (config_.loss_chunk_tokens > 0) {
+      // Chunked cross-entropy keeps one log-sum-exp per token; a chunk's logits, their
+      // softmax and gradient exist at a time, and the head weight's gradient in the loss.
+      const double chunk = std::min(n, double(config_.loss_chunk_tokens));
+      work.forward_flops = 2 * n * h * v;
+      work.output_values = n * v;  // computed a chunk at a time: the same work
+      work.stashed_values += 3.25 * n;  // the log-sum-exps, the flattened targets
+      work.workspace_values = chunk * v + v * h + n * h;  // a chunk's logits, both gradients
+    } else {
+      // cross_entropy keeps log_softmax's output; the logits, then the gradients of both, are
+      // transient.
+      work.forward_flops = 2 * n * h * v;
+      work.output_values = n * v;
+      work.stashed_values += n * v;
+      work.workspace_values = 2 * n * v;
+    }
   } else {
-    work.forward_flops = 24 * b * s * h * h + 4 * b * s * s * h;
+    work.forward_flops = 24 * n * h * h + 4 * b * s * s * h;
     work.parameters = 12 * h * h + 13 * h;
+    // ln1 out, q/k/v copies (3), the mixed heads' copy, the residual, ln2 out, fc out (4),
+    // gelu out (4), the output: 16 N D; the attention probabilities; the norms' statistics;
+    // the causal mask (a byte per entry: a quarter of a float32 value).
+    const double attention = b * heads * s * s;
+    work.stashed_values = 16 * n * h + attention + 4 * n + s * s / 4;
+    // Backward peaks in the attention: the probabilities' gradient and the scores' (2 x the
+    // attention) once the MLP's 9 N D are freed; or in the MLP.
+    work.workspace_values = std::max(2 * attention - 9 * n * h, 4 * n * h);
   }
   return work;
 }

@@ -46,6 +46,15 @@ struct LayerWork {
   double forward_flops = 0;
   double parameters = 0;
   double output_values = 0;  // the activation it hands to the next layer
+  // Memory, in values of the model's dtype (the planner's memory model; 0 = unknown: the
+  // planner then counts output_values). Values its forward keeps for its backward, its output
+  // included and its input not (the previous layer counts that); and the transient values its
+  // forward or backward needs at their peak on top of those.
+  double stashed_values = 0, workspace_values = 0;
+  // A parameter it shares with layer `shared_with` (a SharedParameter): held a second time, with
+  // its gradient and optimizer state, when that layer sits on another stage.
+  double shared_values = 0;
+  int64_t shared_with = -1;
 };
 
 // Capability: TeraPipe token slices. Inputs, labels and every boundary activation hold the

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/model_presets.h"
 #include "core/text.h"
 
 namespace pipetrain::plan {
@@ -13,11 +14,19 @@ double GptShape::parameters() const {
 }
 
 const std::vector<GptShape>& known_gpt_shapes() {
-  static const std::vector<GptShape> shapes = {
-      {"gpt-355m", 24, 1024, 16, 512},  {"gpt-2.2b", 32, 2304, 32, 512},
-      {"gpt-3.9b", 32, 3072, 32, 512},  {"gpt3-1b", 24, 2048, 16, 2048},
-      {"gpt3-13b", 40, 5120, 40, 2048}, {"gpt3-44b", 96, 6144, 48, 2048},
-      {"gpt3-175b", 96, 12288, 96, 2048}};
+  static const std::vector<GptShape> shapes = [] {
+    std::vector<GptShape> all;
+    for (const auto& p : model_presets()) {  // GPT-2's sizes, also `model.preset` names
+      all.push_back({p.name, p.layers, p.d_model, p.heads, p.seq_len, p.vocab_size});
+    }
+    const std::vector<GptShape> papers = {
+        {"gpt-355m", 24, 1024, 16, 512},  {"gpt-2.2b", 32, 2304, 32, 512},
+        {"gpt-3.9b", 32, 3072, 32, 512},  {"gpt3-1b", 24, 2048, 16, 2048},
+        {"gpt3-13b", 40, 5120, 40, 2048}, {"gpt3-44b", 96, 6144, 48, 2048},
+        {"gpt3-175b", 96, 12288, 96, 2048}};
+    all.insert(all.end(), papers.begin(), papers.end());
+    return all;
+  }();
   return shapes;
 }
 

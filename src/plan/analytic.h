@@ -16,7 +16,7 @@ struct GptShape {
   double parameters() const;  // embedding (tied head) + positions + blocks + final norm
 };
 
-// Known shapes: gpt-355m, gpt-2.2b, gpt-3.9b (PipeDream-2BW), gpt3-1b, gpt3-13b, gpt3-44b,
+// Known shapes: the model presets (gpt2-small ... gpt2-xl, core/model_presets.h), gpt-355m, gpt-2.2b, gpt-3.9b (PipeDream-2BW), gpt3-1b, gpt3-13b, gpt3-44b,
 // gpt3-175b (TeraPipe). UserError listing them for an unknown name.
 GptShape find_gpt_shape(const std::string& name);
 const std::vector<GptShape>& known_gpt_shapes();

@@ -35,7 +35,8 @@ ClusterSpec parse_cluster_toml(const std::string& text, const std::string& origi
   static const char* known[] = {"name", "description", "nodes", "devices_per_node",
                                 "device_memory_gb", "device_tflops", "compute_efficiency", "half_efficiency_tokens",
                                 "bytes_per_value", "intra_node_gbps", "intra_node_latency_us",
-                                "inter_node_gbps", "inter_node_latency_us"};
+                                "inter_node_gbps", "inter_node_latency_us", "cores_per_node",
+                                "worker_overhead_gb"};
   for (const auto& [key, node] : root) {
     if (std::find(std::begin(known), std::end(known), key.str()) == std::end(known)) {
       fail("{}: unknown cluster field '{}'", origin, key.str());
@@ -57,6 +58,8 @@ ClusterSpec parse_cluster_toml(const std::string& text, const std::string& origi
   c.intra_node_latency_s = number(root, "intra_node_latency_us", 5, 0, origin) * 1e-6;
   c.inter_node_bandwidth = number(root, "inter_node_gbps", 25, 1e-3, origin) * 1e9 / 8;
   c.inter_node_latency_s = number(root, "inter_node_latency_us", 20, 0, origin) * 1e-6;
+  c.cores_per_node = static_cast<int>(number(root, "cores_per_node", 0, 0, origin));
+  c.worker_overhead_bytes = number(root, "worker_overhead_gb", 0, 0, origin) * 1e9;
   return c;
 }
 

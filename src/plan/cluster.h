@@ -23,6 +23,12 @@ struct ClusterSpec {
   double inter_node_latency_s = 20e-6;
   // A measured all-reduce inside a node (0: derive it from the intra-node link).
   double measured_allreduce_bandwidth = 0, measured_allreduce_latency_s = 0;
+  // Workers that share a node's CPU cores (this machine): 0 = every device computes on its own.
+  // With fewer workers than cores each worker gets several threads; with more, they take turns.
+  int cores_per_node = 0;
+  // Resident memory a worker process holds beyond its tensors (the libraries, the allocator's
+  // slack): counted against device memory once per worker.
+  double worker_overhead_bytes = 0;
   // From a measured profile: the sender's own time per send (0: free; see sim::CostModel).
   double measured_send_post_latency_s = 0, measured_send_post_bandwidth = 0;
 

@@ -20,16 +20,34 @@ double stage_time(const std::vector<LayerCost>& layers, int first, int last, boo
   return compute + 2 * transfer;
 }
 
+StageMemoryParts stage_memory_parts(const std::vector<LayerCost>& layers, int first, int last,
+                                    const StageLimits& limits) {
+  StageMemoryParts parts;
+  double activations = 0;
+  for (int i = first; i < last; ++i) {
+    const LayerCost& layer = layers[size_t(i)];
+    parts.weights += layer.param_bytes;
+    parts.optimizer += layer.optimizer_bytes;
+    if (layer.shared_with >= 0 && (layer.shared_with < first || layer.shared_with >= last)) {
+      parts.weights += layer.shared_param_bytes;
+      parts.optimizer += layer.shared_optimizer_bytes;
+    }
+    activations += layer.activation_bytes;
+    parts.workspace = std::max(parts.workspace, layer.workspace_bytes);
+  }
+  const double input = layers[size_t(first)].input_bytes;
+  parts.per_microbatch = limits.recompute_stage ? input : input + activations;
+  parts.once = limits.recompute_stage ? activations : 0;
+  return parts;
+}
+
 double stage_memory(const std::vector<LayerCost>& layers, int first, int last, int stage,
                     int stages, const StageLimits& limits) {
   const int in_flight = limits.gpipe_memory ? limits.microbatches
                                             : std::min(stages - stage, limits.microbatches);
-  double weights = 0, activations = 0;
-  for (int i = first; i < last; ++i) {
-    weights += limits.weight_versions * layers[i].param_bytes + layers[i].optimizer_bytes;
-    activations += layers[i].activation_bytes;
-  }
-  return weights + in_flight * activations + limits.extra_bytes;
+  const StageMemoryParts parts = stage_memory_parts(layers, first, last, limits);
+  return limits.weight_versions * parts.weights + parts.optimizer + in_flight * parts.per_microbatch +
+         parts.once + parts.workspace + limits.extra_bytes;
 }
 
 std::optional<Partition> balanced_partition(const std::vector<LayerCost>& layers, int stages,

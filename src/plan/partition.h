@@ -18,6 +18,13 @@ struct LayerCost {
   double activation_bytes = 0;  // stashed per in-flight microbatch
   double output_bytes = 0;      // activation sent to the next stage per microbatch
   double optimizer_s = 0;       // the optimizer step for these weights, once per iteration
+  // The runtime's memory model (plans of models run here; 0 / -1 elsewhere):
+  double input_bytes = 0;       // what it receives, kept per in-flight microbatch if it starts a stage
+  double workspace_bytes = 0;   // transient, at the peak of its forward or backward
+  // A parameter shared with layer `shared_with` (GPT's tied embedding): held here a second time,
+  // with its gradient and optimizer state, when that layer is on another stage.
+  double shared_param_bytes = 0, shared_optimizer_bytes = 0;
+  int shared_with = -1;
 };
 
 struct StageLimits {
@@ -30,6 +37,9 @@ struct StageLimits {
   int microbatches = 1;
   bool gpipe_memory = false;  // in-flight = microbatches on every stage instead of stages - s
   double extra_bytes = 0;     // per stage, whatever it holds (e.g. a recomputation workspace)
+  // pipetrain's recomputation: a stage keeps only its input per in-flight microbatch and
+  // rebuilds one microbatch's activations of all its layers in backward.
+  bool recompute_stage = false;
 };
 
 struct Partition {
@@ -37,6 +47,15 @@ struct Partition {
   double bottleneck_s = 0;        // slowest stage: compute + sending its output (fwd + bwd)
   std::vector<double> stage_time_s, stage_memory_bytes;
 };
+
+// One stage's memory in the parts a schedule combines: weights (one version), gradient and
+// optimizer state, what each in-flight microbatch holds, what exists once (the activations of
+// a microbatch being recomputed) and the transient workspace.
+struct StageMemoryParts {
+  double weights = 0, optimizer = 0, per_microbatch = 0, once = 0, workspace = 0;
+};
+StageMemoryParts stage_memory_parts(const std::vector<LayerCost>& layers, int first, int last,
+                                    const StageLimits& limits);
 
 // Time and memory of stage `stage` (0-based of `stages`) holding layers [first, last).
 double stage_time(const std::vector<LayerCost>& layers, int first, int last, bool last_stage,

@@ -47,6 +47,9 @@ std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlo
         {"train.batch_size", text(micro * microbatches * width)},
         {"pipeline.recompute", plan.at("recompute").get<bool>() ? "all" : "none"}};
     fields.insert(fields.end(), run_fields.begin(), run_fields.end());
+    for (const auto& [key, value] : plan.value("config_fields", nlohmann::json::object()).items()) {
+      fields.push_back({key, value.get<std::string>()});
+    }
     const int64_t chunks = entry->planner.chunks;
     if (chunks > 1) {
       // The runtime takes the p x v model stages' counts (older plans: its balanced cut).

@@ -56,14 +56,129 @@ Placement place(const ClusterSpec& c, int stages, int width) {
 bool planner_has_gpt_shape(const PlanRequest& request) { return request.model.layers > 0; }
 
 int planner_layer_count(const PlanRequest& request) {
+  if (!request.model_variants.empty()) return int(request.model_variants.front().costs(1).size());
   return request.profile ? int(request.profile->layers.size()) : int(request.model.layers + 2);
+}
+
+// Workers sharing a node's cores: with fewer workers than cores each computes on several
+// threads (2 threads ran the default model 1.6x as fast as 1: bench/train_throughput, i.e.
+// threads^0.7); with more, every worker's busy time shares the cores, so an iteration takes at
+// least the node's total compute over its cores.
+double thread_speedup(const ClusterSpec& cluster) {
+  if (cluster.cores_per_node <= 0 || cluster.devices_per_node >= cluster.cores_per_node) return 1;
+  return std::pow(double(cluster.cores_per_node / cluster.devices_per_node), 0.7);
+}
+
+double shared_cores_floor_s(const ClusterSpec& cluster, const sim::CostModel& costs,
+                            int microbatches, int width) {
+  if (cluster.cores_per_node <= 0 || cluster.devices_per_node <= cluster.cores_per_node) return 0;
+  double busy_ms = 0;
+  for (const auto& stage : costs.stages) {
+    busy_ms += (stage.forward_ms + stage.backward_ms) * microbatches + stage.optimizer_ms;
+  }
+  return busy_ms * width / 1e3 / cluster.cores_per_node / cluster.nodes;
+}
+
+// Per layer, the costs a candidate plans with, and whether its memory is the runtime's.
+std::vector<LayerCost> candidate_layers(const PlanRequest& request, int variant, int64_t microbatch,
+                                        bool recompute) {
+  if (!request.model_variants.empty()) {
+    auto layers = request.model_variants.at(size_t(variant)).costs(microbatch);
+    const double speedup = thread_speedup(request.cluster);
+    for (auto& layer : layers) {
+      layer.forward_s /= speedup;
+      layer.backward_s = layer.backward_s / speedup + (recompute ? layer.forward_s : 0);
+    }
+    return layers;
+  }
+  if (request.profile) {
+    auto layers = layer_costs(*request.profile, microbatch);  // fp32 as measured
+    return recompute ? with_recomputation(std::move(layers)) : layers;
+  }
+  return analytic_gpt_layers(request.model, request.cluster, AnalyticOptions{microbatch, recompute});
+}
+
+// [first, last) layer ranges of the model stages a candidate simulates (its chunk partition
+// for interleaved schedules).
+std::vector<std::pair<int, int>> model_stage_ranges(const PlanCandidate& c) {
+  const auto& counts = c.chunk_partition.empty() ? c.partition : c.chunk_partition;
+  std::vector<std::pair<int, int>> ranges;
+  int first = 0;
+  for (int count : counts) ranges.push_back({first, first + count}), first += count;
+  return ranges;
+}
+
+// What a microbatch in flight holds on each model stage, for the simulator's activation peak.
+void set_held_activations(sim::CostModel& costs, const std::vector<LayerCost>& layers,
+                          const PlanCandidate& c, const StageLimits& limits) {
+  const auto ranges = model_stage_ranges(c);
+  for (size_t s = 0; s < ranges.size(); ++s) {
+    costs.stages[s].activation_bytes =
+        stage_memory_parts(layers, ranges[s].first, ranges[s].second, limits).per_microbatch;
+  }
+}
+
+// The runtime's memory as the schedule holds it, the worst worker: its chunks' weights in as many
+// versions as the action lists keep alive, gradients and optimizer state, the activations in
+// flight at the simulated peak, one recomputed microbatch, the largest workspace, its overhead.
+double worker_peak_memory(const std::vector<LayerCost>& layers, PlanCandidate& c,
+                          const StageLimits& limits, const sim::SimResult& result) {
+  const auto ranges = model_stage_ranges(c);
+  double worst = 0;
+  c.worker_memory_bytes.clear();
+  for (int w = 0; w < c.stages; ++w) {
+    double fixed = 0, once = 0, workspace = 0;
+    for (size_t s = size_t(w); s < ranges.size(); s += size_t(c.stages)) {
+      const auto parts = stage_memory_parts(layers, ranges[s].first, ranges[s].second, limits);
+      fixed += result.stats.peak_live_versions[size_t(w)] * parts.weights + parts.optimizer;
+      once = std::max(once, parts.once);
+      workspace = std::max(workspace, parts.workspace);
+    }
+    c.worker_memory_bytes.push_back(fixed + result.peak_activation_bytes[size_t(w)] + once +
+                                    workspace + limits.extra_bytes);
+    worst = std::max(worst, c.worker_memory_bytes.back());
+  }
+  return worst;
+}
+
+void rank_candidates(PlanResult& result) {
+  // Plans within 1% of each other: fewer workers first (less resident overhead, fewer
+  // messages; on shared cores the prediction cannot tell them apart).
+  std::sort(result.ranked.begin(), result.ranked.end(), [](const PlanCandidate& a, const PlanCandidate& b) {
+    const int workers_a = a.stages * a.dp_width, workers_b = b.stages * b.dp_width;
+    if (workers_a != workers_b && std::abs(a.samples_per_s - b.samples_per_s) <=
+                                      0.01 * std::max(a.samples_per_s, b.samples_per_s)) {
+      return workers_a < workers_b;
+    }
+    return a.samples_per_s > b.samples_per_s;
+  });
+  if (result.ranked.empty()) return;
+  const PlanCandidate& best = result.ranked.front();
+  for (auto& c : result.ranked) {
+    const double compute = c.compute_s_per_sample - best.compute_s_per_sample;
+    const double allreduce = c.allreduce_s_per_sample - best.allreduce_s_per_sample;
+    const double other = c.other_s_per_sample - best.other_s_per_sample;
+    if (&c == &best) {
+      c.lost_because = "best";
+    } else if (compute >= allreduce && compute >= other) {
+      c.lost_because = c.recompute ? "compute (recomputation, balance)" : "compute (balance, microbatch size)";
+    } else if (allreduce >= other) {
+      c.lost_because = "communication (gradient all-reduce)";
+    } else {
+      c.lost_because = "bubble / pipeline transfers";
+    }
+  }
 }
 
 }  // namespace
 
 double planned_parameters(const PlanRequest& request) {
-  if (planner_has_gpt_shape(request) || !request.profile) return request.model.parameters();
   double bytes = 0;
+  if (!request.model_variants.empty()) {
+    for (const auto& layer : request.model_variants.front().costs(1)) bytes += layer.param_bytes;
+    return bytes / 4;  // fp32 (a float64 model counts twice: a label, not a limit)
+  }
+  if (planner_has_gpt_shape(request) || !request.profile) return request.model.parameters();
   for (const auto& layer : request.profile->layers) bytes += layer.param_bytes;
   return bytes / 4;  // profiles hold fp32 parameter bytes
 }
@@ -86,10 +201,11 @@ sim::StageCost model_stage_cost(const std::vector<LayerCost>& layers, int first,
 }
 
 PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& schedule,
-                                 int stages, int64_t microbatch, bool recompute) {
+                                 int stages, int64_t microbatch, bool recompute, int variant) {
   const ClusterSpec& cluster = request.cluster;
   PlanCandidate c;
   c.schedule = schedule;
+  c.variant = variant;
   c.stages = stages;
   c.dp_width = cluster.devices() / stages;
   c.microbatch = microbatch;
@@ -115,13 +231,8 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
   }
   if (!c.rejected.empty()) return c;
   AnalyticOptions options{microbatch, recompute};
-  std::vector<LayerCost> layers;
-  if (request.profile) {
-    layers = layer_costs(*request.profile, microbatch);  // fp32 as measured
-    if (recompute) layers = with_recomputation(std::move(layers));
-  } else {
-    layers = analytic_gpt_layers(request.model, cluster, options);
-  }
+  const bool runtime_memory = !request.model_variants.empty();
+  const std::vector<LayerCost> layers = candidate_layers(request, variant, microbatch, recompute);
   const Placement placement = place(cluster, stages, c.dp_width);
   StageLimits limits;
   limits.memory_bytes = cluster.device_memory_bytes;
@@ -130,8 +241,11 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
   limits.weight_versions = entry.weight_versions(stages);
   limits.microbatches = static_cast<int>(c.microbatches);
   limits.gpipe_memory = entry.holds_every_microbatch;
-  if (planner_has_gpt_shape(request)) {
-    limits.extra_bytes = recompute_workspace_bytes(request.model, cluster, options);
+  limits.extra_bytes = cluster.worker_overhead_bytes;
+  if (runtime_memory) {
+    limits.recompute_stage = recompute;
+  } else if (planner_has_gpt_shape(request)) {
+    limits.extra_bytes += recompute_workspace_bytes(request.model, cluster, options);
   } else if (recompute) {
     // One layer's full activations exist while it is recomputed: the largest layer's.
     for (const auto& layer : layer_costs(*request.profile, microbatch)) {
@@ -208,11 +322,21 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
       costs.stages.push_back(stage);
     }
   }
+  if (runtime_memory) set_held_activations(costs, layers, c, limits);
   c.costs = costs;
   const sim::SimResult result = sim::simulate(schedule::make_schedule(spec), costs);
+  if (runtime_memory) {
+    c.peak_memory_bytes = worker_peak_memory(layers, c, limits, result);
+    if (c.peak_memory_bytes > limits.memory_bytes) {
+      c.rejected = fmt::format("memory: its schedule holds {} per device, has {}",
+                               format_bytes(c.peak_memory_bytes), format_bytes(limits.memory_bytes));
+      return c;
+    }
+  }
   c.fits = true;
-  c.samples_per_s = result.samples_per_s;
-  c.iteration_s = result.iteration_ms / 1e3;
+  c.iteration_s = std::max(result.iteration_ms / 1e3,
+                           shared_cores_floor_s(cluster, costs, spec.microbatches, c.dp_width));
+  c.samples_per_s = double(request.global_batch) / c.iteration_s;
   const double samples = double(request.global_batch);
   c.compute_s_per_sample = slowest_compute * double(c.microbatches) / samples;
   c.allreduce_s_per_sample = slowest_allreduce / samples;
@@ -221,46 +345,56 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
 }
 
 PlanResult plan_training(const PlanRequest& request) {
-  const int devices = request.cluster.devices();
   if (request.global_batch < 1) fail("global batch must be positive");
+  if (!request.worker_counts.empty()) {
+    PlanResult all;
+    for (int workers : request.worker_counts) {
+      PlanRequest one = request;
+      one.worker_counts.clear();
+      one.cluster.nodes = 1;
+      one.cluster.devices_per_node = workers;
+      PlanResult result = plan_training(one);
+      for (auto* list : {&result.ranked, &result.infeasible}) {
+        auto& into = list == &result.ranked ? all.ranked : all.infeasible;
+        into.insert(into.end(), list->begin(), list->end());
+      }
+    }
+    rank_candidates(all);
+    return all;
+  }
+  const int devices = request.cluster.devices();
   PlanResult result;
   const std::vector<std::string> planned = schedule::schedule_names_where(
       [](const schedule::ScheduleEntry& e) { return e.planner.plans; });
   const auto& schedules = request.schedules.empty() ? planned : request.schedules;
+  const int variants = std::max<int>(1, int(request.model_variants.size()));
   for (int stages = 1; stages <= devices; ++stages) {
     if (devices % stages != 0 || stages > planner_layer_count(request)) continue;
     const int width = devices / stages;
     for (int64_t b : request.microbatch_sizes) {
       if (request.global_batch % (b * width) != 0) continue;
       for (bool recompute : request.recompute) {
-        for (const auto& schedule : schedules) {
-          // d = 1 is plain data parallelism: one schedule stands for all.
-          if (stages == 1 && !schedule::schedule_entry(schedule).planner.one_stage) continue;
-          PlanCandidate c = evaluate_candidate(request, schedule, stages, b, recompute);
-          (c.fits ? result.ranked : result.infeasible).push_back(std::move(c));
+        for (int variant = 0; variant < variants; ++variant) {
+          for (const auto& schedule : schedules) {
+            // d = 1 is plain data parallelism: one schedule stands for all.
+            if (stages == 1 && !schedule::schedule_entry(schedule).planner.one_stage) continue;
+            PlanCandidate c = evaluate_candidate(request, schedule, stages, b, recompute, variant);
+            (c.fits ? result.ranked : result.infeasible).push_back(std::move(c));
+          }
         }
       }
     }
   }
-  std::sort(result.ranked.begin(), result.ranked.end(),
-            [](const PlanCandidate& a, const PlanCandidate& b) { return a.samples_per_s > b.samples_per_s; });
-  if (result.ranked.empty()) return result;
-  const PlanCandidate& best = result.ranked.front();
-  for (auto& c : result.ranked) {
-    const double compute = c.compute_s_per_sample - best.compute_s_per_sample;
-    const double allreduce = c.allreduce_s_per_sample - best.allreduce_s_per_sample;
-    const double other = c.other_s_per_sample - best.other_s_per_sample;
-    if (&c == &best) {
-      c.lost_because = "best";
-    } else if (compute >= allreduce && compute >= other) {
-      c.lost_because = c.recompute ? "compute (recomputation, balance)" : "compute (balance, microbatch size)";
-    } else if (allreduce >= other) {
-      c.lost_because = "communication (gradient all-reduce)";
-    } else {
-      c.lost_because = "bubble / pipeline transfers";
-    }
-  }
+  rank_candidates(result);
   return result;
+}
+
+double least_memory_needed(const PlanResult& result) {
+  double least = 0;
+  for (const auto& c : result.infeasible) {
+    if (c.peak_memory_bytes > 0 && (least == 0 || c.peak_memory_bytes < least)) least = c.peak_memory_bytes;
+  }
+  return least;
 }
 
 std::string format_plan_report(const PlanRequest& request, const PlanResult& result, int top) {
@@ -273,13 +407,17 @@ std::string format_plan_report(const PlanRequest& request, const PlanResult& res
       request.model.name, parameter_text, request.cluster.name,
       request.cluster.devices(), format_bytes(request.cluster.device_memory_bytes),
       request.global_batch, result.ranked.size(), result.infeasible.size());
-  out += "| rank | schedule | d | w | b | m | recompute | samples/s | peak memory | lost because |\n";
-  out += "|---|---|---|---|---|---|---|---|---|---|\n";
+  const bool variants = request.model_variants.size() > 1;
+  out += fmt::format("| rank | schedule | d | w | b | m | recompute |{} samples/s | peak memory | lost because |\n",
+                     variants ? " model |" : "");
+  out += fmt::format("|---|---|---|---|---|---|---|{}---|---|---|\n", variants ? "---|" : "");
   for (size_t i = 0; i < result.ranked.size() && static_cast<int>(i) < top; ++i) {
     const auto& c = result.ranked[i];
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.1f} | {} | {} |\n", i + 1, c.schedule,
+    const std::string model =
+        variants ? " " + request.model_variants[size_t(c.variant)].label + " |" : std::string();
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} |{} {:.3g} | {} | {} |\n", i + 1, c.schedule,
                        c.stages, c.dp_width, c.microbatch, c.microbatches, c.recompute ? "yes" : "no",
-                       c.samples_per_s, format_bytes(c.peak_memory_bytes), c.lost_because);
+                       model, c.samples_per_s, format_bytes(c.peak_memory_bytes), c.lost_because);
   }
   // Depths at which a schedule fits nowhere (any microbatch size, with or without recomputation).
   std::map<std::pair<std::string, int>, const PlanCandidate*> closest;
@@ -316,14 +454,28 @@ nlohmann::json plan_to_json(const PlanRequest& request, const PlanCandidate& pla
           {"recompute", plan.recompute},          {"partition", plan.partition},
           {"chunk_partition", plan.chunk_partition},
           {"predicted_samples_per_s", plan.samples_per_s},
-          {"predicted_peak_memory_bytes", plan.peak_memory_bytes}};
+          {"predicted_peak_memory_bytes", plan.peak_memory_bytes},
+          {"predicted_iteration_s", plan.iteration_s},
+          {"predicted_worker_memory_bytes", plan.worker_memory_bytes}};
+  if (!request.model_variants.empty()) {
+    // The chosen variant's config fields (chunked cross-entropy), applied by `train --plan`.
+    nlohmann::json fields = nlohmann::json::object();
+    for (const auto& [key, value] : request.model_variants.at(size_t(plan.variant)).config_fields) {
+      fields[key] = value;
+    }
+    json["config_fields"] = fields;
+  }
   if (planner_has_gpt_shape(request)) {
     json["model_shape"] = {{"layers", shape.layers}, {"hidden", shape.hidden}, {"heads", shape.heads},
                            {"seq_len", shape.seq_len}, {"vocab", shape.vocab}};
   } else {
     // Not a GPT: no model_shape (`train --plan` keeps the run config's model); the layers planned.
     std::vector<std::string> names;
-    for (const auto& layer : request.profile->layers) names.push_back(layer.name);
+    if (!request.model_variants.empty()) {
+      for (const auto& layer : request.model_variants.front().costs(1)) names.push_back(layer.name);
+    } else {
+      for (const auto& layer : request.profile->layers) names.push_back(layer.name);
+    }
     json["model_layers"] = names;
   }
   return json;

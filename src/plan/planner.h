@@ -4,8 +4,10 @@
 // partition each candidate with the balanced partitioner, simulate its schedule, drop what does
 // not fit in device memory, and rank the rest by predicted throughput.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -35,10 +37,24 @@ struct PlanRequest {
   // recomputation). On for plans from a measured profile (they run here), off for the papers'
   // clusters.
   bool for_pipetrain_runtime = false;
+  // A model run here (`plan --config`): its per-layer costs at a microbatch size (times at one
+  // worker's rate, the runtime's memory: runtime::model_plan_costs), one entry per variant of
+  // its config the planner may choose (as configured; with chunked cross-entropy). A plan
+  // carries its variant's config fields. Takes precedence over `profile`.
+  struct ModelVariant {
+    std::string label;  // "" for the config as given
+    std::vector<std::pair<std::string, std::string>> config_fields;
+    std::function<std::vector<LayerCost>(int64_t microbatch)> costs;
+  };
+  std::vector<ModelVariant> model_variants;
+  // Worker counts to plan for on one node whose cores they share (a per-worker memory budget
+  // on this machine); empty: exactly cluster.devices().
+  std::vector<int> worker_counts;
 };
 
 struct PlanCandidate {
   std::string schedule;
+  int variant = 0;  // PlanRequest::model_variants index
   int stages = 1, dp_width = 1;
   int64_t microbatch = 1, microbatches = 1;
   bool recompute = false;
@@ -50,6 +66,7 @@ struct PlanCandidate {
   double samples_per_s = 0;
   double iteration_s = 0;
   double peak_memory_bytes = 0;   // worst device
+  std::vector<double> worker_memory_bytes;  // per pipeline worker (plans of models run here)
   double compute_s_per_sample = 0, allreduce_s_per_sample = 0, other_s_per_sample = 0;
   std::string lost_because;       // against the best plan
   // What the prediction simulated (fitting candidates): re-simulate for the timeline.
@@ -66,9 +83,11 @@ PlanResult plan_training(const PlanRequest& request);
 // The simulator's cost of layers [first, first + count) as one model stage (no all-reduce).
 sim::StageCost model_stage_cost(const std::vector<LayerCost>& layers, int first, int count);
 PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& schedule,
-                                 int stages, int64_t microbatch, bool recompute);
+                                 int stages, int64_t microbatch, bool recompute, int variant = 0);
 // The model's parameter count: the GPT shape's, or from the profile's fp32 parameter bytes.
 double planned_parameters(const PlanRequest& request);
+// The least per-device memory any rejected candidate needed (0 if none was rejected for memory).
+double least_memory_needed(const PlanResult& result);
 std::string format_plan_report(const PlanRequest& request, const PlanResult& result, int top);
 nlohmann::json plan_to_json(const PlanRequest& request, const PlanCandidate& plan);
 

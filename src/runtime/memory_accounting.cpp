@@ -1,5 +1,7 @@
 #include "runtime/memory_accounting.h"
 
+#include <sys/resource.h>
+
 #include <c10/core/CPUAllocator.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -146,7 +148,7 @@ std::vector<at::Tensor> gradients_of(const std::vector<at::Tensor>& parameters) 
 MemoryReport MemoryReport::max_with(const MemoryReport& other) const {
   return {std::max(live, other.live), std::max(peak, other.peak),
           std::max(weights, other.weights), std::max(gradients, other.gradients),
-          std::max(optimizer, other.optimizer)};
+          std::max(optimizer, other.optimizer), std::max(resident_peak, other.resident_peak)};
 }
 
 MemoryReport measure_memory(const CountingAllocator& allocator,
@@ -158,14 +160,17 @@ MemoryReport measure_memory(const CountingAllocator& allocator,
   report.weights = storage_bytes(parameters);
   report.gradients = storage_bytes(gradients_of(parameters));
   report.optimizer = storage_bytes(optimizer_state(optimizer));
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  report.resident_peak = int64_t(usage.ru_maxrss) * 1024;  // KiB on Linux
   return report;
 }
 
 std::vector<MemoryReport> gather_memory(Comm& comm, const MemoryReport& mine) {
-  constexpr int kFields = 5;
+  constexpr int kFields = 6;
   at::Tensor table = torch::zeros({comm.world_size(), kFields}, torch::kFloat64);
   const int64_t fields[kFields] = {mine.live, mine.peak, mine.weights, mine.gradients,
-                                   mine.optimizer};
+                                   mine.optimizer, mine.resident_peak};
   for (int f = 0; f < kFields; ++f) table[comm.rank()][f] = double(fields[f]);
   comm.all_reduce_sum(table, Comm::kWorld);
   std::vector<MemoryReport> all;
@@ -173,13 +178,13 @@ std::vector<MemoryReport> gather_memory(Comm& comm, const MemoryReport& mine) {
   for (int r = 0; r < comm.world_size(); ++r) {
     // Doubles hold byte counts exactly up to 2^53; each row has one non-zero contribution.
     all.push_back({int64_t(rows[r][0]), int64_t(rows[r][1]), int64_t(rows[r][2]),
-                   int64_t(rows[r][3]), int64_t(rows[r][4])});
+                   int64_t(rows[r][3]), int64_t(rows[r][4]), int64_t(rows[r][5])});
   }
   return all;
 }
 
 nlohmann::json memory_fields(const std::vector<MemoryReport>& by_rank) {
-  nlohmann::json live, peak, weights, grads, optimizer, activations;
+  nlohmann::json live, peak, weights, grads, optimizer, activations, resident;
   for (const auto& r : by_rank) {
     live.push_back(to_mb(r.live));
     peak.push_back(to_mb(r.peak));
@@ -187,10 +192,12 @@ nlohmann::json memory_fields(const std::vector<MemoryReport>& by_rank) {
     grads.push_back(to_mb(r.gradients));
     optimizer.push_back(to_mb(r.optimizer));
     activations.push_back(to_mb(r.activations_peak()));
+    resident.push_back(to_mb(r.resident_peak));
   }
   return {{"mem_live_mb", live},           {"mem_peak_mb", peak},
           {"mem_weights_mb", weights},     {"mem_grads_mb", grads},
-          {"mem_optimizer_mb", optimizer}, {"mem_activations_peak_mb", activations}};
+          {"mem_optimizer_mb", optimizer}, {"mem_activations_peak_mb", activations},
+          {"mem_rss_peak_mb", resident}};
 }
 
 double to_mb(int64_t bytes) { return double(bytes) / (1024.0 * 1024.0); }

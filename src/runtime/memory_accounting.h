@@ -46,6 +46,7 @@ struct MemoryReport {
   int64_t weights = 0;     // every weight tensor held (all chunks, all versions)
   int64_t gradients = 0;
   int64_t optimizer = 0;   // optimizer state (this worker's shard with ZeRO-1)
+  int64_t resident_peak = 0;  // the process's resident high-water mark so far (getrusage)
   // peak - (weights + gradients + optimizer): stashed activations, received tensors, the
   // backward's and the optimizer's temporaries at the step's high-water mark.
   int64_t activations_peak() const { return peak - (weights + gradients + optimizer); }
@@ -61,7 +62,7 @@ MemoryReport measure_memory(const CountingAllocator& allocator,
 std::vector<MemoryReport> gather_memory(Comm& comm, const MemoryReport& mine);
 
 // metrics.jsonl fields: mem_live_mb, mem_peak_mb, mem_weights_mb, mem_grads_mb,
-// mem_optimizer_mb, mem_activations_peak_mb, each an array indexed by rank.
+// mem_optimizer_mb, mem_activations_peak_mb, mem_rss_peak_mb, each an array indexed by rank.
 nlohmann::json memory_fields(const std::vector<MemoryReport>& by_rank);
 
 double to_mb(int64_t bytes);  // MiB

@@ -302,10 +302,12 @@ std::vector<nlohmann::json> ranked_plans(const std::string& args, const fs::path
 }
 
 // The partitions of the ranked plans at `stages` stages (non-interleaved schedules).
-std::set<std::vector<int>> partitions_at(const std::vector<nlohmann::json>& plans, int stages) {
+// The partitions of the plans of `stages` stages with microbatches of at least `rows` samples.
+std::set<std::vector<int>> partitions_at(const std::vector<nlohmann::json>& plans, int stages,
+                                         int rows = 1) {
   std::set<std::vector<int>> found;
   for (const auto& plan : plans) {
-    if (plan["stages"] == stages && plan["chunk_partition"].empty()) {
+    if (plan["stages"] == stages && plan["chunk_partition"].empty() && plan["microbatch_size"] >= rows) {
       found.insert(plan["partition"].get<std::vector<int>>());
     }
   }
@@ -346,11 +348,38 @@ TEST(Cli, PlanConfigPlansTheCnnFromItsOwnLayerCosts) {
                                    "/examples/fashion_mnist.toml --cluster " + (dir / "three.toml").string() +
                                    " --global-batch 96", dir / "three", &output);
   ASSERT_FALSE(plans3.empty()) << output;
-  EXPECT_EQ(partitions_at(plans3, 3), (std::set<std::vector<int>>{{2, 1, 2}})) << output;
+  // (Single-image microbatches compute so little that sending the 28x28 activations decides.)
+  EXPECT_EQ(partitions_at(plans3, 3, 2), (std::set<std::vector<int>>{{2, 1, 2}})) << output;
   fs::remove_all(dir);
 }
 
 // A GPT run config plans the same way (its layers' own costs), with overrides after --config.
+// A per-worker memory budget: GPT-2 small (124M) does not fit 2 GiB in one process (weights,
+// gradients and AdamW's state alone are 16 bytes x 124M), so the best plan pipelines it over
+// several workers, each predicted under the budget; a budget no plan fits names the least one.
+TEST(Cli, PlanMemoryPerWorkerPipelinesGpt2SmallUnderTheBudget) {
+  const auto dir = temp_dir("plan_budget");
+  fs::create_directories(dir);
+  const std::string config = "--config " + std::string(PIPETRAIN_SOURCE_DIR) + "/examples/default.toml "
+                             "--model.preset gpt2-small --train.batch_size 4 --train.microbatches 4";
+  const Result planned = run("plan " + config + " --memory-per-worker 2GiB --out " + (dir / "plan.json").string());
+  ASSERT_EQ(planned.exit_code, 0) << planned.output;
+  const auto plan = nlohmann::json::parse(std::ifstream(dir / "plan.json"));
+  EXPECT_GE(plan["stages"].get<int>() * plan["dp_width"].get<int>(), 2) << planned.output;
+  const double budget = 2.0 * 1024 * 1024 * 1024;
+  ASSERT_EQ(plan["predicted_worker_memory_bytes"].size(), plan["stages"].get<size_t>());
+  for (const auto& worker : plan["predicted_worker_memory_bytes"]) {
+    EXPECT_LE(worker.get<double>(), budget);
+    EXPECT_GT(worker.get<double>(), 0.25 * budget);  // 124M parameters over a few workers
+  }
+  // One process needs its 16 bytes per parameter and more: listed among the misfits.
+  EXPECT_NE(planned.output.find("| data parallel | 1 | 1 |"), std::string::npos) << planned.output;
+  expect_one_line_error("plan " + config + " --memory-per-worker 100MB", "the smallest plan needs");
+  expect_one_line_error("plan " + config + " --memory-per-worker lots", "expected a size like 2GiB");
+  expect_one_line_error("plan --memory-per-worker 2GiB", "give --config RUN.toml");
+  fs::remove_all(dir);
+}
+
 TEST(Cli, PlanConfigPlansAGptRunConfigWithOverrides) {
   const auto dir = temp_dir("plan_gpt_config");
   std::string output;

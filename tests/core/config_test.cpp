@@ -222,3 +222,36 @@ TEST(Config, ConfigPathThatIsNotAFileIsRefused) {
 
 }  // namespace
 }  // namespace pipetrain
+
+namespace pipetrain {
+namespace {
+
+// A preset sets the five shape fields; fields given beside it override it, in the file and on
+// the command line, whatever their order; an unknown preset names the known ones.
+TEST(Config, ModelPresetSetsTheShapeAndFieldsBesideItOverrideIt) {
+  const Config small = parse_config_toml("[model]\nseq_len = 256\npreset = \"gpt2-small\"\n", "t.toml");
+  EXPECT_EQ(small.model.layers, 12);
+  EXPECT_EQ(small.model.d_model, 768);
+  EXPECT_EQ(small.model.heads, 12);
+  EXPECT_EQ(small.model.vocab_size, 50257);
+  EXPECT_EQ(small.model.seq_len, 256);  // given beside the preset
+  Config medium;
+  set_field_from_string(medium, "model.preset", "gpt2-medium");
+  EXPECT_EQ(medium.model.layers, 24);
+  EXPECT_EQ(medium.model.d_model, 1024);
+  EXPECT_EQ(medium.model.heads, 16);
+  EXPECT_EQ(medium.model.seq_len, 1024);
+  // The dump records the preset and every field: reading it back gives the same shape.
+  const Config again = parse_config_toml(to_toml(small), "dump.toml");
+  EXPECT_EQ(again.model.seq_len, 256);
+  EXPECT_EQ(again.model.preset, "gpt2-small");
+  try {
+    parse_config_toml("[model]\npreset = \"gpt2-huge\"\n", "t.toml");
+    FAIL() << "an unknown preset was accepted";
+  } catch (const UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("gpt2-small, gpt2-medium"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace pipetrain

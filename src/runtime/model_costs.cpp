@@ -1,0 +1,49 @@
+#include "runtime/model_costs.h"
+
+#include "model/registry.h"
+
+namespace pipetrain::runtime {
+
+double optimizer_values_per_parameter(const TrainConfig& train) {
+  double states = 2;  // adam, adamw
+  if (train.optimizer == "sgd") states = train.momentum != 0 ? 1 : 0;
+  if (train.optimizer == "muon") states = 1;
+  const double previous_update = train.delay_correction == "error_feedback" ? 1 : 0;
+  return 1 + states + previous_update;
+}
+
+ModelCostOptions model_cost_options(const Config& config) {
+  ModelCostOptions options;
+  options.bytes_per_value = config.model.dtype == "float64" ? 8 : 4;
+  options.optimizer_values_per_parameter = optimizer_values_per_parameter(config.train);
+  return options;
+}
+
+std::vector<plan::LayerCost> model_plan_costs(const Model& model, int64_t microbatch,
+                                              const ModelCostOptions& options) {
+  const double value = options.bytes_per_value;
+  std::vector<plan::LayerCost> costs;
+  double received = 0;  // the first layer's input (token ids, images) is the batch's: not counted
+  for (int64_t layer = 0; layer < model.layer_count(); ++layer) {
+    const LayerWork work = model.layer_work(layer, microbatch);
+    plan::LayerCost cost;
+    cost.name = model.layer_name(layer);
+    cost.forward_s = work.forward_flops / options.flops_per_s +
+                     (work.parameters + work.output_values) * value / options.bytes_per_s;
+    cost.backward_s = 2 * cost.forward_s;
+    cost.param_bytes = work.parameters * value;
+    cost.optimizer_bytes = options.optimizer_values_per_parameter * cost.param_bytes;
+    cost.output_bytes = work.output_values * value;
+    cost.activation_bytes = (work.stashed_values > 0 ? work.stashed_values : work.output_values) * value;
+    cost.workspace_bytes = work.workspace_values * value;
+    cost.input_bytes = received;
+    cost.shared_param_bytes = work.shared_values * value;
+    cost.shared_optimizer_bytes = options.optimizer_values_per_parameter * cost.shared_param_bytes;
+    cost.shared_with = int(work.shared_with);
+    costs.push_back(cost);
+    received = cost.output_bytes;
+  }
+  return costs;
+}
+
+}  // namespace pipetrain::runtime

@@ -1,0 +1,36 @@
+#pragma once
+// A model's per-layer costs for the planner when the model runs here (`pipetrain plan --config`):
+// times from its analytic FLOPs and bytes (Model::layer_work) at a given compute rate, and the
+// runtime's memory: weights, gradient and optimizer state per parameter, the values each layer
+// stashes per microbatch, its transient workspace, the activation a stage receives, and the
+// second copy of a shared parameter. No libtorch in this header.
+#include <cstdint>
+#include <vector>
+
+#include "core/config.h"
+#include "plan/partition.h"
+
+namespace pipetrain {
+class Model;
+}
+
+namespace pipetrain::runtime {
+
+struct ModelCostOptions {
+  double flops_per_s = 50e9;   // sustained by one worker
+  double bytes_per_s = 16e9;   // its memory bandwidth (a layer streams weights and output)
+  double bytes_per_value = 4;  // model.dtype
+  // Held per parameter beside its weights: the gradient and the optimizer's state.
+  double optimizer_values_per_parameter = 3;
+};
+
+// Gradient + optimizer state values per parameter for train: SGD 1 + (momentum ? 1 : 0), Adam
+// and AdamW 3, Muon 2 (its matrices keep one momentum; taken for all parameters, the AdamW part
+// is small), and one more with the error-feedback correction (the previous update).
+double optimizer_values_per_parameter(const TrainConfig& train);
+ModelCostOptions model_cost_options(const Config& config);
+
+std::vector<plan::LayerCost> model_plan_costs(const Model& model, int64_t microbatch,
+                                              const ModelCostOptions& options);
+
+}  // namespace pipetrain::runtime
