@@ -349,14 +349,18 @@ INSTANTIATE_TEST_SUITE_P(
     case_name);
 
 // The RNN-T with ragged utterances, frame counts crossing every boundary: GPipe and 1F1B on 2
-// and 3 stages (the last holding the predictor, joint and sample-wise loss); Muon on the
-// matrices the transducer's roles name (its LSTM's and the joint's included).
+// and 3 stages (the last holding the predictor, joint and sample-wise loss), interleaved,
+// recomputation and data parallelism; Muon on the matrices the transducer's roles name (its
+// LSTM's and the joint's included).
 INSTANTIATE_TEST_SUITE_P(
     Transducer, PipelineExactness,
     ::testing::Values(transducer_case(Case{"gpipe", 2, 2, "balanced"}),
                       transducer_case(Case{"1f1b", 2, 3, "2,3"}),
                       transducer_case(Case{"gpipe", 3, 3, "1,2,2"}),
                       transducer_case(Case{"1f1b", 3, 2, "balanced"}),
+                      transducer_case(Case{"interleaved", 2, 4, "balanced", 1, 2}),
+                      transducer_case(Case{"1f1b", 2, 3, "balanced", 1, 1, "all"}),
+                      transducer_case(Case{"1f1b", 2, 2, "balanced", 2}),
                       transducer_case(Case{"gpipe", 2, 2, "balanced", 1, 1, "none", 0, "muon"})),
     case_name);
 
