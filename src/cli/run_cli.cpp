@@ -53,10 +53,10 @@ int pipetrain::run_cli(int argc, char** argv) {
   CLI::App app{"pipetrain: memory-efficient pipeline-parallel training"};
   app.require_subcommand(1);
   pipetrain::cli::add_train_command(app);
-  pipetrain::cli::add_evaluate_command(app);
   pipetrain::cli::add_simulate_command(app);
   pipetrain::cli::add_profile_command(app);
   pipetrain::cli::add_plan_command(app);
+  pipetrain::cli::add_evaluate_command(app);
   pipetrain::cli::add_terapipe_command(app);
   pipetrain::cli::add_terapipe_profile_command(app);
   pipetrain::cli::add_config_command(app);
