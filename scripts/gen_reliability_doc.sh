@@ -189,6 +189,10 @@ run_case "resume: stage file of a wider model" "" "train --resume $work/narrow -
 run_case "dead worker (kill -9 at step 1)" "PIPETRAIN_FAULT=1:1" "train $tiny --stages 3 --train.steps 4 --run-dir $work/dead"
 run_case "hung worker (SIGSTOP at step 1)" "PIPETRAIN_FAULT=1:1:hang" "train $tiny --stages 3 --train.steps 4 --pipeline.timeout_s 2 --run-dir $work/hung"
 run_case "SIGINT to one 2BW worker (a stop, not an error)" "PIPETRAIN_FAULT=0:1:int" "train $tiny --stages 2 --schedule 2bw --train.steps 4 --run-dir $work/sigint"
+run_case "evaluate: run folder missing" "" "evaluate --run-dir $work/nothing"
+run_case "evaluate: folder without config.toml" "" "evaluate --run-dir $work/noconfig"
+run_case "evaluate: checkpoint missing" "" "evaluate --run-dir $work/base --checkpoint $work/base/checkpoints/step-000099"
+run_case "evaluate: unknown split" "" "evaluate --run-dir $work/base --split training"
 kill $listener 2>/dev/null
 
 table=$(printf '%s\n' "| # | case | command (W = scratch folder, TINY = a 1-layer model, 2 steps) | exit | lines | message |" "|---|---|---|---|---|---|" "${rows[@]}")

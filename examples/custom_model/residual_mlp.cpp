@@ -98,15 +98,6 @@ class MlpModel : public pipetrain::Model {
   pipetrain::TensorSpec boundary_spec(int64_t, int64_t rows) const override {
     return {{rows, shape_.width}, shape_.dtype};
   }
-  pipetrain::ParameterRole role_of(const std::string& parameter) const override {
-    if (parameter.size() >= 4 && parameter.compare(parameter.size() - 4, 4, "bias") == 0) {
-      return pipetrain::ParameterRole::Bias;
-    }
-    if (parameter.rfind("layer0.", 0) == 0) return pipetrain::ParameterRole::Embedding;
-    const std::string head = "layer" + std::to_string(layer_count() - 1) + ".";
-    return parameter.rfind(head, 0) == 0 ? pipetrain::ParameterRole::Head
-                                         : pipetrain::ParameterRole::Hidden;
-  }
   pipetrain::LayerWork layer_work(int64_t layer, int64_t rows) const override {
     const double b = double(rows), w = double(shape_.width);
     const double in = layer == 0 ? double(kFeatures) : w;

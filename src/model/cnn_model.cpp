@@ -1,18 +1,11 @@
 #include "model/cnn_model.h"
 
-#include <stdexcept>
-
 #include <fmt/format.h>
 
 #include "model/registry.h"
 
 namespace pipetrain {
 namespace {
-
-bool cnn_name_ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 double product_of(const std::vector<int64_t>& shape) {
   double n = 1;
@@ -61,20 +54,6 @@ TensorSpec CnnModel::boundary_spec(int64_t boundary, int64_t rows) const {
   std::vector<int64_t> shape = {rows};
   for (const int64_t d : config_.output_shape(boundary - 1)) shape.push_back(d);
   return {shape, config_.dtype};
-}
-
-// Convolution kernels are the hidden weights, the classifier's matrix the head, BatchNorm's
-// weight a gain.
-ParameterRole CnnModel::role_of(const std::string& parameter) const {
-  const auto dot = parameter.find('.');
-  const std::string rest = dot == std::string::npos ? "" : parameter.substr(dot + 1);
-  if (parameter.rfind("layer", 0) == 0 && !rest.empty()) {
-    if (cnn_name_ends_with(rest, ".bias")) return ParameterRole::Bias;
-    if (rest == "fc.weight") return ParameterRole::Head;
-    if (rest.rfind("bn", 0) == 0 || rest.rfind("shortcut_bn", 0) == 0) return ParameterRole::Gain;
-    if (rest.rfind("conv", 0) == 0 || rest == "shortcut.weight") return ParameterRole::Hidden;
-  }
-  throw std::invalid_argument("not a CNN parameter name: '" + parameter + "'");
 }
 
 // Convolutions and the classifier (BatchNorm, ReLU and pooling are a few FLOPs per value).

@@ -1,6 +1,8 @@
 #pragma once
 // The ResNet-style image classifier (model/cnn.h) behind the model interface:
 // [stem, residual block 0 .. B-1, head], images in, cross-entropy over the classes out.
+// Parameter roles: the default rule (model/parameter_role.h): the blocks' convolution kernels
+// are Muon's hidden matrices, the stem's kernel the input embedding, the classifier the head.
 #include "core/config.h"
 #include "model/cnn.h"
 #include "model/model.h"
@@ -21,7 +23,6 @@ class CnnModel : public Model {
   TensorSpec input_spec(int64_t rows) const override;
   TensorSpec label_spec(int64_t rows) const override { return {{rows}, torch::kInt64}; }
   TensorSpec boundary_spec(int64_t boundary, int64_t rows) const override;
-  ParameterRole role_of(const std::string& parameter) const override;
   LayerWork layer_work(int64_t layer, int64_t rows) const override;
   Microbatch example(int64_t rows, torch::Generator& generator) const override;
 

@@ -47,7 +47,7 @@ std::vector<SharedParameter> GptModel::shared_parameters() const {
   return {{{{0, "layer0.token_weight"}, {head, fmt::format("layer{}.tied_weight", head)}}}};
 }
 
-ParameterRole GptModel::role_of(const std::string& parameter) const {
+ParameterRole GptModel::role_of(const std::string& parameter, const std::vector<int64_t>&) const {
   return parameter_role(parameter);
 }
 

@@ -22,7 +22,7 @@ class GptModel : public Model {
   TensorSpec label_spec(int64_t rows) const override { return input_spec(rows); }
   TensorSpec boundary_spec(int64_t boundary, int64_t rows) const override;
   std::vector<SharedParameter> shared_parameters() const override;
-  ParameterRole role_of(const std::string& parameter) const override;
+  ParameterRole role_of(const std::string& parameter, const std::vector<int64_t>& shape) const override;
   LayerWork layer_work(int64_t layer, int64_t rows) const override;
   Microbatch example(int64_t rows, torch::Generator& generator) const override;
   int64_t sliceable_length() const override { return config_.seq_len; }

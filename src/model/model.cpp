@@ -45,6 +45,12 @@ Microbatch rows_of(const Microbatch& batch, int64_t first, int64_t count) {
   return {batch.inputs.narrow(0, first, count), batch.labels.narrow(0, first, count)};
 }
 
+ParameterRoles roles_of(const Model& model) {
+  return [&model](const std::string& name, const std::vector<int64_t>& shape) {
+    return model.role_of(name, shape);
+  };
+}
+
 int64_t parameter_count(torch::nn::Module& module) {
   int64_t count = 0;
   for (const auto& p : module.parameters()) count += p.numel();

@@ -118,7 +118,11 @@ class Model {
   virtual TensorSpec boundary_spec(int64_t boundary, int64_t rows) const = 0;
 
   virtual std::vector<SharedParameter> shared_parameters() const { return {}; }
-  virtual ParameterRole role_of(const std::string& parameter) const = 0;
+  // What the optimizer makes of a parameter (Muon orthogonalises the Hidden ones), from its name
+  // in a StageModule and its shape; by default default_parameter_role (model/parameter_role.h).
+  virtual ParameterRole role_of(const std::string& parameter, const std::vector<int64_t>& shape) const {
+    return default_parameter_role(parameter, shape, layer_count());
+  }
   virtual LayerWork layer_work(int64_t layer, int64_t rows) const = 0;
   // Random valid inputs and labels (the profiler's).
   virtual Microbatch example(int64_t rows, torch::Generator& generator) const = 0;
@@ -131,5 +135,9 @@ class Model {
 std::vector<std::string> secondary_copies(const Model& model);
 
 int64_t parameter_count(torch::nn::Module& module);
+
+// `model`'s role_of as a lookup for the optimizer and the checkpoint check; `model` must
+// outlive it.
+ParameterRoles roles_of(const Model& model);
 
 }  // namespace pipetrain

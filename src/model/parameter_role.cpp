@@ -1,5 +1,6 @@
 #include "model/parameter_role.h"
 
+#include <cctype>
 #include <stdexcept>
 
 namespace pipetrain {
@@ -8,6 +9,19 @@ namespace {
 bool role_name_ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() &&
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// i from "layer<i>.<rest>", or -1.
+int64_t layer_index_of(const std::string& name) {
+  const std::string prefix = "layer";
+  const auto dot = name.find('.');
+  if (name.rfind(prefix, 0) != 0 || dot == std::string::npos || dot == prefix.size()) return -1;
+  int64_t index = 0;
+  for (size_t i = prefix.size(); i < dot; ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
+    index = index * 10 + (name[i] - '0');
+  }
+  return index;
 }
 
 }  // namespace
@@ -27,6 +41,17 @@ ParameterRole parameter_role(const std::string& name) {
     return ParameterRole::Hidden;
   }
   throw std::invalid_argument("not a GPT parameter name: '" + name + "'");
+}
+
+ParameterRole default_parameter_role(const std::string& name, const std::vector<int64_t>& shape,
+                                     int64_t layer_count) {
+  if (shape.size() < 2) {
+    return role_name_ends_with(name, "bias") ? ParameterRole::Bias : ParameterRole::Gain;
+  }
+  const int64_t layer = layer_index_of(name);
+  if (layer == 0) return ParameterRole::Embedding;
+  if (layer == layer_count - 1) return ParameterRole::Head;
+  return ParameterRole::Hidden;
 }
 
 }  // namespace pipetrain

@@ -62,14 +62,11 @@ Named<ModelFactory>& model_factories() {
        }},
       {"cnn",
        [](const Config& config) {
-         // The optimizer still learns Muon's matrices from GPT's names (docs/models.md).
-         if (config.train.optimizer == "muon") fail("train.optimizer 'muon' is for model.kind 'gpt' only so far");
          return std::make_shared<CnnModel>(cnn_config_from(config.model), uint64_t(config.train.seed));
        }},
       {"torchscript", make_torchscript_model},
       {"transducer",
        [](const Config& config) {
-         if (config.train.optimizer == "muon") fail("train.optimizer 'muon' is for model.kind 'gpt' only so far");
          return std::make_shared<TransducerModel>(transducer_config_from(config.model),
                                                   uint64_t(config.train.seed));
        }},

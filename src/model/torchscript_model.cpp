@@ -232,12 +232,6 @@ class TorchScriptModel : public Model {
     const TensorSpec& row = layout_.output_rows.at(boundary - 1);
     return {with_rows(rows, row.shape), row.dtype};
   }
-  ParameterRole role_of(const std::string& parameter) const override {
-    const std::string bias = "bias";
-    const bool is_bias = parameter.size() >= bias.size() &&
-                         parameter.compare(parameter.size() - bias.size(), bias.size(), bias) == 0;
-    return is_bias ? ParameterRole::Bias : ParameterRole::Hidden;
-  }
   // Not known from a TorchScript file: an estimate of one multiply-add per parameter and row.
   LayerWork layer_work(int64_t layer, int64_t rows) const override {
     LayerWork work;

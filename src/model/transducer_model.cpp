@@ -62,7 +62,7 @@ TensorSpec TransducerModel::boundary_spec(int64_t, int64_t rows) const {
 
 // Weight matrices, convolution kernels and the LSTM's are hidden; the joint's output matrix the
 // head; the predictor's embedding an embedding; layer norm weights gains.
-ParameterRole TransducerModel::role_of(const std::string& parameter) const {
+ParameterRole TransducerModel::role_of(const std::string& parameter, const std::vector<int64_t>&) const {
   if (parameter.rfind("layer", 0) != 0 || parameter.find('.') == std::string::npos) {
     throw std::invalid_argument("not a transducer parameter name: '" + parameter + "'");
   }

@@ -25,7 +25,7 @@ class TransducerModel : public Model {
     return {{rows, 1 + config_.max_labels}, torch::kInt64};
   }
   TensorSpec boundary_spec(int64_t boundary, int64_t rows) const override;
-  ParameterRole role_of(const std::string& parameter) const override;
+  ParameterRole role_of(const std::string& parameter, const std::vector<int64_t>& shape) const override;
   LayerWork layer_work(int64_t layer, int64_t rows) const override;
   Microbatch example(int64_t rows, torch::Generator& generator) const override;
 

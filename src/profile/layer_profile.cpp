@@ -56,16 +56,17 @@ LayerTiming time_layer(StageModule& layer, const Model& model, int64_t index, in
 }
 
 // One optimizer step over copies of the layer's parameters (the copies keep the model intact).
-double time_optimizer_step(torch::nn::Module& layer, const Config& config, int repeats) {
+double time_optimizer_step(torch::nn::Module& layer, const Model& model, const Config& config,
+                           int repeats) {
   std::vector<std::pair<std::string, torch::Tensor>> params;
   for (const auto& item : layer.named_parameters()) {
     const auto& p = item.value();
-    // The stage's own names ("layer<i>.<rest>"), so Muon tells matrices apart.
+    // The stage's own names, so the model tells Muon's matrices apart.
     params.emplace_back(item.key(), p.detach().clone().requires_grad_(true));
     params.back().second.mutable_grad() = torch::randn_like(p) * 1e-3;
   }
   if (params.empty()) return 0;
-  auto optimizer = make_optimizer(params, config.train);
+  auto optimizer = make_optimizer(params, config.train, roles_of(model));
   return median_seconds(repeats, [] {}, [&] { optimizer->step(); });
 }
 
@@ -172,7 +173,7 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
     // A stage of this layer alone: the last one's own copies of shared weights included.
     for (const auto& p : layer.parameters()) measured.param_bytes += double(p.numel() * p.element_size());
     const double value_bytes = double(c10::elementSize(compute_dtype(shape)));
-    measured.optimizer_s = time_optimizer_step(layer, config, options.repeats);
+    measured.optimizer_s = time_optimizer_step(layer, *definition, config, options.repeats);
     for (size_t k = 0; k < sizes.size(); ++k) {
       const int64_t b = sizes[k];
       const auto& entry = samples[size_t(i)][k];

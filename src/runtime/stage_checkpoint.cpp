@@ -83,10 +83,8 @@ void check_version_files(const std::string& dir, const CheckpointInfo& info, con
 
 // Every weight of the model is in the checkpoint with its shape (not, say, a stage file of a
 // wider model): found here, before the launcher rewrites config.toml, not in each worker after.
-void check_weight_shapes(const std::string& dir, const CheckpointTensors& tensors,
-                         const Config& config) {
-  const auto model = make_model(config)->make_whole();
-  load_module_entries(*model, tensors.weights, dir);  // UserError naming the first mismatch
+void check_weight_shapes(const std::string& dir, const CheckpointTensors& tensors, const Model& model) {
+  load_module_entries(*model.make_whole(), tensors.weights, dir);  // UserError naming the first mismatch
 }
 
 // A per-microbatch policy's update i sums every replica's microbatch i: on another width its
@@ -184,8 +182,10 @@ void check_resumable(const std::string& checkpoint_dir, const Config& config,
   refuse_inexact_policy(config);
   const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges));
   check_width(checkpoint_dir, info, config);
-  const auto tensors = read_checkpoint_tensors(checkpoint_dir, info);  // present, well-formed
-  check_weight_shapes(checkpoint_dir, tensors, config);
+  const auto model = make_model(config);
+  // Present and well-formed:
+  const auto tensors = read_checkpoint_tensors(checkpoint_dir, info, roles_of(*model));
+  check_weight_shapes(checkpoint_dir, tensors, *model);
   check_version_files(checkpoint_dir, info, config);
 }
 
@@ -193,7 +193,8 @@ int64_t restore_pipeline_state(const std::string& checkpoint_dir, StageExecutor&
                                const Config& config, const std::vector<StageRange>& ranges) {
   refuse_inexact_policy(config);  // workers started without the launcher's check
   const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges));
-  const auto tensors = read_checkpoint_tensors(checkpoint_dir, info);
+  const auto tensors =
+      read_checkpoint_tensors(checkpoint_dir, info, roles_of(executor.model_definition()));
   executor.load_state(tensors, checkpoint_dir);
   std::vector<std::map<int, std::vector<torch::Tensor>>> stashed;
   for (const auto& chunk : executor.chunks()) {

@@ -102,7 +102,7 @@ StageExecutor::StageExecutor(const Config& config, const BatchSource* data, Comm
     zero1_ = std::make_unique<Zero1Optimizer>(params, config.train, comm_, groups_.replicas,
                                               layout_.replica(), layout_.replicas);
   } else {
-    optimizer_ = make_optimizer(named_params, config.train);
+    optimizer_ = make_optimizer(named_params, config.train, roles_of(*model_));
   }
   step_params_ = params;
   split_into_steps(0);
@@ -557,7 +557,7 @@ void StageExecutor::load_state(const CheckpointTensors& tensors, const std::stri
   std::vector<std::pair<std::string, torch::Tensor>> optimized, state;
   for (const auto& chunk : chunks_) {
     const auto named = optimized_tensors(chunk);
-    auto whole = make_optimizer(named, config_.train);
+    auto whole = make_optimizer(named, config_.train, roles_of(*model_));
     load_module_state(tensors, origin, *chunk.model, *whole, shared, named);
     const auto chunk_state = optimizer_state_tensors(*whole, named);
     optimized.insert(optimized.end(), named.begin(), named.end());

@@ -61,6 +61,7 @@ class StageExecutor {
     std::shared_ptr<WeightVersions> weights;  // what its actions read, what the optimizer updates
   };
   const std::vector<Chunk>& chunks() const { return chunks_; }
+  const Model& model_definition() const { return *model_; }
   // With ZeRO-1 (pipeline.zero1) the optimizer over this replica's shard only.
   torch::optim::Optimizer& optimizer() { return zero1_ ? zero1_->shard_optimizer() : *optimizer_; }
   // The chunk's optimizer state named as a single-process checkpoint names it. With ZeRO-1 a

@@ -72,7 +72,7 @@ AsyncReference::AsyncReference(const Config& config, std::shared_ptr<const Batch
       }
     }
   }
-  optimizer_ = make_optimizer(all, config.train);
+  optimizer_ = make_optimizer(all, config.train, roles_of(*model_));
   record_version();
 }
 

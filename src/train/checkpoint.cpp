@@ -142,7 +142,8 @@ CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
   return info;
 }
 
-CheckpointTensors read_checkpoint_tensors(const std::string& dir, const CheckpointInfo& info) {
+CheckpointTensors read_checkpoint_tensors(const std::string& dir, const CheckpointInfo& info,
+                                          const ParameterRoles& roles) {
   const std::string sidecar = (fs::path(dir) / "checkpoint.json").string();
   if (info.optimizer_files.size() != info.weight_versions.size()) {
     fail("{}: lists {} optimizer files for {} stages (damaged?)", sidecar,
@@ -155,7 +156,7 @@ CheckpointTensors read_checkpoint_tensors(const std::string& dir, const Checkpoi
   for (size_t stage = 0; stage < info.weight_versions.size(); ++stage) {
     auto weights = read_checkpoint_file(dir, info.weight_versions[stage].front(), info);
     auto state = read_checkpoint_file(dir, info.optimizer_files[stage], info);
-    check_optimizer_state_entries(weights, state, written_with,
+    check_optimizer_state_entries(weights, state, written_with, roles,
                                   (fs::path(dir) / info.optimizer_files[stage]).string());
     append(tensors.weights, std::move(weights));
     append(tensors.optimizer, std::move(state));

@@ -44,11 +44,13 @@ CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
 CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
                                    const std::vector<std::pair<int64_t, int64_t>>& partition);
 
-// Every tensor of the checkpoint's weight files (newest version) and optimizer files.
+// Every tensor of the checkpoint's weight files (newest version) and optimizer files, the
+// optimizer state checked against the weights (`roles`: the model's, for Muon's matrices).
 struct CheckpointTensors {
   std::vector<TensorEntry> weights, optimizer;
 };
-CheckpointTensors read_checkpoint_tensors(const std::string& dir, const CheckpointInfo& info);
+CheckpointTensors read_checkpoint_tensors(const std::string& dir, const CheckpointInfo& info,
+                                          const ParameterRoles& roles);
 
 // Loads `module`'s parameters and their optimizer state (step counts, moments, momentum).
 // A later copy of a `shared` parameter (a pipeline head's own copy of GPT's embedding) missing

@@ -8,7 +8,6 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
-#include "model/parameter_role.h"
 #include "model/state_io.h"
 #include "train/error_feedback.h"
 #include "train/muon.h"
@@ -59,7 +58,8 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<torch:
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(
-    const std::vector<std::pair<std::string, torch::Tensor>>& named, const TrainConfig& train) {
+    const std::vector<std::pair<std::string, torch::Tensor>>& named, const TrainConfig& train,
+    const ParameterRoles& roles) {
   if (train.optimizer != "muon") {
     std::vector<torch::Tensor> params;
     for (const auto& item : named) params.push_back(item.second);
@@ -67,7 +67,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
   }
   std::vector<torch::Tensor> hidden, others;
   for (const auto& [name, p] : named) {
-    (parameter_role(name) == ParameterRole::Hidden ? hidden : others).push_back(p);
+    (roles(name, p.sizes().vec()) == ParameterRole::Hidden ? hidden : others).push_back(p);
   }
   const auto muon = MuonOptions(train.lr)
                         .lr_scale(train.muon_lr / train.lr)
@@ -141,10 +141,11 @@ std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
 namespace {
 
 // The entries (after "<parameter>.") the state of `parameter` holds once it has been updated.
-std::vector<std::string> state_entry_names(const TrainConfig& train, const std::string& parameter) {
+std::vector<std::string> state_entry_names(const TrainConfig& train, const TensorEntry& weight,
+                                           const ParameterRoles& roles) {
   std::vector<std::string> names;
   const bool muon_matrix =
-      train.optimizer == "muon" && parameter_role(parameter) == ParameterRole::Hidden;
+      train.optimizer == "muon" && roles(weight.name, weight.shape) == ParameterRole::Hidden;
   if (muon_matrix || (train.optimizer == "sgd" && train.momentum != 0)) {
     names = {"momentum_buffer"};
   } else if (train.optimizer != "sgd") {
@@ -169,11 +170,11 @@ void check_step_count(const TensorEntry& step, const std::string& origin) {
 
 void check_optimizer_state_entries(const std::vector<TensorEntry>& weights,
                                    const std::vector<TensorEntry>& state, const TrainConfig& train,
-                                   const std::string& origin) {
+                                   const ParameterRoles& roles, const std::string& origin) {
   std::map<std::string, const TensorEntry*> by_name;
   for (const auto& entry : state) by_name[entry.name] = &entry;
   for (const auto& weight : weights) {
-    for (const auto& suffix : state_entry_names(train, weight.name)) {
+    for (const auto& suffix : state_entry_names(train, weight, roles)) {
       const std::string name = weight.name + "." + suffix;
       const auto it = by_name.find(name);
       if (it == by_name.end()) {

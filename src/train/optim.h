@@ -12,18 +12,21 @@
 
 #include "core/config.h"
 #include "io/safetensors.h"
+#include "model/parameter_role.h"
 
 namespace pipetrain {
 
 // The module's parameters with their names, in order.
 std::vector<std::pair<std::string, torch::Tensor>> named_tensors(torch::nn::Module& module);
 
-// Every optimizer but Muon (std::logic_error), which needs the parameters' names.
+// Every optimizer but Muon (std::logic_error), which needs the parameters' roles.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<torch::Tensor>& params,
                                                         const TrainConfig& train);
-// Any optimizer; Muon tells hidden matrices from the rest by name (model/parameter_role.h).
+// Any optimizer; Muon orthogonalises the parameters `roles` calls Hidden (the model's answer,
+// model/model.h roles_of), AdamW updates the rest.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(
-    const std::vector<std::pair<std::string, torch::Tensor>>& named, const TrainConfig& train);
+    const std::vector<std::pair<std::string, torch::Tensor>>& named, const TrainConfig& train,
+    const ParameterRoles& roles);
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr);
 
 double squared_grad_norm(const std::vector<torch::Tensor>& params);
@@ -44,11 +47,12 @@ std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
 // loads: every weight has each state entry `train`'s optimizer keeps after its first update
 // (Adam, AdamW and Muon's AdamW part: exp_avg, exp_avg_sq, step; SGD with momentum and Muon's
 // hidden matrices: momentum_buffer; error feedback: previous_update), shaped and typed like
-// the weight (a step: one integer >= 1). Every parameter is updated at every step, so a
-// checkpoint has them all; UserError naming `origin` and the entry otherwise.
+// the weight (a step: one integer >= 1); `roles` says which weights are Muon's matrices. Every
+// parameter is updated at every step, so a checkpoint has them all; UserError naming `origin`
+// and the entry otherwise.
 void check_optimizer_state_entries(const std::vector<TensorEntry>& weights,
                                    const std::vector<TensorEntry>& state, const TrainConfig& train,
-                                   const std::string& origin);
+                                   const ParameterRoles& roles, const std::string& origin);
 
 // The inverse of optimizer_state_tensors: rebuilds each parameter's state of `module` from
 // named entries. UserError on a missing entry or a shape mismatch.

@@ -70,8 +70,9 @@ std::optional<ResumePoint> read_resume_point(const Config& config, const RunOpti
   if (!options.resume) return std::nullopt;
   ResumePoint point;
   point.dir = latest_checkpoint(options.run_dir);
-  point.info = read_checkpoint_for(point.dir, config, {{0, make_model(config)->layer_count()}});
-  point.tensors = read_checkpoint_tensors(point.dir, point.info);
+  const auto model = make_model(config);
+  point.info = read_checkpoint_for(point.dir, config, {{0, model->layer_count()}});
+  point.tensors = read_checkpoint_tensors(point.dir, point.info, roles_of(*model));
   return point;
 }
 

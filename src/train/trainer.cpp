@@ -19,7 +19,7 @@ Trainer::Trainer(const Config& config, std::shared_ptr<const BatchSource> batche
       batches_(std::move(batches)),
       definition_(make_model(config)),
       model_(definition_->make_whole()),
-      optimizer_(make_optimizer(named_tensors(*model_), config.train)) {}
+      optimizer_(make_optimizer(named_tensors(*model_), config.train, roles_of(*definition_))) {}
 
 StepResult Trainer::train_step(int64_t step) {
   const auto& train = config_.train;

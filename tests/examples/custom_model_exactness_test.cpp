@@ -1,7 +1,8 @@
 // examples/custom_model's residual MLP (a model pipetrain has never heard of, registered by the
 // program that links it) trains on real workers exactly as in one process: per-step losses,
 // gradient norms and every final weight in float64 to 1e-9 relative (tests/exactness.h), under
-// sync schedules against the Trainer and under 2BW against the AsyncReference.
+// sync schedules (GPipe, 1F1B, interleaved; data parallelism, recomputation; Muon on the default
+// roles' matrices) against the Trainer and under 2BW against the AsyncReference.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -30,12 +31,16 @@ struct MlpCase {
   int microbatches;
   int dp_width = 1;
   std::string recompute = "none";
+  int chunks = 1;  // model chunks per worker (interleaved)
+  std::string optimizer = "adamw";
 };
 
 std::string mlp_case_name(const ::testing::TestParamInfo<MlpCase>& info) {
   const MlpCase& c = info.param;
   std::string name = fmt::format("{}_p{}_m{}_w{}", c.schedule, c.stages, c.microbatches, c.dp_width);
   if (c.recompute != "none") name += "_recompute";
+  if (c.chunks > 1) name += "_v" + std::to_string(c.chunks);
+  if (c.optimizer != "adamw") name += "_" + c.optimizer;
   for (auto& ch : name) if (ch == '-') ch = '_';
   return name;
 }
@@ -51,6 +56,7 @@ std::vector<std::pair<std::string, std::string>> mlp_fields(const MlpCase& c) {
           {"sample.tokens", "0"}, {"pipeline.schedule", c.schedule},
           {"pipeline.stages", std::to_string(c.stages)},
           {"pipeline.dp_width", std::to_string(c.dp_width)}, {"pipeline.recompute", c.recompute},
+          {"pipeline.chunks", std::to_string(c.chunks)}, {"train.optimizer", c.optimizer},
           {"pipeline.timeout_s", "60"}};
 }
 
@@ -112,7 +118,7 @@ TEST_P(CustomModelExactness, MatchesItsSingleProcessRun) {
         << "step " << step << ": grad norm " << grad_norm << " vs " << reference.steps[step].grad_norm;
   }
   std::map<std::string, torch::Tensor> saved;
-  for (int s = 0; s < c.stages; ++s) {
+  for (int s = 0; s < c.stages * c.chunks; ++s) {
     const auto path = (dir / "checkpoint" / fmt::format("stage{}.safetensors", s)).string();
     for (const auto& entry : decode_safetensors(read_file(path), path)) saved[entry.name] = from_entry(entry);
   }
@@ -128,7 +134,8 @@ INSTANTIATE_TEST_SUITE_P(
     Examples, CustomModelExactness,
     ::testing::Values(MlpCase{"gpipe", 2, 2}, MlpCase{"1f1b", 2, 4}, MlpCase{"1f1b", 3, 4},
                       MlpCase{"2bw", 2, 2}, MlpCase{"1f1b", 2, 2, 2},
-                      MlpCase{"1f1b", 2, 4, 1, "all"}),
+                      MlpCase{"1f1b", 2, 4, 1, "all"}, MlpCase{"interleaved", 2, 4, 1, "none", 2},
+                      MlpCase{"interleaved", 2, 4, 1, "1", 2}, MlpCase{"1f1b", 2, 4, 1, "none", 1, "muon"}),
     mlp_case_name);
 
 }  // namespace

@@ -4,6 +4,7 @@
 // and batches that are a pure function of (seed, step).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -13,6 +14,8 @@
 #include "core/error.h"
 #include "model/image_batch.h"
 #include "model/registry.h"
+#include "train/muon.h"
+#include "train/optim.h"
 
 namespace pipetrain {
 namespace {
@@ -93,17 +96,35 @@ TEST(CnnModel, LayerWorkIsTheConvolutionsInClosedForm) {
   EXPECT_DOUBLE_EQ(counted, double(parameter_count(*model->make_whole())));
 }
 
-TEST(CnnModel, RolesFollowWhatEachParameterIs) {
-  const auto model = make_model(cnn_config());
-  std::set<ParameterRole> roles;
-  for (const auto& item : model->make_whole()->named_parameters()) roles.insert(model->role_of(item.key()));
-  EXPECT_EQ(roles.size(), 4u);  // hidden kernels, the classifier, BatchNorm gains, biases
-  EXPECT_EQ(model->role_of("layer1.conv1.weight"), ParameterRole::Hidden);
-  EXPECT_EQ(model->role_of("layer2.shortcut.weight"), ParameterRole::Hidden);
-  EXPECT_EQ(model->role_of("layer2.shortcut_bn.weight"), ParameterRole::Gain);
-  EXPECT_EQ(model->role_of("layer0.bn.bias"), ParameterRole::Bias);
-  EXPECT_EQ(model->role_of("layer5.fc.weight"), ParameterRole::Head);
-  EXPECT_THROW(model->role_of("layer0.token_weight"), std::invalid_argument);
+// The default rule (model/parameter_role.h) on the CNN: the residual blocks' kernels (with the
+// strided blocks' 1x1 shortcuts) are Muon's matrices; the stem's kernel, the classifier,
+// BatchNorm's gains and the biases are AdamW's. Muon's optimizer splits them so.
+TEST(CnnModel, DefaultRolesMakeTheBlockKernelsMuonsMatrices) {
+  Config config = cnn_config();
+  config.train.optimizer = "muon";
+  const auto model = make_model(config);
+  const auto whole = model->make_whole();
+  std::map<ParameterRole, std::set<std::string>> by_role;
+  std::set<std::string> muon_names;
+  const auto optimizer = make_optimizer(named_tensors(*whole), config.train, roles_of(*model));
+  const auto& muon = dynamic_cast<const Muon&>(*optimizer);
+  for (const auto& item : whole->named_parameters()) {
+    by_role[model->role_of(item.key(), item.value().sizes().vec())].insert(item.key());
+    if (muon.updates_with_muon(item.value())) muon_names.insert(item.key());
+  }
+  using R = ParameterRole;
+  const std::set<std::string> hidden = {
+      "layer1.conv1.weight", "layer1.conv2.weight", "layer2.conv1.weight", "layer2.conv2.weight",
+      "layer2.shortcut.weight", "layer3.conv1.weight", "layer3.conv2.weight",
+      "layer3.shortcut.weight", "layer4.conv1.weight", "layer4.conv2.weight"};
+  EXPECT_EQ(by_role[R::Hidden], hidden);
+  EXPECT_EQ(muon_names, hidden);
+  EXPECT_EQ(by_role[R::Embedding], std::set<std::string>{"layer0.conv.weight"});
+  EXPECT_EQ(by_role[R::Head], std::set<std::string>{"layer5.fc.weight"});
+  EXPECT_EQ(by_role[R::Gain].size(), 1u + 2 + 3 + 3 + 2);  // stem bn; bn1, bn2 (+ shortcut_bn)
+  EXPECT_TRUE(by_role[R::Gain].count("layer2.shortcut_bn.weight"));
+  EXPECT_EQ(by_role[R::Bias].size(), by_role[R::Gain].size() + 1);  // and the classifier's
+  EXPECT_TRUE(by_role[R::Bias].count("layer5.fc.bias"));
 }
 
 // Training mode: each forward normalises with its batch's statistics and moves the running

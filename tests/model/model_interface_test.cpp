@@ -124,9 +124,9 @@ TEST(GptModelInterface, EveryParameterHasItsRole) {
   const auto model = make_model(tiny_config());
   std::map<ParameterRole, std::set<std::string>> by_role;
   for (const auto& item : model->make_whole()->named_parameters()) {
-    by_role[model->role_of(item.key())].insert(item.key());
+    by_role[model->role_of(item.key(), item.value().sizes().vec())].insert(item.key());
   }
-  by_role[model->role_of("layer3.tied_weight")].insert("layer3.tied_weight");
+  by_role[model->role_of("layer3.tied_weight", {13, 16})].insert("layer3.tied_weight");
   using R = ParameterRole;
   EXPECT_EQ(by_role[R::Embedding], (std::set<std::string>{"layer0.token_weight", "layer0.position_weight"}));
   EXPECT_EQ(by_role[R::Head], std::set<std::string>{"layer3.tied_weight"});

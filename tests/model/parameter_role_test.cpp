@@ -1,6 +1,7 @@
 // parameter_role names every parameter a GPT stage registers, whatever the cut: the hidden
 // matrices are exactly the blocks' 2-D weights (4 per block), every other tensor is an
-// embedding, the head's tied copy, a gain or a bias.
+// embedding, the head's tied copy, a gain or a bias. default_parameter_role decides by shape and
+// layer for models without a rule of their own.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -48,6 +49,28 @@ TEST(ParameterRole, ClassifiesEveryParameterOfEveryStage) {
 TEST(ParameterRole, RefusesNamesTheModelDoesNotRegister) {
   EXPECT_THROW(parameter_role("layer1.mystery.weight"), std::invalid_argument);
   EXPECT_THROW(parameter_role("qkv.weight"), std::invalid_argument);
+}
+
+// Layers 0..3: a matrix or kernel in layer 0 embeds, in layer 3 is the head, elsewhere hidden;
+// fewer than 2 dims: a bias by name, else a gain, in any layer.
+TEST(DefaultParameterRole, DecidesByShapeAndLayer) {
+  using R = ParameterRole;
+  const auto role = [](const std::string& name, std::vector<int64_t> shape) {
+    return default_parameter_role(name, shape, 4);
+  };
+  EXPECT_EQ(role("layer0.weight", {16, 8}), R::Embedding);
+  EXPECT_EQ(role("layer0.conv.weight", {4, 1, 3, 3}), R::Embedding);
+  EXPECT_EQ(role("layer1.fc1.weight", {16, 16}), R::Hidden);
+  EXPECT_EQ(role("layer2.conv.weight", {8, 4, 3, 3}), R::Hidden);
+  EXPECT_EQ(role("layer3.weight", {4, 16}), R::Head);
+  EXPECT_EQ(role("layer10.weight", {4, 16}), R::Hidden);  // not layer 1's or 0's
+  EXPECT_EQ(role("layer3.bias", {4}), R::Bias);
+  EXPECT_EQ(role("layer0.bn.bias", {4}), R::Bias);
+  EXPECT_EQ(role("layer1.norm.weight", {16}), R::Gain);
+  EXPECT_EQ(role("layer2.scale", {}), R::Gain);
+  // Without the "layer<i>." prefix a matrix counts as inside the network.
+  EXPECT_EQ(role("encoder.weight", {16, 16}), R::Hidden);
+  EXPECT_EQ(role("layerx.weight", {16, 16}), R::Hidden);
 }
 
 }  // namespace

@@ -170,14 +170,14 @@ TEST(TransducerModel, ParameterRolesFollowTheirNames) {
   const auto model = make_model(transducer_config());
   auto whole = model->make_whole();
   std::map<ParameterRole, int> counts;
-  for (const auto& item : whole->named_parameters()) counts[model->role_of(item.key())]++;
-  EXPECT_EQ(model->role_of("layer1.norm1.weight"), ParameterRole::Gain);
-  EXPECT_EQ(model->role_of("layer3.embedding.weight"), ParameterRole::Embedding);
-  EXPECT_EQ(model->role_of("layer3.joint.output.weight"), ParameterRole::Head);
-  EXPECT_EQ(model->role_of("layer3.predictor.bias_hh_l0"), ParameterRole::Bias);
-  EXPECT_EQ(model->role_of("layer0.conv1.weight"), ParameterRole::Hidden);
+  for (const auto& item : whole->named_parameters()) counts[model->role_of(item.key(), item.value().sizes().vec())]++;
+  EXPECT_EQ(model->role_of("layer1.norm1.weight", {}), ParameterRole::Gain);
+  EXPECT_EQ(model->role_of("layer3.embedding.weight", {}), ParameterRole::Embedding);
+  EXPECT_EQ(model->role_of("layer3.joint.output.weight", {}), ParameterRole::Head);
+  EXPECT_EQ(model->role_of("layer3.predictor.bias_hh_l0", {}), ParameterRole::Bias);
+  EXPECT_EQ(model->role_of("layer0.conv1.weight", {}), ParameterRole::Hidden);
   EXPECT_EQ(counts[ParameterRole::Gain], 4);  // 2 layer norms in each of 2 blocks
-  EXPECT_THROW(model->role_of("conv1.weight"), std::invalid_argument);
+  EXPECT_THROW(model->role_of("conv1.weight", {}), std::invalid_argument);
 }
 
 // The transcripts shown at the end name each reference in words.

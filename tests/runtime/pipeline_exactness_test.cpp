@@ -336,24 +336,32 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The CNN (BatchNorm after every convolution) on tiny images: GPipe, 1F1B with an uneven
 // partition, interleaved, recomputation (running statistics updated once per microbatch) and
-// data parallelism (the reference takes the replicas' microbatches as its own).
+// data parallelism (the reference takes the replicas' microbatches as its own); Muon on the
+// kernels the model's default roles name (a 4-D kernel orthogonalised as [out, in * 3 * 3]).
 INSTANTIATE_TEST_SUITE_P(
     Cnn, PipelineExactness,
     ::testing::Values(cnn_case(Case{"gpipe", 2, 2, "balanced"}), cnn_case(Case{"1f1b", 2, 3, "1,4"}),
                       cnn_case(Case{"interleaved", 2, 4, "balanced", 1, 2}),
                       cnn_case(Case{"1f1b", 2, 3, "balanced", 1, 1, "all"}),
                       cnn_case(Case{"gpipe", 2, 2, "balanced", 1, 1, "0"}),
-                      cnn_case(Case{"1f1b", 2, 2, "balanced", 2})),
+                      cnn_case(Case{"1f1b", 2, 2, "balanced", 2}),
+                      cnn_case(Case{"1f1b", 2, 3, "balanced", 1, 1, "none", 0, "muon"})),
     case_name);
 
 // The RNN-T with ragged utterances, frame counts crossing every boundary: GPipe and 1F1B on 2
-// and 3 stages (the last holding the predictor, joint and sample-wise loss).
+// and 3 stages (the last holding the predictor, joint and sample-wise loss), interleaved,
+// recomputation and data parallelism; Muon on the matrices the transducer's roles name (its
+// LSTM's and the joint's included).
 INSTANTIATE_TEST_SUITE_P(
     Transducer, PipelineExactness,
     ::testing::Values(transducer_case(Case{"gpipe", 2, 2, "balanced"}),
                       transducer_case(Case{"1f1b", 2, 3, "2,3"}),
                       transducer_case(Case{"gpipe", 3, 3, "1,2,2"}),
-                      transducer_case(Case{"1f1b", 3, 2, "balanced"})),
+                      transducer_case(Case{"1f1b", 3, 2, "balanced"}),
+                      transducer_case(Case{"interleaved", 2, 4, "balanced", 1, 2}),
+                      transducer_case(Case{"1f1b", 2, 3, "balanced", 1, 1, "all"}),
+                      transducer_case(Case{"1f1b", 2, 2, "balanced", 2}),
+                      transducer_case(Case{"gpipe", 2, 2, "balanced", 1, 1, "none", 0, "muon"})),
     case_name);
 
 }  // namespace

@@ -22,6 +22,11 @@ using Named = std::vector<std::pair<std::string, torch::Tensor>>;
 
 constexpr double kTight = 1e-12;  // float64: only summation order differs from the oracles
 
+// The parameters here carry GPT's names; GPT's rule tells Muon's matrices.
+const ParameterRoles gpt_roles = [](const std::string& name, const std::vector<int64_t>&) {
+  return parameter_role(name);
+};
+
 // The quintic composed `steps` times: what NS does to one normalised singular value.
 double quintic_composed(double s, int steps = 5) {
   for (int i = 0; i < steps; ++i) {
@@ -98,7 +103,7 @@ TEST(Muon, OneUpdateMatchesTheClosedForm) {
   const auto b0 = torch::tensor({0.2, -0.1, 0.05}, torch::kFloat64);
   const auto bias_grad = torch::tensor({0.3, -2e-3, 0.0}, torch::kFloat64);
   auto weight = leaf(w0), bias = leaf(b0);
-  auto optimizer = make_optimizer(Named{{"layer1.fc.weight", weight}, {"layer1.fc.bias", bias}}, train);
+  auto optimizer = make_optimizer(Named{{"layer1.fc.weight", weight}, {"layer1.fc.bias", bias}}, train, gpt_roles);
   weight.mutable_grad() = grad.matrix.clone();
   bias.mutable_grad() = bias_grad.clone();
   optimizer->step();
@@ -184,7 +189,7 @@ TEST(Muon, StepsMatchAStraightforwardReimplementation) {
     const bool matrix = name.find("qkv.weight") != std::string::npos || name.find("fc_out") != std::string::npos;
     reference.push_back({matrix, p.detach().clone(), torch::zeros_like(p), torch::zeros_like(p)});
   }
-  auto optimizer = make_optimizer(named, train);
+  auto optimizer = make_optimizer(named, train, gpt_roles);
   const std::vector<double> schedule = {2e-4, 1e-3, 6e-4, 3e-4};  // warm-up, then decay
   for (int step = 0; step < int(schedule.size()); ++step) {
     apply_gradients(named, step);
@@ -220,9 +225,9 @@ TEST_P(ErrorFeedback, MovesByTheChangeOfTheUpdate) {
   train.optimizer = GetParam();
   train.weight_decay = 0;
   const Named plain_params = small_stage(9), corrected_params = small_stage(9);
-  auto plain = make_optimizer(plain_params, train);
+  auto plain = make_optimizer(plain_params, train, gpt_roles);
   train.delay_correction = "error_feedback";
-  auto corrected = make_optimizer(corrected_params, train);
+  auto corrected = make_optimizer(corrected_params, train, gpt_roles);
   std::vector<torch::Tensor> want, previous(plain_params.size());
   for (const auto& [name, p] : plain_params) want.push_back(p.detach().clone());
   for (int step = 0; step < 4; ++step) {
@@ -273,7 +278,7 @@ TEST(Muon, StateRoundTripsThroughCheckpointEntries) {
   TrainConfig train = muon_config();
   train.delay_correction = "error_feedback";
   const Named running = small_stage(11);
-  auto optimizer = make_optimizer(running, train);
+  auto optimizer = make_optimizer(running, train, gpt_roles);
   for (int step = 0; step < 2; ++step) {
     apply_gradients(running, step);
     optimizer->step();
@@ -287,7 +292,7 @@ TEST(Muon, StateRoundTripsThroughCheckpointEntries) {
     torch::NoGradGuard no_grad;
     restored[i].second.copy_(running[i].second);
   }
-  auto resumed = make_optimizer(restored, train);
+  auto resumed = make_optimizer(restored, train, gpt_roles);
   load_optimizer_state(*resumed, restored, entries, "test");
   for (int step = 2; step < 4; ++step) {
     apply_gradients(running, step);
