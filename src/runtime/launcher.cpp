@@ -236,36 +236,29 @@ struct NodeShare {
   int first_rank, ranks;
 };
 
-NodeShare node_share(const PipelineConfig& p) {
-  const int world = int(p.stages * p.dp_width);
-  if (p.node_rank >= p.nnodes) fail("pipeline.node_rank {} outside 0..{}", p.node_rank, p.nnodes - 1);
-  if (world % p.nnodes != 0) {
-    fail("pipeline.nnodes {} must divide the {} workers (pipeline.stages x pipeline.dp_width)",
-         p.nnodes, world);
-  }
-  if (p.nnodes > 1 && p.master_port == 0) {
-    fail("several nodes need a fixed rendezvous port: --master-port PORT (the same on every node)");
-  }
+// (make_run_spec checked that nnodes divides the workers.)
+NodeShare node_share(const PipelineConfig& p, int world) {
   const int ranks = world / int(p.nnodes);
   return {int(p.node_rank) * ranks, ranks};
 }
 
-RunSummary launch_pipeline_workers(const Config& config, const RunOptions& options,
+RunSummary launch_pipeline_workers(const Config& config, const RunSpec& spec,
+                                   const RunOptions& options,
                                    const std::vector<std::string>& train_args) {
   const auto& p = config.pipeline;
-  const NodeShare share = node_share(p);
+  const int world = spec.layout.world();
+  const NodeShare share = node_share(p, world);
   // Every worker resumes from the same checkpoint, whatever `latest` says later. (Several
   // nodes resume from a run folder they share.)
   if (options.resume) refuse_inexact_policy(config);  // the reason, before any missing checkpoint
   const std::string resume_from = options.resume ? latest_checkpoint(options.run_dir) : "";
-  if (options.resume) check_resumable(resume_from, config, stage_ranges(config));  // before writing
+  if (options.resume) check_resumable(resume_from, config, spec.ranges);  // before writing
   if (p.node_rank == 0) {
     prepare_run_folder(options.run_dir, options.resume, options.overwrite);
     write_file_atomically((fs::path(options.run_dir) / "config.toml").string(), to_toml(config));
   } else {
     fs::create_directories(options.run_dir);  // node 0's on a shared file system, or our own
   }
-  const int world = int(p.stages * p.dp_width);
   const auto timeout = std::chrono::milliseconds(int64_t(p.timeout_s * 1000));
   // One machine on loopback: rendezvous through a file, so nothing listens beyond loopback (Gloo
   // binds 127.0.0.1). Otherwise node 0 hosts a TCPStore and the others' workers connect to it.
@@ -323,7 +316,7 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
   }
   for (const auto& w : workers) {
     if (stopped_on_request(w)) {
-      const std::string refusal = schedule::resume_refusal(schedule::policy_of(config));
+      const std::string refusal = schedule::resume_refusal(spec.schedule->rule);
       if (!refusal.empty()) {
         throw StopRequested{WEXITSTATUS(w.status) - 128,
                             fmt::format("all {} workers stopped on request; no checkpoint: {}",

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "runtime/run_spec.h"
 #include "train/run.h"
 
 namespace pipetrain::runtime {
@@ -19,19 +20,21 @@ namespace pipetrain::runtime {
 // names instead of stderr: the launcher reports the run's cause in one line (cli/run_cli.cpp).
 constexpr const char* kWorkerErrorFileVariable = "PIPETRAIN_ERROR_FILE";
 
-// stages * dp_width * chunks > 1, token slices, or a no-flush schedule (on any stage count)
-bool is_pipeline_run(const Config& config);
 bool started_as_worker();                    // RANK is set in the environment
 
-// Launcher or worker, whichever this process is. `train_args` are the arguments after
+// Launcher or worker, whichever this process is, for a run with spec.pipelined (see
+// runtime/run_spec.h: it is made once from `config`). `train_args` are the arguments after
 // `pipetrain train`, passed unchanged to the workers. Returns the run's summary where this
 // process should report it (the launcher; a torchrun worker holding the last stage).
-std::optional<RunSummary> run_pipeline(const Config& config, const RunOptions& options,
+std::optional<RunSummary> run_pipeline(const Config& config, const RunSpec& spec,
+                                       const RunOptions& options,
                                        const std::vector<std::string>& train_args);
 
 // Internal pieces, exposed for tests.
-std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOptions& options);
-RunSummary launch_pipeline_workers(const Config& config, const RunOptions& options,
+std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpec& spec,
+                                              const RunOptions& options);
+RunSummary launch_pipeline_workers(const Config& config, const RunSpec& spec,
+                                   const RunOptions& options,
                                    const std::vector<std::string>& train_args);
 
 }  // namespace pipetrain::runtime
