@@ -159,9 +159,21 @@ ProcessesHere processes_here(const Config& config) {
   return here;
 }
 
+// The worker's launch file our launcher named (runtime/pipeline.h); "" when none.
+std::string launch_file_of(const ConfigArguments& arguments) {
+  const auto file = arguments.options.find(runtime::kLaunchFileOption);
+  if (file == arguments.options.end()) return "";
+  if (!runtime::started_as_worker()) {
+    fail("{} is for the workers pipetrain's launcher starts (RANK set)", runtime::kLaunchFileOption);
+  }
+  return file->second;
+}
+
 void run_train(const std::vector<std::string>& raw_args) {
   const auto args = expand_plan(expand_shorthands(raw_args));
-  auto arguments = parse_config_arguments(args, {"--run-dir", "--resume"}, {"--overwrite", "--quiet"});
+  auto arguments = parse_config_arguments(args, {"--run-dir", "--resume", runtime::kLaunchFileOption},
+                                          {"--overwrite", "--quiet"});
+  const std::string launch_file = launch_file_of(arguments);
   RunOptions options;
   const auto resume = arguments.options.find("--resume");
   options.resume = resume != arguments.options.end();
@@ -178,7 +190,8 @@ void run_train(const std::vector<std::string>& raw_args) {
   check_run_fits_machine(config, options.data_root, processes_here(config));
   const runtime::RunSpec spec = runtime::make_run_spec(config);  // every cross-field check
   if (spec.pipelined) {
-    const auto pipeline_summary = runtime::run_pipeline(config, spec, options, raw_args);
+    const auto pipeline_summary =
+        runtime::run_pipeline(config, spec, options, raw_args, launch_file);
     if (!pipeline_summary) return;  // a worker: the launcher or the last stage reports
     report(*pipeline_summary, options);
     return;

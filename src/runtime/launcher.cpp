@@ -20,6 +20,7 @@
 #include "io/checkpoint_dir.h"
 #include "io/run_folder.h"
 #include "runtime/comm.h"
+#include "runtime/launch_file.h"
 #include "runtime/pipeline.h"
 #include "runtime/stage_checkpoint.h"
 #include "schedule/run_rules.h"
@@ -60,32 +61,25 @@ bool failed(const Worker& w) {
   return w.done && !(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0) && !stopped_on_request(w);
 }
 
-// The environment of one worker: ours plus the torchrun variables.
+// The environment of one worker: ours with the torchrun variables and the error file set (the
+// rest of what it needs is in its launch file).
 std::vector<std::string> worker_environment(int rank, int local_rank, int world,
                                             const std::string& addr, int port,
-                                            const std::string& store_file,
-                                            const std::string& run_dir, bool progress,
-                                            const std::string& resume_from,
                                             const std::string& error_file) {
   std::vector<std::string> env;
-  const std::vector<std::string> ours = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                         "MASTER_PORT", "PIPETRAIN_"};
+  const std::vector<std::string> set_here = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "MASTER_ADDR=",
+                                             "MASTER_PORT=", std::string(kWorkerErrorFileVariable) + "="};
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry(*e);
     bool replaced = false;
-    for (const auto& name : ours) replaced |= entry.rfind(name, 0) == 0;
-    if (!replaced || entry.rfind("PIPETRAIN_FAULT", 0) == 0) env.push_back(entry);
+    for (const auto& name : set_here) replaced |= entry.rfind(name, 0) == 0;
+    if (!replaced) env.push_back(entry);
   }
   env.push_back(fmt::format("RANK={}", rank));
   env.push_back(fmt::format("LOCAL_RANK={}", local_rank));
   env.push_back(fmt::format("WORLD_SIZE={}", world));
   env.push_back("MASTER_ADDR=" + addr);
   env.push_back(fmt::format("MASTER_PORT={}", port));
-  env.push_back("PIPETRAIN_STORE_HOSTED=1");
-  if (!store_file.empty()) env.push_back("PIPETRAIN_STORE_FILE=" + store_file);
-  env.push_back("PIPETRAIN_RUN_DIR=" + run_dir);
-  env.push_back(fmt::format("PIPETRAIN_PROGRESS={}", progress ? 1 : 0));
-  if (!resume_from.empty()) env.push_back("PIPETRAIN_RESUME_FROM=" + resume_from);
   env.push_back(std::string(kWorkerErrorFileVariable) + "=" + error_file);
   return env;
 }
@@ -271,16 +265,23 @@ RunSummary launch_pipeline_workers(const Config& config, const RunSpec& spec,
   }
   const int port = store ? store->port() : int(p.master_port);
 
+  LaunchSettings launch;
+  launch.run_dir = options.run_dir;
+  launch.store_file = file_rendezvous ? scratch.store() : "";
+  launch.progress = options.progress;
+  launch.resume_from = resume_from;
+  const std::string launch_file = launch_file_path(options.run_dir, p.node_rank);
+  write_launch_file(launch_file, launch);
   std::vector<std::string> argv = {"pipetrain", "train"};
   argv.insert(argv.end(), train_args.begin(), train_args.end());
+  argv.insert(argv.end(), {std::string(kLaunchFileOption), launch_file});
   std::vector<Worker> workers;
   std::ofstream pids(fs::path(options.run_dir) / "workers.pid");
   for (int local = 0; local < share.ranks; ++local) {
     Worker w;
     w.rank = share.first_rank + local;
     w.pid = spawn(argv, worker_environment(w.rank, local, world, p.master_addr, port,
-                                           file_rendezvous ? scratch.store() : "", options.run_dir,
-                                           options.progress, resume_from, scratch.error_file(w.rank)));
+                                           scratch.error_file(w.rank)));
     pids << w.pid << "\n";
     workers.push_back(w);
   }

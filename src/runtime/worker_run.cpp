@@ -62,15 +62,16 @@ int env_int(const char* name, int fallback) {
   }
 }
 
-WorkerEnvironment environment_from_env(const Config& config, const RunSpec& spec) {
+WorkerEnvironment environment_from_env(const Config& config, const RunSpec& spec,
+                                       const std::optional<LaunchSettings>& launch) {
   WorkerEnvironment env;
   env.rank = env_int("RANK", 0);
   env.world_size = env_int("WORLD_SIZE", 1);
   env.local_rank = env_int("LOCAL_RANK", env.rank);
   env.master_addr = env_or("MASTER_ADDR", config.pipeline.master_addr);
   env.master_port = env_int("MASTER_PORT", 29500);
-  env.store_hosted_elsewhere = env_or("PIPETRAIN_STORE_HOSTED", "0") == "1";
-  env.store_file = env_or("PIPETRAIN_STORE_FILE", "");
+  env.store_hosted_elsewhere = launch.has_value();
+  env.store_file = launch ? launch->store_file : "";
   const int expected = spec.layout.world();
   if (env.world_size != expected) {
     fail("WORLD_SIZE is {} but pipeline.stages x pipeline.dp_width is {}", env.world_size, expected);
@@ -313,24 +314,30 @@ bool started_as_worker() { return std::getenv("RANK") != nullptr; }
 
 std::optional<RunSummary> run_pipeline(const Config& config, const RunSpec& spec,
                                        const RunOptions& options,
-                                       const std::vector<std::string>& train_args) {
-  // Config and partition errors came from make_run_spec, before any process starts; data errors
-  // too: one line, not one per worker. Bad or too short data, ids beyond the vocabulary, a wrong tokenizer: one line here, not one
-  // per worker. Workers our launcher spawned skip it: it checked (token files are read whole).
-  if (env_or("PIPETRAIN_STORE_HOSTED", "0") != "1") {
+                                       const std::vector<std::string>& train_args,
+                                       const std::string& launch_file) {
+  // Config and partition errors came from make_run_spec, before any process starts. Bad or too
+  // short data, ids beyond the vocabulary, a wrong tokenizer: one line here too, not one per
+  // worker. Workers our launcher spawned skip it: it checked (token files are read whole).
+  if (launch_file.empty()) {
     make_batch_source(config, options.data_root);
     make_text_codec(config.data, options.data_root);
   }
-  if (started_as_worker()) return run_pipeline_worker(config, spec, options);
+  if (started_as_worker()) {
+    return run_pipeline_worker(config, spec, options,
+                               launch_file.empty() ? std::nullopt
+                                                   : std::optional(read_launch_file(launch_file)));
+  }
   return launch_pipeline_workers(config, spec, options, train_args);
 }
 
 std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpec& spec,
-                                              const RunOptions& options) {
-  const WorkerEnvironment env = environment_from_env(config, spec);
-  const bool launched = env.store_hosted_elsewhere;  // our launcher prepared the run folder
-  const fs::path dir(env_or("PIPETRAIN_RUN_DIR", options.run_dir));
-  const bool progress_wanted = launched ? env_or("PIPETRAIN_PROGRESS", "1") == "1" : options.progress;
+                                              const RunOptions& options,
+                                              const std::optional<LaunchSettings>& launch) {
+  const WorkerEnvironment env = environment_from_env(config, spec, launch);
+  const bool launched = launch.has_value();  // our launcher prepared the run folder
+  const fs::path dir(launched ? launch->run_dir : options.run_dir);
+  const bool progress_wanted = launched ? launch->progress : options.progress;
   const auto& ranges = spec.ranges;
   const auto schedule = schedule::make_schedule(spec.schedule_spec);
   const Layout layout = Layout::of_rank(spec.layout, env.rank);
@@ -385,7 +392,9 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
                describe_blas(loaded_blas()), dir.string());
   }
 
-  const std::string resume_from = env_or("PIPETRAIN_RESUME_FROM", options.resume ? latest_checkpoint(dir.string()) : "");
+  const std::string resume_from = launched        ? launch->resume_from
+                                  : options.resume ? latest_checkpoint(dir.string())
+                                                   : "";
   const int64_t first_step = resume_from.empty() ? 0 : restore_pipeline_state(resume_from, executor, config, ranges);
   if (reports && !resume_from.empty()) {
     keep_metrics_up_to((dir / "metrics.jsonl").string(), first_step);

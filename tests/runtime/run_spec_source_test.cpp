@@ -1,5 +1,6 @@
 // The run spec is made once: a scan of src/ finds the partition, slice and recomputation
-// parsers called from make_run_spec alone (besides their own declaration and definition).
+// parsers called from make_run_spec alone (besides their own declaration and definition), and
+// the launcher's settings travel in a file, not in PIPETRAIN_* variables.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -43,6 +44,19 @@ TEST(RunSpecSource, OnlyTheRunSpecBuilderComputesWhatTheConfigMeans) {
   EXPECT_EQ(files_mentioning("token_slices_of("), Files{});
   EXPECT_EQ(files_mentioning("recomputes_stage("), Files{});
   EXPECT_EQ(files_mentioning("is_pipeline_run("), Files{});
+}
+
+// Workers our launcher spawns read their settings from the launch file it names on their
+// command line; only the torchrun contract and the test hooks stay environment variables.
+TEST(RunSpecSource, TheLauncherPassesNoSettingsThroughTheEnvironment) {
+  for (const std::string name : {"PIPETRAIN_STORE", "PIPETRAIN_RUN_DIR", "PIPETRAIN_PROGRESS",
+                                 "PIPETRAIN_RESUME_FROM"}) {
+    EXPECT_EQ(files_mentioning(name), Files{}) << name;
+  }
+  EXPECT_EQ(files_mentioning("write_launch_file("),
+            (Files{"runtime/launch_file.h", "runtime/launch_file.cpp", "runtime/launcher.cpp"}));
+  EXPECT_EQ(files_mentioning("read_launch_file("),
+            (Files{"runtime/launch_file.h", "runtime/launch_file.cpp", "runtime/worker_run.cpp"}));
 }
 
 }  // namespace
