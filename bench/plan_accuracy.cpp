@@ -16,7 +16,7 @@
 #include "plan/profile_json.h"
 #include "profile/layer_profile.h"
 #include "profile/link_profile.h"
-#include "runtime/partition.h"
+#include "runtime/run_spec.h"
 #include "schedule/generators.h"
 #include "sim/simulator.h"
 
@@ -37,7 +37,7 @@ double predict_ms(const plan::ModelProfile& profile, const Config& config, const
   costs.p2p_latency_ms = 1e3 * profile.links.p2p.latency_s;  // measured by measure_local_links
   costs.bandwidth_bytes_per_ms = profile.links.p2p.bandwidth / 1e3;
   costs.synchronous_updates = true;  // as the runtime's updates are
-  for (const auto& range : runtime::stage_ranges(config)) {  // the runtime's partition
+  for (const auto& range : runtime::make_run_spec(config).ranges) {  // the runtime's partition
     costs.stages.push_back(plan::model_stage_cost(layers, int(range.first), int(range.last - range.first)));
   }
   schedule::ScheduleSpec spec;

@@ -24,7 +24,7 @@
 
 #include "model/registry.h"
 #include "runtime/memory_accounting.h"
-#include "runtime/partition.h"
+#include "runtime/run_spec.h"
 #include "schedule/generators.h"
 #include "schedule/validate.h"
 
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
     for (const std::string schedule : {"gpipe", "1f1b"}) {
       for (int m : {2, 4, 8}) {
         const Config c = bench_config(p, schedule, m);
-        const auto ranges = runtime::stage_ranges(c);
+        const auto ranges = runtime::make_run_spec(c).ranges;
         schedule::ScheduleSpec spec;
         spec.name = schedule;
         spec.stages = p;

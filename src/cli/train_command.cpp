@@ -1,4 +1,3 @@
-#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -11,11 +10,10 @@
 #include "core/files.h"
 #include "core/text.h"
 #include "io/json_file.h"
-#include "model/registry.h"
 #include "plan/plan_file.h"
 #include "core/text.h"
-#include "runtime/partition.h"
 #include "runtime/pipeline.h"
+#include "runtime/run_spec.h"
 #include "schedule/catalogue.h"
 #include "train/run.h"
 
@@ -129,18 +127,6 @@ std::vector<std::string> expand_shorthands(const std::vector<std::string>& args)
 
 void report(const RunSummary& summary, const RunOptions& options);
 
-// One process holds every layer: a partition into several stages would be silently ignored.
-void refuse_split_of_one_stage(const Config& config) {
-  const std::string& partition = config.pipeline.partition;
-  const auto counts = std::count(partition.begin(), partition.end(), ',') + 1;
-  if (partition != "balanced" && counts > 1) {
-    fail("pipeline.partition '{}' splits the {} layers over {} stages, but pipeline.stages is 1 "
-         "(one process holds every layer): give --stages {}, or --partition balanced",
-         partition, make_model(config)->layer_count(), counts, counts);
-  }
-  runtime::stage_ranges(config);  // one count: it must hold every layer
-}
-
 // `--resume DIR`: the run's own config.toml is the base the overrides apply to.
 void use_resumed_config(ConfigArguments& arguments, const std::string& dir) {
   if (!arguments.config_path.empty()) {
@@ -163,7 +149,7 @@ void use_resumed_config(ConfigArguments& arguments, const std::string& dir) {
 // LOCAL_WORLD_SIZE workers on its machine.
 ProcessesHere processes_here(const Config& config) {
   ProcessesHere here;
-  if (!runtime::is_pipeline_run(config)) return here;
+  if (!runtime::runs_on_pipeline_workers(config)) return here;
   const auto& p = config.pipeline;
   here.launcher = !runtime::started_as_worker();
   const char* local_world = std::getenv("LOCAL_WORLD_SIZE");
@@ -173,9 +159,21 @@ ProcessesHere processes_here(const Config& config) {
   return here;
 }
 
+// The worker's launch file our launcher named (runtime/pipeline.h); "" when none.
+std::string launch_file_of(const ConfigArguments& arguments) {
+  const auto file = arguments.options.find(runtime::kLaunchFileOption);
+  if (file == arguments.options.end()) return "";
+  if (!runtime::started_as_worker()) {
+    fail("{} is for the workers pipetrain's launcher starts (RANK set)", runtime::kLaunchFileOption);
+  }
+  return file->second;
+}
+
 void run_train(const std::vector<std::string>& raw_args) {
   const auto args = expand_plan(expand_shorthands(raw_args));
-  auto arguments = parse_config_arguments(args, {"--run-dir", "--resume"}, {"--overwrite", "--quiet"});
+  auto arguments = parse_config_arguments(args, {"--run-dir", "--resume", runtime::kLaunchFileOption},
+                                          {"--overwrite", "--quiet"});
+  const std::string launch_file = launch_file_of(arguments);
   RunOptions options;
   const auto resume = arguments.options.find("--resume");
   options.resume = resume != arguments.options.end();
@@ -188,18 +186,16 @@ void run_train(const std::vector<std::string>& raw_args) {
   options.overwrite = has_flag(arguments, "--overwrite");
   options.progress = !has_flag(arguments, "--quiet");
   options.data_root = PIPETRAIN_SOURCE_DIR;  // so data/... works from any folder
+  // Before the model is built: an absurd size is refused, not allocated.
   check_run_fits_machine(config, options.data_root, processes_here(config));
-  if (runtime::is_pipeline_run(config)) {
-    const auto pipeline_summary = runtime::run_pipeline(config, options, raw_args);
+  const runtime::RunSpec spec = runtime::make_run_spec(config);  // every cross-field check
+  if (spec.pipelined) {
+    const auto pipeline_summary =
+        runtime::run_pipeline(config, spec, options, raw_args, launch_file);
     if (!pipeline_summary) return;  // a worker: the launcher or the last stage reports
     report(*pipeline_summary, options);
     return;
   }
-  if (config.pipeline.recompute != "none") {
-    fail("pipeline.recompute needs a pipeline run (pipeline.stages >= 2); the single-process "
-         "trainer keeps every activation");
-  }
-  refuse_split_of_one_stage(config);
   report(run_training(config, options), options);
 }
 

@@ -15,7 +15,7 @@ namespace {
 const char* const kMetrics = R"(metrics\.jsonl)";
 const char* const kOtherOutputs =
     R"(loss\.svg|summary\.json|sample\.txt|trace\.json|timeline\.svg|trace-rank[0-9]+\.json|)"
-    R"(workers\.pid)";
+    R"(workers\.pid|launch-node[0-9]+\.json)";
 const char* const kConfig = R"(config\.toml)";
 const char* const kCheckpointFiles =
     R"(((model|optimizer|stage[0-9]+|stage[0-9]+\.optimizer|stage[0-9]+\.version[0-9]+)\.safetensors|)"

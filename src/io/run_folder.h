@@ -1,7 +1,7 @@
 #pragma once
 // What a run folder holds besides config.toml: metrics.jsonl, loss.svg, summary.json,
-// sample.txt, trace.json, timeline.svg, workers.pid, the final checkpoint/ and the periodic
-// checkpoints/ (io/checkpoint_dir.h). Everything here removes files by those names only, so a
+// sample.txt, trace.json, timeline.svg, workers.pid, launch-node<K>.json, the final checkpoint/
+// and the periodic checkpoints/ (io/checkpoint_dir.h). Everything here removes files by those names only, so a
 // run folder shared with the user's own files, or a mistaken --run-dir, loses nothing else.
 #include <string>
 

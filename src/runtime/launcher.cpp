@@ -20,6 +20,7 @@
 #include "io/checkpoint_dir.h"
 #include "io/run_folder.h"
 #include "runtime/comm.h"
+#include "runtime/launch_file.h"
 #include "runtime/pipeline.h"
 #include "runtime/stage_checkpoint.h"
 #include "schedule/run_rules.h"
@@ -60,32 +61,25 @@ bool failed(const Worker& w) {
   return w.done && !(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0) && !stopped_on_request(w);
 }
 
-// The environment of one worker: ours plus the torchrun variables.
+// The environment of one worker: ours with the torchrun variables and the error file set (the
+// rest of what it needs is in its launch file).
 std::vector<std::string> worker_environment(int rank, int local_rank, int world,
                                             const std::string& addr, int port,
-                                            const std::string& store_file,
-                                            const std::string& run_dir, bool progress,
-                                            const std::string& resume_from,
                                             const std::string& error_file) {
   std::vector<std::string> env;
-  const std::vector<std::string> ours = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                         "MASTER_PORT", "PIPETRAIN_"};
+  const std::vector<std::string> set_here = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "MASTER_ADDR=",
+                                             "MASTER_PORT=", std::string(kWorkerErrorFileVariable) + "="};
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry(*e);
     bool replaced = false;
-    for (const auto& name : ours) replaced |= entry.rfind(name, 0) == 0;
-    if (!replaced || entry.rfind("PIPETRAIN_FAULT", 0) == 0) env.push_back(entry);
+    for (const auto& name : set_here) replaced |= entry.rfind(name, 0) == 0;
+    if (!replaced) env.push_back(entry);
   }
   env.push_back(fmt::format("RANK={}", rank));
   env.push_back(fmt::format("LOCAL_RANK={}", local_rank));
   env.push_back(fmt::format("WORLD_SIZE={}", world));
   env.push_back("MASTER_ADDR=" + addr);
   env.push_back(fmt::format("MASTER_PORT={}", port));
-  env.push_back("PIPETRAIN_STORE_HOSTED=1");
-  if (!store_file.empty()) env.push_back("PIPETRAIN_STORE_FILE=" + store_file);
-  env.push_back("PIPETRAIN_RUN_DIR=" + run_dir);
-  env.push_back(fmt::format("PIPETRAIN_PROGRESS={}", progress ? 1 : 0));
-  if (!resume_from.empty()) env.push_back("PIPETRAIN_RESUME_FROM=" + resume_from);
   env.push_back(std::string(kWorkerErrorFileVariable) + "=" + error_file);
   return env;
 }
@@ -236,36 +230,29 @@ struct NodeShare {
   int first_rank, ranks;
 };
 
-NodeShare node_share(const PipelineConfig& p) {
-  const int world = int(p.stages * p.dp_width);
-  if (p.node_rank >= p.nnodes) fail("pipeline.node_rank {} outside 0..{}", p.node_rank, p.nnodes - 1);
-  if (world % p.nnodes != 0) {
-    fail("pipeline.nnodes {} must divide the {} workers (pipeline.stages x pipeline.dp_width)",
-         p.nnodes, world);
-  }
-  if (p.nnodes > 1 && p.master_port == 0) {
-    fail("several nodes need a fixed rendezvous port: --master-port PORT (the same on every node)");
-  }
+// (make_run_spec checked that nnodes divides the workers.)
+NodeShare node_share(const PipelineConfig& p, int world) {
   const int ranks = world / int(p.nnodes);
   return {int(p.node_rank) * ranks, ranks};
 }
 
-RunSummary launch_pipeline_workers(const Config& config, const RunOptions& options,
+RunSummary launch_pipeline_workers(const Config& config, const RunSpec& spec,
+                                   const RunOptions& options,
                                    const std::vector<std::string>& train_args) {
   const auto& p = config.pipeline;
-  const NodeShare share = node_share(p);
+  const int world = spec.layout.world();
+  const NodeShare share = node_share(p, world);
   // Every worker resumes from the same checkpoint, whatever `latest` says later. (Several
   // nodes resume from a run folder they share.)
   if (options.resume) refuse_inexact_policy(config);  // the reason, before any missing checkpoint
   const std::string resume_from = options.resume ? latest_checkpoint(options.run_dir) : "";
-  if (options.resume) check_resumable(resume_from, config, stage_ranges(config));  // before writing
+  if (options.resume) check_resumable(resume_from, config, spec.ranges);  // before writing
   if (p.node_rank == 0) {
     prepare_run_folder(options.run_dir, options.resume, options.overwrite);
     write_file_atomically((fs::path(options.run_dir) / "config.toml").string(), to_toml(config));
   } else {
     fs::create_directories(options.run_dir);  // node 0's on a shared file system, or our own
   }
-  const int world = int(p.stages * p.dp_width);
   const auto timeout = std::chrono::milliseconds(int64_t(p.timeout_s * 1000));
   // One machine on loopback: rendezvous through a file, so nothing listens beyond loopback (Gloo
   // binds 127.0.0.1). Otherwise node 0 hosts a TCPStore and the others' workers connect to it.
@@ -278,16 +265,23 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
   }
   const int port = store ? store->port() : int(p.master_port);
 
+  LaunchSettings launch;
+  launch.run_dir = options.run_dir;
+  launch.store_file = file_rendezvous ? scratch.store() : "";
+  launch.progress = options.progress;
+  launch.resume_from = resume_from;
+  const std::string launch_file = launch_file_path(options.run_dir, p.node_rank);
+  write_launch_file(launch_file, launch);
   std::vector<std::string> argv = {"pipetrain", "train"};
   argv.insert(argv.end(), train_args.begin(), train_args.end());
+  argv.insert(argv.end(), {std::string(kLaunchFileOption), launch_file});
   std::vector<Worker> workers;
   std::ofstream pids(fs::path(options.run_dir) / "workers.pid");
   for (int local = 0; local < share.ranks; ++local) {
     Worker w;
     w.rank = share.first_rank + local;
     w.pid = spawn(argv, worker_environment(w.rank, local, world, p.master_addr, port,
-                                           file_rendezvous ? scratch.store() : "", options.run_dir,
-                                           options.progress, resume_from, scratch.error_file(w.rank)));
+                                           scratch.error_file(w.rank)));
     pids << w.pid << "\n";
     workers.push_back(w);
   }
@@ -323,7 +317,7 @@ RunSummary launch_pipeline_workers(const Config& config, const RunOptions& optio
   }
   for (const auto& w : workers) {
     if (stopped_on_request(w)) {
-      const std::string refusal = schedule::resume_refusal(schedule::policy_of(config));
+      const std::string refusal = schedule::resume_refusal(spec.schedule->rule);
       if (!refusal.empty()) {
         throw StopRequested{WEXITSTATUS(w.status) - 128,
                             fmt::format("all {} workers stopped on request; no checkpoint: {}",

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "model/registry.h"
+#include "model/model.h"
 
 namespace pipetrain::runtime {
 
@@ -52,31 +52,29 @@ std::vector<int64_t> parse_counts(const std::string& text) {
 
 }  // namespace
 
-std::vector<StageRange> stage_ranges(const Config& config) {
-  const auto model = make_model(config);
-  const int64_t layers = model->layer_count();
+std::vector<StageRange> stage_ranges(const Model& model, const PipelineConfig& pipeline,
+                                     int64_t microbatch_rows) {
+  const int64_t layers = model.layer_count();
   const std::string layer_list =
-      fmt::format("{} .. {}", model->layer_name(0), model->layer_name(layers - 1));
+      fmt::format("{} .. {}", model.layer_name(0), model.layer_name(layers - 1));
   // With v chunks per worker the model is cut into p * v stages (interleaved schedule).
-  const int64_t stages = config.pipeline.stages * config.pipeline.chunks;
+  const int64_t stages = pipeline.stages * pipeline.chunks;
   if (stages > layers) {
     fail("pipeline.stages x pipeline.chunks ({}) exceeds the model's {} layers ({})", stages,
          layers, layer_list);
   }
   std::vector<int64_t> counts;
-  if (config.pipeline.partition == "balanced") {
-    const int64_t microbatch = std::max<int64_t>(1, config.train.batch_size /
-                                                    (config.train.microbatches * config.pipeline.dp_width));
-    const auto partition = plan::balanced_partition(model_layer_costs(*model, microbatch),
+  if (pipeline.partition == "balanced") {
+    const auto partition = plan::balanced_partition(model_layer_costs(model, microbatch_rows),
                                                     int(stages), plan::StageLimits{});
     counts.assign(partition->layer_counts.begin(), partition->layer_counts.end());
   } else {
-    counts = parse_counts(config.pipeline.partition);
+    counts = parse_counts(pipeline.partition);
     int64_t total = 0;
     for (int64_t c : counts) total += c;
     if (int64_t(counts.size()) != stages || total != layers) {
       fail("pipeline.partition '{}' must give {} counts summing to {} (layers {}), got {} counts "
-           "summing to {}", config.pipeline.partition, stages, layers, layer_list, counts.size(), total);
+           "summing to {}", pipeline.partition, stages, layers, layer_list, counts.size(), total);
     }
   }
   std::vector<StageRange> ranges;
@@ -88,10 +86,9 @@ std::vector<StageRange> stage_ranges(const Config& config) {
   return ranges;
 }
 
-bool recomputes_stage(const std::string& spec, int64_t stage, int64_t stages) {
-  if (spec == "none") return false;
-  if (spec == "all") return true;
-  bool found = false;
+std::vector<bool> recomputed_stages(const std::string& spec, int64_t stages) {
+  if (spec == "none" || spec == "all") return std::vector<bool>(size_t(stages), spec == "all");
+  std::vector<bool> recomputed(size_t(stages), false);
   std::stringstream in(spec + ",");  // so "1," ends with an empty item, an error like ",1"
   std::string item;
   while (std::getline(in, item, ',')) {
@@ -106,9 +103,9 @@ bool recomputes_stage(const std::string& spec, int64_t stage, int64_t stages) {
       fail("pipeline.recompute: expected \"none\", \"all\" or stage indices 0..{} like \"0,1\", "
            "got '{}'", stages - 1, spec);
     }
-    found = found || index == stage;
+    recomputed[size_t(index)] = true;
   }
-  return found;
+  return recomputed;
 }
 
 std::string describe_partition(const std::vector<StageRange>& ranges) {

@@ -25,11 +25,15 @@ struct StageRange {
 // full-resolution block, count with their true weight.
 std::vector<plan::LayerCost> model_layer_costs(const Model& model, int64_t microbatch);
 
-// The stage ranges for config.pipeline (UserError for a malformed or impossible partition).
-std::vector<StageRange> stage_ranges(const Config& config);
+// The stage ranges of `pipeline` (partition, stages x chunks) over the model's layers, balanced
+// for microbatches of `microbatch_rows` rows (UserError for a malformed or impossible partition).
+// A run asks its RunSpec (runtime/run_spec.h), which calls this once.
+std::vector<StageRange> stage_ranges(const Model& model, const PipelineConfig& pipeline,
+                                     int64_t microbatch_rows);
 
-// pipeline.recompute: "none", "all", or stage indices "0,2". UserError for anything else.
-bool recomputes_stage(const std::string& spec, int64_t stage, int64_t stages);
+// pipeline.recompute: "none", "all", or stage indices "0,2", as a flag per model stage.
+// UserError for anything else.
+std::vector<bool> recomputed_stages(const std::string& spec, int64_t stages);
 
 std::string describe_partition(const std::vector<StageRange>& ranges);
 

@@ -49,21 +49,17 @@ class KeepBuffers {
 
 }  // namespace
 
-StageExecutor::StageExecutor(const Config& config, const BatchSource* data, Comm& comm,
-                             Layout layout, CommGroups groups,
-                             const std::vector<StageRange>& ranges, schedule::Schedule schedule)
+StageExecutor::StageExecutor(const Config& config, const RunSpec& spec, const BatchSource* data,
+                             Comm& comm, Layout layout, CommGroups groups, schedule::Schedule schedule)
     : config_(config),
       model_(make_model(config)),
-      ranges_(ranges),
+      ranges_(spec.ranges),
       data_(data),
       comm_(comm),
       layout_(layout),
       groups_(groups),
       schedule_(std::move(schedule)),
-      slices_(token_slices_of(config)) {
-  if (slices_.count() > 1 && model_->sliceable_length() == 0) {
-    fail("pipeline.slices: model.kind '{}' cannot run token slices", model_->kind());
-  }
+      slices_(spec.slices) {
   std::vector<torch::Tensor> params;
   std::vector<std::pair<std::string, torch::Tensor>> named_params;  // Muon tells matrices by name
   const auto shared = model_->shared_parameters();
@@ -72,7 +68,7 @@ StageExecutor::StageExecutor(const Config& config, const BatchSource* data, Comm
   shared_in_norm_.assign(shared.size(), false);
   for (int c = 0; c < layout_.chunks; ++c) {
     const int stage = layout_.stage_of(c);
-    const StageRange range = ranges.at(size_t(stage));
+    const StageRange range = ranges_.at(size_t(stage));
     auto model = model_->make_stage(range.first, range.last);
     // No-flush policies: the optimizer updates the masters, graphs read the module's tensors.
     std::shared_ptr<WeightVersions> weights =
@@ -95,7 +91,7 @@ StageExecutor::StageExecutor(const Config& config, const BatchSource* data, Comm
       if (std::count(secondary.begin(), secondary.end(), item.key()) == 0) norm_params_.push_back(param);
     }
     chunks_.push_back({stage, model, weights});
-    recompute_.push_back(recomputes_stage(config.pipeline.recompute, stage, layout_.stages()));
+    recompute_.push_back(spec.recompute.at(size_t(stage)));
   }
   // One optimizer over every chunk: Adam's state is per parameter, so this equals the Trainer's.
   if (config.pipeline.zero1 == 1) {

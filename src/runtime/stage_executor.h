@@ -20,6 +20,7 @@
 #include "runtime/comm.h"
 #include "runtime/layout.h"
 #include "runtime/partition.h"
+#include "runtime/run_spec.h"
 #include "runtime/split_backward.h"
 #include "runtime/zero1.h"
 #include "runtime/token_slices.h"
@@ -45,9 +46,9 @@ class StageExecutor {
  public:
   // `data` is null on workers without the first or last stage: only the first stage reads
   // inputs, only the last reads labels.
-  StageExecutor(const Config& config, const BatchSource* data, Comm& comm, Layout layout,
-                CommGroups groups, const std::vector<StageRange>& ranges,
-                schedule::Schedule schedule);
+  // `spec` (made from `config`) gives the stages' layers, token slices and recomputation.
+  StageExecutor(const Config& config, const RunSpec& spec, const BatchSource* data, Comm& comm,
+                Layout layout, CommGroups groups, schedule::Schedule schedule);
   // One optimizer step. loss is the global batch mean on the last stage, NaN elsewhere;
   // grad_norm (global, before clipping) and lr are the same on every worker.
   StepResult train_step(int64_t step);

@@ -48,8 +48,4 @@ TokenSlices parse_token_slices(const std::string& text, int64_t seq_len) {
   return from_lengths(values);
 }
 
-TokenSlices token_slices_of(const Config& config) {
-  return parse_token_slices(config.pipeline.slices, config.model.seq_len);
-}
-
 }  // namespace pipetrain::runtime

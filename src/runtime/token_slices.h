@@ -5,8 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
-
 namespace pipetrain::runtime {
 
 struct TokenSlices {
@@ -17,8 +15,8 @@ struct TokenSlices {
 };
 
 // "N": N near-equal slices (the first seq_len % N one token longer); "l1,l2,...": these lengths,
-// which must sum to model.seq_len. Fails with one clear message otherwise.
+// which must sum to model.seq_len. Fails with one clear message otherwise. A run asks its
+// RunSpec (runtime/run_spec.h), which calls this once.
 TokenSlices parse_token_slices(const std::string& text, int64_t seq_len);
-TokenSlices token_slices_of(const Config& config);
 
 }  // namespace pipetrain::runtime

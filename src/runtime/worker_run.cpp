@@ -29,11 +29,11 @@
 #include "runtime/comm.h"
 #include "runtime/memory_accounting.h"
 #include "runtime/pipeline.h"
+#include "runtime/run_spec.h"
 #include "runtime/shared_parameters.h"
 #include "runtime/stage_checkpoint.h"
 #include "runtime/stage_executor.h"
 #include "runtime/stop_votes.h"
-#include "runtime/token_slices.h"
 #include "schedule/catalogue.h"
 #include "schedule/generators.h"
 #include "schedule/run_rules.h"
@@ -62,16 +62,17 @@ int env_int(const char* name, int fallback) {
   }
 }
 
-WorkerEnvironment environment_from_env(const Config& config) {
+WorkerEnvironment environment_from_env(const Config& config, const RunSpec& spec,
+                                       const std::optional<LaunchSettings>& launch) {
   WorkerEnvironment env;
   env.rank = env_int("RANK", 0);
   env.world_size = env_int("WORLD_SIZE", 1);
   env.local_rank = env_int("LOCAL_RANK", env.rank);
   env.master_addr = env_or("MASTER_ADDR", config.pipeline.master_addr);
   env.master_port = env_int("MASTER_PORT", 29500);
-  env.store_hosted_elsewhere = env_or("PIPETRAIN_STORE_HOSTED", "0") == "1";
-  env.store_file = env_or("PIPETRAIN_STORE_FILE", "");
-  const int expected = int(config.pipeline.stages * config.pipeline.dp_width);
+  env.store_hosted_elsewhere = launch.has_value();
+  env.store_file = launch ? launch->store_file : "";
+  const int expected = spec.layout.world();
   if (env.world_size != expected) {
     fail("WORLD_SIZE is {} but pipeline.stages x pipeline.dp_width is {}", env.world_size, expected);
   }
@@ -83,18 +84,6 @@ int64_t peak_resident_bytes() {
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   return int64_t(usage.ru_maxrss) * 1024;  // KiB on Linux
-}
-
-// The schedules the runtime runs that pass `keep`, for an error that names them.
-std::vector<std::string> runtime_schedules_where(
-    const std::function<bool(const schedule::ScheduleEntry&)>& keep) {
-  return schedule::schedule_names_where([&](const auto& e) { return e.runtime.runs && keep(e); });
-}
-
-std::string as_alternatives(const std::vector<std::string>& names) {  // "a" or "b"
-  std::vector<std::string> quoted;
-  for (const auto& name : names) quoted.push_back(fmt::format("\"{}\"", name));
-  return join(quoted, " or ");
 }
 
 // Per stage (rank order), the most distinct weight copies held, the peak resident memory and the
@@ -118,62 +107,6 @@ nlohmann::json weight_memory_report(Comm& comm, const StageExecutor& executor) {
     report["weight_pass_held_mb"].push_back(values[2][r].item<double>());
   }
   return report;
-}
-
-schedule::Schedule make_run_schedule(const Config& config) {
-  schedule::ScheduleSpec spec;
-  spec.name = config.pipeline.schedule;
-  spec.stages = int(config.pipeline.stages);
-  spec.microbatches = int(config.train.microbatches);
-  spec.chunks = int(config.pipeline.chunks);
-  spec.dp_width = int(config.pipeline.dp_width);
-  spec.slices = token_slices_of(config).count();
-  const auto& p = config.pipeline;
-  const schedule::ScheduleEntry& entry = schedule::runtime_schedule(p.schedule, "");
-  if (spec.slices > 1 && !entry.parameters.slices) {
-    fail("pipeline.slices = \"{}\" (token slicing) needs pipeline.schedule = {} (got '{}')", p.slices,
-         as_alternatives(runtime_schedules_where([](const auto& e) { return e.parameters.slices; })),
-         p.schedule);
-  }
-  if (spec.slices > 1 && p.recompute != "none") {
-    fail("pipeline.slices and pipeline.recompute cannot be combined yet");
-  }
-  if (p.chunks > 1 && !entry.parameters.chunks) {
-    fail("pipeline.chunks = {} needs pipeline.schedule = {} (got '{}')", p.chunks,
-         as_alternatives(runtime_schedules_where([](const auto& e) { return e.parameters.chunks; })),
-         p.schedule);
-  }
-  if (p.chunks > 1 && p.stages == 1) {
-    fail("pipeline.chunks > 1 needs pipeline.stages >= 2 (one worker holding every chunk is the "
-         "1f1b schedule on one stage)");
-  }
-  const int64_t per_step = p.dp_width * config.train.microbatches;
-  if (config.train.batch_size % per_step != 0) {
-    fail("train.batch_size ({}) must be a multiple of pipeline.dp_width x train.microbatches ({}): "
-         "each replica takes batch_size / dp_width rows in equal microbatches",
-         config.train.batch_size, per_step);
-  }
-  for (int64_t stage = 0; stage < p.stages * p.chunks; ++stage) {
-    recomputes_stage(p.recompute, stage, p.stages * p.chunks);  // fails on a malformed list
-  }
-  if (p.dp_width > 1 && !entry.runtime.data_parallel) {
-    fail("pipeline.schedule '{}' runs without data parallelism (pipeline.dp_width = 1); with "
-         "replicas the runtime runs {}", p.schedule,
-         join(runtime_schedules_where([](const auto& e) { return e.runtime.data_parallel; }), ", "));
-  }
-  if (p.zero1 == 1 && !entry.runtime.zero1) {
-    fail("pipeline.zero1 = 1 runs with the schedules {} only; pipeline.schedule '{}' extrapolates "
-         "its weights with the optimizer's state, of which ZeRO-1 keeps a shard per replica",
-         join(runtime_schedules_where([](const auto& e) { return e.runtime.zero1; }), ", "),
-         p.schedule);
-  }
-  if (p.recompute != "none" && !entry.runtime.recompute) {
-    fail("pipeline.recompute runs with the schedules {} only; pipeline.schedule is '{}'",
-         join(runtime_schedules_where([](const auto& e) { return e.runtime.recompute; }), ", "),
-         p.schedule);
-  }
-  if (!entry.flushes()) spec.iterations = int(config.train.steps);  // one list for the whole run
-  return schedule::make_schedule(spec);
 }
 
 // The last stage rebuilds the whole model from every stage's file: one model.safetensors, the
@@ -289,7 +222,7 @@ class PipelineWorkerSession : public TrainingSession {
     const RunOptions& options;
     fs::path dir;
     Layout layout;
-    std::vector<StageRange> ranges;
+    const RunSpec& spec;
   };
   PipelineWorkerSession(Run run, Comm& comm, StageExecutor& executor, CountingAllocator& allocator,
                         StopVotes& votes)
@@ -319,7 +252,7 @@ class PipelineWorkerSession : public TrainingSession {
   // the weights they read (stashed versions, or what forwards ahead of their step read: see
   // WeightVersions). A rule that could not resume exactly would write only the final checkpoint.
   std::string mid_run_checkpoint_refusal() const override {
-    return schedule::resume_refusal(schedule::policy_of(run_.config));
+    return schedule::resume_refusal(run_.spec.schedule->rule);
   }
   void prepare_step(bool checkpoint_may_follow) override {
     executor_.set_checkpoint_may_follow(checkpoint_may_follow);
@@ -327,7 +260,7 @@ class PipelineWorkerSession : public TrainingSession {
   bool checkpointable() const override { return executor_.checkpointable(); }
   std::string save_checkpoint(int64_t done, double val_loss) override {
     return write_pipeline_checkpoint(run_.dir.string(), executor_, comm_, run_.layout, run_.config,
-                                     run_.ranges, done, val_loss);
+                                     run_.spec.ranges, done, val_loss);
   }
   Finished finish(double val_loss) override;
   std::string loss_stage() const override {
@@ -349,10 +282,10 @@ TrainingSession::Finished PipelineWorkerSession::finish(double val_loss) {
   const fs::path& dir = run_.dir;
   const fs::path checkpoint_dir = dir / "checkpoint";
   fs::create_directories(checkpoint_dir);
-  CheckpointInfo final_info = pipeline_checkpoint_info(config, config.train.steps, run_.ranges, val_loss);
+  CheckpointInfo final_info = pipeline_checkpoint_info(config, config.train.steps, run_.spec.ranges, val_loss);
   final_info.crc32c = gather_checksums(
       comm_, final_info, write_stage_files(checkpoint_dir.string(), executor_, run_.layout, config.train.steps));
-  write_pipeline_checkpoint(dir.string(), executor_, comm_, run_.layout, config, run_.ranges,
+  write_pipeline_checkpoint(dir.string(), executor_, comm_, run_.layout, config, run_.spec.ranges,
                             config.train.steps, val_loss);
   write_trace_part(dir, comm_.rank(), executor_.events());
   const auto run_memory_by_rank = gather_memory(comm_, run_memory_);
@@ -377,39 +310,37 @@ TrainingSession::Finished PipelineWorkerSession::finish(double val_loss) {
 
 }  // namespace
 
-bool is_pipeline_run(const Config& config) {
-  // Token slicing and the no-flush weight policies run on the pipeline runtime even on one
-  // stage (one worker process): the single-process trainer knows only synchronous training.
-  return config.pipeline.stages * config.pipeline.dp_width * config.pipeline.chunks > 1 ||
-         token_slices_of(config).count() > 1 || schedule::policy_of(config) != "sync";
-}
-
 bool started_as_worker() { return std::getenv("RANK") != nullptr; }
 
-std::optional<RunSummary> run_pipeline(const Config& config, const RunOptions& options,
-                                       const std::vector<std::string>& train_args) {
-  // Config, partition and data errors before any process starts: one line, not one per worker.
-  make_model(config);
-  stage_ranges(config);
-  make_run_schedule(config);
-  // Bad or too short data, ids beyond the vocabulary, a wrong tokenizer: one line here, not one
-  // per worker. Workers our launcher spawned skip it: it checked (token files are read whole).
-  if (env_or("PIPETRAIN_STORE_HOSTED", "0") != "1") {
+std::optional<RunSummary> run_pipeline(const Config& config, const RunSpec& spec,
+                                       const RunOptions& options,
+                                       const std::vector<std::string>& train_args,
+                                       const std::string& launch_file) {
+  // Config and partition errors came from make_run_spec, before any process starts. Bad or too
+  // short data, ids beyond the vocabulary, a wrong tokenizer: one line here too, not one per
+  // worker. Workers our launcher spawned skip it: it checked (token files are read whole).
+  if (launch_file.empty()) {
     make_batch_source(config, options.data_root);
     make_text_codec(config.data, options.data_root);
   }
-  if (started_as_worker()) return run_pipeline_worker(config, options);
-  return launch_pipeline_workers(config, options, train_args);
+  if (started_as_worker()) {
+    return run_pipeline_worker(config, spec, options,
+                               launch_file.empty() ? std::nullopt
+                                                   : std::optional(read_launch_file(launch_file)));
+  }
+  return launch_pipeline_workers(config, spec, options, train_args);
 }
 
-std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOptions& options) {
-  const WorkerEnvironment env = environment_from_env(config);
-  const bool launched = env.store_hosted_elsewhere;  // our launcher prepared the run folder
-  const fs::path dir(env_or("PIPETRAIN_RUN_DIR", options.run_dir));
-  const bool progress_wanted = launched ? env_or("PIPETRAIN_PROGRESS", "1") == "1" : options.progress;
-  const auto ranges = stage_ranges(config);
-  const auto schedule = make_run_schedule(config);
-  const Layout layout = Layout::of(config, env.rank);
+std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpec& spec,
+                                              const RunOptions& options,
+                                              const std::optional<LaunchSettings>& launch) {
+  const WorkerEnvironment env = environment_from_env(config, spec, launch);
+  const bool launched = launch.has_value();  // our launcher prepared the run folder
+  const fs::path dir(launched ? launch->run_dir : options.run_dir);
+  const bool progress_wanted = launched ? launch->progress : options.progress;
+  const auto& ranges = spec.ranges;
+  const auto schedule = schedule::make_schedule(spec.schedule_spec);
+  const Layout layout = Layout::of_rank(spec.layout, env.rank);
   const int stages = layout.stages();
   const bool first = layout.holds_first_stage(), last = layout.holds_last_stage();
   const bool reports = layout.reports();  // metrics, checkpoint, summary: one worker writes them
@@ -451,7 +382,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
     for (const int worker : workers) ranks.push_back(layout.rank_of(layout.replica(), worker));
     groups.shared[g] = comm.join_group(fmt::format("shared{}-replica{}", g, layout.replica()), ranks);
   }
-  StageExecutor executor(config, batches.get(), comm, layout, groups, ranges, schedule);
+  StageExecutor executor(config, spec, batches.get(), comm, layout, groups, schedule);
   MemoryReport run_memory;  // field-wise maximum over the steps
   if (reports) {
     fmt::print(stderr, "pipetrain: pipeline of {} stages ({}) on {} worker(s) x {} replica(s), "
@@ -461,7 +392,9 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
                describe_blas(loaded_blas()), dir.string());
   }
 
-  const std::string resume_from = env_or("PIPETRAIN_RESUME_FROM", options.resume ? latest_checkpoint(dir.string()) : "");
+  const std::string resume_from = launched        ? launch->resume_from
+                                  : options.resume ? latest_checkpoint(dir.string())
+                                                   : "";
   const int64_t first_step = resume_from.empty() ? 0 : restore_pipeline_state(resume_from, executor, config, ranges);
   if (reports && !resume_from.empty()) {
     keep_metrics_up_to((dir / "metrics.jsonl").string(), first_step);
@@ -472,7 +405,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunOpt
     fmt::print(stderr, "{}\n", advice);
   }
   install_stop_handlers();
-  PipelineWorkerSession session({config, options, dir, layout, ranges}, comm, executor, allocator, stop_votes);
+  PipelineWorkerSession session({config, options, dir, layout, spec}, comm, executor, allocator, stop_votes);
   LoopSettings settings;
   settings.run_dir = dir.string();
   settings.first_step = first_step;

@@ -131,6 +131,12 @@ TEST(BadInput, RunsThatCannotFitInMemoryAreRefusedBeforeAllocating) {
   fs::remove_all(dir);  // in case one was created
 }
 
+// --launch-file names what our launcher tells a worker it spawns (RANK set): not a user's option.
+TEST(BadInput, LaunchFileOutsideALaunchedWorkerIsRefused) {
+  expect_one_line_error(kTiny + " --stages 2 --launch-file launch-node0.json",
+                        "--launch-file is for the workers pipetrain's launcher starts");
+}
+
 TEST(BadInput, ThreadCountIsBoundedByTheCores) {
   for (const std::string stages : {"1", "2"}) {
     expect_one_line_error(kTiny + " --stages " + stages + " --train.threads 100000",

@@ -15,7 +15,7 @@
 #include "io/metrics.h"
 #include "model/state_io.h"
 #include "residual_mlp.h"
-#include "runtime/partition.h"
+#include "runtime/run_spec.h"
 #include "schedule/catalogue.h"
 #include "train/async_reference.h"
 #include "train/trainer.h"
@@ -82,7 +82,7 @@ ReferenceRun reference_run(const Config& config) {
     return run;
   }
   std::vector<std::pair<int64_t, int64_t>> stages;
-  for (const auto& range : runtime::stage_ranges(config)) stages.push_back({range.first, range.last});
+  for (const auto& range : runtime::make_run_spec(config).ranges) stages.push_back({range.first, range.last});
   AsyncReference reference(config, batches, stages);
   for (int64_t step = 0; step < config.train.steps; ++step) run.steps.push_back(reference.train_step(step));
   for (const auto& [name, weight] : reference.named_weights()) run.weights[name] = weight;

@@ -159,6 +159,7 @@ TEST(RunFolder, RemovingAPreviousRunKeepsWhatIsNotARunOutput) {
   const std::vector<fs::path> outputs = {
       run / "metrics.jsonl", run / "loss.svg", run / "summary.json", run / "sample.txt",
       run / "trace.json", run / "timeline.svg", run / "trace-rank1.json", run / "workers.pid",
+      run / "launch-node0.json",
       run / "checkpoints" / "latest", run / "checkpoints" / "step-000004" / "model.safetensors",
       run / "checkpoints" / "step-000006.partial" / "stage0.safetensors",
       run / "checkpoint" / "stage1.version3.safetensors", run / "checkpoint" / "checkpoint.json",

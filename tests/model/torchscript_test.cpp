@@ -18,7 +18,7 @@
 #include "io/metrics.h"
 #include "model/registry.h"
 #include "model/state_io.h"
-#include "runtime/partition.h"
+#include "runtime/run_spec.h"
 #include "train/async_reference.h"
 
 namespace pipetrain {
@@ -101,7 +101,7 @@ ExpectedRun expected_run(const TorchScriptCase& c, const fs::path& layers, const
   std::istringstream in(args);
   for (std::string key, value; in >> key >> value;) set_field_from_string(config, key.substr(2), value);
   std::vector<std::pair<int64_t, int64_t>> stages;
-  for (const auto& range : runtime::stage_ranges(config)) stages.push_back({range.first, range.last});
+  for (const auto& range : runtime::make_run_spec(config).ranges) stages.push_back({range.first, range.last});
   AsyncReference reference(config, make_batch_source(config, PIPETRAIN_SOURCE_DIR), stages);
   for (int64_t step = 0; step < kSteps; ++step) expected.losses.push_back(reference.train_step(step).loss);
   for (const auto& [name, weight] : reference.named_weights()) expected.weights[name] = weight;

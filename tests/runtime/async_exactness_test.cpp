@@ -23,7 +23,7 @@
 #include "../tiny_speech.h"
 #include "model/registry.h"
 #include "model/token_batch.h"
-#include "runtime/partition.h"
+#include "runtime/run_spec.h"
 #include "train/async_reference.h"
 #include "train/trainer.h"
 
@@ -151,7 +151,7 @@ TEST_P(AsyncExactness, MatchesTheReferenceUpdateRule) {
                              config.data.path)
                        : make_batch_source(config, PIPETRAIN_SOURCE_DIR);
   std::vector<std::pair<int64_t, int64_t>> stages;
-  for (const auto& range : runtime::stage_ranges(config)) stages.push_back({range.first, range.last});
+  for (const auto& range : runtime::make_run_spec(config).ranges) stages.push_back({range.first, range.last});
   AsyncReference reference(config, data, stages);
   Trainer synchronous(config, data);  // the policy must not be the synchronous rule in disguise
   const auto records = read_metrics((dir / "metrics.jsonl").string());

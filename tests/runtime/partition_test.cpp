@@ -3,7 +3,7 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "model/registry.h"
-#include "runtime/partition.h"
+#include "runtime/run_spec.h"
 
 namespace pipetrain::runtime {
 namespace {
@@ -23,9 +23,9 @@ TEST(Partition, BalancedFollowsComputeNotParameters) {
   ASSERT_EQ(costs.size(), 6u);
   EXPECT_GT(costs[1].forward_s, 4 * costs[5].forward_s);
   EXPECT_LT(costs[0].forward_s, 0.01 * costs[1].forward_s);
-  const auto two = stage_ranges(config_with(4, 2, "balanced"));
+  const auto two = make_run_spec(config_with(4, 2, "balanced")).ranges;
   EXPECT_EQ(two[0].last, 3);  // [embedding, block 0, block 1 | block 2, block 3, head]
-  const auto four = stage_ranges(config_with(6, 4, "balanced"));
+  const auto four = make_run_spec(config_with(6, 4, "balanced")).ranges;
   // 6 blocks over 4 stages: the stage with the head gets one block, never two.
   EXPECT_EQ(four.back().last - four.back().first, 2);
 }
@@ -46,17 +46,17 @@ TEST(Partition, BalancedFollowsTheCnnsOwnLayerWork) {
   EXPECT_GT(costs[1].forward_s, 1.2 * costs[2].forward_s);
   // [stem, block0 | block1, block2, head]: 7.4 vs 11.8 M per image, where GPT's formulas cut
   // after block 1 (13.3 vs 5.9).
-  const auto two = stage_ranges(c);
+  const auto two = make_run_spec(c).ranges;
   EXPECT_EQ(two[0].last, 2);
   // Three stages: the heavy block 0 gets a stage of its own (with the near-free stem).
   c.pipeline.stages = 3;
-  const auto three = stage_ranges(c);
+  const auto three = make_run_spec(c).ranges;
   EXPECT_EQ(three[0].last, 2);
   EXPECT_EQ(three[1].last, 3);
 }
 
 TEST(Partition, ExplicitCountsBecomeContiguousRanges) {
-  const auto ranges = stage_ranges(config_with(4, 2, "2,4"));
+  const auto ranges = make_run_spec(config_with(4, 2, "2,4")).ranges;
   ASSERT_EQ(ranges.size(), 2u);
   EXPECT_EQ(ranges[0].first, 0);
   EXPECT_EQ(ranges[0].last, 2);
@@ -65,7 +65,7 @@ TEST(Partition, ExplicitCountsBecomeContiguousRanges) {
 }
 
 TEST(Partition, BalancedCoversEveryLayerOnce) {
-  const auto ranges = stage_ranges(config_with(6, 4, "balanced"));
+  const auto ranges = make_run_spec(config_with(6, 4, "balanced")).ranges;
   ASSERT_EQ(ranges.size(), 4u);
   EXPECT_EQ(ranges.front().first, 0);
   EXPECT_EQ(ranges.back().last, 8);
@@ -73,21 +73,11 @@ TEST(Partition, BalancedCoversEveryLayerOnce) {
 }
 
 TEST(Partition, BadPartitionsAreUserErrors) {
-  EXPECT_THROW(stage_ranges(config_with(4, 2, "3,4")), UserError);  // sums to 7, not 6
-  EXPECT_THROW(stage_ranges(config_with(4, 2, "6")), UserError);    // one count for 2 stages
-  EXPECT_THROW(stage_ranges(config_with(4, 2, "a,b")), UserError);
-  EXPECT_THROW(stage_ranges(config_with(4, 2, "0,6")), UserError);
-  EXPECT_THROW(stage_ranges(config_with(1, 4, "balanced")), UserError);  // 3 layers, 4 stages
-}
-
-TEST(Partition, RecomputationNamesStages) {
-  EXPECT_FALSE(recomputes_stage("none", 0, 2));
-  EXPECT_TRUE(recomputes_stage("all", 1, 2));
-  EXPECT_TRUE(recomputes_stage("0,2", 2, 4));
-  EXPECT_FALSE(recomputes_stage("0,2", 1, 4));
-  EXPECT_THROW(recomputes_stage("4", 0, 4), UserError);  // stages are 0..3
-  EXPECT_THROW(recomputes_stage("yes", 0, 4), UserError);
-  EXPECT_THROW(recomputes_stage("1,", 0, 4), UserError);
+  EXPECT_THROW(make_run_spec(config_with(4, 2, "3,4")), UserError);  // sums to 7, not 6
+  EXPECT_THROW(make_run_spec(config_with(4, 2, "6")), UserError);    // one count for 2 stages
+  EXPECT_THROW(make_run_spec(config_with(4, 2, "a,b")), UserError);
+  EXPECT_THROW(make_run_spec(config_with(4, 2, "0,6")), UserError);
+  EXPECT_THROW(make_run_spec(config_with(1, 4, "balanced")), UserError);  // 3 layers, 4 stages
 }
 
 }  // namespace
