@@ -154,6 +154,12 @@ void add_plan_command(CLI::App& app) {
       for (int workers = 1; workers <= max_workers; ++workers) request.worker_counts.push_back(workers);
     }
     if (run_config) request.model_variants = model_variants(*run_config, request.cluster);
+    if (!memory_per_worker.empty()) {  // the run keeps to it: pipeline.memory_budget_mb
+      for (auto& variant : request.model_variants) {
+        variant.config_fields.push_back(
+            {"pipeline.memory_budget_mb", fmt::format("{:.0f}", request.cluster.device_memory_bytes / (1 << 20))});
+      }
+    }
     if (request.profile && request.profile->links.measured) {
       plan::use_measured_links(request.cluster, request.profile->links);
       fmt::print("links from the profile: p2p {:.0f} us + {:.2f} GB/s, all-reduce {:.0f} us + {:.2f} GB/s\n",

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/preflight.h"
 #include "core/error.h"
+#include "core/machine.h"
 #include "core/files.h"
 #include "core/text.h"
 #include "io/json_file.h"
@@ -179,6 +180,7 @@ void run_train(const std::vector<std::string>& raw_args) {
   options.resume = resume != arguments.options.end();
   if (options.resume) use_resumed_config(arguments, resume->second);
   const Config config = resolve_config(arguments);
+  if (config.pipeline.memory_budget_mb > 0) return_freed_memory_to_system();
   const auto run_dir = arguments.options.find("--run-dir");
   options.run_dir = options.resume                         ? resume->second
                     : run_dir != arguments.options.end() ? run_dir->second

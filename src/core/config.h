@@ -88,6 +88,7 @@ struct PipelineConfig {
   int64_t master_port = 0;          // rendezvous port; 0 = a free one (one node only)
   int64_t nnodes = 1;               // machines the launcher's workers are spread over
   int64_t node_rank = 0;            // this machine: 0 hosts the rendezvous
+  double memory_budget_mb = 0;      // per worker (a plan's --memory-per-worker); 0 = none
 };
 
 // Periodic checkpoints: RUN_DIR/checkpoints/step-NNNNNN/, `latest` names the newest complete one.

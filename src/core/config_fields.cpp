@@ -147,6 +147,11 @@ std::vector<FieldSpec> make_fields() {
        at(&C::pipeline, &PipelineConfig::nnodes), 1),
       spec("pipeline.node_rank", "this machine's index, 0..nnodes-1 (node 0 hosts the rendezvous)",
        at(&C::pipeline, &PipelineConfig::node_rank), 0),
+      spec("pipeline.memory_budget_mb", "the memory each worker may use, in MiB (plans made with "
+       "`plan --memory-per-worker` set it): freed tensors over 1 MiB go back to the system "
+       "instead of staying in the process, the whole model is not assembled into one file at "
+       "the end, and each worker's peaks are reported against it; 0 = no budget",
+       at(&C::pipeline, &PipelineConfig::memory_budget_mb), 0),
       spec("checkpoint.every", "write a checkpoint (RUN_DIR/checkpoints/step-N/) every N steps and "
        "on SIGINT/SIGTERM; 0 = only the final one", at(&C::checkpoint, &CheckpointConfig::every), 0),
       spec("checkpoint.keep", "complete periodic checkpoints kept; older ones are removed",

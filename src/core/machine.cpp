@@ -48,11 +48,14 @@ double machine_memory_bytes() {
 }
 
 void keep_freed_memory_in_process() {
-  // Blocks below 64 MiB stay in the heap once freed (mapping them afresh each step re-faults
-  // every page), larger ones are mapped and returned: a heap that kept those too grew a
-  // GPT-2-sized worker's resident memory far past its tensors (docs/benchmarks.md).
-  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, -1);  // -1: never give the heap's top back to the system
+}
+
+void return_freed_memory_to_system() {
+  mallopt(M_MMAP_MAX, 1 << 20);
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  mallopt(M_TRIM_THRESHOLD, 16 << 20);
 }
 
 }  // namespace pipetrain

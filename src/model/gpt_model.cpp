@@ -63,12 +63,14 @@ LayerWork GptModel::layer_work(int64_t layer, int64_t rows) const {
   work.stashed_values = n * h;  // every layer's output
   if (layer == 0) {
     work.parameters = v * h + s * h;
+    work.largest_parameter_values = v * h;
     // Backward: the dense gradients of the token and position weights, and the incoming one.
     work.workspace_values = v * h + s * h + n * h;
   } else if (layer == config_.layer_count() - 1) {
     work.parameters = 2 * h;  // the final norm; the tied weight is the embedding's
     work.shared_values = v * h;
     work.shared_with = 0;
+    work.largest_parameter_values = v * h;  // the tied weight, here or on the embedding's stage
     work.stashed_values += 2 * n;  // the norm's mean and 1/std
     if (config_.loss_chunk_tokens > 0) {
       // Chunked cross-entropy keeps one log-sum-exp per token; a chunk's logits, their
@@ -89,6 +91,7 @@ LayerWork GptModel::layer_work(int64_t layer, int64_t rows) const {
   } else {
     work.forward_flops = 24 * n * h * h + 4 * b * s * s * h;
     work.parameters = 12 * h * h + 13 * h;
+    work.largest_parameter_values = 4 * h * h;  // fc and fc_out
     // ln1 out, q/k/v copies (3), the mixed heads' copy, the residual, ln2 out, fc out (4),
     // gelu out (4), the output: 16 N D; the attention probabilities; the norms' statistics;
     // the causal mask (a byte per entry: a quarter of a float32 value).

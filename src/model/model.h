@@ -55,6 +55,9 @@ struct LayerWork {
   // its gradient and optimizer state, when that layer sits on another stage.
   double shared_values = 0;
   int64_t shared_with = -1;
+  // Its largest parameter tensor (0 = all its parameters): the optimizer's step makes
+  // temporaries of that size (AdamW: two).
+  double largest_parameter_values = 0;
 };
 
 // Capability: TeraPipe token slices. Inputs, labels and every boundary activation hold the

@@ -34,6 +34,7 @@ StageMemoryParts stage_memory_parts(const std::vector<LayerCost>& layers, int fi
     }
     activations += layer.activation_bytes;
     parts.workspace = std::max(parts.workspace, layer.workspace_bytes);
+    parts.optimizer_workspace = std::max(parts.optimizer_workspace, layer.optimizer_workspace_bytes);
   }
   const double input = layers[size_t(first)].input_bytes;
   parts.per_microbatch = limits.recompute_stage ? input : input + activations;
@@ -47,7 +48,7 @@ double stage_memory(const std::vector<LayerCost>& layers, int first, int last, i
                                             : std::min(stages - stage, limits.microbatches);
   const StageMemoryParts parts = stage_memory_parts(layers, first, last, limits);
   return limits.weight_versions * parts.weights + parts.optimizer + in_flight * parts.per_microbatch +
-         parts.once + parts.workspace + limits.extra_bytes;
+         parts.once + parts.workspace + parts.optimizer_workspace + limits.extra_bytes;
 }
 
 std::optional<Partition> balanced_partition(const std::vector<LayerCost>& layers, int stages,

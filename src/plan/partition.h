@@ -21,6 +21,7 @@ struct LayerCost {
   // The runtime's memory model (plans of models run here; 0 / -1 elsewhere):
   double input_bytes = 0;       // what it receives, kept per in-flight microbatch if it starts a stage
   double workspace_bytes = 0;   // transient, at the peak of its forward or backward
+  double optimizer_workspace_bytes = 0;  // transient, in the optimizer's step
   // A parameter shared with layer `shared_with` (GPT's tied embedding): held here a second time,
   // with its gradient and optimizer state, when that layer is on another stage.
   double shared_param_bytes = 0, shared_optimizer_bytes = 0;
@@ -53,6 +54,7 @@ struct Partition {
 // a microbatch being recomputed) and the transient workspace.
 struct StageMemoryParts {
   double weights = 0, optimizer = 0, per_microbatch = 0, once = 0, workspace = 0;
+  double optimizer_workspace = 0;
 };
 StageMemoryParts stage_memory_parts(const std::vector<LayerCost>& layers, int first, int last,
                                     const StageLimits& limits);

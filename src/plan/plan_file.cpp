@@ -47,8 +47,9 @@ std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlo
         {"train.batch_size", text(micro * microbatches * width)},
         {"pipeline.recompute", plan.at("recompute").get<bool>() ? "all" : "none"}};
     fields.insert(fields.end(), run_fields.begin(), run_fields.end());
-    for (const auto& [key, value] : plan.value("config_fields", nlohmann::json::object()).items()) {
-      fields.push_back({key, value.get<std::string>()});
+    const nlohmann::json config_fields = plan.value("config_fields", nlohmann::json::object());
+    for (const auto& field : config_fields.items()) {
+      fields.push_back({field.key(), field.value().get<std::string>()});
     }
     const int64_t chunks = entry->planner.chunks;
     if (chunks > 1) {

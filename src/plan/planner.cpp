@@ -127,13 +127,17 @@ double worker_peak_memory(const std::vector<LayerCost>& layers, PlanCandidate& c
   double worst = 0;
   c.worker_memory_bytes.clear();
   for (int w = 0; w < c.stages; ++w) {
-    double fixed = 0, once = 0, workspace = 0;
+    double fixed = 0, once = 0, workspace = 0, optimizer_workspace = 0;
     for (size_t s = size_t(w); s < ranges.size(); s += size_t(c.stages)) {
       const auto parts = stage_memory_parts(layers, ranges[s].first, ranges[s].second, limits);
       fixed += result.stats.peak_live_versions[size_t(w)] * parts.weights + parts.optimizer;
       once = std::max(once, parts.once);
       workspace = std::max(workspace, parts.workspace);
+      optimizer_workspace = std::max(optimizer_workspace, parts.optimizer_workspace);
     }
+    // The step's temporaries come on top: no-flush schedules update with microbatches in
+    // flight (measured: docs/benchmarks.md, GPT-2 small).
+    workspace += optimizer_workspace;
     c.worker_memory_bytes.push_back(fixed + result.peak_activation_bytes[size_t(w)] + once +
                                     workspace + limits.extra_bytes);
     worst = std::max(worst, c.worker_memory_bytes.back());

@@ -16,6 +16,7 @@ ModelCostOptions model_cost_options(const Config& config) {
   ModelCostOptions options;
   options.bytes_per_value = config.model.dtype == "float64" ? 8 : 4;
   options.optimizer_values_per_parameter = optimizer_values_per_parameter(config.train);
+  options.optimizer_step_temporaries = config.train.optimizer == "sgd" ? 0 : 2;
   return options;
 }
 
@@ -36,6 +37,8 @@ std::vector<plan::LayerCost> model_plan_costs(const Model& model, int64_t microb
     cost.output_bytes = work.output_values * value;
     cost.activation_bytes = (work.stashed_values > 0 ? work.stashed_values : work.output_values) * value;
     cost.workspace_bytes = work.workspace_values * value;
+    const double largest = work.largest_parameter_values > 0 ? work.largest_parameter_values : work.parameters;
+    cost.optimizer_workspace_bytes = options.optimizer_step_temporaries * largest * value;
     cost.input_bytes = received;
     cost.shared_param_bytes = work.shared_values * value;
     cost.shared_optimizer_bytes = options.optimizer_values_per_parameter * cost.shared_param_bytes;

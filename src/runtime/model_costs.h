@@ -22,6 +22,9 @@ struct ModelCostOptions {
   double bytes_per_value = 4;  // model.dtype
   // Held per parameter beside its weights: the gradient and the optimizer's state.
   double optimizer_values_per_parameter = 3;
+  // Tensors of its largest parameter's size the optimizer's step makes: AdamW's denominator
+  // (sqrt, then divided), Muon's AdamW part likewise; SGD none.
+  double optimizer_step_temporaries = 2;
 };
 
 // Gradient + optimizer state values per parameter for train: SGD 1 + (momentum ? 1 : 0), Adam

@@ -109,6 +109,22 @@ nlohmann::json weight_memory_report(Comm& comm, const StageExecutor& executor) {
   return report;
 }
 
+// "memory budget 2048 MiB per worker: allocator peaks 1790-2021 MiB, resident peaks ... (over on
+// ranks 1, 2)": the run's largest per-step peaks against pipeline.memory_budget_mb.
+std::string describe_budget(double budget_mb, const std::vector<MemoryReport>& by_rank) {
+  double low = 1e300, high = 0, resident_low = 1e300, resident_high = 0;
+  std::vector<std::string> over;
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    const double peak = to_mb(by_rank[r].peak), resident = to_mb(by_rank[r].resident_peak);
+    low = std::min(low, peak), high = std::max(high, peak);
+    resident_low = std::min(resident_low, resident), resident_high = std::max(resident_high, resident);
+    if (std::max(peak, resident) > budget_mb) over.push_back(std::to_string(r));
+  }
+  return fmt::format("memory budget {:.0f} MiB per worker: tensor peaks {:.0f}-{:.0f} MiB, resident "
+                     "peaks {:.0f}-{:.0f} MiB{}", budget_mb, low, high, resident_low, resident_high,
+                     over.empty() ? ", within it" : ", over it on rank(s) " + join(over, ", "));
+}
+
 // The last stage rebuilds the whole model from every stage's file: one model.safetensors, the
 // same as a single-process run's, and the text sample.
 std::string assemble_model_and_sample(const Config& config, const fs::path& checkpoint_dir,
@@ -293,10 +309,18 @@ TrainingSession::Finished PipelineWorkerSession::finish(double val_loss) {
   comm_.barrier();  // every stage's files are written
   Finished finished;
   if (!reports()) return finished;
-  const auto memory_lines = describe_memory_by_rank(run_.layout, run_memory_by_rank);
+  auto memory_lines = describe_memory_by_rank(run_.layout, run_memory_by_rank);
+  if (config.pipeline.memory_budget_mb > 0) {
+    memory_lines.push_back(describe_budget(config.pipeline.memory_budget_mb, run_memory_by_rank));
+  }
   for (const auto& line : memory_lines) finished.memory += line + "\n";
-  finished.sample = assemble_model_and_sample(config, checkpoint_dir, run_.layout.stages(), final_info,
-                                              run_.options.data_root);
+  if (config.pipeline.memory_budget_mb > 0) {  // one worker cannot hold the whole model
+    fmt::print("pipetrain: memory budget: the stage checkpoints are not assembled into "
+               "model.safetensors and there is no sample\n");
+  } else {
+    finished.sample = assemble_model_and_sample(config, checkpoint_dir, run_.layout.stages(), final_info,
+                                                run_.options.data_root);
+  }
   write_trace(dir, run_.layout);
   finished.summary_fields = {{"stages", run_.layout.stages()},
                              {"dp_width", run_.layout.replicas},
