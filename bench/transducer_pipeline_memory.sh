@@ -6,7 +6,10 @@
 # 29 characters), padded to 800 frames and 160 labels. One microbatch of 32 utterances on the last
 # stage at once (GPipe, train.microbatches 1), 2 steps, 1 thread per worker. Prints a markdown
 # table: per worker, the largest step peak of the counting allocator (mem_peak_mb) and of its
-# activations part (mem_activations_peak_mb) over the steps (metrics.jsonl), and the losses.
+# activations part (mem_activations_peak_mb) over the steps (metrics.jsonl), and the losses;
+# beside each peak the planner's prediction for the same run (`pipetrain plan --config`, the
+# 2-stage GPipe plan of one microbatch: predicted_worker_memory_bytes, on this-machine with
+# worker_overhead_gb 0, since the counting allocator sees tensors only).
 # Usage: bench/transducer_pipeline_memory.sh [path/to/pipetrain]   (ROWS=32, STEPS=2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,9 +38,29 @@ COMMON="--quiet --stages 2 --schedule gpipe --model.kind transducer --data.forma
   --train.microbatches 1 --train.threads 1 --eval.every 0 --eval.batches 1 --sample.tokens 0
   --log.every 1"
 
-echo "| loss | stage 0 peak (MB) | stage 1 peak (MB) | stage 1 activations peak (MB) | step losses | wall s |"
-echo "|---|---|---|---|---|---|"
+sed -e 's/^worker_overhead_gb = .*/worker_overhead_gb = 0/' clusters/this-machine.toml >"$DIR/cluster.toml"
+# The planner's per-worker bytes (MiB) for the run below, "stage 0 | stage 1 | layers per stage".
+predicted() {
+  "$PIPETRAIN" plan --config examples/speech.toml --cluster "$DIR/cluster.toml" --model.layers 3 \
+    --model.d_model 128 --model.heads 4 --model.seq_len 800 --model.max_labels 160 \
+    --train.batch_size "$ROWS" --train.microbatches 1 --global-batch "$ROWS" --schedules gpipe \
+    --model.transducer_loss "$1" --top 1 --out-ranked "$DIR/plans-$1" >/dev/null
+  python3 - "$DIR/plans-$1" "$ROWS" <<'PY'
+import glob, json, sys
+for path in sorted(glob.glob(sys.argv[1] + '/*.json')):
+    plan = json.load(open(path))
+    if plan['stages'] == 2 and plan['microbatch_size'] == int(sys.argv[2]) and not plan['recompute']:
+        memory = [bytes / 2**20 for bytes in plan['predicted_worker_memory_bytes']]
+        print('%.1f | %.1f | %s' % (memory[0], memory[1], ','.join(map(str, plan['partition']))))
+        break
+PY
+}
+
+echo "| loss | stage 0 peak (MB) | predicted | stage 1 peak (MB) | predicted | stage 1 activations peak (MB) | planned layers per stage | step losses | wall s |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for loss in sample-wise batched; do
+  IFS='|' read -r predicted0 predicted1 partition <<<"$(predicted "$loss")"
+  predicted0=$(echo $predicted0) predicted1=$(echo $predicted1) partition=$(echo $partition)  # trimmed
   start=$(date +%s.%N)
   # shellcheck disable=SC2086
   "$PIPETRAIN" train $COMMON --model.transducer_loss "$loss" --run-dir "$DIR/run" --overwrite >/dev/null 2>&1
@@ -48,6 +71,6 @@ records = [json.loads(line) for line in open('$DIR/run/metrics.jsonl')]
 peak = [max(r['mem_peak_mb'][k] for r in records) for k in (0, 1)]
 act = max(r['mem_activations_peak_mb'][1] for r in records)
 losses = ' '.join('%.4f' % r['loss'] for r in records)
-print('%.1f | %.1f | %.1f | %s' % (peak[0], peak[1], act, losses))")
+print('%.1f | $predicted0 | %.1f | $predicted1 | %.1f | $partition | %s' % (peak[0], peak[1], act, losses))")
   printf '| %s | %s | %.0f |\n' "$loss" "$row" "$(echo "$end - $start" | bc)"
 done

@@ -1,5 +1,6 @@
 #include "model/transducer_model.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -73,11 +74,78 @@ ParameterRole TransducerModel::role_of(const std::string& parameter, const std::
   return ParameterRole::Hidden;
 }
 
+namespace {
+
+// Memory per microbatch in values of the model's dtype, counted from what libtorch's autograd
+// keeps (checked against the counting allocator: TransducerLayerMemory.*, within 1%). Every
+// utterance is taken at full length (max_frames, max_labels): the loss cuts a microbatch to its
+// longest, so this bounds it. Symbols: b rows, t encoder frames, d d_model, u labels + 1, v the
+// vocabulary; an int64 index is `index` values.
+struct TransducerShape {
+  double b, t, d, u, v, heads, index;
+};
+
+// Kept: the first ReLU's output and its masked copy (the second convolution's input), the second
+// ReLU's output and its flattened copy (the projection's input), the output, the frame mask.
+// Backward peaks in the second convolution's: its input gradient and a buffer of that size
+// (oneDNN), the incoming gradient and the kernel's. Exact where d_model / 4 is a multiple of 16;
+// otherwise oneDNN pads its buffers and the peak is low (by 9% at d_model 96, 14% at 32).
+void subsample_memory(const TransducerConfig& config, const TransducerShape& s, LayerWork& work) {
+  const double c = double(config.conv_channels()), halved = double((config.max_frames + 1) / 2);
+  const double first = s.b * c * halved * double((config.mel_bins + 1) / 2),
+               second = s.b * s.t * c * double(TransducerConfig::subsampled(config.mel_bins));
+  const double output = s.b * s.t * (s.d + 1);
+  work.stashed_values = 2 * first + 2 * second + output + s.b * halved;
+  work.workspace_values = 2 * first + output + 9 * c * c + c;
+}
+
+// Per frame: the norms' outputs and statistics, q, k and v copies, the mixed heads' copy, the
+// residual, the ReLU output (4 d), the output (12 d + 5); the attention probabilities; the key
+// mask (a byte a frame). Backward peaks in the MLP's (two 4 d gradients, or one with the first
+// matrix's gradient) or, once the MLP's and the heads' copies are freed (8 d + 2), in the
+// softmax's: the probabilities' and scores' gradients (2 attention maps) beside the incoming
+// and residual gradients.
+void encoder_memory(const TransducerShape& s, LayerWork& work) {
+  const double frames = s.b * s.t, attention = s.heads * s.t;
+  work.stashed_values = frames * (12 * s.d + 5 + attention) + frames * s.index / 8;
+  work.workspace_values = std::max({frames * (9 * s.d + 1), frames * (5 * s.d + 1) + 4 * s.d * s.d,
+                                    frames * (2 * attention - 5 * s.d - 1)});
+}
+
+// The predictor keeps per label position its input copy, the LSTM's gates (4 d), cell, its tanh
+// and the hidden state, the projection's input copy (9 d) and the label index. The encoder
+// projection keeps nothing of its own (its input is the previous layer's output).
+void joint_memory(const TransducerConfig& config, const TransducerShape& s, LayerWork& work) {
+  const double positions = s.b * s.t * s.u;
+  const double predictor = s.b * s.u * (9 * s.d + s.index);
+  if (config.sample_wise) {
+    // Kept: d(enc), d(pred) and the joint's parameter gradients. At the peak, one utterance's
+    // joint: tanh activation, logits overwritten by their gradient, the tanh and matrix
+    // gradients (3 d + v per position), beside pred and the stage's output.
+    work.stashed_values = predictor + s.b * s.u * s.d + s.b * s.t * s.d + s.d * s.v + s.v;
+    work.workspace_values = s.b * s.u * s.d + s.b * s.t * (s.d + 1) + s.t * s.u * (3 * s.d + s.v) +
+                            (s.t + s.u + s.v) * s.d;
+  } else {
+    // Kept: the whole tanh activation and log-softmax (d + v per position), two [rows, labels]
+    // values per frame of the alpha recursion after the first, the padded targets. At the peak,
+    // the tanh backward's two gradients once the log-softmax is freed, or the log-softmax
+    // backward's three [rows, frames, labels + 1, v] gradients.
+    work.stashed_values = predictor + positions * (s.d + s.v) + 2 * s.b * (s.t - 1) * s.u +
+                          s.b * (s.u - 1) * s.index;
+    work.workspace_values = positions * std::max(2 * s.d - s.v - 2, 3 * s.v - 2);
+  }
+}
+
+}  // namespace
+
 // Matrix products and convolutions (2 FLOPs per multiply-add); the joint layer's joint network
 // over every (frame, label) pair of max_labels / 2 labels on average.
 LayerWork TransducerModel::layer_work(int64_t layer, int64_t rows) const {
   const double b = double(rows), t = double(config_.encoder_frames()), d = double(config_.d_model);
   const double c = double(config_.conv_channels()), bins = double(config_.mel_bins);
+  const double v = double(config_.vocabulary);
+  const TransducerShape shape{b, t, d, double(config_.max_labels + 1), v, double(config_.heads),
+                              8.0 / double(c10::elementSize(config_.dtype))};
   LayerWork work;
   work.output_values = b * t * (d + 1);
   if (layer == 0) {
@@ -85,13 +153,16 @@ LayerWork TransducerModel::layer_work(int64_t layer, int64_t rows) const {
                  conv2 = 2 * b * t * (bins / 4) * c * c * 9;
     work.forward_flops = conv1 + conv2 + 2 * b * t * c * (bins / 4) * d;
     work.parameters = 10 * c + c * c * 9 + c + c * (bins / 4) * d + d;
+    subsample_memory(config_, shape, work);
   } else if (layer == config_.layer_count() - 1) {
-    const double u = double(config_.max_labels) / 2 + 1, v = double(config_.vocabulary);
+    const double u = double(config_.max_labels) / 2 + 1;
     work.forward_flops = 2 * b * (t * d * d + u * 9 * d * d + t * u * (d * v + d));
     work.parameters = 2 * (d * d + d) + v * d + 8 * d * d + 8 * d + d * v + v;
+    joint_memory(config_, shape, work);
   } else {
     work.forward_flops = 2 * b * t * 12 * d * d + 4 * b * t * t * d;
     work.parameters = 12 * d * d + 13 * d;
+    encoder_memory(shape, work);
   }
   return work;
 }

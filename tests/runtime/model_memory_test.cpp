@@ -6,33 +6,11 @@
 #include <torch/torch.h>
 
 #include "model/registry.h"
-#include "runtime/memory_accounting.h"
 #include "runtime/model_costs.h"
+#include "stage_memory.h"
 
 namespace pipetrain::runtime {
 namespace {
-
-struct Measured {
-  double stashed = 0, peak = 0;  // bytes above what existed before the forward
-};
-
-// Forward and backward of `stage` as the stage executor runs them: a middle stage keeps its
-// output, the last stage only its loss. The second of two rounds (the first allocates gradients).
-Measured measure_stage(StageModule& stage, const torch::Tensor& input, const torch::Tensor& labels,
-                       bool last) {
-  CountingAllocator& allocator = CountingAllocator::install();
-  Measured measured;
-  for (int round = 0; round < 2; ++round) {
-    const int64_t before = allocator.live_bytes();
-    allocator.reset_peak();
-    torch::Tensor root = stage.forward(input);
-    if (last) root = stage.loss(root, labels);
-    measured.stashed = double(allocator.live_bytes() - before);
-    root.backward(last ? torch::Tensor() : torch::ones_like(root));
-    measured.peak = double(allocator.peak_bytes() - before);
-  }
-  return measured;
-}
 
 struct LayerCase {
   std::string name;
@@ -61,7 +39,7 @@ TEST_P(GptLayerMemory, StashAndPeakMatchTheCountingAllocator) {
   const bool first = layer == 0, last = layer == model->layer_count() - 1;
   const auto tokens = torch::randint(0, config.model.vocab_size, {rows, config.model.seq_len});
   const auto input = first ? tokens : torch::randn({rows, config.model.seq_len, config.model.d_model}).requires_grad_(true);
-  const Measured measured = measure_stage(*stage, input, tokens, last);
+  const MeasuredStageMemory measured = measure_stage_memory(*stage, input, tokens, last);
 
   const auto costs = model_plan_costs(*model, rows, model_cost_options(config));
   const auto& predicted = costs.at(size_t(layer));

@@ -1,0 +1,34 @@
+#pragma once
+// One stage's memory as the counting allocator sees it, for the memory-model tests
+// (model_memory_test.cpp, transducer_memory_test.cpp): the bytes its forward keeps for the
+// backward and its high-water mark over forward and backward.
+#include <torch/torch.h>
+
+#include "model/model.h"
+#include "runtime/memory_accounting.h"
+
+namespace pipetrain::runtime {
+
+struct MeasuredStageMemory {
+  double stashed = 0, peak = 0;  // bytes above what existed before the forward
+};
+
+// Forward and backward of `stage` as the stage executor runs them: a middle stage keeps its
+// output, the last stage only its loss. The second of two rounds (the first allocates gradients).
+inline MeasuredStageMemory measure_stage_memory(StageModule& stage, const torch::Tensor& input,
+                                                const torch::Tensor& labels, bool last) {
+  CountingAllocator& allocator = CountingAllocator::install();
+  MeasuredStageMemory measured;
+  for (int round = 0; round < 2; ++round) {
+    const int64_t before = allocator.live_bytes();
+    allocator.reset_peak();
+    torch::Tensor root = stage.forward(input);
+    if (last) root = stage.loss(root, labels);
+    measured.stashed = double(allocator.live_bytes() - before);
+    root.backward(last ? torch::Tensor() : torch::ones_like(root));
+    measured.peak = double(allocator.peak_bytes() - before);
+  }
+  return measured;
+}
+
+}  // namespace pipetrain::runtime

@@ -1,0 +1,80 @@
+// The planner's memory model of the transducer's layers (TransducerModel::layer_work, through
+// runtime::model_plan_costs) against the counting allocator: what a stage of one layer keeps
+// between its forward and its backward, and its high-water mark over both, for the subsampling
+// front end, an encoder block and the joint layer with each loss method, at three shapes.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include "model/registry.h"
+#include "runtime/model_costs.h"
+#include "stage_memory.h"
+
+namespace pipetrain::runtime {
+namespace {
+
+struct TransducerLayerCase {
+  std::string name;
+  int64_t layer;  // in a 1-block transducer: 0 subsample, 1 encoder block, 2 joint
+  std::string loss;
+  int64_t rows, frames, labels, d_model;
+};
+
+void PrintTo(const TransducerLayerCase& c, std::ostream* out) { *out << c.name; }
+
+class TransducerLayerMemory : public ::testing::TestWithParam<TransducerLayerCase> {};
+
+// Every utterance at full length: the planner's bound is then the measured value.
+TEST_P(TransducerLayerMemory, StashAndPeakMatchTheCountingAllocator) {
+  CountingAllocator::install();
+  const auto& param = GetParam();
+  Config config;
+  config.model.kind = "transducer";
+  config.model.layers = 1;
+  config.model.d_model = param.d_model;
+  config.model.heads = 4;
+  config.model.seq_len = param.frames;
+  config.model.max_labels = param.labels;
+  config.model.transducer_loss = param.loss;
+  const auto model = make_model(config);
+  auto stage = model->make_stage(param.layer, param.layer + 1);
+  torch::manual_seed(7);
+  auto labels = torch::randint(1, 29, {param.rows, 1 + param.labels}, torch::kInt64);
+  labels.select(1, 0).fill_(param.labels);
+  const auto spec = param.layer == 0 ? model->input_spec(param.rows)
+                                     : model->boundary_spec(param.layer, param.rows);
+  auto input = torch::randn(spec.shape);
+  const int64_t width = spec.shape[2] - 1;
+  input.select(2, width).fill_(double(spec.shape[1]));  // every utterance full length
+  if (param.layer > 0) input.requires_grad_(true);
+  const bool last = param.layer == model->layer_count() - 1;
+  const MeasuredStageMemory measured = measure_stage_memory(*stage, input, labels, last);
+
+  const auto costs = model_plan_costs(*model, param.rows, model_cost_options(config));
+  const auto& predicted = costs.at(size_t(param.layer));
+  const double predicted_peak = predicted.activation_bytes + predicted.workspace_bytes;
+  EXPECT_NEAR(measured.stashed, predicted.activation_bytes, 0.01 * predicted.activation_bytes);
+  EXPECT_NEAR(measured.peak, predicted_peak, 0.01 * predicted_peak);
+}
+
+// short: the encoder's backward peaks in its MLP; wide: in the MLP beside the first matrix's
+// gradient; long (256 encoder frames): in the attention's softmax.
+INSTANTIATE_TEST_SUITE_P(
+    Transducer, TransducerLayerMemory,
+    ::testing::Values(
+        TransducerLayerCase{"short_subsample", 0, "sample-wise", 2, 128, 20, 64},
+        TransducerLayerCase{"short_encoder", 1, "sample-wise", 2, 128, 20, 64},
+        TransducerLayerCase{"short_joint_sample_wise", 2, "sample-wise", 2, 128, 20, 64},
+        TransducerLayerCase{"short_joint_batched", 2, "batched", 2, 128, 20, 64},
+        TransducerLayerCase{"wide_subsample", 0, "sample-wise", 2, 128, 30, 128},
+        TransducerLayerCase{"wide_encoder", 1, "sample-wise", 2, 128, 30, 128},
+        TransducerLayerCase{"wide_joint_sample_wise", 2, "sample-wise", 2, 128, 30, 128},
+        TransducerLayerCase{"wide_joint_batched", 2, "batched", 2, 128, 30, 128},
+        TransducerLayerCase{"long_subsample", 0, "sample-wise", 3, 1024, 40, 64},
+        TransducerLayerCase{"long_encoder", 1, "sample-wise", 3, 1024, 40, 64},
+        TransducerLayerCase{"long_joint_sample_wise", 2, "sample-wise", 3, 1024, 40, 64},
+        TransducerLayerCase{"long_joint_batched", 2, "batched", 3, 1024, 40, 64}),
+    [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace pipetrain::runtime
