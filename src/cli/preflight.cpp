@@ -6,7 +6,8 @@
 #include "core/files.h"
 #include "core/machine.h"
 #include "core/text.h"
-#include "plan/analytic.h"
+#include "model/registry.h"
+#include "runtime/model_costs.h"
 
 namespace pipetrain::cli {
 namespace {
@@ -19,34 +20,43 @@ void check_thread_count(const Config& config) {
   }
 }
 
-// Weight-sized state tensors per parameter, at least (a lower bound, like the rest).
-int optimizer_states(const TrainConfig& train) {
-  const int previous_update = train.delay_correction == "error_feedback" ? 1 : 0;
-  if (train.optimizer == "sgd") return (train.momentum > 0 ? 1 : 0) + previous_update;
-  if (train.optimizer == "muon") return 1 + previous_update;  // matrices: a momentum only
-  return 2 + previous_update;  // adam, adamw: two moments
+// A lower bound of what training holds of the model's layers [first of them, ...): weights,
+// gradient and optimizer state per parameter, and one microbatch's kept activations, from the
+// model's own LayerWork; summed in double (absurd sizes stay finite) and only until `enough`
+// (a billion-layer model stops at its first few thousand).
+struct ModelMemory {
+  double weights_gradients_optimizer = 0, activations = 0;
+  double total() const { return weights_gradients_optimizer + activations; }
+};
+ModelMemory model_memory_lower_bound(const Model& model, const Config& config, double microbatch,
+                                     double share, double enough) {
+  const runtime::ModelCostOptions options = runtime::model_cost_options(config);
+  const double per_parameter = options.bytes_per_value * (1 + options.optimizer_values_per_parameter);
+  ModelMemory memory;
+  const auto rows = int64_t(std::min(microbatch, 9e18));
+  for (int64_t layer = 0; layer < model.layer_count() && memory.total() * share <= enough; ++layer) {
+    const LayerWork work = model.layer_work(layer, rows);
+    memory.weights_gradients_optimizer += work.parameters * per_parameter;
+    const double kept = work.stashed_values > 0 ? work.stashed_values : work.output_values;
+    memory.activations += kept * options.bytes_per_value;
+  }
+  return memory;
 }
 
-// Computed in double (absurd sizes stay finite): a lower bound, so a run refused here could not
-// have run.
 // `data_path`: the file read into memory, or "" for none.
 void check_memory(const Config& config, const std::string& data_path, const ProcessesHere& here) {
-  const auto& m = config.model;
   const auto& p = config.pipeline;
-  const plan::GptShape shape{"", m.layers, m.d_model, m.heads, m.seq_len, m.vocab_size};
   const double replicas = double(p.dp_width);
   const double microbatch =
       std::max(1.0, double(config.train.batch_size) / (double(config.train.microbatches) * replicas));
-  const plan::TrainingMemory model =
-      plan::training_memory_lower_bound(shape, m.dtype == "float64" ? 8 : 4,
-                                        optimizer_states(config.train), microbatch);
   // Each worker holds one stage of a replica: these workers' share of all layers, in layers.
   const double share = here.workers / double(p.stages);
   const double processes = here.workers + (here.launcher ? 1 : 0);
   // Byte-level text is read into memory; token files are memory-mapped (docs/data.md).
   const double data = data_path.empty() ? 0 : double(regular_file_size(data_path, "data file"));
-  const double needed = model.total() * share + data + processes * kProcessBytes;
   const double available = machine_memory_bytes();
+  const ModelMemory model = model_memory_lower_bound(*make_model(config), config, microbatch, share, available);
+  const double needed = model.total() * share + data + processes * kProcessBytes;
   if (needed <= available) return;
   fail("this run needs at least {} of memory (weights, gradients and {} state {}, one "
        "microbatch's activations {}, the data file {}, {:.0f} process(es) x {}), more than this "

@@ -16,7 +16,8 @@ struct ProcessesHere {
 };
 
 // UserError when train.threads exceeds kThreadsPerCore per core, or when the run needs more
-// memory than the machine has: these workers' share of the weights, gradients, optimizer state
+// memory than the machine has (from the model's own Model::layer_work, any model.kind): these
+// workers' share of the weights, gradients, optimizer state
 // and one microbatch's activations of every replica, the data file, and kProcessBytes per
 // process. `data_root` as in RunOptions.
 void check_run_fits_machine(const Config& config, const std::string& data_root,
