@@ -100,7 +100,7 @@ std::vector<LayerCost> candidate_layers(const PlanRequest& request, int variant,
 
 // [first, last) layer ranges of the model stages a candidate simulates (its chunk partition
 // for interleaved schedules).
-std::vector<std::pair<int, int>> model_stage_ranges(const PlanCandidate& c) {
+std::vector<std::pair<int, int>> simulated_stage_layers(const PlanCandidate& c) {
   const auto& counts = c.chunk_partition.empty() ? c.partition : c.chunk_partition;
   std::vector<std::pair<int, int>> ranges;
   int first = 0;
@@ -111,7 +111,7 @@ std::vector<std::pair<int, int>> model_stage_ranges(const PlanCandidate& c) {
 // What a microbatch in flight holds on each model stage, for the simulator's activation peak.
 void set_held_activations(sim::CostModel& costs, const std::vector<LayerCost>& layers,
                           const PlanCandidate& c, const StageLimits& limits) {
-  const auto ranges = model_stage_ranges(c);
+  const auto ranges = simulated_stage_layers(c);
   for (size_t s = 0; s < ranges.size(); ++s) {
     costs.stages[s].activation_bytes =
         stage_memory_parts(layers, ranges[s].first, ranges[s].second, limits).per_microbatch;
@@ -123,7 +123,7 @@ void set_held_activations(sim::CostModel& costs, const std::vector<LayerCost>& l
 // flight at the simulated peak, one recomputed microbatch, the largest workspace, its overhead.
 double worker_peak_memory(const std::vector<LayerCost>& layers, PlanCandidate& c,
                           const StageLimits& limits, const sim::SimResult& result) {
-  const auto ranges = model_stage_ranges(c);
+  const auto ranges = simulated_stage_layers(c);
   double worst = 0;
   c.worker_memory_bytes.clear();
   for (int w = 0; w < c.stages; ++w) {
