@@ -122,7 +122,7 @@ void set_held_activations(sim::CostModel& costs, const std::vector<LayerCost>& l
 // versions as the action lists keep alive, gradients and optimizer state, the activations in
 // flight at the simulated peak, one recomputed microbatch, the largest workspace, its overhead.
 double worker_peak_memory(const std::vector<LayerCost>& layers, PlanCandidate& c,
-                          const StageLimits& limits, const sim::SimResult& result) {
+                          const StageLimits& limits, const sim::SimResult& result, bool flushes) {
   const auto ranges = simulated_stage_layers(c);
   double worst = 0;
   c.worker_memory_bytes.clear();
@@ -135,11 +135,12 @@ double worker_peak_memory(const std::vector<LayerCost>& layers, PlanCandidate& c
       workspace = std::max(workspace, parts.workspace);
       optimizer_workspace = std::max(optimizer_workspace, parts.optimizer_workspace);
     }
-    // The step's temporaries come on top: no-flush schedules update with microbatches in
-    // flight (measured: docs/benchmarks.md, GPT-2 small).
-    workspace += optimizer_workspace;
-    c.worker_memory_bytes.push_back(fixed + result.peak_activation_bytes[size_t(w)] + once +
-                                    workspace + limits.extra_bytes);
+    // The step's temporaries: a flushing schedule updates with nothing in flight, a no-flush one
+    // with its microbatches' activations held (both measured: docs/benchmarks.md, GPT-2 small).
+    const double activations = result.peak_activation_bytes[size_t(w)];
+    const double held = flushes ? std::max(activations + workspace, optimizer_workspace)
+                                : activations + workspace + optimizer_workspace;
+    c.worker_memory_bytes.push_back(fixed + held + once + limits.extra_bytes);
     worst = std::max(worst, c.worker_memory_bytes.back());
   }
   return worst;
@@ -330,7 +331,7 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
   c.costs = costs;
   const sim::SimResult result = sim::simulate(schedule::make_schedule(spec), costs);
   if (runtime_memory) {
-    c.peak_memory_bytes = worker_peak_memory(layers, c, limits, result);
+    c.peak_memory_bytes = worker_peak_memory(layers, c, limits, result, entry.flushes());
     if (c.peak_memory_bytes > limits.memory_bytes) {
       c.rejected = fmt::format("memory: its schedule holds {} per device, has {}",
                                format_bytes(c.peak_memory_bytes), format_bytes(limits.memory_bytes));

@@ -380,6 +380,51 @@ TEST(Cli, PlanMemoryPerWorkerPipelinesGpt2SmallUnderTheBudget) {
   fs::remove_all(dir);
 }
 
+// The planner's memory model of a run against the run: each worker's predicted tensors (the
+// plan's predicted_worker_memory_bytes less the cluster's worker overhead) within 5% of its
+// counted peak, for a flushing and a no-flush schedule (the optimizer step's temporaries fall
+// with nothing in flight in 1F1B and on top of the held activations in 2BW).
+TEST(Cli, PlannedWorkerMemoryMatchesTheRunsCountedPeaks) {
+  const auto dir = temp_dir("plan_memory");
+  fs::create_directories(dir);
+  const std::string config = std::string(PIPETRAIN_SOURCE_DIR) + "/examples/default.toml "
+      "--model.layers 4 --model.d_model 128 --model.heads 4 --model.vocab_size 4096 "
+      "--train.batch_size 8 --train.microbatches 4 --train.steps 3 --eval.every 0 --eval.batches 1 "
+      "--sample.tokens 0 --log.every 1";
+  for (const std::string schedule : {"1f1b", "2bw"}) {
+    // The best 2-stage pipeline plan without recomputation (worker w holds stage w).
+    std::string output;
+    fs::path plan_path;
+    for (const auto& ranked : ranked_plans("--config " + config + " --schedules " + schedule, dir / schedule, &output)) {
+      if (ranked["stages"] == 2 && ranked["dp_width"] == 1 && !ranked["recompute"].get<bool>()) {
+        plan_path = dir / (schedule + ".json");
+        std::ofstream(plan_path) << ranked.dump();
+        break;
+      }
+    }
+    ASSERT_FALSE(plan_path.empty()) << output;
+    const auto plan = nlohmann::json::parse(std::ifstream(plan_path));
+    const Result trained = run("train " + config + " --plan " + plan_path.string() + " --run-dir " +
+                               (dir / (schedule + "-run")).string() + " --overwrite --quiet");
+    ASSERT_EQ(trained.exit_code, 0) << trained.output;
+    std::vector<double> measured(plan["stages"].get<size_t>(), 0);
+    std::ifstream metrics(dir / (schedule + "-run") / "metrics.jsonl");
+    for (std::string line; std::getline(metrics, line);) {
+      const auto record = nlohmann::json::parse(line);
+      if (!record.contains("mem_peak_mb")) continue;
+      for (size_t w = 0; w < measured.size(); ++w) {
+        measured[w] = std::max(measured[w], record["mem_peak_mb"][w].get<double>());
+      }
+    }
+    const double overhead_mib = 0.25e9 / (1 << 20);  // clusters/this-machine.toml
+    for (size_t w = 0; w < measured.size(); ++w) {
+      const double predicted = plan["predicted_worker_memory_bytes"][w].get<double>() / (1 << 20) - overhead_mib;
+      EXPECT_NEAR(predicted, measured[w], 0.05 * measured[w]) << schedule << " worker " << w;
+    }
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Cli, PlanConfigPlansAGptRunConfigWithOverrides) {
   const auto dir = temp_dir("plan_gpt_config");
   std::string output;
