@@ -136,9 +136,7 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
   plan::ModelProfile profile;
   profile.threads = options.threads;
   profile.shape = {"profiled", shape.layers, shape.d_model, shape.heads, shape.seq_len, shape.vocab_size};
-  profile.description = fmt::format("GPT {} layers, d_model {}, {} heads, seq {}, vocab {}; {} thread(s)",
-                                    shape.layers, shape.d_model, shape.heads, shape.seq_len,
-                                    shape.vocab_size, options.threads);
+  profile.description = fmt::format("{}; {} thread(s)", definition->describe(), options.threads);
   const int64_t count = definition->layer_count();
   // Warm the allocator and BLAS at the largest size first: otherwise the first layer timed
   // pays for it (block 0 measured 2.7x its peers).
@@ -167,7 +165,7 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
   }
   for (int64_t i = 0; i < count; ++i) {
     auto& layer = *layers[size_t(i)];
-    const bool is_embedding = i == 0, is_head = i == count - 1;
+    const bool is_head = i == count - 1;
     plan::LayerProfile measured;
     measured.name = definition->layer_name(i);
     // A stage of this layer alone: the last one's own copies of shared weights included.
@@ -182,16 +180,11 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
       m.forward_s = median_of(entry.forward);
       m.backward_s = median_of(entry.backward);
       m.weight_s = std::max(0.0, m.backward_s - median_of(entry.input_backward));
-      const double tokens = double(b * shape.seq_len), d = double(shape.d_model);
-      m.output_bytes = is_head ? 0 : value_bytes * tokens * d;
-      // Stashed activations (Korthikanti et al.'s 16-bit bytes, scaled to model.dtype): 34
-      // bytes per token and channel plus the attention maps; the head keeps its logits and
-      // their softmax.
-      const double per_16_bit = value_bytes / 2;
-      m.activation_bytes =
-          is_embedding ? value_bytes * tokens * d
-          : is_head    ? 2 * value_bytes * tokens * (double(shape.vocab_size) + d)
-                       : per_16_bit * tokens * (34 * d + 5 * double(shape.heads) * double(shape.seq_len));
+      // Bytes from the model's own memory model (Model::layer_work, checked against the
+      // counting allocator: GptLayerMemory.*): what the layer sends on and what it keeps.
+      const LayerWork work = definition->layer_work(i, b);
+      m.output_bytes = is_head ? 0 : value_bytes * work.output_values;
+      m.activation_bytes = value_bytes * (work.stashed_values > 0 ? work.stashed_values : work.output_values);
       measured.by_microbatch.push_back(m);
       if (progress) {
         progress(fmt::format("{} b={}: forward {:.2f} ms, backward {:.2f} ms (weights {:.2f} ms)",

@@ -1,5 +1,6 @@
 #pragma once
-// Measured per-layer costs of the configured GPT on this machine, the input of the balanced
+// Measured per-layer costs of the configured model on this machine (times measured, bytes from
+// its Model::layer_work), the input of the balanced
 // partitioner, the planner and the simulator. The JSON form is free of libtorch
 // (plan/profile_json.h reads it).
 #include <cstdint>
