@@ -96,8 +96,9 @@ TEST(TransducerModel, EachLayerProducesItsBoundarySpecWithFrameCounts) {
   for (int64_t layer = 0; layer < model->layer_count(); ++layer) {
     x = model->make_stage(layer, layer + 1)->forward(x);
     EXPECT_EQ(x.sizes().vec(), (std::vector<int64_t>{3, 10, 9})) << model->layer_name(layer);
-    if (layer + 1 < model->layer_count())
+    if (layer + 1 < model->layer_count()) {
       EXPECT_EQ(model->boundary_spec(layer + 1, 3).shape, x.sizes().vec());
+    }
     // ceil(ceil(frames / 2) / 2) encoder frames per utterance, in every frame's last channel.
     const auto frames = speech_frame_counts(batch.inputs);
     const auto halved = torch::div(frames + 1, 2, "floor"),
