@@ -101,15 +101,6 @@ double head_activation_bytes(const GptShape& shape, double microbatch, double by
   return 8 * tokens * double(shape.vocab) + 2 * bytes_per_value * tokens * double(shape.hidden);
 }
 
-TrainingMemory training_memory_lower_bound(const GptShape& shape, double bytes_per_value,
-                                           int optimizer_states, double microbatch) {
-  TrainingMemory memory;
-  memory.weights_gradients_optimizer = shape.parameters() * bytes_per_value * (2 + optimizer_states);
-  memory.activations = double(shape.layers) * block_activation_bytes(shape, microbatch, bytes_per_value) +
-                       head_activation_bytes(shape, microbatch, bytes_per_value);
-  return memory;
-}
-
 double recompute_workspace_bytes(const GptShape& shape, const ClusterSpec& cluster,
                                  const AnalyticOptions& options) {
   if (!options.recompute) return 0;

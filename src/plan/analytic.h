@@ -43,16 +43,6 @@ std::vector<LayerCost> analytic_gpt_layers(const GptShape& shape, const ClusterS
 double block_activation_bytes(const GptShape& shape, double microbatch, double bytes_per_value);
 double head_activation_bytes(const GptShape& shape, double microbatch, double bytes_per_value);
 
-// The least memory training `shape` needs with all its layers on one machine: weights and
-// gradients plus `optimizer_states` values per parameter (bytes_per_value each), and one
-// microbatch's activations of every layer. In double: absurd shapes give huge, finite numbers.
-struct TrainingMemory {
-  double weights_gradients_optimizer = 0, activations = 0;
-  double total() const { return weights_gradients_optimizer + activations; }
-};
-TrainingMemory training_memory_lower_bound(const GptShape& shape, double bytes_per_value,
-                                           int optimizer_states, double microbatch);
-
 // With recomputation (every layer keeps only its input), one layer's full activations exist while
 // it is recomputed: a fixed extra per stage (StageLimits::extra_bytes). 0 without recomputation.
 double recompute_workspace_bytes(const GptShape& shape, const ClusterSpec& cluster,

@@ -17,6 +17,7 @@ class Model;
 namespace pipetrain::runtime {
 
 struct ModelCostOptions {
+  // Defaults: one CPU core (clusters/this-machine.toml), what the "balanced" partition balances.
   double flops_per_s = 50e9;   // sustained by one worker
   double bytes_per_s = 16e9;   // its memory bandwidth (a layer streams weights and output)
   double bytes_per_value = 4;  // model.dtype

@@ -6,28 +6,15 @@
 
 #include "core/error.h"
 #include "model/model.h"
+#include "runtime/model_costs.h"
 
 namespace pipetrain::runtime {
 
 std::vector<plan::LayerCost> model_layer_costs(const Model& model, int64_t microbatch) {
-  // Only the layers' relative costs matter for the balance: a CPU core's FLOP/s and memory
-  // bandwidth (clusters/this-machine.toml), fp32 (float64 scales every layer alike). A layer's
-  // forward computes its FLOPs and writes its output; its backward costs twice the forward.
-  constexpr double kFlops = 50e9, kBandwidth = 16e9, kBytes = 4;
-  std::vector<plan::LayerCost> costs;
-  for (int64_t layer = 0; layer < model.layer_count(); ++layer) {
-    const LayerWork work = model.layer_work(layer, microbatch);
-    plan::LayerCost cost;
-    cost.name = model.layer_name(layer);
-    // A layer streams its weights and writes its output, so a near-free one still counts.
-    cost.forward_s = work.forward_flops / kFlops + (work.parameters + work.output_values) * kBytes / kBandwidth;
-    cost.backward_s = 2 * cost.forward_s;
-    cost.param_bytes = work.parameters * kBytes;
-    cost.optimizer_bytes = 2 * cost.param_bytes;  // Adam's two moments
-    cost.activation_bytes = cost.output_bytes = work.output_values * kBytes;
-    costs.push_back(cost);
-  }
-  return costs;
+  // Only the layers' relative costs matter for the balance: the planner's cost model at its
+  // default CPU-core rates (a layer streams its weights and writes its output, so a near-free
+  // one still counts; backward twice the forward), fp32 (float64 scales every layer alike).
+  return model_plan_costs(model, microbatch, ModelCostOptions{});
 }
 
 namespace {
