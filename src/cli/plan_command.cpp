@@ -29,41 +29,44 @@ std::vector<std::string> planned_schedules() {
 }
 
 // The run config's model as the planner sees it when it runs here: its costs at one worker's
-// rate and the runtime's memory, as configured and, when it changes the model's memory, with
-// chunked cross-entropy (the planner chooses).
+// rate (the balance's cost model, runtime::model_layer_costs, at the cluster's sustained rate)
+// and the runtime's memory; `fields` are what the config differs in from the user's.
+plan::PlanRequest::ModelVariant model_variant(std::string label, const Config& config,
+                                              std::vector<std::pair<std::string, std::string>> fields,
+                                              const plan::ClusterSpec& cluster) {
+  std::shared_ptr<const Model> model = make_model(config);
+  runtime::ModelCostOptions options = runtime::model_cost_options(config);
+  const double rate = cluster.device_flops * cluster.compute_efficiency;
+  options.bytes_per_s *= rate / options.flops_per_s;
+  options.flops_per_s = rate;
+  plan::PlanRequest::ModelVariant variant;
+  variant.label = std::move(label);
+  variant.config_fields = std::move(fields);
+  variant.costs = [model, options](int64_t microbatch) {
+    return runtime::model_plan_costs(*model, microbatch, options);
+  };
+  return variant;
+}
+
+double held_bytes(const plan::PlanRequest::ModelVariant& variant) {
+  double bytes = 0;
+  for (const auto& layer : variant.costs(1)) bytes += layer.activation_bytes + layer.workspace_bytes;
+  return bytes;
+}
+
+// The config as given and, when it changes the model's memory, with chunked cross-entropy
+// (the planner chooses).
 std::vector<plan::PlanRequest::ModelVariant> model_variants(const Config& config,
                                                             const plan::ClusterSpec& cluster) {
   constexpr int64_t kLossChunkTokens = 1024;
-  std::vector<std::pair<std::string, Config>> configs = {{"as configured", config}};
+  std::vector<plan::PlanRequest::ModelVariant> variants = {model_variant("as configured", config, {}, cluster)};
   if (config.model.loss_chunk_tokens == 0) {
     Config chunked = config;
     chunked.model.loss_chunk_tokens = kLossChunkTokens;
-    configs.push_back({"chunked CE", chunked});
-  }
-  std::vector<plan::PlanRequest::ModelVariant> variants;
-  for (const auto& [label, variant_config] : configs) {
-    std::shared_ptr<const Model> model = make_model(variant_config);
-    runtime::ModelCostOptions options = runtime::model_cost_options(variant_config);
-    // The balance's cost model (runtime::model_layer_costs) at the cluster's sustained rate.
-    const double rate = cluster.device_flops * cluster.compute_efficiency;
-    options.bytes_per_s *= rate / options.flops_per_s;
-    options.flops_per_s = rate;
-    plan::PlanRequest::ModelVariant variant;
-    variant.label = label;
-    if (&variant_config != &configs.front().second) {
-      variant.config_fields = {{"model.loss_chunk_tokens", std::to_string(kLossChunkTokens)}};
-    }
-    variant.costs = [model, options](int64_t microbatch) {
-      return runtime::model_plan_costs(*model, microbatch, options);
-    };
-    // A model without a chunked loss costs the same either way: no second variant.
-    const auto memory = [&](const plan::PlanRequest::ModelVariant& v) {
-      double bytes = 0;
-      for (const auto& layer : v.costs(1)) bytes += layer.activation_bytes + layer.workspace_bytes;
-      return bytes;
-    };
-    if (!variants.empty() && memory(variant) == memory(variants.front())) continue;
-    variants.push_back(std::move(variant));
+    auto variant = model_variant("chunked CE", chunked,
+                                 {{"model.loss_chunk_tokens", std::to_string(kLossChunkTokens)}}, cluster);
+    // A model without a chunked loss holds the same either way: no second variant.
+    if (held_bytes(variant) != held_bytes(variants.front())) variants.push_back(std::move(variant));
   }
   return variants;
 }

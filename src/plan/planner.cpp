@@ -406,11 +406,16 @@ std::string format_plan_report(const PlanRequest& request, const PlanResult& res
   const double parameters = planned_parameters(request);
   const std::string parameter_text = parameters >= 1e9 ? fmt::format("{:.2f}B", parameters / 1e9)
                                                        : fmt::format("{:.2f}M", parameters / 1e6);
+  const std::string devices =
+      request.worker_counts.empty()
+          ? fmt::format("{} devices", request.cluster.devices())
+          : fmt::format("{}-{} workers on {} cores", request.worker_counts.front(),
+                        request.worker_counts.back(), request.cluster.cores_per_node);
   std::string out = fmt::format(
-      "model {} ({} parameters), cluster {} ({} devices, {} per device), global batch {}\n"
+      "model {} ({} parameters), cluster {} ({}, {} per device), global batch {}\n"
       "{} candidate plans fit in memory, {} do not\n\n",
       request.model.name, parameter_text, request.cluster.name,
-      request.cluster.devices(), format_bytes(request.cluster.device_memory_bytes),
+      devices, format_bytes(request.cluster.device_memory_bytes),
       request.global_batch, result.ranked.size(), result.infeasible.size());
   const bool variants = request.model_variants.size() > 1;
   out += fmt::format("| rank | schedule | d | w | b | m | recompute |{} samples/s | peak memory | lost because |\n",
