@@ -7,7 +7,8 @@
 # validation curves of the first depth to OUT.svg. A run whose metrics already reach the last
 # step is kept, so an interrupted sweep continues where it stopped.
 # Usage: bench/delay_robust_convergence.sh RUNS_DIR OUT.svg
-#        (STAGES="2 4" STEPS=800 ADAMW_LR=3e-3 MUON_LR=0.02 PIPETRAIN=build/pipetrain;
+#        (STAGES="2 4" STEPS=800 ADAMW_LR=3e-3 MUON_LR=0.02 MUON_MOMENTUM=0.95
+#        PIPETRAIN=build/pipetrain;
 #        RUN_ONLY="muon:2bw-ef adamw:2bw" makes just those runs, in that order, and no table)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,7 @@ STAGES="${STAGES:-2 4}"
 STEPS="${STEPS:-800}"
 ADAMW_LR="${ADAMW_LR:-3e-3}"
 MUON_LR="${MUON_LR:-0.02}"
+MUON_MOMENTUM="${MUON_MOMENTUM:-0.95}"
 VARIANTS=(sync 2bw 2bw-predict 2bw-ef)
 mkdir -p "$RUNS" "$(dirname "$OUT")"
 
@@ -32,7 +34,7 @@ variant_args() {
 optimizer_args() {
   case "$1" in
     adamw) echo "--train.optimizer adamw --train.lr $ADAMW_LR" ;;
-    muon) echo "--train.optimizer muon --train.lr $ADAMW_LR --train.muon_lr $MUON_LR" ;;
+    muon) echo "--train.optimizer muon --train.lr $ADAMW_LR --train.muon_lr $MUON_LR --train.muon_momentum $MUON_MOMENTUM" ;;
   esac
 }
 final_field() {  # the last metrics line's FIELD, or nothing
