@@ -62,21 +62,18 @@ int planner_layer_count(const PlanRequest& request) {
 
 // Workers sharing a node's cores: with fewer workers than cores each computes on several
 // threads (2 threads ran the default model 1.6x as fast as 1: bench/train_throughput, i.e.
-// threads^0.7); with more, every worker's busy time shares the cores, so an iteration takes at
-// least the node's total compute over its cores.
+// threads^0.7); with more, they take turns on the cores (shared_cores below, simulated by
+// sim/shared_cores.h).
 double thread_speedup(const ClusterSpec& cluster) {
   if (cluster.cores_per_node <= 0 || cluster.devices_per_node >= cluster.cores_per_node) return 1;
   return std::pow(double(cluster.cores_per_node / cluster.devices_per_node), 0.7);
 }
 
-double shared_cores_floor_s(const ClusterSpec& cluster, const sim::CostModel& costs,
-                            int microbatches, int width) {
+// Cores the workers share when a node runs more workers than it has cores (0: one each). The
+// nodes' cores are pooled: the workers spread evenly over them.
+double shared_cores(const ClusterSpec& cluster) {
   if (cluster.cores_per_node <= 0 || cluster.devices_per_node <= cluster.cores_per_node) return 0;
-  double busy_ms = 0;
-  for (const auto& stage : costs.stages) {
-    busy_ms += (stage.forward_ms + stage.backward_ms) * microbatches + stage.optimizer_ms;
-  }
-  return busy_ms * width / 1e3 / cluster.cores_per_node / cluster.nodes;
+  return double(cluster.cores_per_node) * cluster.nodes;
 }
 
 // Per layer, the costs a candidate plans with, and whether its memory is the runtime's.
@@ -283,6 +280,7 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
   costs.bandwidth_bytes_per_ms = placement.p2p_bandwidth / 1e3;
   costs.samples_per_microbatch = double(microbatch);
   costs.synchronous_updates = request.for_pipetrain_runtime;
+  costs.shared_cores = shared_cores(cluster);
   costs.send_post_ms = cluster.measured_send_post_latency_s * 1e3;
   costs.send_post_bytes_per_ms = std::isfinite(cluster.measured_send_post_bandwidth)
                                      ? cluster.measured_send_post_bandwidth / 1e3 : 0.0;
@@ -339,8 +337,7 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
     }
   }
   c.fits = true;
-  c.iteration_s = std::max(result.iteration_ms / 1e3,
-                           shared_cores_floor_s(cluster, costs, spec.microbatches, c.dp_width));
+  c.iteration_s = result.iteration_ms / 1e3;
   c.samples_per_s = double(request.global_batch) / c.iteration_s;
   const double samples = double(request.global_batch);
   c.compute_s_per_sample = slowest_compute * double(c.microbatches) / samples;

@@ -36,6 +36,9 @@ struct CostModel {
   // The data leaves after it. Zero by default: sends are free to the sender.
   double send_post_ms = 0.0;
   double send_post_bytes_per_ms = 0.0;
+  // Cores that all workers (of all dp_width replicas) share; 0: each worker has its own
+  // device. With more computing workers than cores they take turns (sim/shared_cores.h).
+  double shared_cores = 0.0;
 
   const StageCost& stage(int stage_index) const;
   double slice_share(int slice, int slices) const;

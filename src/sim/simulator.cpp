@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "sim/shared_cores.h"
 
 namespace pipetrain::sim {
 using schedule::Action;
@@ -50,11 +51,16 @@ SimResult simulate(const schedule::Schedule& s, const CostModel& costs) {
       costs.send_post_bytes_per_ms < 0)
     fail("cost model: p2p latency, bandwidth and send post costs must be >= 0");
 
+  if (costs.shared_cores < 0) fail("cost model: shared cores must be >= 0");
+
   schedule::TransferMatch match = schedule::match_transfers(s);
-  schedule::ReplayResult replay = schedule::replay(
-      s, match, [&](int w, const Action& a) { return costs.duration_ms(s, w, a); },
-      schedule::SendMode::Eager, costs.synchronous_updates,
-      [&](int w, const Action& a) { return costs.send_post_duration_ms(s, w, a); });
+  schedule::ReplayResult replay =
+      costs.shared_cores > 0
+          ? replay_on_shared_cores(s, match, costs)
+          : schedule::replay(
+                s, match, [&](int w, const Action& a) { return costs.duration_ms(s, w, a); },
+                schedule::SendMode::Eager, costs.synchronous_updates,
+                [&](int w, const Action& a) { return costs.send_post_duration_ms(s, w, a); });
   if (!replay.finished) {
     fail("schedule '{}' deadlocks in the simulation{}: workers stop at actions {}", s.name,
          costs.synchronous_updates ? " with synchronous updates" : "", fmt::join(replay.stopped_at, ", "));
