@@ -29,6 +29,7 @@ variant_args() {
     2bw) echo "--schedule 2bw" ;;
     2bw-predict) echo "--schedule 2bw-predict" ;;
     2bw-ef) echo "--schedule 2bw --train.delay_correction error_feedback" ;;
+    2bw-predict-ef) echo "--schedule 2bw-predict --train.delay_correction error_feedback" ;;
   esac
 }
 optimizer_args() {
