@@ -57,7 +57,10 @@ INSTANTIATE_TEST_SUITE_P(Gpt, GptLayerMemory,
                                            LayerCase{"long_embedding", 0, 0, 256, 1024},
                                            LayerCase{"long_block", 1, 0, 256, 1024},
                                            LayerCase{"long_head_full_logits", 3, 0, 256, 1024},
-                                           LayerCase{"long_head_chunked", 3, 32, 256, 1024}),
+                                           LayerCase{"long_head_chunked", 3, 32, 256, 1024},
+                                           // a chunk's logits outweigh the head's gradients:
+                                           // the forward's peak
+                                           LayerCase{"wide_vocabulary_head_chunked", 3, 256, 128, 4096}),
                          [](const auto& info) { return info.param.name; });
 
 struct UpdateCase {
