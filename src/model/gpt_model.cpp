@@ -73,13 +73,14 @@ LayerWork GptModel::layer_work(int64_t layer, int64_t rows) const {
     work.largest_parameter_values = v * h;  // the tied weight, here or on the embedding's stage
     work.stashed_values += 2 * n;  // the norm's mean and 1/std
     if (config_.loss_chunk_tokens > 0) {
-      // Chunked cross-entropy keeps one log-sum-exp per token; a chunk's logits, their
-      // softmax and gradient exist at a time, and the head weight's gradient in the loss.
+      // Chunked cross-entropy keeps one log-sum-exp per token. Forward: a chunk's logits and
+      // logsumexp's shifted copy of them; backward: a chunk's logits turned into their
+      // gradient, and the gradients of the head weight and the hidden states.
       const double chunk = std::min(n, double(config_.loss_chunk_tokens));
       work.forward_flops = 2 * n * h * v;
       work.output_values = n * v;  // computed a chunk at a time: the same work
       work.stashed_values += 3.25 * n;  // the log-sum-exps, the flattened targets
-      work.workspace_values = chunk * v + v * h + n * h;  // a chunk's logits, both gradients
+      work.workspace_values = std::max(2 * chunk * v, chunk * v + v * h + n * h);
     } else {
       // cross_entropy keeps log_softmax's output; the logits, then the gradients of both, are
       // transient.

@@ -1,5 +1,7 @@
 #include "runtime/model_costs.h"
 
+#include <algorithm>
+
 #include "model/registry.h"
 
 namespace pipetrain::runtime {
@@ -12,11 +14,18 @@ double optimizer_values_per_parameter(const TrainConfig& train) {
   return 1 + states + previous_update;
 }
 
+double optimizer_step_temporaries(const TrainConfig& train) {
+  const double decayed_gradient = train.weight_decay != 0 ? 1 : 0;
+  if (train.optimizer == "sgd") return decayed_gradient;
+  if (train.optimizer == "adam") return 2 + decayed_gradient;
+  return 2;
+}
+
 ModelCostOptions model_cost_options(const Config& config) {
   ModelCostOptions options;
   options.bytes_per_value = config.model.dtype == "float64" ? 8 : 4;
   options.optimizer_values_per_parameter = optimizer_values_per_parameter(config.train);
-  options.optimizer_step_temporaries = config.train.optimizer == "sgd" ? 0 : 2;
+  options.optimizer_step_temporaries = optimizer_step_temporaries(config.train);
   return options;
 }
 
@@ -38,7 +47,9 @@ std::vector<plan::LayerCost> model_plan_costs(const Model& model, int64_t microb
     cost.activation_bytes = (work.stashed_values > 0 ? work.stashed_values : work.output_values) * value;
     cost.workspace_bytes = work.workspace_values * value;
     const double largest = work.largest_parameter_values > 0 ? work.largest_parameter_values : work.parameters;
-    cost.optimizer_workspace_bytes = options.optimizer_step_temporaries * largest * value;
+    // The norm's temporary is freed before the step makes its own.
+    cost.optimizer_workspace_bytes = std::max(options.optimizer_step_temporaries * value,
+                                              options.norm_bytes_per_value) * largest;
     cost.input_bytes = received;
     cost.shared_param_bytes = work.shared_values * value;
     cost.shared_optimizer_bytes = options.optimizer_values_per_parameter * cost.shared_param_bytes;

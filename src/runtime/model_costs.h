@@ -23,15 +23,20 @@ struct ModelCostOptions {
   double bytes_per_value = 4;  // model.dtype
   // Held per parameter beside its weights: the gradient and the optimizer's state.
   double optimizer_values_per_parameter = 3;
-  // Tensors of its largest parameter's size the optimizer's step makes: AdamW's denominator
-  // (sqrt, then divided), Muon's AdamW part likewise; SGD none.
+  // Tensors of its largest parameter's size the optimizer's step makes (optimizer_step_temporaries).
   double optimizer_step_temporaries = 2;
+  // Before the step, the global gradient norm squares a float64 copy of each gradient in turn
+  // (train/optim.cpp squared_grad_norm): 8 bytes per value of the largest, whatever the dtype.
+  double norm_bytes_per_value = 8;
 };
 
 // Gradient + optimizer state values per parameter for train: SGD 1 + (momentum ? 1 : 0), Adam
 // and AdamW 3, Muon 2 (its matrices keep one momentum; taken for all parameters, the AdamW part
 // is small), and one more with the error-feedback correction (the previous update).
 double optimizer_values_per_parameter(const TrainConfig& train);
+// Measured (GptUpdateMemory.*): AdamW's denominator (sqrt, then divided), Adam's too and its
+// decayed gradient, SGD's decayed gradient (each only with weight decay); Muon's AdamW part as AdamW.
+double optimizer_step_temporaries(const TrainConfig& train);
 ModelCostOptions model_cost_options(const Config& config);
 
 std::vector<plan::LayerCost> model_plan_costs(const Model& model, int64_t microbatch,

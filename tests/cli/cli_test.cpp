@@ -380,10 +380,51 @@ TEST(Cli, PlanMemoryPerWorkerPipelinesGpt2SmallUnderTheBudget) {
   fs::remove_all(dir);
 }
 
-// The planner's memory model of a run against the run: each worker's predicted tensors (the
-// plan's predicted_worker_memory_bytes less the cluster's worker overhead) within 5% of its
-// counted peak, for a flushing and a no-flush schedule (the optimizer step's temporaries fall
-// with nothing in flight in 1F1B and on top of the held activations in 2BW).
+// Each worker's predicted tensors (the plan's predicted_worker_memory_bytes less the cluster's
+// worker overhead) and its counted peak over the run, in MiB, for the best 2-stage pipeline plan
+// of `schedule` with or without recomputation (worker w holds stage w).
+namespace {
+struct WorkerMemory {
+  double predicted = 0, measured = 0;
+};
+std::vector<WorkerMemory> planned_and_measured(const fs::path& dir, const std::string& config,
+                                               const std::string& schedule, bool recompute) {
+  const std::string name = schedule + (recompute ? "-recompute" : "");
+  std::string output;
+  fs::path plan_path;
+  for (const auto& ranked : ranked_plans("--config " + config + " --schedules " + schedule, dir / name, &output)) {
+    if (ranked["stages"] == 2 && ranked["dp_width"] == 1 && ranked["recompute"].get<bool>() == recompute) {
+      plan_path = dir / (name + ".json");
+      std::ofstream(plan_path) << ranked.dump();
+      break;
+    }
+  }
+  EXPECT_FALSE(plan_path.empty()) << output;
+  if (plan_path.empty()) return {};
+  const auto plan = nlohmann::json::parse(std::ifstream(plan_path));
+  const Result trained = run("train " + config + " --plan " + plan_path.string() + " --run-dir " +
+                             (dir / (name + "-run")).string() + " --overwrite --quiet");
+  EXPECT_EQ(trained.exit_code, 0) << trained.output;
+  std::vector<WorkerMemory> workers(plan["stages"].get<size_t>());
+  std::ifstream metrics(dir / (name + "-run") / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (!record.contains("mem_peak_mb")) continue;
+    for (size_t w = 0; w < workers.size(); ++w) {
+      workers[w].measured = std::max(workers[w].measured, record["mem_peak_mb"][w].get<double>());
+    }
+  }
+  const double overhead_mib = 0.25e9 / (1 << 20);  // clusters/this-machine.toml
+  for (size_t w = 0; w < workers.size(); ++w) {
+    workers[w].predicted = plan["predicted_worker_memory_bytes"][w].get<double>() / (1 << 20) - overhead_mib;
+  }
+  return workers;
+}
+}  // namespace
+
+// The planner's memory model of a run against the run: each worker within 5% of its counted
+// peak, for a flushing and a no-flush schedule (the optimizer step's temporaries fall with
+// nothing in flight in 1F1B and on top of the held activations in 2BW).
 TEST(Cli, PlannedWorkerMemoryMatchesTheRunsCountedPeaks) {
   const auto dir = temp_dir("plan_memory");
   fs::create_directories(dir);
@@ -392,34 +433,42 @@ TEST(Cli, PlannedWorkerMemoryMatchesTheRunsCountedPeaks) {
       "--train.batch_size 8 --train.microbatches 4 --train.steps 3 --eval.every 0 --eval.batches 1 "
       "--sample.tokens 0 --log.every 1";
   for (const std::string schedule : {"1f1b", "2bw"}) {
-    // The best 2-stage pipeline plan without recomputation (worker w holds stage w).
-    std::string output;
-    fs::path plan_path;
-    for (const auto& ranked : ranked_plans("--config " + config + " --schedules " + schedule, dir / schedule, &output)) {
-      if (ranked["stages"] == 2 && ranked["dp_width"] == 1 && !ranked["recompute"].get<bool>()) {
-        plan_path = dir / (schedule + ".json");
-        std::ofstream(plan_path) << ranked.dump();
-        break;
-      }
+    const auto workers = planned_and_measured(dir, config, schedule, false);
+    for (size_t w = 0; w < workers.size(); ++w) {
+      EXPECT_NEAR(workers[w].predicted, workers[w].measured, 0.05 * workers[w].measured)
+          << schedule << " worker " << w;
     }
-    ASSERT_FALSE(plan_path.empty()) << output;
-    const auto plan = nlohmann::json::parse(std::ifstream(plan_path));
-    const Result trained = run("train " + config + " --plan " + plan_path.string() + " --run-dir " +
-                               (dir / (schedule + "-run")).string() + " --overwrite --quiet");
-    ASSERT_EQ(trained.exit_code, 0) << trained.output;
-    std::vector<double> measured(plan["stages"].get<size_t>(), 0);
-    std::ifstream metrics(dir / (schedule + "-run") / "metrics.jsonl");
-    for (std::string line; std::getline(metrics, line);) {
-      const auto record = nlohmann::json::parse(line);
-      if (!record.contains("mem_peak_mb")) continue;
-      for (size_t w = 0; w < measured.size(); ++w) {
-        measured[w] = std::max(measured[w], record["mem_peak_mb"][w].get<double>());
-      }
-    }
-    const double overhead_mib = 0.25e9 / (1 << 20);  // clusters/this-machine.toml
-    for (size_t w = 0; w < measured.size(); ++w) {
-      const double predicted = plan["predicted_worker_memory_bytes"][w].get<double>() / (1 << 20) - overhead_mib;
-      EXPECT_NEAR(predicted, measured[w], 0.05 * measured[w]) << schedule << " worker " << w;
+  }
+  fs::remove_all(dir);
+}
+
+// A worker whose memory is mostly a large token embedding (16384 x 32: its weights, gradient,
+// AdamW state and the update's temporaries; the tied head's copy on the other worker), under
+// GPipe with 6 microbatches (an odd 3 per step at 2 sequences, or 6 of one), with and without
+// recomputation, 1F1B and 2BW. GPipe's embedding worker measured 20% above its prediction while
+// the global norm made two float32 copies of the embedding's gradient size more than counted.
+// 2BW's head worker is predicted high, within 10%: the model puts the update's temporaries on
+// top of the held activations and the backward's workspace, where the run holds the next
+// iteration's gradient beside the pending update's instead (docs/planning.md).
+TEST(Cli, PlannedEmbeddingWorkerMemoryMatchesTheRunsCountedPeaks) {
+  const auto dir = temp_dir("plan_embedding_memory");
+  fs::create_directories(dir);
+  const std::string config = std::string(PIPETRAIN_SOURCE_DIR) + "/examples/default.toml "
+      "--model.layers 2 --model.d_model 32 --model.heads 2 --model.vocab_size 16384 --model.seq_len 64 "
+      "--train.batch_size 6 --train.microbatches 3 --train.steps 3 --eval.every 0 --eval.batches 1 "
+      "--sample.tokens 0 --log.every 1";
+  const std::vector<std::pair<std::string, bool>> runs{
+      {"gpipe", false}, {"gpipe", true}, {"1f1b", false}, {"2bw", false}};
+  for (const auto& [schedule, recompute] : runs) {
+    const auto workers = planned_and_measured(dir, config, schedule, recompute);
+    ASSERT_EQ(workers.size(), 2u) << schedule;
+    const std::string name = schedule + (recompute ? " recompute" : "");
+    EXPECT_NEAR(workers[0].predicted, workers[0].measured, 0.05 * workers[0].measured) << name;
+    if (schedule == "2bw") {
+      EXPECT_GE(workers[1].predicted, workers[1].measured) << name;
+      EXPECT_LE(workers[1].predicted, 1.10 * workers[1].measured) << name;
+    } else {
+      EXPECT_NEAR(workers[1].predicted, workers[1].measured, 0.05 * workers[1].measured) << name;
     }
   }
   fs::remove_all(dir);

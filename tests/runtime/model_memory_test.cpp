@@ -8,6 +8,7 @@
 #include "model/registry.h"
 #include "runtime/model_costs.h"
 #include "stage_memory.h"
+#include "train/optim.h"
 
 namespace pipetrain::runtime {
 namespace {
@@ -56,7 +57,63 @@ INSTANTIATE_TEST_SUITE_P(Gpt, GptLayerMemory,
                                            LayerCase{"long_embedding", 0, 0, 256, 1024},
                                            LayerCase{"long_block", 1, 0, 256, 1024},
                                            LayerCase{"long_head_full_logits", 3, 0, 256, 1024},
-                                           LayerCase{"long_head_chunked", 3, 32, 256, 1024}),
+                                           LayerCase{"long_head_chunked", 3, 32, 256, 1024},
+                                           // a chunk's logits outweigh the head's gradients:
+                                           // the forward's peak
+                                           LayerCase{"wide_vocabulary_head_chunked", 3, 256, 128, 4096}),
+                         [](const auto& info) { return info.param.name; });
+
+struct UpdateCase {
+  std::string name, optimizer, dtype;
+};
+
+void PrintTo(const UpdateCase& c, std::ostream* out) { *out << c.name; }
+
+class GptUpdateMemory : public ::testing::TestWithParam<UpdateCase> {};
+
+// The update's temporaries on the stage holding the token embedding (the largest parameter):
+// the global norm's (train/optim.cpp squared_grad_norm), then the optimizer step's, one after
+// the other, against the costs' optimizer_workspace_bytes.
+TEST_P(GptUpdateMemory, NormAndStepTemporariesMatchTheCountingAllocator) {
+  CountingAllocator& allocator = CountingAllocator::install();
+  Config config;
+  config.model.layers = 2;
+  config.model.d_model = 64;
+  config.model.heads = 4;
+  config.model.seq_len = 32;
+  config.model.vocab_size = 2048;
+  config.model.dtype = GetParam().dtype;
+  config.train.optimizer = GetParam().optimizer;
+  const auto model = make_model(config);
+  auto stage = model->make_stage(0, 1);
+  torch::manual_seed(7);
+  const auto tokens = torch::randint(0, config.model.vocab_size, {2, config.model.seq_len});
+  const auto params = stage->parameters();
+  const auto optimizer = make_optimizer(params, config.train);
+  for (int round = 0; round < 2; ++round) {  // the first step makes the optimizer's state
+    optimizer->zero_grad();
+    const auto output = stage->forward(tokens);
+    output.backward(torch::ones_like(output));
+    if (round == 1) break;
+    optimizer->step();
+  }
+  const int64_t before = allocator.live_bytes();
+  allocator.reset_peak();
+  squared_grad_norm(params);
+  optimizer->step();
+  const double measured = double(allocator.peak_bytes() - before);
+
+  const auto costs = model_plan_costs(*model, 2, model_cost_options(config));
+  const double predicted = costs.at(0).optimizer_workspace_bytes;
+  EXPECT_NEAR(measured, predicted, 0.01 * predicted);
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpt, GptUpdateMemory,
+                         ::testing::Values(UpdateCase{"adamw_float32", "adamw", "float32"},
+                                           UpdateCase{"adamw_float64", "adamw", "float64"},
+                                           UpdateCase{"adam_float32", "adam", "float32"},
+                                           UpdateCase{"sgd_float32", "sgd", "float32"},
+                                           UpdateCase{"sgd_float64", "sgd", "float64"}),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace
