@@ -5,6 +5,7 @@
 
 #include "schedule/generators.h"
 #include "sim/simulator.h"
+#include "sim/timeline.h"
 
 namespace pipetrain::sim {
 namespace {
@@ -203,6 +204,13 @@ TEST(ClosedForms, NoFlushSchedulesOverlapTheReplicaAllReduce) {
         const SimResult posted = simulate(schedule::make_schedule(two_bw), uniform_cost_model(cost));
         ASSERT_NEAR(posted.iteration_ms, 4 * (c.tf + c.tb) + update_ms + std::max(0.0, allreduce - slack), kEps)
             << "tf=" << c.tf << " tb=" << c.tb << " A=" << allreduce << " u=" << update_ms;
+        // Drawn as the posting, as a real run's trace shows it.
+        const auto lists = schedule::make_schedule(two_bw);
+        const Timeline timeline = timeline_from_simulation(lists, posted);
+        for (int w = 0; w < 2; ++w)
+          for (size_t k = 0; k < lists.actions[size_t(w)].size(); ++k)
+            if (lists.actions[size_t(w)][k].kind == schedule::ActionKind::AllReduceGrads)
+              ASSERT_EQ(timeline.events[size_t(w)][k].duration_ms, 0.0);
         const SimResult blocking = simulate(schedule::make_schedule(flush), uniform_cost_model(cost));
         ASSERT_NEAR(blocking.iteration_ms, 5 * (c.tf + c.tb) + update_ms + allreduce, kEps)
             << "tf=" << c.tf << " tb=" << c.tb << " A=" << allreduce << " u=" << update_ms;
