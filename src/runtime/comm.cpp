@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 
 #include <glog/logging.h>
 
@@ -102,6 +103,9 @@ struct Comm::Impl {
   std::vector<Posted> pending;  // sends
   std::map<int, Posted> posted;
   int next_recv_handle = 0;
+  // Reductions are posted and waited for from two threads (an update's helper thread posts its
+  // norm, stage_executor.h), each on its own groups: the handle table is guarded.
+  std::mutex reductions_mutex;
   std::map<int, Posted> reductions;
   int next_reduce_handle = 0;
 
@@ -234,22 +238,30 @@ void Comm::all_reduce_sum(at::Tensor& tensor, int group) {
 
 int Comm::post_all_reduce_sum(at::Tensor& tensor, int group) {
   std::vector<at::Tensor> tensors{tensor};
-  const int handle = impl_->next_reduce_handle++;
+  Impl::Posted posted{tensor, {}, group};
   try {
-    impl_->reductions[handle] = {tensor, impl_->of(group).allreduce(tensors), group};
+    posted.work = impl_->of(group).allreduce(tensors);
   } catch (const std::exception& error) {
     impl_->lost(impl_->label(group), -1, error);
   }
+  std::lock_guard<std::mutex> lock(impl_->reductions_mutex);
+  const int handle = impl_->next_reduce_handle++;
+  impl_->reductions[handle] = std::move(posted);
   return handle;
 }
 
 void Comm::wait_all_reduce(int handle) {
-  auto posted = impl_->reductions.extract(handle);
-  if (posted.empty()) throw std::logic_error("wait_all_reduce: no such handle");
+  Impl::Posted posted;
+  {
+    std::lock_guard<std::mutex> lock(impl_->reductions_mutex);
+    auto node = impl_->reductions.extract(handle);
+    if (node.empty()) throw std::logic_error("wait_all_reduce: no such handle");
+    posted = std::move(node.mapped());
+  }
   try {
-    posted.mapped().work->wait(impl_->timeout);
+    posted.work->wait(impl_->timeout);
   } catch (const std::exception& error) {
-    impl_->lost(impl_->label(posted.mapped().peer), -1, error);
+    impl_->lost(impl_->label(posted.peer), -1, error);
   }
 }
 

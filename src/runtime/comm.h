@@ -71,7 +71,8 @@ class Comm {
   double all_reduce_sum(double value, int group = kWorld);
   void all_reduce_sum(at::Tensor& tensor, int group);  // in place
   // The same in two halves: post now (returns a handle), wait later; the caller leaves `tensor`
-  // alone in between. Every member posts the group's reductions in the same order.
+  // alone in between. Every member posts the group's reductions in the same order. These two may
+  // be called from two threads at once, on different groups (an update's helper thread).
   int post_all_reduce_sum(at::Tensor& tensor, int group);
   void wait_all_reduce(int handle);
   // Every member's `part` (same shape everywhere) into outputs[i] = member i's part; outputs

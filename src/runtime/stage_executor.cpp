@@ -6,6 +6,8 @@
 #include <limits>
 #include <optional>
 
+#include <ATen/Parallel.h>
+
 #include "core/error.h"
 #include "model/registry.h"
 #include "schedule/run_rules.h"
@@ -161,6 +163,7 @@ StepResult StageExecutor::train_step(int64_t step) {
     if (pending_update_ && schedule::needs_update_done(action, pending_update_->version)) {
       finish_update(stage, step);
     }
+    if (schedule::is_compute(action.kind)) finish_running_statistics(action.chunk, stage);
     const auto start = std::chrono::steady_clock::now();
     // No-flush: the first stages run ahead into the next step's microbatches.
     run_action(action, batch_of(list_start(step) + action.iteration));
@@ -174,6 +177,8 @@ StepResult StageExecutor::train_step(int64_t step) {
     if (pending_update_ && flushes()) finish_update(stage, step);
   }
   if (pending_update_) finish_update(layout_.stage_of(0), step);
+  // (A no-flush run-on may end with the next update's replica sum posted: it stays in flight.)
+  for (int c = 0; c < layout_.chunks; ++c) finish_running_statistics(c, layout_.stage_of(c));
   if (end == actions.size()) {  // the list is done (a flush: its sends were done at the update)
     comm_.wait_sends();
     point_at_latest_weights();
@@ -286,7 +291,7 @@ void StageExecutor::run_action(const schedule::Action& action, const Microbatch&
       in_flight_.at(key).output_grad = receive(action);
       return;
     case ActionKind::AllReduceGrads:
-      return all_reduce_chunk_grads(chunk);
+      return post_replica_sums(chunk);
     case ActionKind::OptimizerStep:
       // One OptimizerStep per chunk, but the global norm needs every chunk's gradient first:
       // the update runs once, at the worker's last one.
@@ -416,76 +421,103 @@ void StageExecutor::drop_if_done(const Key& key) {
   if (sent && !state.weight_pass) in_flight_.erase(key);
 }
 
-// Sum of the chunk's gradients over its replicas, in one flat buffer (one Gloo call).
-void StageExecutor::all_reduce_chunk_grads(int chunk) {
+// The chunk's gradients summed over its replicas (one flat buffer, one Gloo call), posted. Every
+// parameter gets a gradient tensor for the sum to land in; it moves to the master at the update
+// (no-flush policies), while the run-on's backwards add up the next gradients in fresh tensors.
+void StageExecutor::post_replica_sums(int chunk) {
   if (groups_.replicas < 0) return;
-  auto params = chunks_.at(size_t(chunk)).model->parameters();
-  std::vector<torch::Tensor> parts;
-  for (const auto& p : params) {
-    parts.push_back(p.grad().defined() ? p.grad().reshape({-1})
-                                        : torch::zeros({p.numel()}, torch::dtype(p.scalar_type())));
+  std::vector<torch::Tensor> grads;
+  for (auto& p : chunks_.at(size_t(chunk)).model->parameters()) {
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    grads.push_back(p.grad());
   }
-  auto flat = torch::cat(parts);
-  comm_.all_reduce_sum(flat, groups_.replicas);
-  int64_t offset = 0;
-  for (auto& p : params) {
-    auto reduced = flat.slice(0, offset, offset + p.numel()).view_as(p);
-    // Copied, not aliased: zero_grad detaches gradients in place, which views forbid.
-    if (p.grad().defined()) {
-      p.mutable_grad().copy_(reduced);
-    } else {
-      p.mutable_grad() = reduced.clone();
-    }
-    offset += p.numel();
-  }
-  average_running_statistics(chunk);
-}
-
-// Replicas normalise their own microbatches, so their running statistics drift apart: each
-// gradient all-reduce sets them to the replicas' mean, so every replica evaluates and
-// checkpoints the same model.
-void StageExecutor::average_running_statistics(int chunk) {
+  posted_gradient_sums_.push_back({PostedFlatSum(comm_, groups_.replicas, grads), grads});
+  // Replicas normalise their own microbatches, so their running statistics drift apart: each
+  // gradient sum sets them to the replicas' mean, so every replica evaluates and checkpoints the
+  // same model.
   std::vector<torch::Tensor> statistics;
   for (const auto& buffer : chunks_.at(size_t(chunk)).model->buffers()) {
     if (buffer.is_floating_point()) statistics.push_back(buffer);
   }
-  if (statistics.empty()) return;
-  std::vector<torch::Tensor> parts;
-  for (const auto& s : statistics) parts.push_back(s.reshape({-1}));
-  auto flat = torch::cat(parts);
-  comm_.all_reduce_sum(flat, groups_.replicas);
-  flat /= double(layout_.replicas);
-  int64_t offset = 0;
-  for (const auto& s : statistics) {
-    overwrite_buffer(s, flat.slice(0, offset, offset + s.numel()).view_as(s));
-    offset += s.numel();
+  if (!statistics.empty()) posted_statistics_.emplace(chunk, PostedFlatSum(comm_, groups_.replicas, statistics));
+  if (flushes()) {  // waits here, as the flush does anyway
+    land_replica_sums(posted_gradient_sums_);
+    finish_running_statistics(chunk, -1);
   }
 }
 
+void StageExecutor::land_replica_sums(std::vector<ReplicaGradients>& sums) {
+  for (auto& posted : sums) {
+    const auto pieces = posted.sum.finish();
+    // Copied, not aliased: zero_grad detaches gradients in place, which views forbid.
+    for (size_t i = 0; i < pieces.size(); ++i) posted.grads[i].copy_(pieces[i]);
+  }
+  sums.clear();
+}
+
+// The mean lands in the buffers before the chunk's next forward updates them (the order a
+// blocking all-reduce gave): tiny, so this wait costs the replicas' skew, not a transfer.
+void StageExecutor::finish_running_statistics(int chunk, int stage) {
+  const auto posted = posted_statistics_.find(chunk);
+  if (posted == posted_statistics_.end()) return;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<torch::Tensor> statistics;
+  for (const auto& buffer : chunks_.at(size_t(chunk)).model->buffers()) {
+    if (buffer.is_floating_point()) statistics.push_back(buffer);
+  }
+  const auto sums = posted->second.finish();
+  posted_statistics_.erase(posted);
+  for (size_t i = 0; i < statistics.size(); ++i) overwrite_buffer(statistics[i], sums[i] / double(layout_.replicas));
+  if (stage >= 0) trace({fmt::format("{}UW", stage), "UpdateWait", 0, 0, -1, int(current_step_)}, start);
+}
+
+// The replica sums must land before the global norm, and the norm's sum over the stages must be
+// posted without waiting for anything but the replicas: a stage that posted it only at its
+// finish point could wait there for a peer that waits on it. The main thread may by then be
+// blocked in a receive, which Gloo cannot poll (a receive completes only inside its wait), so a
+// helper thread waits for the replica sums and posts the norm; the main thread keeps running the
+// schedule and joins it at the finish point. Flush schedules and w = 1 post at once: their
+// replica sums are done (at AllReduceGrads) or absent.
 void StageExecutor::begin_update(int produced_version) {
   if (flushes()) comm_.wait_sends();  // a flush: the iteration's sends are done before its update
   for (auto& chunk : chunks_) chunk.weights->before_step();
   PendingUpdate update;
   update.version = produced_version;
-  begin_shared_gradients(update.shared_reductions);
-  // After the replica all-reduce every replica holds the same gradients: the norm is summed
-  // over one replica's pipeline only.
-  update.squared_norm = torch::full({1}, squared_grad_norm(norm_params_), torch::kFloat64);
-  update.norm_reduction = comm_.post_all_reduce_sum(update.squared_norm, groups_.pipeline);
-  pending_update_ = update;
+  if (posted_gradient_sums_.empty()) {
+    update.posted = post_norm();
+  } else {
+    update.posting = std::async(std::launch::async, [this, sums = std::move(posted_gradient_sums_)]() mutable {
+      at::init_num_threads();  // the main thread's intra-op threads: the norm sums alike
+      land_replica_sums(sums);
+      return post_norm();
+    });
+    posted_gradient_sums_.clear();
+  }
+  pending_update_ = std::move(update);
+}
+
+// After the replica sums every replica holds the same gradients: the norm is summed over one
+// replica's pipeline only.
+StageExecutor::PostedNorm StageExecutor::post_norm() {
+  PostedNorm posted;
+  begin_shared_gradients(posted.shared_reductions);
+  posted.squared_norm = torch::full({1}, squared_grad_norm(norm_params_), torch::kFloat64);
+  posted.norm_reduction = comm_.post_all_reduce_sum(posted.squared_norm, groups_.pipeline);
+  return posted;
 }
 
 // The timeline shows the wait for the reductions (UpdateWait: idle, the other stages are still
 // busy) apart from the update itself (OptimizerStep), so measured bubbles count the wait.
 void StageExecutor::finish_update(int stage, int64_t step) {
-  PendingUpdate update = *pending_update_;
+  PendingUpdate update = std::move(*pending_update_);
   pending_update_.reset();
   auto start = std::chrono::steady_clock::now();
-  finish_shared_gradients(update.shared_reductions);
-  comm_.wait_all_reduce(update.norm_reduction);
+  if (update.posting.valid()) update.posted = update.posting.get();
+  finish_shared_gradients(update.posted.shared_reductions);
+  comm_.wait_all_reduce(update.posted.norm_reduction);
   trace({fmt::format("{}UW", stage), "UpdateWait", 0, 0, -1, int(step)}, start);
   start = std::chrono::steady_clock::now();
-  apply_update(std::sqrt(update.squared_norm.item<double>()));
+  apply_update(std::sqrt(update.posted.squared_norm.item<double>()));
   trace({fmt::format("{}U", stage), "OptimizerStep", 0, 0, -1, int(step)}, start);
 }
 

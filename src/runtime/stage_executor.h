@@ -6,6 +6,7 @@
 // PipeDream, PipeOptim, SpecTrain, ...) cover the whole run in one action list; train_step(k) runs
 // the part that ends with step k's update.
 #include <chrono>
+#include <future>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -20,6 +21,7 @@
 #include "runtime/comm.h"
 #include "runtime/layout.h"
 #include "runtime/partition.h"
+#include "runtime/replica_sums.h"
 #include "runtime/run_spec.h"
 #include "runtime/split_backward.h"
 #include "runtime/zero1.h"
@@ -131,8 +133,10 @@ class StageExecutor {
   // each update; no-flush lists cover the whole run, step k being its k-th part.
   bool flushes() const { return schedule::flushes(schedule_.policy.kind); }
   int64_t list_start(int64_t step) const { return flushes() ? step : 0; }  // step of iteration 0
-  void all_reduce_chunk_grads(int chunk);
-  void average_running_statistics(int chunk);  // BatchNorm's, over the replicas
+  // AllReduceGrads: the chunk's gradients and running statistics summed over its replicas,
+  // posted; a flush schedule waits for them at once, a no-flush one where they are needed.
+  void post_replica_sums(int chunk);
+  void finish_running_statistics(int chunk, int stage);  // before the chunk's next compute
   // An update in two halves. begin: the gradients move to what the optimizer updates and the
   // reductions it needs (shared-parameter sums, global norm) are posted. finish: wait for them,
   // clip, step. Flush schedules finish at once; no-flush ones keep running the schedule and
@@ -189,11 +193,26 @@ class StageExecutor {
   int64_t peak_weight_pass_bytes_ = 0;
   int steps_pending_ = 0;  // OptimizerStep actions seen this step (one per chunk)
   bool checkpoint_may_follow_ = true;
-  struct PendingUpdate {
-    int version = 0;           // the version it produces
+  // The reductions an update posts before its norm is known.
+  struct PostedNorm {
     std::vector<int> shared_reductions;  // per shared group: Comm handle still in flight, or -1
-    int norm_reduction = -1;   // Comm handle of the squared-norm sum
+    int norm_reduction = -1;             // Comm handle of the squared-norm sum
     torch::Tensor squared_norm;
+  };
+  PostedNorm post_norm();  // the shared-parameter sums, then the squared norm's, posted
+  // A chunk's replica sum in flight and the gradient tensors it lands in (the masters' by then).
+  struct ReplicaGradients {
+    PostedFlatSum sum;
+    std::vector<torch::Tensor> grads;
+  };
+  static void land_replica_sums(std::vector<ReplicaGradients>& sums);  // waits, copies in, clears
+  std::vector<ReplicaGradients> posted_gradient_sums_;  // posted at AllReduceGrads, not yet begun
+  std::map<int, PostedFlatSum> posted_statistics_;       // per chunk: running statistics in flight
+  struct PendingUpdate {
+    int version = 0;  // the version it produces
+    // No-flush with replicas: the replica sums, then post_norm(), on a helper thread.
+    std::future<PostedNorm> posting;
+    PostedNorm posted;  // otherwise posted at once
   };
   std::optional<PendingUpdate> pending_update_;
   std::vector<bool> shared_in_norm_;  // per shared group: this worker counts it in the global norm

@@ -6,6 +6,8 @@
 #include <map>
 #include <optional>
 
+#include "schedule/steps.h"
+
 namespace pipetrain::schedule {
 namespace {
 
@@ -107,12 +109,41 @@ std::optional<size_t> barrier_ordinal(const std::vector<std::vector<size_t>>& up
   return ordinal;
 }
 
+// Per worker, the posted reductions of an update (ReplayOptions::posted_reductions): what the
+// next OptimizerStep takes over, then the update waiting for them to finish.
+struct PostedUpdates {
+  std::vector<double> posted_end;  // latest end of the reductions posted since the last update
+  struct Pending {
+    int version;
+    double ready;  // reductions done + the optimizer step's time: the finish point's earliest end
+  };
+  std::vector<std::optional<Pending>> pending;
+  explicit PostedUpdates(int workers) : posted_end(size_t(workers), -1), pending(size_t(workers)) {}
+  // Before `a` runs on worker w: the time it may start, at least `free`.
+  double settle(int w, const Action& a, double free) {
+    auto& update = pending[size_t(w)];
+    if (!update || !needs_update_done(a, update->version)) return free;
+    const double start = std::max(free, update->ready);
+    update.reset();
+    return start;
+  }
+  void after_update(int w, const Action& a, double optimizer_ms) {
+    auto& end = posted_end[size_t(w)];
+    if (end < 0) return;
+    pending[size_t(w)] = Pending{a.version, end + optimizer_ms};
+    end = -1;
+  }
+};
+
 }  // namespace
 
 ReplayResult replay(const Schedule& s, const TransferMatch& match,
-                    const ActionDuration& duration, SendMode mode, bool update_barrier,
-                    const ActionDuration& send_post) {
+                    const ActionDuration& duration, const ReplayOptions& options) {
+  const SendMode mode = options.mode;
+  const bool update_barrier = options.update_barrier;
+  const ActionDuration& send_post = options.send_post;
   const auto updates = update_barrier ? update_positions(s) : std::vector<std::vector<size_t>>{};
+  PostedUpdates posted(s.workers);
   ReplayResult r;
   r.times.resize(s.workers);
   r.stopped_at.assign(s.workers, 0);
@@ -125,6 +156,7 @@ ReplayResult replay(const Schedule& s, const TransferMatch& match,
       auto& k = r.stopped_at[w];
       while (k < s.actions[w].size()) {
         const Action& a = s.actions[w][k];
+        free[w] = posted.settle(w, a, free[w]);
         const auto ordinal = update_barrier && a.kind == ActionKind::OptimizerStep
                                  ? barrier_ordinal(updates, w, k)
                                  : std::nullopt;
@@ -142,8 +174,16 @@ ReplayResult replay(const Schedule& s, const TransferMatch& match,
             const double d = duration(u, s.actions[u][ku]);
             r.times[u][ku] = {start, start + d};
             free[u] = start + d;
+            posted.after_update(u, s.actions[u][ku], d);
             ++r.stopped_at[u];
           }
+          progress = true;
+          continue;
+        }
+        if (options.posted_reductions && a.kind == ActionKind::AllReduceGrads) {
+          r.times[w][k] = {free[w], free[w] + duration(w, a)};
+          posted.posted_end[size_t(w)] = std::max(posted.posted_end[size_t(w)], r.times[w][k].end);
+          ++k;
           progress = true;
           continue;
         }
@@ -151,6 +191,7 @@ ReplayResult replay(const Schedule& s, const TransferMatch& match,
           double d = duration(w, a);
           r.times[w][k] = {free[w], free[w] + d};
           free[w] += d;
+          if (a.kind == ActionKind::OptimizerStep) posted.after_update(w, a, d);
           ++k;
           progress = true;
           continue;

@@ -38,13 +38,22 @@ struct ReplayResult {
 // (the matching recv takes the same time). Requires a match without problems.
 using ActionDuration = std::function<double(int worker, const Action& action)>;
 enum class SendMode { Rendezvous, Eager };
-// update_barrier: every worker's k-th update starts at the same moment, when the last worker
-// reaches its own (a collective inside the update, such as a global gradient norm). A worker's
-// update of an iteration is its last OptimizerStep of that iteration (one per chunk).
-// send_post (Eager only; none: free): the time a send keeps its sender busy before it moves on
-// (posting it: Gloo writes to the socket in the caller's thread); the data leaves after it.
+struct ReplayOptions {
+  SendMode mode = SendMode::Rendezvous;
+  // Every worker's k-th update starts at the same moment, when the last worker reaches its own
+  // (a collective inside the update, such as a global gradient norm). A worker's update of an
+  // iteration is its last OptimizerStep of that iteration (one per chunk).
+  bool update_barrier = false;
+  // Eager only (none: free): the time a send keeps its sender busy before it moves on (posting
+  // it: Gloo writes to the socket in the caller's thread); the data leaves after it.
+  ActionDuration send_post;
+  // AllReduceGrads is posted, as the runtime does for no-flush schedules: it keeps its worker
+  // busy for no time and ends when the reduction does; the update it feeds is finished (reduction
+  // done, then the optimizer step's time) before the first action that needs it
+  // (steps.h: needs_update_done), which waits for whatever is left. Off: it blocks its worker.
+  bool posted_reductions = false;
+};
 ReplayResult replay(const Schedule& schedule, const TransferMatch& match,
-                    const ActionDuration& duration, SendMode mode = SendMode::Rendezvous,
-                    bool update_barrier = false, const ActionDuration& send_post = nullptr);
+                    const ActionDuration& duration, const ReplayOptions& options = {});
 
 }  // namespace pipetrain::schedule

@@ -12,7 +12,9 @@ struct StageCost {
   double backward_ms = 2.0;  // full backward: input gradient + weight gradient
   double weight_ms = 1.0;    // the weight-gradient part of backward_ms (split backward, ZB)
   double optimizer_ms = 0.0;
-  double allreduce_ms = 0.0;       // gradient all-reduce across the dp_width replicas
+  // Gradient all-reduce across the dp_width replicas: flush schedules wait for it; no-flush ones
+  // post it and wait only before the first action that needs their update (as the runtime does).
+  double allreduce_ms = 0.0;
   double activation_bytes = 1.0;   // held per microbatch from forward to end of backward
   double weight_bytes = 1.0;       // one weight version
   double transfer_bytes = 0.0;     // activation sent to the next stage (gradient: same size)

@@ -68,7 +68,8 @@ double shared_duration(const BusyProfile& profile, double start, double own_end,
 
 schedule::ReplayResult replay_on_shared_cores(const schedule::Schedule& s,
                                               const schedule::TransferMatch& match,
-                                              const CostModel& costs) {
+                                              const CostModel& costs,
+                                              const schedule::ReplayOptions& options) {
   std::vector<std::vector<double>> stretch(size_t(s.workers));
   for (int w = 0; w < s.workers; ++w) stretch[size_t(w)].assign(s.actions[size_t(w)].size(), 1.0);
   // The replay hands back the schedule's own Action objects: their position is their index.
@@ -82,11 +83,7 @@ schedule::ReplayResult replay_on_shared_cores(const schedule::Schedule& s,
     const double own = costs.duration_ms(s, w, a);
     return computes(a.kind) ? own * stretch[size_t(w)][position(w, a)] : own;
   };
-  const auto send_post = [&](int w, const Action& a) { return costs.send_post_duration_ms(s, w, a); };
-  const auto replay = [&] {
-    return schedule::replay(s, match, duration, schedule::SendMode::Eager, costs.synchronous_updates,
-                            send_post);
-  };
+  const auto replay = [&] { return schedule::replay(s, match, duration, options); };
   // Half steps damp the back-and-forth between "everyone overlaps, so all slow down" and
   // "all slowed down, so they overlap less".
   constexpr int kRounds = 60;

@@ -13,6 +13,7 @@ namespace pipetrain::sim {
 // each action, recompute its duration from that, until the timeline stops moving.
 schedule::ReplayResult replay_on_shared_cores(const schedule::Schedule& schedule,
                                               const schedule::TransferMatch& match,
-                                              const CostModel& costs);
+                                              const CostModel& costs,
+                                              const schedule::ReplayOptions& options);
 
 }  // namespace pipetrain::sim

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "schedule/catalogue.h"
 #include "sim/shared_cores.h"
 
 namespace pipetrain::sim {
@@ -54,13 +55,17 @@ SimResult simulate(const schedule::Schedule& s, const CostModel& costs) {
   if (costs.shared_cores < 0) fail("cost model: shared cores must be >= 0");
 
   schedule::TransferMatch match = schedule::match_transfers(s);
+  schedule::ReplayOptions options;
+  options.mode = schedule::SendMode::Eager;
+  options.update_barrier = costs.synchronous_updates;
+  options.send_post = [&](int w, const Action& a) { return costs.send_post_duration_ms(s, w, a); };
+  // As the runtime: no-flush schedules post their replica all-reduce, flush ones wait for it.
+  options.posted_reductions = !schedule::flushes(s.policy.kind);
   schedule::ReplayResult replay =
       costs.shared_cores > 0
-          ? replay_on_shared_cores(s, match, costs)
+          ? replay_on_shared_cores(s, match, costs, options)
           : schedule::replay(
-                s, match, [&](int w, const Action& a) { return costs.duration_ms(s, w, a); },
-                schedule::SendMode::Eager, costs.synchronous_updates,
-                [&](int w, const Action& a) { return costs.send_post_duration_ms(s, w, a); });
+                s, match, [&](int w, const Action& a) { return costs.duration_ms(s, w, a); }, options);
   if (!replay.finished) {
     fail("schedule '{}' deadlocks in the simulation{}: workers stop at actions {}", s.name,
          costs.synchronous_updates ? " with synchronous updates" : "", fmt::join(replay.stopped_at, ", "));

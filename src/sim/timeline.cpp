@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "schedule/catalogue.h"
 #include "schedule/text_format.h"
 
 namespace pipetrain::sim {
@@ -20,9 +21,12 @@ Timeline timeline_from_simulation(const schedule::Schedule& s, const SimResult& 
       const auto& time = result.times[w][k];
       bool per_microbatch = a.kind != schedule::ActionKind::OptimizerStep &&
                             a.kind != schedule::ActionKind::AllReduceGrads;
+      // A no-flush schedule posts its all-reduce and goes on: drawn as the posting, as a real
+      // run's trace shows it; the wait for what is left shows before the action that needs it.
+      const bool posted = a.kind == schedule::ActionKind::AllReduceGrads && !schedule::flushes(s.policy.kind);
       t.events[w].push_back({schedule::action_token(s, w, a),
                              std::string(schedule::kind_name(a.kind)), time.start,
-                             time.end - time.start,
+                             posted ? 0.0 : time.end - time.start,
                              per_microbatch ? s.global_microbatch(a) : -1});
     }
   }

@@ -267,6 +267,49 @@ INSTANTIATE_TEST_SUITE_P(
                       wide("2bw", 3, "adam", 4, true), wide("pipedream", 2, "adam", 0, true),
                       wide("pipedream", 3, "sgd", 3, true)),
     case_name);
+// A no-flush run posts its replica all-reduce and joins it where the update is first needed; a
+// flush schedule still waits for it at once. The numbers must be the blocking ones, bit for bit.
+// At learning rate 0 2BW's update rule is 1F1B-flush's (every version is the initial weights), so
+// 2BW at w = 2 must give 1F1B's losses and global gradient norms exactly: any gradient the posted
+// sum lost, landed late (after the norm) or mixed with the run-on's next gradients changes them.
+TEST(WideAsync, PostedReplicaSumsGiveTheBlockingNumbersBitwise) {
+  std::map<std::string, std::vector<std::pair<double, double>>> steps;  // schedule -> (loss, norm)
+  std::map<std::string, std::map<std::string, torch::Tensor>> weights;
+  for (const char* schedule : {"2bw", "1f1b"}) {
+    Case c{schedule, 3, "adamw", 4};
+    c.dp_width = 2;
+    std::string args = "train --quiet";
+    for (auto [key, value] : fields_for(c)) {
+      if (key == "train.lr") value = "0";
+      if (key == "train.steps") value = "5";
+      args += " --" + key + " " + value;
+    }
+    const auto dir = testing::fresh_dir(std::string("posted_sums_") + schedule);
+    const auto run = testing::run_pipetrain(args + " --train.min_lr 0 --run-dir " + dir.string());
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    for (const auto& record : read_metrics((dir / "metrics.jsonl").string())) {
+      steps[schedule].emplace_back(record["loss"].get<double>(), record["grad_norm"].get<double>());
+    }
+    for (int s = 0; s < c.stages; ++s) {
+      const auto path = (dir / "checkpoint" / fmt::format("stage{}.safetensors", s)).string();
+      for (const auto& entry : decode_safetensors(read_file(path), path)) weights[schedule][entry.name] = from_entry(entry);
+    }
+    fs::remove_all(dir);
+  }
+  ASSERT_EQ(steps["2bw"].size(), 5u);
+  ASSERT_EQ(steps["1f1b"].size(), 5u);
+  for (size_t k = 0; k < steps["2bw"].size(); ++k) {
+    EXPECT_EQ(steps["2bw"][k].first, steps["1f1b"][k].first) << "loss of step " << k;
+    EXPECT_EQ(steps["2bw"][k].second, steps["1f1b"][k].second) << "gradient norm of step " << k;
+    EXPECT_GT(steps["2bw"][k].second, 0.1) << "step " << k;  // real gradients were summed
+  }
+  ASSERT_EQ(weights["2bw"].size(), weights["1f1b"].size());
+  for (const auto& [name, tensor] : weights["1f1b"]) {
+    ASSERT_TRUE(weights["2bw"].count(name)) << name;
+    EXPECT_TRUE(torch::equal(weights["2bw"][name], tensor)) << name;
+  }
+}
+
 // Chunked cross-entropy on the last stage under no-flush policies.
 INSTANTIATE_TEST_SUITE_P(ChunkedLoss, AsyncExactness,
                          ::testing::Values(Case{"2bw", 2, "adamw", 0, 7}, Case{"pipedream", 2, "adam", 0, 5}),
