@@ -25,16 +25,17 @@ uint64_t element_count(const std::vector<int64_t>& shape) {
 }
 }  // namespace
 
-std::string encode_safetensors(const std::vector<TensorEntry>& tensors,
+uint64_t tensor_byte_size(const TensorLayout& tensor) {
+  return element_count(tensor.shape) * dtype_size(tensor.dtype);
+}
+
+std::string safetensors_header(const std::vector<TensorLayout>& tensors,
                                const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& tensor : tensors) {
-    const uint64_t size = element_count(tensor.shape) * dtype_size(tensor.dtype);
-    if (size != tensor.bytes.size()) {
-      fail("tensor '{}' has {} bytes, its shape needs {}", tensor.name, tensor.bytes.size(), size);
-    }
+    const uint64_t size = tensor_byte_size(tensor);
     header[tensor.name] = {{"dtype", tensor.dtype},
                            {"shape", tensor.shape},
                            {"data_offsets", {offset, offset + size}}};
@@ -45,7 +46,23 @@ std::string encode_safetensors(const std::vector<TensorEntry>& tensors,
   std::string out(8, '\0');
   uint64_t length = header_text.size();
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((length >> (8 * i)) & 0xff);
-  out += header_text;
+  return out + header_text;
+}
+
+std::string encode_safetensors(const std::vector<TensorEntry>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
+  std::vector<TensorLayout> layouts;
+  for (const auto& tensor : tensors) {
+    layouts.push_back({tensor.name, tensor.dtype, tensor.shape});
+    const uint64_t size = tensor_byte_size(layouts.back());
+    if (size != tensor.bytes.size()) {
+      fail("tensor '{}' has {} bytes, its shape needs {}", tensor.name, tensor.bytes.size(), size);
+    }
+  }
+  std::string out = safetensors_header(layouts, metadata);
+  size_t data_size = 0;
+  for (const auto& tensor : tensors) data_size += tensor.bytes.size();
+  out.reserve(out.size() + data_size);
   for (const auto& tensor : tensors) out += tensor.bytes;
   return out;
 }

@@ -10,6 +10,13 @@
 
 namespace pipetrain {
 
+// A tensor's place in a safetensors file: everything but its bytes.
+struct TensorLayout {
+  std::string name;
+  std::string dtype;  // "F32", "F64", "I64", ...
+  std::vector<int64_t> shape;
+};
+
 struct TensorEntry {
   std::string name;
   std::string dtype;  // "F32", "F64", "I64", ...
@@ -18,6 +25,15 @@ struct TensorEntry {
 };
 
 size_t dtype_size(const std::string& dtype);  // UserError for unknown dtypes
+uint64_t tensor_byte_size(const TensorLayout& tensor);  // its elements x its dtype's size
+
+// Everything before the tensor data: the 8-byte header length, then the JSON header (data
+// offsets in the order of `tensors`) padded so the data is 8-byte aligned. The one header
+// builder of both encode_safetensors and SafetensorsFileWriter (io/safetensors_file.h).
+std::string safetensors_header(const std::vector<TensorLayout>& tensors,
+                               const std::map<std::string, std::string>& metadata = {});
+
+// The whole file in memory (small files, tests); checkpoints stream theirs to disk.
 
 std::string encode_safetensors(const std::vector<TensorEntry>& tensors,
                                const std::map<std::string, std::string>& metadata = {});
