@@ -32,13 +32,6 @@ std::string version_file(int stage, int version) {
   return fmt::format("stage{}.version{}.safetensors", stage, version);
 }
 
-std::string write_version_file(const std::string& dir, int stage, int version,
-                               const std::vector<std::pair<std::string, torch::Tensor>>& named) {
-  std::vector<TensorEntry> entries;
-  for (const auto& [name, tensor] : named) entries.push_back(to_entry(name, tensor));
-  return write_checkpoint_file(dir, version_file(stage, version), encode_safetensors(entries));
-}
-
 // The chunk's checkpointed versions, as WeightVersions::resume takes them.
 std::map<int, std::vector<torch::Tensor>> read_version_files(const std::string& dir,
                                                              const CheckpointInfo& info,
@@ -138,7 +131,7 @@ std::map<std::string, std::string> write_stage_files(const std::string& dir,
                                       *chunk.model, state));
     for (const int version : executor.checkpointed_versions(chunk, step)) {
       checksums[version_file(chunk.stage, version)] =
-          write_version_file(dir, chunk.stage, version, executor.stashed_version(chunk, version));
+          write_checkpoint_file(dir, version_file(chunk.stage, version), executor.stashed_version(chunk, version));
     }
   }
   return checksums;

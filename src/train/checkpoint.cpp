@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
-#include "io/crc32c.h"
+#include "io/safetensors_file.h"
 #include "model/state_io.h"
 #include "schedule/run_rules.h"
 #include "train/optim.h"
@@ -70,19 +70,23 @@ std::map<std::string, std::string> save_module_state(
     const std::string& dir, const std::string& weights_file, const std::string& optimizer_file,
     torch::nn::Module& module,
     const std::vector<std::pair<std::string, torch::Tensor>>& optimizer_state) {
-  std::map<std::string, std::string> checksums;
-  checksums[weights_file] =
-      write_checkpoint_file(dir, weights_file, encode_safetensors(module_entries(module)));
-  std::vector<TensorEntry> state;
-  for (const auto& [name, tensor] : optimizer_state) state.push_back(to_entry(name, tensor));
-  checksums[optimizer_file] = write_checkpoint_file(dir, optimizer_file, encode_safetensors(state));
-  return checksums;
+  return {{weights_file, write_checkpoint_file(dir, weights_file, module_tensors(module))},
+          {optimizer_file, write_checkpoint_file(dir, optimizer_file, optimizer_state)}};
 }
 
 std::string write_checkpoint_file(const std::string& dir, const std::string& file,
-                                  const std::string& bytes) {
-  write_file_atomically((fs::path(dir) / file).string(), bytes);
-  return crc32c_hex(bytes);
+                                  const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  std::vector<TensorLayout> layouts;
+  for (const auto& [name, tensor] : tensors) {
+    layouts.push_back({name, safetensors_dtype(tensor.scalar_type()), tensor.sizes().vec()});
+  }
+  SafetensorsFileWriter out((fs::path(dir) / file).string(), std::move(layouts));
+  for (const auto& [name, tensor] : tensors) {
+    const auto contiguous = tensor.detach().to(torch::kCPU).contiguous();  // itself if it is
+    const auto* data = static_cast<const char*>(contiguous.data_ptr());  // null when empty
+    out.write_tensor(data ? std::string_view(data, contiguous.nbytes()) : std::string_view());
+  }
+  return out.commit();
 }
 
 CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,

@@ -29,9 +29,11 @@ std::map<std::string, std::string> save_module_state(
     torch::nn::Module& module,
     const std::vector<std::pair<std::string, torch::Tensor>>& optimizer_state);
 
-// Writes `bytes` as `dir`/`file` (atomically) and returns their CRC32C.
+// Writes `tensors` as the safetensors file `dir`/`file` (atomically) and returns its CRC32C.
+// Each tensor's bytes go to disk from its own memory (one not contiguous on the CPU is made so
+// alone): no copy of the file is held, a worker at its memory budget stays within it.
 std::string write_checkpoint_file(const std::string& dir, const std::string& file,
-                                  const std::string& bytes);
+                                  const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
 
 // The sidecar for this config at `step` (schedule, partition, shape, hash, RNG); the caller
 // fills weight_versions / optimizer_files.

@@ -1,0 +1,87 @@
+// Checkpoint files streamed from the tensors' own memory are byte for byte the encoder's file
+// of the same tensors (module_entries / to_entry), with the CRC32C of those bytes.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <torch/torch.h>
+
+#include "core/files.h"
+#include "io/crc32c.h"
+#include "model/state_io.h"
+#include "train/checkpoint.h"
+#include "train/optim.h"
+
+namespace pipetrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fresh_checkpoint_folder(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / (name + "." + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string encoded(const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  std::vector<TensorEntry> entries;
+  for (const auto& [name, tensor] : tensors) entries.push_back(to_entry(name, tensor));
+  return encode_safetensors(entries);
+}
+
+// Parameters, float and integer buffers (BatchNorm's statistics and batch count) and AdamW's
+// moments and step counts after one update.
+TEST(CheckpointFile, ModuleAndAdamWStateEqualTheEncodedEntries) {
+  torch::manual_seed(3);
+  torch::nn::Sequential module(torch::nn::Linear(5, 3), torch::nn::BatchNorm1d(3));
+  TrainConfig train;
+  train.optimizer = "adamw";
+  auto optimizer = make_optimizer(module->parameters(), train);
+  module->forward(torch::randn({4, 5})).square().sum().backward();
+  optimizer->step();
+  const fs::path dir = fresh_checkpoint_folder("pipetrain_checkpoint_file");
+  const auto checksums = save_module_state(dir.string(), "model.safetensors",
+                                           "optimizer.safetensors", *module, *optimizer);
+  const std::string weights = read_file((dir / "model.safetensors").string());
+  const std::string state = read_file((dir / "optimizer.safetensors").string());
+  EXPECT_EQ(weights, encode_safetensors(module_entries(*module)));
+  EXPECT_EQ(state, encoded(optimizer_state_tensors(*optimizer, *module)));
+  EXPECT_EQ(checksums.at("model.safetensors"), crc32c_hex(weights));
+  EXPECT_EQ(checksums.at("optimizer.safetensors"), crc32c_hex(state));
+  EXPECT_EQ(checksums.size(), 2u);
+  // Linear and BatchNorm weight and bias; running mean, variance and batch count (I64).
+  EXPECT_EQ(module_entries(*module).size(), 7u);
+  fs::remove_all(dir);
+}
+
+// Views (a transpose, an offset slice), a scalar, an empty tensor and one tensor under two
+// names (a tied weight's second copy) are written as their contiguous copies would be.
+TEST(CheckpointFile, ViewsScalarsEmptyAndRepeatedTensorsEqualTheEncodedEntries) {
+  const auto matrix = torch::arange(12, torch::kFloat64).reshape({3, 4});
+  const std::vector<std::pair<std::string, torch::Tensor>> tensors = {
+      {"transposed", matrix.t()},
+      {"slice", matrix.slice(1, 1, 3)},
+      {"step", torch::tensor(int64_t(7))},
+      {"empty", torch::zeros({0, 2}, torch::kFloat32)},
+      {"tied.first", matrix},
+      {"tied.second", matrix}};
+  const fs::path dir = fresh_checkpoint_folder("pipetrain_checkpoint_views");
+  const std::string crc = write_checkpoint_file(dir.string(), "views.safetensors", tensors);
+  const std::string file = read_file((dir / "views.safetensors").string());
+  EXPECT_EQ(file, encoded(tensors));
+  EXPECT_EQ(crc, crc32c_hex(file));
+  const auto decoded = decode_safetensors(file, "views");
+  ASSERT_EQ(decoded.size(), 6u);
+  for (const auto& entry : decoded) {
+    if (entry.name != "transposed") continue;
+    const auto* values = reinterpret_cast<const double*>(entry.bytes.data());
+    EXPECT_EQ(values[1], 4.0);  // row 0 of the transpose: 0, 4, 8
+    EXPECT_EQ(values[3], 1.0);  // row 1 starts at 1
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pipetrain
