@@ -42,4 +42,19 @@ std::string encode_safetensors(const std::vector<TensorEntry>& tensors,
 std::vector<TensorEntry> decode_safetensors(std::string_view file, const std::string& origin,
                                             std::map<std::string, std::string>* metadata = nullptr);
 
+// The pieces of decoding, shared with read_safetensors_file (io/safetensors_file.h), which
+// reads tensor by tensor from disk. The header's length from the file's first bytes (`start`,
+// at least 8 of them unless the file is shorter), checked against the file's size:
+uint64_t safetensors_header_length(std::string_view start, uint64_t file_size,
+                                   const std::string& origin);
+// Each tensor of the JSON header with its bytes' place [begin, end) in the data section (of
+// `data_size` bytes), in the header's order; everything validated as decode_safetensors does.
+struct TensorPlacement {
+  TensorLayout layout;
+  uint64_t begin = 0, end = 0;
+};
+std::vector<TensorPlacement> parse_safetensors_header(std::string_view header, uint64_t data_size,
+                                                      const std::string& origin,
+                                                      std::map<std::string, std::string>* metadata);
+
 }  // namespace pipetrain

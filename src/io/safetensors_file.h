@@ -1,8 +1,9 @@
 #pragma once
-// A safetensors file written straight to disk, one tensor's bytes at a time: a checkpoint
-// holds no copy of its file in memory (a worker at its memory budget would exceed it by the
-// file's size). The bytes are exactly encode_safetensors' of the same tensors (one header
-// builder), written atomically (core/atomic_file.h) with their CRC32C computed on the way.
+// Safetensors files written and read straight to and from disk, one tensor's bytes at a time:
+// a checkpoint holds no copy of its file in memory (a worker at its memory budget would exceed
+// it by the file's size). The bytes written are exactly encode_safetensors' of the same tensors
+// (one header builder), written atomically (core/atomic_file.h) with their CRC32C computed on
+// the way; reading checks what decode_safetensors checks (the same parser).
 //
 //   SafetensorsFileWriter out(path, layouts);
 //   for (each tensor, in the order of `layouts`) out.write_tensor(its bytes);
@@ -38,5 +39,12 @@ class SafetensorsFileWriter {
   size_t written_tensors_ = 0;
   uint32_t crc_ = 0;
 };
+
+// The tensors of the file at `path`, each read into its entry, in the header's order (as
+// decode_safetensors(read_file(path), path) returns them, without the whole file in memory).
+// `crc` (if given) receives the CRC32C of every byte of the file. UserError naming `path` if it
+// cannot be read or is malformed.
+std::vector<TensorEntry> read_safetensors_file(const std::string& path, uint32_t* crc = nullptr,
+                                               std::map<std::string, std::string>* metadata = nullptr);
 
 }  // namespace pipetrain

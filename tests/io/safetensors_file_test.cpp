@@ -105,5 +105,67 @@ TEST(SafetensorsFileWriter, CommitBeforeEveryTensorIsAUserErrorAndLeavesTheOldFi
   fs::remove_all(dir);
 }
 
+void expect_same_entries(const std::vector<TensorEntry>& got, const std::vector<TensorEntry>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].name, want[i].name);
+    EXPECT_EQ(got[i].dtype, want[i].dtype) << want[i].name;
+    EXPECT_EQ(got[i].shape, want[i].shape) << want[i].name;
+    EXPECT_EQ(got[i].bytes, want[i].bytes) << want[i].name;
+  }
+}
+
+TEST(SafetensorsFileReader, ReadsWhatDecodeReadsAndTheFilesCrc32c) {
+  const fs::path dir = fresh_folder("pipetrain_safetensors_read");
+  const std::string path = (dir / "weights.safetensors").string();
+  const std::string file = encode_safetensors(mixed_entries(), {{"step", "12"}});
+  write_file_atomically(path, file);
+  uint32_t crc = 0;
+  std::map<std::string, std::string> metadata;
+  expect_same_entries(read_safetensors_file(path, &crc, &metadata), decode_safetensors(file, path));
+  EXPECT_EQ(metadata, (std::map<std::string, std::string>{{"step", "12"}}));
+  EXPECT_EQ(crc, crc32c(file));
+  fs::remove_all(dir);
+}
+
+// Bytes no tensor holds (a gap, a tail) and data out of the header's order: the entries are
+// the decoder's, the checksum covers every byte.
+TEST(SafetensorsFileReader, GapsTailsAndUnorderedDataCountInTheCrc32c) {
+  const fs::path dir = fresh_folder("pipetrain_safetensors_gaps");
+  const std::string path = (dir / "gaps.safetensors").string();
+  const std::string header =
+      R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[7,9]},"b":{"dtype":"U8","shape":[3],"data_offsets":[1,4]}})";
+  std::string file(8, '\0');
+  file[0] = char(header.size());
+  file += header + "gBBBgggAAtail";
+  write_file_atomically(path, file);
+  uint32_t crc = 0;
+  const auto entries = read_safetensors_file(path, &crc);
+  expect_same_entries(entries, decode_safetensors(file, path));
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].bytes, "AA");
+  EXPECT_EQ(entries[1].bytes, "BBB");
+  EXPECT_EQ(crc, crc32c(file));
+  fs::remove_all(dir);
+}
+
+// Damage is refused with the decoder's message, naming the file.
+TEST(SafetensorsFileReader, DamagedFilesGiveTheDecodersMessages) {
+  const fs::path dir = fresh_folder("pipetrain_safetensors_damaged");
+  const std::string path = (dir / "damaged.safetensors").string();
+  const std::string good = encode_safetensors(mixed_entries());
+  std::string bad_json = good;
+  bad_json[8] = '#';
+  for (const std::string& damaged : {good.substr(0, 5), good.substr(0, 40), good.substr(0, good.size() - 1), bad_json}) {
+    write_file_atomically(path, damaged);
+    const std::string want = user_error_of([&] { decode_safetensors(damaged, path); });
+    ASSERT_NE(want, "");
+    EXPECT_EQ(user_error_of([&] { read_safetensors_file(path); }), want);
+  }
+  EXPECT_EQ(user_error_of([&] { read_safetensors_file((dir / "missing").string()); }),
+            "cannot read '" + (dir / "missing").string() + "': No such file or directory");
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace pipetrain
