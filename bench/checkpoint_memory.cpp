@@ -6,7 +6,8 @@
 //
 //   checkpoint_memory [--layers L] [--d-model D] [--dir FOLDER]
 //
-// Each path runs in a fresh child process; a last one reads the files back as a resume does. The child's high-water mark (VmHWM, which
+// Each path runs in a fresh child process; a last one resumes from the files (reading, then
+// loading them into a fresh model and optimizer). The child's high-water mark (VmHWM, which
 // getrusage's ru_maxrss reports) is reset (/proc/self/clear_refs) just before the save, so the
 // peak is the save's, not the optimizer step's that made the state.
 #include <sys/resource.h>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include <fmt/format.h>
@@ -98,18 +100,32 @@ std::string measure(const Config& config, const std::string& dir, bool streamed)
   return fmt::format("{} {:.0f} {:.0f} {:.0f}", parameters, before, status_mb("VmHWM:"), ru_maxrss_mb());
 }
 
-// Reading both files back as a resume does (structure and CRC32C checked, every tensor
-// decoded into an entry): "resident_before peak_during resident_after" (after: the entries).
-std::string measure_reading(const std::string& dir) {
+// A resume of those files into a fresh model and optimizer, in two phases: reading them (as
+// read_checkpoint_tensors: structure and CRC32C checked, every tensor decoded into an entry),
+// then loading the entries (load_module_state). Per phase "resident_before peak resident_after".
+std::string measure_resume(const Config& config, const std::string& dir) {
+  torch::set_num_threads(1);
+  const auto model = make_model(config);
+  auto module = model->make_whole();
+  auto optimizer = make_optimizer(named_tensors(*module), config.train, roles_of(*model));
   CheckpointInfo info;
   for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
     info.crc32c[file] = crc32c_hex(read_file(dir + "/" + file));
   }
-  const double before = status_mb("VmRSS:");
-  if (!reset_peak()) return "cannot reset the peak (/proc/self/clear_refs)";
-  const auto weights = read_checkpoint_file(dir, "model.safetensors", info);
-  const auto state = read_checkpoint_file(dir, "optimizer.safetensors", info);
-  return fmt::format("{:.0f} {:.0f} {:.0f}", before, status_mb("VmHWM:"), status_mb("VmRSS:"));
+  std::string report;
+  const auto phase = [&](const std::function<void()>& work) {
+    const double before = status_mb("VmRSS:");
+    reset_peak();
+    work();
+    report += fmt::format("{:.0f} {:.0f} {:.0f} ", before, status_mb("VmHWM:"), status_mb("VmRSS:"));
+  };
+  CheckpointTensors tensors;
+  phase([&] {
+    tensors.weights = read_checkpoint_file(dir, "model.safetensors", info);
+    tensors.optimizer = read_checkpoint_file(dir, "optimizer.safetensors", info);
+  });
+  phase([&] { load_module_state(tensors, dir, *module, *optimizer, model->shared_parameters()); });
+  return report;
 }
 
 }  // namespace
@@ -151,15 +167,20 @@ int main(int argc, char** argv) {
                 streamed ? "streamed (now)" : "whole-file copies (before)", parameters, files,
                 before, peak, peak - before, maxrss);
   }
-  const auto reading = pipetrain::bench::run_in_child([&] { return measure_reading(dir); });
-  double before = 0, peak = 0, after = 0;
-  if (!reading.ok || std::sscanf(reading.report.c_str(), "%lf %lf %lf", &before, &peak, &after) != 3) {
-    std::fprintf(stderr, "error: %s\n", reading.report.c_str());
+  const auto resume = pipetrain::bench::run_in_child([&] { return measure_resume(config, dir); });
+  double v[6] = {};
+  if (!resume.ok || std::sscanf(resume.report.c_str(), "%lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2],
+                                &v[3], &v[4], &v[5]) != 6) {
+    std::fprintf(stderr, "error: %s\n", resume.report.c_str());
     return 1;
   }
-  std::printf("\n| reading both back (read_checkpoint_file) | resident before (MiB) | peak (MiB) | "
-              "entries held after (MiB) | peak over resident + entries (MiB) |\n|---|---|---|---|---|\n"
-              "| | %.0f | %.0f | %.0f | %.0f |\n", before, peak, after - before, peak - after);
+  std::printf("\n| resume phase | resident before (MiB) | peak (MiB) | resident after (MiB) | "
+              "peak over resident after (MiB) |\n|---|---|---|---|---|\n");
+  const char* phases[] = {"read both files (read_checkpoint_file)", "load them (load_module_state)"};
+  for (int p = 0; p < 2; ++p) {
+    const double* x = v + 3 * p;
+    std::printf("| %s | %.0f | %.0f | %.0f | %.0f |\n", phases[p], x[0], x[1], x[2], x[1] - x[2]);
+  }
   std::filesystem::remove_all(dir);
   return 0;
 }

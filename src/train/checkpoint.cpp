@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <mutex>
 #include <map>
+#include <set>
 
 #include "core/error.h"
 #include "core/files.h"
@@ -34,25 +35,37 @@ void append(std::vector<TensorEntry>& out, std::vector<TensorEntry>&& entries) {
 
 // A stage holding a later copy of a shared parameter (GPT's head copy of the embedding) owns
 // it and its optimizer state; a checkpoint of a stage holding the first copy stores it once,
-// under the first copy's name.
-void add_shared_copies(std::vector<TensorEntry>& entries, const std::vector<SharedParameter>& shared) {
-  std::map<std::string, size_t> index;
-  for (size_t i = 0; i < entries.size(); ++i) index[entries[i].name] = i;
-  const size_t count = entries.size();
+// under the first copy's name. The entries of the later copies `held` (the module's parameter
+// names) that `entries` lacks, made from the first copy's.
+std::vector<TensorEntry> missing_shared_copies(const std::vector<TensorEntry>& entries,
+                                               const std::vector<SharedParameter>& shared,
+                                               const std::set<std::string>& held) {
+  std::set<std::string> names;
+  for (const auto& entry : entries) names.insert(entry.name);
+  std::vector<TensorEntry> copies;
   for (const auto& group : shared) {
     const std::string& source = group.copies.at(0).name;
     for (size_t c = 1; c < group.copies.size(); ++c) {
-      for (size_t i = 0; i < count; ++i) {
-        const std::string name = entries[i].name;
-        if (name.rfind(source, 0) != 0) continue;
-        const std::string alias = group.copies[c].name + name.substr(source.size());
-        if (index.count(alias) != 0) continue;
-        TensorEntry copy = entries[i];
-        copy.name = alias;
-        entries.push_back(std::move(copy));
+      if (held.count(group.copies[c].name) == 0) continue;  // not this module's tensor
+      for (const auto& entry : entries) {
+        if (entry.name.rfind(source, 0) != 0) continue;
+        const std::string alias = group.copies[c].name + entry.name.substr(source.size());
+        if (names.count(alias) != 0) continue;
+        copies.push_back(entry);
+        copies.back().name = alias;
       }
     }
   }
+  return copies;
+}
+
+// `entries` followed by `extra`, as one list; `entries` itself when there is nothing extra (a
+// resume holds every tensor of the checkpoint: a copy of them all would double that).
+const std::vector<TensorEntry>& followed_by(const std::vector<TensorEntry>& entries,
+                                            std::vector<TensorEntry>& extra) {
+  if (extra.empty()) return entries;
+  extra.insert(extra.begin(), entries.begin(), entries.end());
+  return extra;
 }
 
 }  // namespace
@@ -180,12 +193,12 @@ void load_module_state(const CheckpointTensors& tensors, const std::string& orig
                        torch::nn::Module& module, torch::optim::Optimizer& optimizer,
                        const std::vector<SharedParameter>& shared,
                        const std::vector<std::pair<std::string, torch::Tensor>>& optimized) {
-  auto weights = tensors.weights;
-  auto state = tensors.optimizer;
-  add_shared_copies(weights, shared);
-  add_shared_copies(state, shared);
-  load_module_entries(module, weights, origin);
-  load_optimizer_state(optimizer, optimized, state, origin);
+  std::set<std::string> held;
+  for (const auto& item : module.named_parameters()) held.insert(item.key());
+  auto shared_weights = missing_shared_copies(tensors.weights, shared, held);
+  auto shared_state = missing_shared_copies(tensors.optimizer, shared, held);
+  load_module_entries(module, followed_by(tensors.weights, shared_weights), origin);
+  load_optimizer_state(optimizer, optimized, followed_by(tensors.optimizer, shared_state), origin);
 }
 
 std::string torch_rng_state_hex() {

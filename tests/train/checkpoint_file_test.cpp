@@ -83,5 +83,33 @@ TEST(CheckpointFile, ViewsScalarsEmptyAndRepeatedTensorsEqualTheEncodedEntries) 
   fs::remove_all(dir);
 }
 
+// A stage holding only the later copy of a shared parameter (a pipeline head's copy of GPT's
+// embedding) loads it and its AdamW state from the first copy's entries, as a single-process
+// checkpoint stores them.
+TEST(CheckpointFile, LaterCopyOfASharedParameterLoadsFromTheFirstCopysEntries) {
+  torch::nn::Module head;
+  auto layer = std::make_shared<torch::nn::Module>();
+  layer->register_parameter("weight", torch::zeros({2, 3}, torch::kFloat64));
+  head.register_module("layer3", layer);
+  TrainConfig train;
+  train.optimizer = "adamw";
+  auto optimizer = make_optimizer(head.parameters(), train);
+  const auto embedding = torch::arange(6, torch::kFloat64).reshape({2, 3});
+  CheckpointTensors tensors;
+  tensors.weights = {to_entry("layer0.weight", embedding), to_entry("layer1.bias", torch::ones({3}))};
+  tensors.optimizer = {to_entry("layer0.weight.exp_avg", embedding * 0.5),
+                       to_entry("layer0.weight.exp_avg_sq", embedding * 0.25),
+                       to_entry("layer0.weight.step", torch::tensor(int64_t(9)))};
+  const SharedParameter tied{{{0, "layer0.weight"}, {3, "layer3.weight"}}};
+  load_module_state(tensors, "test", head, *optimizer, {tied});
+  EXPECT_TRUE(torch::equal(head.named_parameters()["layer3.weight"], embedding));
+  std::map<std::string, torch::Tensor> state;
+  for (const auto& [name, tensor] : optimizer_state_tensors(*optimizer, head)) state[name] = tensor;
+  ASSERT_EQ(state.size(), 3u);
+  EXPECT_TRUE(torch::equal(state.at("layer3.weight.exp_avg"), embedding * 0.5));
+  EXPECT_TRUE(torch::equal(state.at("layer3.weight.exp_avg_sq"), embedding * 0.25));
+  EXPECT_EQ(state.at("layer3.weight.step").item<int64_t>(), 9);
+}
+
 }  // namespace
 }  // namespace pipetrain
