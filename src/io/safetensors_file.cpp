@@ -51,13 +51,17 @@ std::string SafetensorsFileWriter::commit() {
 
 namespace {
 
-// An open file read at given offsets, every byte read fed to a running CRC32C.
+// An open file read front to back, every byte read fed to a running CRC32C.
 class ChecksummedReader {
  public:
   explicit ChecksummedReader(const std::string& path) : path_(path), fd_(::open(path.c_str(), O_RDONLY)) {
-    if (fd_ < 0) fail("cannot read '{}': {}", path_, std::strerror(errno));
+    if (fd_ < 0) fail_now(errno);
     struct stat info {};
-    if (::fstat(fd_, &info) != 0) fail_now(errno);
+    if (::fstat(fd_, &info) != 0) {
+      const int error = errno;
+      ::close(fd_);  // the destructor does not run for a constructor that throws
+      fail_now(error);
+    }
     size_ = uint64_t(info.st_size);
   }
   ~ChecksummedReader() { ::close(fd_); }
