@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -90,6 +91,24 @@ void check_width(const std::string& dir, const CheckpointInfo& info, const Confi
   fail("{}: checkpoint of a '{}' run with pipeline.dp_width = {}; this run has {}: its updates "
        "after every microbatch would sum other rows of each batch (resume with --dp-width {})",
        dir, info.policy, written, config.pipeline.dp_width, written);
+}
+
+// The layers whose checkpointed tensors this worker loads: its chunks', and every copy of a
+// shared parameter one of them holds (a head's copy may be stored only as the embedding).
+std::set<int64_t> layers_to_load(const StageExecutor& executor, const std::vector<StageRange>& ranges) {
+  std::set<int64_t> layers;
+  for (const auto& chunk : executor.chunks()) {
+    const StageRange& range = ranges.at(size_t(chunk.stage));
+    for (int64_t layer = range.first; layer < range.last; ++layer) layers.insert(layer);
+  }
+  for (const auto& group : executor.model_definition().shared_parameters()) {
+    const bool held = std::any_of(group.copies.begin(), group.copies.end(), [&](const auto& copy) {
+      return layers.count(copy.layer) != 0;
+    });
+    if (!held) continue;
+    for (const auto& copy : group.copies) layers.insert(copy.layer);
+  }
+  return layers;
 }
 
 }  // namespace
@@ -186,8 +205,8 @@ int64_t restore_pipeline_state(const std::string& checkpoint_dir, StageExecutor&
                                const Config& config, const std::vector<StageRange>& ranges) {
   refuse_inexact_policy(config);  // workers started without the launcher's check
   const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges));
-  const auto tensors =
-      read_checkpoint_tensors(checkpoint_dir, info, roles_of(executor.model_definition()));
+  const auto tensors = read_checkpoint_tensors(checkpoint_dir, info, roles_of(executor.model_definition()),
+                                               layers_to_load(executor, ranges));
   executor.load_state(tensors, checkpoint_dir);
   std::vector<std::map<int, std::vector<torch::Tensor>>> stashed;
   for (const auto& chunk : executor.chunks()) {

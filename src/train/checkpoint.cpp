@@ -161,6 +161,14 @@ CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
 
 CheckpointTensors read_checkpoint_tensors(const std::string& dir, const CheckpointInfo& info,
                                           const ParameterRoles& roles) {
+  std::set<int64_t> every_layer;
+  for (int64_t layer = 0; layer < info.layers; ++layer) every_layer.insert(layer);
+  return read_checkpoint_tensors(dir, info, roles, every_layer);
+}
+
+CheckpointTensors read_checkpoint_tensors(const std::string& dir, const CheckpointInfo& info,
+                                          const ParameterRoles& roles,
+                                          const std::set<int64_t>& layers) {
   const std::string sidecar = (fs::path(dir) / "checkpoint.json").string();
   if (info.optimizer_files.size() != info.weight_versions.size()) {
     fail("{}: lists {} optimizer files for {} stages (damaged?)", sidecar,
@@ -171,6 +179,8 @@ CheckpointTensors read_checkpoint_tensors(const std::string& dir, const Checkpoi
   written_with.optimizer = info.optimizer;
   CheckpointTensors tensors;
   for (size_t stage = 0; stage < info.weight_versions.size(); ++stage) {
+    const auto [first, last] = info.partition.at(stage);
+    if (layers.lower_bound(first) == layers.lower_bound(last)) continue;  // none of `layers`
     auto weights = read_checkpoint_file(dir, info.weight_versions[stage].front(), info);
     auto state = read_checkpoint_file(dir, info.optimizer_files[stage], info);
     check_optimizer_state_entries(weights, state, written_with, roles,

@@ -4,6 +4,7 @@
 // Parameter names are global ("layer<i>.<name>"), so a stage loads its layers from the files of
 // any partition: a synchronous run resumes onto a different stage count exactly as it was.
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,11 @@ struct CheckpointTensors {
 };
 CheckpointTensors read_checkpoint_tensors(const std::string& dir, const CheckpointInfo& info,
                                           const ParameterRoles& roles);
+// The same from only the checkpoint stages whose layers include one of `layers` (a pipeline
+// worker reads the files of its own layers, not the whole model's).
+CheckpointTensors read_checkpoint_tensors(const std::string& dir, const CheckpointInfo& info,
+                                          const ParameterRoles& roles,
+                                          const std::set<int64_t>& layers);
 
 // Loads `module`'s parameters and their optimizer state (step counts, moments, momentum).
 // A later copy of a `shared` parameter (a pipeline head's own copy of GPT's embedding) missing

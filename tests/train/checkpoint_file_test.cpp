@@ -111,5 +111,45 @@ TEST(CheckpointFile, LaterCopyOfASharedParameterLoadsFromTheFirstCopysEntries) {
   EXPECT_EQ(state.at("layer3.weight.step").item<int64_t>(), 9);
 }
 
+// A pipeline worker reads only the checkpoint stages holding one of its layers: with stages
+// [0, 2) and [2, 4), layer 3 reads the second stage's files, layers 1 and 2 both, no layer none.
+TEST(CheckpointFile, ReadsOnlyTheStagesHoldingTheLayersAsked) {
+  const fs::path dir = fresh_checkpoint_folder("pipetrain_checkpoint_stages");
+  Config config;
+  config.train.optimizer = "sgd";
+  config.train.momentum = 0;  // no optimizer state: the files list none
+  CheckpointInfo info;
+  info.optimizer = "sgd";
+  info.config_toml = to_toml(config);
+  info.layers = 4;
+  info.partition = {{0, 2}, {2, 4}};
+  for (int stage = 0; stage < 2; ++stage) {
+    const std::string weights = "stage" + std::to_string(stage) + ".safetensors";
+    const std::string state = "stage" + std::to_string(stage) + ".optimizer.safetensors";
+    const auto layer = [&](int i) { return "layer" + std::to_string(2 * stage + i) + ".weight"; };
+    info.crc32c[weights] = write_checkpoint_file(
+        dir.string(), weights, {{layer(0), torch::ones({2})}, {layer(1), torch::ones({2})}});
+    info.crc32c[state] = write_checkpoint_file(dir.string(), state, {});
+    info.weight_versions.push_back({weights});
+    info.optimizer_files.push_back(state);
+  }
+  const ParameterRoles roles = [](const std::string&, const std::vector<int64_t>&) {
+    return ParameterRole::Hidden;
+  };
+  const auto names_read = [&](const std::set<int64_t>& layers) {
+    std::vector<std::string> names;
+    for (const auto& entry : read_checkpoint_tensors(dir.string(), info, roles, layers).weights) {
+      names.push_back(entry.name);
+    }
+    return names;
+  };
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(names_read({3}), (Names{"layer2.weight", "layer3.weight"}));
+  EXPECT_EQ(names_read({1, 2}), (Names{"layer0.weight", "layer1.weight", "layer2.weight", "layer3.weight"}));
+  EXPECT_EQ(names_read({}), Names{});
+  EXPECT_EQ(read_checkpoint_tensors(dir.string(), info, roles).weights.size(), 4u);  // every stage
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace pipetrain
