@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace fs = std::filesystem;
@@ -18,30 +19,9 @@ namespace fs = std::filesystem;
 namespace pipetrain {
 
 void write_file_atomically(const std::string& path, std::string_view bytes) {
-  const std::string temp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) fail("cannot write '{}': {}", path, std::strerror(errno));
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(temp.c_str());
-      fail("cannot write '{}': {}", path, std::strerror(err));
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(temp.c_str());
-    fail("cannot write '{}': {}", path, std::strerror(err));
-  }
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(temp.c_str());
-    fail("cannot write '{}': {}", path, std::strerror(err));
-  }
+  AtomicFile file(path);
+  file.write(bytes);
+  file.commit();
 }
 
 std::string read_file(const std::string& path) {

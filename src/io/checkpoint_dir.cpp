@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "io/crc32c.h"
+#include "io/safetensors_file.h"
 
 namespace fs = std::filesystem;
 
@@ -132,12 +133,13 @@ std::vector<TensorEntry> read_checkpoint_file(const std::string& dir, const std:
                                               const CheckpointInfo& info) {
   const std::string path = (fs::path(dir) / file).string();
   if (!fs::exists(path)) fail("{}: file missing (checkpoint incomplete or damaged)", path);
-  const std::string bytes = read_file(path);
-  auto entries = decode_safetensors(bytes, path);  // its own messages say what is malformed
-  if (info.crc32c.empty()) return entries;         // written before checksums
+  uint32_t crc = 0;
+  // Tensor by tensor, no copy of the whole file; its own messages say what is malformed.
+  auto entries = read_safetensors_file(path, &crc);
+  if (info.crc32c.empty()) return entries;  // written before checksums
   const auto recorded = info.crc32c.find(file);
   if (recorded == info.crc32c.end()) fail("{}: checkpoint.json records no CRC32C for it (damaged?)", path);
-  const std::string actual = crc32c_hex(bytes);
+  const std::string actual = format_crc32c(crc);
   if (actual != recorded->second) {
     fail("{}: damaged: its CRC32C is {}, checkpoint.json recorded {}", path, actual, recorded->second);
   }

@@ -43,6 +43,8 @@ uint32_t crc32c(std::string_view bytes, uint32_t crc) {
   return ~crc;
 }
 
-std::string crc32c_hex(std::string_view bytes) { return fmt::format("{:08x}", crc32c(bytes)); }
+std::string crc32c_hex(std::string_view bytes) { return format_crc32c(crc32c(bytes)); }
+
+std::string format_crc32c(uint32_t crc) { return fmt::format("{:08x}", crc); }
 
 }  // namespace pipetrain

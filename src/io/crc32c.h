@@ -9,5 +9,6 @@ namespace pipetrain {
 
 uint32_t crc32c(std::string_view bytes, uint32_t crc = 0);  // `crc`: of the bytes before
 std::string crc32c_hex(std::string_view bytes);             // 8 lowercase hex digits
+std::string format_crc32c(uint32_t crc);                    // as crc32c_hex writes it
 
 }  // namespace pipetrain

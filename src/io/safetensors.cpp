@@ -25,16 +25,17 @@ uint64_t element_count(const std::vector<int64_t>& shape) {
 }
 }  // namespace
 
-std::string encode_safetensors(const std::vector<TensorEntry>& tensors,
+uint64_t tensor_byte_size(const TensorLayout& tensor) {
+  return element_count(tensor.shape) * dtype_size(tensor.dtype);
+}
+
+std::string safetensors_header(const std::vector<TensorLayout>& tensors,
                                const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& tensor : tensors) {
-    const uint64_t size = element_count(tensor.shape) * dtype_size(tensor.dtype);
-    if (size != tensor.bytes.size()) {
-      fail("tensor '{}' has {} bytes, its shape needs {}", tensor.name, tensor.bytes.size(), size);
-    }
+    const uint64_t size = tensor_byte_size(tensor);
     header[tensor.name] = {{"dtype", tensor.dtype},
                            {"shape", tensor.shape},
                            {"data_offsets", {offset, offset + size}}};
@@ -45,57 +46,92 @@ std::string encode_safetensors(const std::vector<TensorEntry>& tensors,
   std::string out(8, '\0');
   uint64_t length = header_text.size();
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((length >> (8 * i)) & 0xff);
-  out += header_text;
+  return out + header_text;
+}
+
+std::string encode_safetensors(const std::vector<TensorEntry>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
+  std::vector<TensorLayout> layouts;
+  for (const auto& tensor : tensors) {
+    layouts.push_back({tensor.name, tensor.dtype, tensor.shape});
+    const uint64_t size = tensor_byte_size(layouts.back());
+    if (size != tensor.bytes.size()) {
+      fail("tensor '{}' has {} bytes, its shape needs {}", tensor.name, tensor.bytes.size(), size);
+    }
+  }
+  std::string out = safetensors_header(layouts, metadata);
+  size_t data_size = 0;
+  for (const auto& tensor : tensors) data_size += tensor.bytes.size();
+  out.reserve(out.size() + data_size);
   for (const auto& tensor : tensors) out += tensor.bytes;
   return out;
 }
 
-std::vector<TensorEntry> decode_safetensors(std::string_view file, const std::string& origin,
-                                            std::map<std::string, std::string>* metadata) {
-  if (file.size() < 8) fail("{}: not a safetensors file (truncated header)", origin);
+uint64_t safetensors_header_length(std::string_view start, uint64_t file_size,
+                                   const std::string& origin) {
+  if (file_size < 8 || start.size() < 8) fail("{}: not a safetensors file (truncated header)", origin);
   uint64_t length = 0;
-  for (int i = 0; i < 8; ++i) length |= uint64_t(static_cast<unsigned char>(file[i])) << (8 * i);
-  if (length > file.size() - 8) fail("{}: truncated safetensors header", origin);
+  for (int i = 0; i < 8; ++i) length |= uint64_t(static_cast<unsigned char>(start[i])) << (8 * i);
+  if (length > file_size - 8) fail("{}: truncated safetensors header", origin);
+  return length;
+}
+
+std::vector<TensorPlacement> parse_safetensors_header(std::string_view header_text, uint64_t data_size,
+                                                      const std::string& origin,
+                                                      std::map<std::string, std::string>* metadata) {
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(file.substr(8, length));
+    header = nlohmann::json::parse(header_text);
   } catch (const nlohmann::json::exception& error) {
     fail("{}: corrupt safetensors header: {}", origin, error.what());
   }
   if (!header.is_object()) fail("{}: corrupt safetensors header (not an object)", origin);
-  const std::string_view data = file.substr(8 + length);
-  std::vector<TensorEntry> tensors;
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  std::vector<TensorPlacement> tensors;
   try {
     for (const auto& [name, entry] : header.items()) {
       if (name == "__metadata__") {
         if (metadata) *metadata = entry.get<std::map<std::string, std::string>>();
         continue;
       }
-      TensorEntry tensor;
-      tensor.name = name;
-      tensor.dtype = entry.at("dtype").get<std::string>();
-      tensor.shape = entry.at("shape").get<std::vector<int64_t>>();
+      TensorPlacement tensor;
+      tensor.layout.name = name;
+      tensor.layout.dtype = entry.at("dtype").get<std::string>();
+      tensor.layout.shape = entry.at("shape").get<std::vector<int64_t>>();
       const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
-      for (int64_t dim : tensor.shape) {
+      for (int64_t dim : tensor.layout.shape) {
         if (dim < 0) fail("{}: tensor '{}' has a negative dimension", origin, name);
       }
-      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data.size()) {
+      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size) {
         fail("{}: tensor '{}' lies outside the file (truncated?)", origin, name);
       }
-      if (offsets[1] - offsets[0] != element_count(tensor.shape) * dtype_size(tensor.dtype)) {
+      if (offsets[1] - offsets[0] != tensor_byte_size(tensor.layout)) {
         fail("{}: tensor '{}' size does not match its shape", origin, name);
       }
-      tensor.bytes = std::string(data.substr(offsets[0], offsets[1] - offsets[0]));
-      ranges.push_back({offsets[0], offsets[1]});
+      tensor.begin = offsets[0];
+      tensor.end = offsets[1];
       tensors.push_back(std::move(tensor));
     }
   } catch (const nlohmann::json::exception& error) {
     fail("{}: corrupt safetensors header: {}", origin, error.what());
   }
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const auto& tensor : tensors) ranges.push_back({tensor.begin, tensor.end});
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i) {
     if (ranges[i].first < ranges[i - 1].second) fail("{}: tensors overlap", origin);
+  }
+  return tensors;
+}
+
+std::vector<TensorEntry> decode_safetensors(std::string_view file, const std::string& origin,
+                                            std::map<std::string, std::string>* metadata) {
+  const uint64_t length = safetensors_header_length(file, file.size(), origin);
+  const std::string_view data = file.substr(8 + length);
+  std::vector<TensorEntry> tensors;
+  for (auto& tensor : parse_safetensors_header(file.substr(8, length), data.size(), origin, metadata)) {
+    tensors.push_back({std::move(tensor.layout.name), std::move(tensor.layout.dtype),
+                       std::move(tensor.layout.shape),
+                       std::string(data.substr(tensor.begin, tensor.end - tensor.begin))});
   }
   return tensors;
 }

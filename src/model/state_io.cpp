@@ -7,17 +7,6 @@
 namespace pipetrain {
 namespace {
 
-std::string dtype_name(torch::ScalarType type) {
-  switch (type) {
-    case torch::kFloat32: return "F32";
-    case torch::kFloat64: return "F64";
-    case torch::kInt64: return "I64";
-    case torch::kInt32: return "I32";
-    case torch::kUInt8: return "U8";
-    default: fail("cannot store tensors of type {}", c10::toString(type));
-  }
-}
-
 torch::ScalarType scalar_type(const std::string& dtype) {
   if (dtype == "F32") return torch::kFloat32;
   if (dtype == "F64") return torch::kFloat64;
@@ -42,11 +31,22 @@ std::string dtype_text(const std::string& dtype) {
 
 }  // namespace
 
+std::string safetensors_dtype(torch::ScalarType type) {
+  switch (type) {
+    case torch::kFloat32: return "F32";
+    case torch::kFloat64: return "F64";
+    case torch::kInt64: return "I64";
+    case torch::kInt32: return "I32";
+    case torch::kUInt8: return "U8";
+    default: fail("cannot store tensors of type {}", c10::toString(type));
+  }
+}
+
 TensorEntry to_entry(const std::string& name, const torch::Tensor& tensor) {
   const auto contiguous = tensor.detach().to(torch::kCPU).contiguous();
   TensorEntry entry;
   entry.name = name;
-  entry.dtype = dtype_name(contiguous.scalar_type());
+  entry.dtype = safetensors_dtype(contiguous.scalar_type());
   entry.shape = contiguous.sizes().vec();
   entry.bytes.assign(static_cast<const char*>(contiguous.data_ptr()), contiguous.nbytes());
   return entry;
@@ -64,7 +64,7 @@ torch::Tensor from_entry_like(const TensorEntry& entry, const torch::Tensor& lik
     fail("{}: tensor '{}' has shape {}, the model needs {}", origin, entry.name,
          shape_text(entry.shape), shape_text(like.sizes().vec()));
   }
-  const std::string wanted = dtype_name(like.scalar_type());
+  const std::string wanted = safetensors_dtype(like.scalar_type());
   if (entry.dtype != wanted) {
     fail("{}: tensor '{}' is {} but this run's model.dtype is {}: a checkpoint continues in its "
          "own dtype (set model.dtype = \"{}\")", origin, entry.name, dtype_text(entry.dtype),
@@ -73,10 +73,17 @@ torch::Tensor from_entry_like(const TensorEntry& entry, const torch::Tensor& lik
   return from_entry(entry);
 }
 
+std::vector<std::pair<std::string, torch::Tensor>> module_tensors(torch::nn::Module& module,
+                                                                  const std::string& prefix) {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& item : module.named_parameters()) named.emplace_back(prefix + item.key(), item.value());
+  for (const auto& item : module.named_buffers()) named.emplace_back(prefix + item.key(), item.value());
+  return named;
+}
+
 std::vector<TensorEntry> module_entries(torch::nn::Module& module, const std::string& prefix) {
   std::vector<TensorEntry> entries;
-  for (const auto& item : module.named_parameters()) entries.push_back(to_entry(prefix + item.key(), item.value()));
-  for (const auto& item : module.named_buffers()) entries.push_back(to_entry(prefix + item.key(), item.value()));
+  for (const auto& [name, tensor] : module_tensors(module, prefix)) entries.push_back(to_entry(name, tensor));
   return entries;
 }
 

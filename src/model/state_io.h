@@ -10,6 +10,7 @@
 
 namespace pipetrain {
 
+std::string safetensors_dtype(torch::ScalarType type);  // "F32", ...; UserError for others
 TensorEntry to_entry(const std::string& name, const torch::Tensor& tensor);
 torch::Tensor from_entry(const TensorEntry& entry);
 // from_entry for a tensor that must match `like` (a parameter, or its optimizer state): a
@@ -20,7 +21,9 @@ torch::Tensor from_entry_like(const TensorEntry& entry, const torch::Tensor& lik
                               const std::string& origin);
 
 // The module's parameters, then its buffers (BatchNorm's running statistics): a checkpoint
-// resumes them too.
+// resumes them too. module_tensors names them without copying their data.
+std::vector<std::pair<std::string, torch::Tensor>> module_tensors(torch::nn::Module& module,
+                                                                  const std::string& prefix = "");
 std::vector<TensorEntry> module_entries(torch::nn::Module& module, const std::string& prefix = "");
 
 // Copies every parameter and buffer of `module` from `entries` (by name, after `prefix`); UserError naming

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -30,13 +31,6 @@ std::vector<std::pair<int64_t, int64_t>> as_pairs(const std::vector<StageRange>&
 // A checkpointed weight version of a no-flush stage (stage<k>.safetensors holds the masters).
 std::string version_file(int stage, int version) {
   return fmt::format("stage{}.version{}.safetensors", stage, version);
-}
-
-std::string write_version_file(const std::string& dir, int stage, int version,
-                               const std::vector<std::pair<std::string, torch::Tensor>>& named) {
-  std::vector<TensorEntry> entries;
-  for (const auto& [name, tensor] : named) entries.push_back(to_entry(name, tensor));
-  return write_checkpoint_file(dir, version_file(stage, version), encode_safetensors(entries));
 }
 
 // The chunk's checkpointed versions, as WeightVersions::resume takes them.
@@ -99,6 +93,24 @@ void check_width(const std::string& dir, const CheckpointInfo& info, const Confi
        dir, info.policy, written, config.pipeline.dp_width, written);
 }
 
+// The layers whose checkpointed tensors this worker loads: its chunks', and every copy of a
+// shared parameter one of them holds (a head's copy may be stored only as the embedding).
+std::set<int64_t> layers_to_load(const StageExecutor& executor, const std::vector<StageRange>& ranges) {
+  std::set<int64_t> layers;
+  for (const auto& chunk : executor.chunks()) {
+    const StageRange& range = ranges.at(size_t(chunk.stage));
+    for (int64_t layer = range.first; layer < range.last; ++layer) layers.insert(layer);
+  }
+  for (const auto& group : executor.model_definition().shared_parameters()) {
+    const bool held = std::any_of(group.copies.begin(), group.copies.end(), [&](const auto& copy) {
+      return layers.count(copy.layer) != 0;
+    });
+    if (!held) continue;
+    for (const auto& copy : group.copies) layers.insert(copy.layer);
+  }
+  return layers;
+}
+
 }  // namespace
 
 // Every listed file's CRC32C at every worker, from the workers that wrote them (a stage's
@@ -138,7 +150,7 @@ std::map<std::string, std::string> write_stage_files(const std::string& dir,
                                       *chunk.model, state));
     for (const int version : executor.checkpointed_versions(chunk, step)) {
       checksums[version_file(chunk.stage, version)] =
-          write_version_file(dir, chunk.stage, version, executor.stashed_version(chunk, version));
+          write_checkpoint_file(dir, version_file(chunk.stage, version), executor.stashed_version(chunk, version));
     }
   }
   return checksums;
@@ -193,8 +205,8 @@ int64_t restore_pipeline_state(const std::string& checkpoint_dir, StageExecutor&
                                const Config& config, const std::vector<StageRange>& ranges) {
   refuse_inexact_policy(config);  // workers started without the launcher's check
   const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges));
-  const auto tensors =
-      read_checkpoint_tensors(checkpoint_dir, info, roles_of(executor.model_definition()));
+  const auto tensors = read_checkpoint_tensors(checkpoint_dir, info, roles_of(executor.model_definition()),
+                                               layers_to_load(executor, ranges));
   executor.load_state(tensors, checkpoint_dir);
   std::vector<std::map<int, std::vector<torch::Tensor>>> stashed;
   for (const auto& chunk : executor.chunks()) {

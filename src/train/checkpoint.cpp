@@ -5,10 +5,11 @@
 #include <filesystem>
 #include <mutex>
 #include <map>
+#include <set>
 
 #include "core/error.h"
 #include "core/files.h"
-#include "io/crc32c.h"
+#include "io/safetensors_file.h"
 #include "model/state_io.h"
 #include "schedule/run_rules.h"
 #include "train/optim.h"
@@ -34,25 +35,37 @@ void append(std::vector<TensorEntry>& out, std::vector<TensorEntry>&& entries) {
 
 // A stage holding a later copy of a shared parameter (GPT's head copy of the embedding) owns
 // it and its optimizer state; a checkpoint of a stage holding the first copy stores it once,
-// under the first copy's name.
-void add_shared_copies(std::vector<TensorEntry>& entries, const std::vector<SharedParameter>& shared) {
-  std::map<std::string, size_t> index;
-  for (size_t i = 0; i < entries.size(); ++i) index[entries[i].name] = i;
-  const size_t count = entries.size();
+// under the first copy's name. The entries of the later copies `held` (the module's parameter
+// names) that `entries` lacks, made from the first copy's.
+std::vector<TensorEntry> missing_shared_copies(const std::vector<TensorEntry>& entries,
+                                               const std::vector<SharedParameter>& shared,
+                                               const std::set<std::string>& held) {
+  std::set<std::string> names;
+  for (const auto& entry : entries) names.insert(entry.name);
+  std::vector<TensorEntry> copies;
   for (const auto& group : shared) {
     const std::string& source = group.copies.at(0).name;
     for (size_t c = 1; c < group.copies.size(); ++c) {
-      for (size_t i = 0; i < count; ++i) {
-        const std::string name = entries[i].name;
-        if (name.rfind(source, 0) != 0) continue;
-        const std::string alias = group.copies[c].name + name.substr(source.size());
-        if (index.count(alias) != 0) continue;
-        TensorEntry copy = entries[i];
-        copy.name = alias;
-        entries.push_back(std::move(copy));
+      if (held.count(group.copies[c].name) == 0) continue;  // not this module's tensor
+      for (const auto& entry : entries) {
+        if (entry.name.rfind(source, 0) != 0) continue;
+        const std::string alias = group.copies[c].name + entry.name.substr(source.size());
+        if (names.count(alias) != 0) continue;
+        copies.push_back(entry);
+        copies.back().name = alias;
       }
     }
   }
+  return copies;
+}
+
+// `entries` followed by `extra`, as one list; `entries` itself when there is nothing extra (a
+// resume holds every tensor of the checkpoint: a copy of them all would double that).
+const std::vector<TensorEntry>& followed_by(const std::vector<TensorEntry>& entries,
+                                            std::vector<TensorEntry>& extra) {
+  if (extra.empty()) return entries;
+  extra.insert(extra.begin(), entries.begin(), entries.end());
+  return extra;
 }
 
 }  // namespace
@@ -70,19 +83,23 @@ std::map<std::string, std::string> save_module_state(
     const std::string& dir, const std::string& weights_file, const std::string& optimizer_file,
     torch::nn::Module& module,
     const std::vector<std::pair<std::string, torch::Tensor>>& optimizer_state) {
-  std::map<std::string, std::string> checksums;
-  checksums[weights_file] =
-      write_checkpoint_file(dir, weights_file, encode_safetensors(module_entries(module)));
-  std::vector<TensorEntry> state;
-  for (const auto& [name, tensor] : optimizer_state) state.push_back(to_entry(name, tensor));
-  checksums[optimizer_file] = write_checkpoint_file(dir, optimizer_file, encode_safetensors(state));
-  return checksums;
+  return {{weights_file, write_checkpoint_file(dir, weights_file, module_tensors(module))},
+          {optimizer_file, write_checkpoint_file(dir, optimizer_file, optimizer_state)}};
 }
 
 std::string write_checkpoint_file(const std::string& dir, const std::string& file,
-                                  const std::string& bytes) {
-  write_file_atomically((fs::path(dir) / file).string(), bytes);
-  return crc32c_hex(bytes);
+                                  const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  std::vector<TensorLayout> layouts;
+  for (const auto& [name, tensor] : tensors) {
+    layouts.push_back({name, safetensors_dtype(tensor.scalar_type()), tensor.sizes().vec()});
+  }
+  SafetensorsFileWriter out((fs::path(dir) / file).string(), std::move(layouts));
+  for (const auto& [name, tensor] : tensors) {
+    const auto contiguous = tensor.detach().to(torch::kCPU).contiguous();  // itself if it is
+    const auto* data = static_cast<const char*>(contiguous.data_ptr());  // null when empty
+    out.write_tensor(data ? std::string_view(data, contiguous.nbytes()) : std::string_view());
+  }
+  return out.commit();
 }
 
 CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
@@ -144,6 +161,14 @@ CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
 
 CheckpointTensors read_checkpoint_tensors(const std::string& dir, const CheckpointInfo& info,
                                           const ParameterRoles& roles) {
+  std::set<int64_t> every_layer;
+  for (int64_t layer = 0; layer < info.layers; ++layer) every_layer.insert(layer);
+  return read_checkpoint_tensors(dir, info, roles, every_layer);
+}
+
+CheckpointTensors read_checkpoint_tensors(const std::string& dir, const CheckpointInfo& info,
+                                          const ParameterRoles& roles,
+                                          const std::set<int64_t>& layers) {
   const std::string sidecar = (fs::path(dir) / "checkpoint.json").string();
   if (info.optimizer_files.size() != info.weight_versions.size()) {
     fail("{}: lists {} optimizer files for {} stages (damaged?)", sidecar,
@@ -154,6 +179,8 @@ CheckpointTensors read_checkpoint_tensors(const std::string& dir, const Checkpoi
   written_with.optimizer = info.optimizer;
   CheckpointTensors tensors;
   for (size_t stage = 0; stage < info.weight_versions.size(); ++stage) {
+    const auto [first, last] = info.partition.at(stage);
+    if (layers.lower_bound(first) == layers.lower_bound(last)) continue;  // none of `layers`
     auto weights = read_checkpoint_file(dir, info.weight_versions[stage].front(), info);
     auto state = read_checkpoint_file(dir, info.optimizer_files[stage], info);
     check_optimizer_state_entries(weights, state, written_with, roles,
@@ -176,12 +203,12 @@ void load_module_state(const CheckpointTensors& tensors, const std::string& orig
                        torch::nn::Module& module, torch::optim::Optimizer& optimizer,
                        const std::vector<SharedParameter>& shared,
                        const std::vector<std::pair<std::string, torch::Tensor>>& optimized) {
-  auto weights = tensors.weights;
-  auto state = tensors.optimizer;
-  add_shared_copies(weights, shared);
-  add_shared_copies(state, shared);
-  load_module_entries(module, weights, origin);
-  load_optimizer_state(optimizer, optimized, state, origin);
+  std::set<std::string> held;
+  for (const auto& item : module.named_parameters()) held.insert(item.key());
+  auto shared_weights = missing_shared_copies(tensors.weights, shared, held);
+  auto shared_state = missing_shared_copies(tensors.optimizer, shared, held);
+  load_module_entries(module, followed_by(tensors.weights, shared_weights), origin);
+  load_optimizer_state(optimizer, optimized, followed_by(tensors.optimizer, shared_state), origin);
 }
 
 std::string torch_rng_state_hex() {

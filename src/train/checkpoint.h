@@ -4,6 +4,7 @@
 // Parameter names are global ("layer<i>.<name>"), so a stage loads its layers from the files of
 // any partition: a synchronous run resumes onto a different stage count exactly as it was.
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,9 +30,11 @@ std::map<std::string, std::string> save_module_state(
     torch::nn::Module& module,
     const std::vector<std::pair<std::string, torch::Tensor>>& optimizer_state);
 
-// Writes `bytes` as `dir`/`file` (atomically) and returns their CRC32C.
+// Writes `tensors` as the safetensors file `dir`/`file` (atomically) and returns its CRC32C.
+// Each tensor's bytes go to disk from its own memory (one not contiguous on the CPU is made so
+// alone): no copy of the file is held, a worker at its memory budget stays within it.
 std::string write_checkpoint_file(const std::string& dir, const std::string& file,
-                                  const std::string& bytes);
+                                  const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
 
 // The sidecar for this config at `step` (schedule, partition, shape, hash, RNG); the caller
 // fills weight_versions / optimizer_files.
@@ -51,6 +54,11 @@ struct CheckpointTensors {
 };
 CheckpointTensors read_checkpoint_tensors(const std::string& dir, const CheckpointInfo& info,
                                           const ParameterRoles& roles);
+// The same from only the checkpoint stages whose layers include one of `layers` (a pipeline
+// worker reads the files of its own layers, not the whole model's).
+CheckpointTensors read_checkpoint_tensors(const std::string& dir, const CheckpointInfo& info,
+                                          const ParameterRoles& roles,
+                                          const std::set<int64_t>& layers);
 
 // Loads `module`'s parameters and their optimizer state (step counts, moments, momentum).
 // A later copy of a `shared` parameter (a pipeline head's own copy of GPT's embedding) missing
