@@ -10,6 +10,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "../temp_folder.h"
 #include "core/files.h"
 
 namespace pipetrain {
@@ -17,16 +18,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fresh_folder(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / (name + "." + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-size_t files_in(const fs::path& dir) {
-  return size_t(std::distance(fs::directory_iterator(dir), fs::directory_iterator()));
-}
+using test::fresh_folder;
+using test::files_in;
 
 // The message of the UserError `action` throws ("" if none).
 template <typename Action>

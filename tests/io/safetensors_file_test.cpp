@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "../temp_folder.h"
 #include "core/files.h"
 #include "io/crc32c.h"
 #include "io/safetensors_file.h"
@@ -15,16 +16,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fresh_folder(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / (name + "." + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-size_t files_in(const fs::path& dir) {
-  return size_t(std::distance(fs::directory_iterator(dir), fs::directory_iterator()));
-}
+using test::fresh_folder;
+using test::files_in;
 
 // Tensors whose header needs padding, listed out of name order, of several dtypes and an
 // empty one, with distinct bytes (a byte out of place changes the file).

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "core/files.h"
+#include "../temp_folder.h"
 #include "io/crc32c.h"
 #include "model/state_io.h"
 #include "train/checkpoint.h"
@@ -18,12 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fresh_checkpoint_folder(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / (name + "." + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 std::string encoded(const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
   std::vector<TensorEntry> entries;
@@ -41,7 +36,7 @@ TEST(CheckpointFile, ModuleAndAdamWStateEqualTheEncodedEntries) {
   auto optimizer = make_optimizer(module->parameters(), train);
   module->forward(torch::randn({4, 5})).square().sum().backward();
   optimizer->step();
-  const fs::path dir = fresh_checkpoint_folder("pipetrain_checkpoint_file");
+  const fs::path dir = test::fresh_folder("pipetrain_checkpoint_file");
   const auto checksums = save_module_state(dir.string(), "model.safetensors",
                                            "optimizer.safetensors", *module, *optimizer);
   const std::string weights = read_file((dir / "model.safetensors").string());
@@ -67,7 +62,7 @@ TEST(CheckpointFile, ViewsScalarsEmptyAndRepeatedTensorsEqualTheEncodedEntries) 
       {"empty", torch::zeros({0, 2}, torch::kFloat32)},
       {"tied.first", matrix},
       {"tied.second", matrix}};
-  const fs::path dir = fresh_checkpoint_folder("pipetrain_checkpoint_views");
+  const fs::path dir = test::fresh_folder("pipetrain_checkpoint_views");
   const std::string crc = write_checkpoint_file(dir.string(), "views.safetensors", tensors);
   const std::string file = read_file((dir / "views.safetensors").string());
   EXPECT_EQ(file, encoded(tensors));
@@ -114,7 +109,7 @@ TEST(CheckpointFile, LaterCopyOfASharedParameterLoadsFromTheFirstCopysEntries) {
 // A pipeline worker reads only the checkpoint stages holding one of its layers: with stages
 // [0, 2) and [2, 4), layer 3 reads the second stage's files, layers 1 and 2 both, no layer none.
 TEST(CheckpointFile, ReadsOnlyTheStagesHoldingTheLayersAsked) {
-  const fs::path dir = fresh_checkpoint_folder("pipetrain_checkpoint_stages");
+  const fs::path dir = test::fresh_folder("pipetrain_checkpoint_stages");
   Config config;
   config.train.optimizer = "sgd";
   config.train.momentum = 0;  // no optimizer state: the files list none
