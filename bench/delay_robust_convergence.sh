@@ -7,7 +7,7 @@
 # validation curves of the first depth to OUT.svg. A run whose metrics already reach the last
 # step is kept, so an interrupted sweep continues where it stopped.
 # Usage: bench/delay_robust_convergence.sh RUNS_DIR OUT.svg
-#        (STAGES="2 4" STEPS=800 ADAMW_LR=3e-3 MUON_LR=0.02 MUON_MOMENTUM=0.95
+#        (STAGES="2 4" STEPS=800 ADAMW_LR=3e-3 MUON_LR=0.02 MUON_MOMENTUM=0.95 SEED=1234
 #        PIPETRAIN=build/pipetrain;
 #        RUN_ONLY="muon:2bw-ef adamw:2bw" makes just those runs, in that order, and no table)
 set -euo pipefail
@@ -20,6 +20,7 @@ STEPS="${STEPS:-800}"
 ADAMW_LR="${ADAMW_LR:-3e-3}"
 MUON_LR="${MUON_LR:-0.02}"
 MUON_MOMENTUM="${MUON_MOMENTUM:-0.95}"
+SEED="${SEED:-1234}"
 VARIANTS=(sync 2bw 2bw-predict 2bw-ef)
 mkdir -p "$RUNS" "$(dirname "$OUT")"
 
@@ -49,7 +50,7 @@ run_one() {  # STAGES OPTIMIZER VARIANT
   local start=$SECONDS
   # shellcheck disable=SC2046
   "$PIPETRAIN" train --quiet --stages "$1" --microbatches 8 --train.steps "$STEPS" \
-    --sample.tokens 0 $(optimizer_args "$2") $(variant_args "$3") \
+    --sample.tokens 0 --train.seed "$SEED" $(optimizer_args "$2") $(variant_args "$3") \
     --run-dir "$dir" --overwrite >"$dir.log" 2>&1 || echo "p$1 $2 $3 failed: $(tail -1 "$dir.log")" >&2
   echo "p$1 $2 $3: $((SECONDS - start)) s, validation $(final_field "$dir" val_loss)" >&2
 }
