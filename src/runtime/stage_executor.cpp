@@ -440,7 +440,7 @@ void StageExecutor::post_replica_sums(int chunk) {
     if (buffer.is_floating_point()) statistics.push_back(buffer);
   }
   if (!statistics.empty()) posted_statistics_.emplace(chunk, PostedFlatSum(comm_, groups_.replicas, statistics));
-  if (flushes()) {  // waits here, as the flush does anyway
+  if (!schedule::posts_replica_sums(schedule_)) {  // a flush waits here anyway
     land_replica_sums(posted_gradient_sums_);
     finish_running_statistics(chunk, -1);
   }

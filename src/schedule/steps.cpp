@@ -8,6 +8,8 @@ bool needs_update_done(const Action& action, int produced_version) {
          (is_compute(action.kind) && action.version >= produced_version);
 }
 
+bool posts_replica_sums(const Schedule& schedule) { return !flushes(schedule.policy.kind); }
+
 StepBounds step_bounds(const Schedule& schedule, int worker, int first_step) {
   const auto& list = schedule.actions.at(size_t(worker));
   std::vector<size_t> update_end(size_t(schedule.iterations), 0);  // after each iteration's last update

@@ -27,4 +27,8 @@ StepBounds step_bounds(const Schedule& schedule, int worker, int first_step);
 // Whether `action` may run only after the update that produces `produced_version` is done.
 bool needs_update_done(const Action& action, int produced_version);
 
+// Whether the schedule's workers post their replica all-reduce (AllReduceGrads) and wait for it
+// only at the update's first reader: no-flush schedules. A flush waits for it at once.
+bool posts_replica_sums(const Schedule& schedule);
+
 }  // namespace pipetrain::schedule

@@ -6,6 +6,10 @@ namespace pipetrain::sim {
 using schedule::Action;
 using schedule::ActionKind;
 
+bool counts_as_busy(ActionKind kind) {
+  return schedule::is_compute(kind) || kind == ActionKind::OptimizerStep;
+}
+
 const StageCost& CostModel::stage(int index) const {
   if (stages.empty()) throw std::invalid_argument("cost model without stages");
   if (stages.size() == 1) return stages[0];

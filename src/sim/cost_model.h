@@ -50,6 +50,10 @@ struct CostModel {
   double send_post_duration_ms(const schedule::Schedule& s, int worker, const schedule::Action& a) const;
 };
 
+// Whether an action keeps its worker computing (compute and the optimizer step; transfers and
+// posted collectives do not): what busy time, bubbles and shared cores count.
+bool counts_as_busy(schedule::ActionKind kind);
+
 // Costs given per worker's share of the model (one pipeline stage of a v = 1 schedule), spread
 // over `chunks` chunks: times, activations and weights divided by v; transfers keep their size.
 CostModel uniform_cost_model(const StageCost& per_worker, int chunks = 1);

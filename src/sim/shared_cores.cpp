@@ -12,10 +12,6 @@ using schedule::ActionTime;
 
 namespace {
 
-bool computes(ActionKind kind) {
-  return schedule::is_compute(kind) || kind == ActionKind::OptimizerStep;
-}
-
 // How many workers compute on each interval [starts[i], starts[i+1]) of a timeline.
 struct BusyProfile {
   std::vector<double> starts;
@@ -27,7 +23,7 @@ BusyProfile busy_profile(const schedule::Schedule& s, const std::vector<std::vec
   for (int w = 0; w < s.workers; ++w) {
     for (size_t k = 0; k < times[size_t(w)].size(); ++k) {
       const ActionTime& t = times[size_t(w)][k];
-      if (!computes(s.actions[size_t(w)][k].kind) || t.end <= t.start) continue;
+      if (!counts_as_busy(s.actions[size_t(w)][k].kind) || t.end <= t.start) continue;
       changes.push_back({t.start, +1});
       changes.push_back({t.end, -1});
     }
@@ -81,7 +77,7 @@ schedule::ReplayResult replay_on_shared_cores(const schedule::Schedule& s,
   };
   const auto duration = [&](int w, const Action& a) {
     const double own = costs.duration_ms(s, w, a);
-    return computes(a.kind) ? own * stretch[size_t(w)][position(w, a)] : own;
+    return counts_as_busy(a.kind) ? own * stretch[size_t(w)][position(w, a)] : own;
   };
   const auto replay = [&] { return schedule::replay(s, match, duration, options); };
   // Half steps damp the back-and-forth between "everyone overlaps, so all slow down" and
@@ -96,7 +92,7 @@ schedule::ReplayResult replay_on_shared_cores(const schedule::Schedule& s,
     for (int w = 0; w < s.workers; ++w) {
       for (size_t k = 0; k < s.actions[size_t(w)].size(); ++k) {
         const Action& a = s.actions[size_t(w)][k];
-        const double own = computes(a.kind) ? costs.duration_ms(s, w, a) : 0.0;
+        const double own = counts_as_busy(a.kind) ? costs.duration_ms(s, w, a) : 0.0;
         if (own <= 0) continue;
         const ActionTime& t = r.times[size_t(w)][k];
         const double needed =

@@ -5,7 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
-#include "schedule/catalogue.h"
+#include "schedule/steps.h"
 #include "sim/shared_cores.h"
 
 namespace pipetrain::sim {
@@ -13,10 +13,6 @@ using schedule::Action;
 using schedule::ActionKind;
 
 namespace {
-
-bool counts_as_busy(ActionKind kind) {
-  return schedule::is_compute(kind) || kind == ActionKind::OptimizerStep;
-}
 
 // Peak bytes of activations held: from the start of a forward to the end of the action that
 // completes the unit's gradients (Backward, or BackwardWeight for a split backward).
@@ -59,8 +55,7 @@ SimResult simulate(const schedule::Schedule& s, const CostModel& costs) {
   options.mode = schedule::SendMode::Eager;
   options.update_barrier = costs.synchronous_updates;
   options.send_post = [&](int w, const Action& a) { return costs.send_post_duration_ms(s, w, a); };
-  // As the runtime: no-flush schedules post their replica all-reduce, flush ones wait for it.
-  options.posted_reductions = !schedule::flushes(s.policy.kind);
+  options.posted_reductions = schedule::posts_replica_sums(s);  // as the runtime
   schedule::ReplayResult replay =
       costs.shared_cores > 0
           ? replay_on_shared_cores(s, match, costs, options)

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "schedule/catalogue.h"
+#include "schedule/steps.h"
 #include "schedule/text_format.h"
 
 namespace pipetrain::sim {
@@ -23,7 +23,7 @@ Timeline timeline_from_simulation(const schedule::Schedule& s, const SimResult& 
                             a.kind != schedule::ActionKind::AllReduceGrads;
       // A no-flush schedule posts its all-reduce and goes on: drawn as the posting, as a real
       // run's trace shows it; the wait for what is left shows before the action that needs it.
-      const bool posted = a.kind == schedule::ActionKind::AllReduceGrads && !schedule::flushes(s.policy.kind);
+      const bool posted = a.kind == schedule::ActionKind::AllReduceGrads && schedule::posts_replica_sums(s);
       t.events[w].push_back({schedule::action_token(s, w, a),
                              std::string(schedule::kind_name(a.kind)), time.start,
                              posted ? 0.0 : time.end - time.start,

@@ -10,7 +10,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "../temp_folder.h"
+#include "../file_test_helpers.h"
 #include "core/files.h"
 
 namespace pipetrain {
@@ -21,16 +21,7 @@ namespace fs = std::filesystem;
 using test::fresh_folder;
 using test::files_in;
 
-// The message of the UserError `action` throws ("" if none).
-template <typename Action>
-std::string user_error_of(Action&& action) {
-  try {
-    action();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  return "";
-}
+using test::user_error_of;
 
 TEST(AtomicFile, PiecesAppearWholeOnlyAtCommit) {
   const fs::path dir = fresh_folder("pipetrain_atomic_pieces");

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "../temp_folder.h"
+#include "../file_test_helpers.h"
 #include "core/files.h"
 #include "io/crc32c.h"
 #include "io/safetensors_file.h"
@@ -40,15 +40,7 @@ std::vector<TensorLayout> layouts_of(const std::vector<TensorEntry>& entries) {
   return layouts;
 }
 
-template <typename Action>
-std::string user_error_of(Action&& action) {
-  try {
-    action();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  return "";
-}
+using test::user_error_of;
 
 TEST(SafetensorsFileWriter, WritesTheEncodersBytesAndTheirCrc32c) {
   const fs::path dir = fresh_folder("pipetrain_safetensors_stream");

@@ -8,7 +8,7 @@
 #include <torch/torch.h>
 
 #include "core/files.h"
-#include "../temp_folder.h"
+#include "../file_test_helpers.h"
 #include "io/crc32c.h"
 #include "model/state_io.h"
 #include "train/checkpoint.h"

@@ -1,10 +1,13 @@
 #pragma once
-// Empty folders for tests that write files, unique per test process.
+// For tests that write files: empty folders unique per test process, and the one-line message
+// of a refused write.
 #include <unistd.h>
 
 #include <filesystem>
 #include <iterator>
 #include <string>
+
+#include "core/error.h"
 
 namespace pipetrain::test {
 
@@ -19,6 +22,17 @@ inline std::filesystem::path fresh_folder(const std::string& name) {
 inline size_t files_in(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   return size_t(std::distance(fs::directory_iterator(dir), fs::directory_iterator()));
+}
+
+// The message of the UserError `action` throws ("" if none).
+template <typename Action>
+std::string user_error_of(Action&& action) {
+  try {
+    action();
+  } catch (const UserError& error) {
+    return error.what();
+  }
+  return "";
 }
 
 }  // namespace pipetrain::test
