@@ -62,7 +62,11 @@ Config resolve_config(const ConfigArguments& arguments) {
   }
   validate(config);
   // The schedule's name is the catalogue's to check (core sits below it).
-  schedule::runtime_schedule(config.pipeline.schedule, schedule_origin);
+  const auto& entry = schedule::runtime_schedule(config.pipeline.schedule, schedule_origin);
+  // Checked here, not only by the pipeline runtime: a synchronous one-process run would ignore it.
+  if (auto refusal = entry.sync_warmup_refusal(config.pipeline.sync_warmup_steps); !refusal.empty()) {
+    fail("{}", refusal);
+  }
   return config;
 }
 

@@ -82,6 +82,7 @@ struct PipelineConfig {
   int64_t chunks = 1;               // v: model chunks per worker (interleaved); p * v stages
   std::string recompute = "none";   // activation recomputation: "none", "all" or stages "0,1"
   int64_t zero1 = 0;                // 1: ZeRO-1, optimizer state sharded over the dp_width replicas
+  int64_t sync_warmup_steps = 0;    // 2bw: steps trained synchronously (flushing) before 2BW's rule
   std::string slices = "1";         // TeraPipe token slices: a count or lengths "64,40,24"
   double timeout_s = 120;           // rendezvous and every send/recv/all-reduce
   std::string master_addr = "127.0.0.1";  // rendezvous address when spawning workers

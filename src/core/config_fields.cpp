@@ -133,6 +133,10 @@ std::vector<FieldSpec> make_fields() {
       spec("pipeline.zero1", "1 = ZeRO-1: each of the dp_width replicas of a stage keeps the "
        "optimizer state of 1/dp_width of its parameters (needs dp_width > 1); 0 = off",
        at(&C::pipeline, &PipelineConfig::zero1), 0),
+      spec("pipeline.sync_warmup_steps", "2bw: the first N steps train synchronously (1F1B with a "
+       "flush after each step), then 2BW's one-step-delayed updates; the delay hurts most early "
+       "(docs/weight-policies.md); 0 = none",
+       at(&C::pipeline, &PipelineConfig::sync_warmup_steps), 0),
       spec("pipeline.slices", "TeraPipe token slicing (gpipe schedule): a slice count N (near-equal "
        "slices) or slice lengths \"64,40,24\" summing to model.seq_len; each sequence's slices "
        "flow through the pipeline one after another", at(&C::pipeline, &PipelineConfig::slices)),

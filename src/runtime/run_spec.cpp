@@ -112,6 +112,7 @@ schedule::ScheduleSpec schedule_spec_of(const Config& config, const RunSpec& spe
   s.dp_width = spec.layout.replicas;
   s.slices = spec.slices.count();
   if (!spec.schedule->flushes()) s.iterations = int(config.train.steps);  // one list for the run
+  s.sync_iterations = int(config.pipeline.sync_warmup_steps);
   return s;
 }
 

@@ -34,11 +34,20 @@ struct ClosedFormRule {
   bool momentum_only = false;    // extrapolate with SGD momentum alone (SpecTrain), not the update
 };
 
+// What microbatch j reads under the rule, after a synchronous warm-up of `sync_steps` steps
+// (groups of m microbatches): if sync_steps > 0, up to and including group sync_steps the latest
+// version j / m, unextrapolated; then (and always without a warm-up) the rule itself.
+Reads reads_at(ReadsRule rule, int stage, int64_t microbatch, int stages, int microbatches,
+               int sync_steps);
+
 // Parameters a generator takes beyond the ones every generator takes (p, m, iterations, w >= 1).
 struct Parameters {
   bool chunks = false;  // v > 1 model chunks per worker (looping placement)
   bool slices = false;  // token slices per microbatch (TeraPipe)
   bool chunked_microbatches_multiple_of_stages = false;  // with v > 1: m % p == 0 (Megatron)
+  // A synchronous warm-up (ScheduleSpec::sync_iterations): its first iterations flush, and its
+  // closed-form rule reads the latest version there (reads_at).
+  bool sync_warmup = false;
 };
 
 struct RuntimeSupport {
@@ -75,7 +84,9 @@ struct ScheduleEntry {
   // The training recipe measured best under this rule (docs/weight-policies.md), which
   // `pipetrain train` suggests to a run that uses another; empty: no advice.
   struct Recipe {
-    std::string optimizer, delay_correction, evidence;
+    std::string optimizer, delay_correction;
+    double sync_warmup_fraction = 0;  // of train.steps, as pipeline.sync_warmup_steps
+    std::string evidence;
   } recommended;
 
   bool flushes() const { return schedule::flushes(policy); }
@@ -86,6 +97,8 @@ struct ScheduleEntry {
   int weight_versions(int stages) const;
   // "" when the generator builds a valid schedule for `spec`, else why not (one line).
   std::string check(const ScheduleSpec& spec) const;
+  // Why it cannot start with `sync_steps` synchronous steps ("" if it can, or if sync_steps <= 0).
+  std::string sync_warmup_refusal(int64_t sync_steps) const;
 };
 
 // Every schedule, in documentation order.

@@ -1,5 +1,7 @@
 // 1F1B without flush: the same order of compute for PipeDream-2BW, PipeDream, PipeOptim and
 // SpecTrain; they differ only in when updates land and which weights each action reads.
+#include <algorithm>
+
 #include "schedule/gen_common.h"
 #include "schedule/staleness.h"
 
@@ -15,6 +17,29 @@ Schedule async_1f1b(const ScheduleSpec& spec, WeightPolicyKind policy, const cha
   return s;
 }
 
+// 2BW's order: 1F1B without flushes, after an optional synchronous warm-up of
+// spec.sync_iterations iterations as 1F1B with a flush after each (the rest starts a fresh fill).
+Schedule double_buffered(const ScheduleSpec& spec) {
+  const int p = spec.stages, m = spec.microbatches;
+  const int flushed = std::min(spec.sync_iterations, spec.iterations);
+  ComputeOrder order(p);
+  for (int w = 0; w < p; ++w) {
+    for (int it = 0; it < flushed; ++it) {
+      for (ComputeItem item : detail::one_f_one_b(w, p, m, m)) {
+        item.iteration = it;
+        order[w].push_back(item);
+      }
+    }
+    for (ComputeItem item : detail::one_f_one_b(w, p, (spec.iterations - flushed) * m, m)) {
+      item.iteration += flushed;
+      order[w].push_back(item);
+    }
+  }
+  Schedule s = detail::make_header(spec, "2bw", WeightPolicyKind::DoubleBuffer);
+  s.policy.sync_groups = flushed;
+  return lower_schedule(s, order, spec);
+}
+
 }  // namespace
 
 Schedule make_async_1f1b_schedule(const ScheduleSpec& spec, WeightPolicyKind policy) {
@@ -23,7 +48,7 @@ Schedule make_async_1f1b_schedule(const ScheduleSpec& spec, WeightPolicyKind pol
 
 Schedule make_2bw_schedule(const ScheduleSpec& spec) {
   // m >= d, which 2 versions need, is the catalogue's check of every DoubleBuffer schedule.
-  return async_1f1b(spec, WeightPolicyKind::DoubleBuffer, "2bw");
+  return double_buffered(spec);
 }
 
 Schedule make_2bw_predict_schedule(const ScheduleSpec& spec) {

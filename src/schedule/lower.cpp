@@ -60,7 +60,7 @@ void assign_versions(const Schedule& s, std::vector<std::vector<Action>>& lists)
           a.version = steps[a.chunk];
           break;
         case WeightPolicyKind::DoubleBuffer:
-          a.version = std::max(0, a.iteration - 1);
+          a.version = double_buffer_version(a.iteration, s.policy.sync_groups);
           break;
         case WeightPolicyKind::Stash:
           if (a.kind == ActionKind::Forward) forward_version[key] = steps[a.chunk];

@@ -23,6 +23,9 @@ std::string check_common(const ScheduleSpec& spec, const std::string& name) {
     return fmt::format("schedule {}: dp-width must be >= 1 (got {})", name, spec.dp_width);
   if (spec.chunks < 1) return fmt::format("schedule {}: chunks must be >= 1 (got {})", name, spec.chunks);
   if (spec.slices < 1) return fmt::format("schedule {}: slices must be >= 1 (got {})", name, spec.slices);
+  if (spec.sync_iterations < 0) {
+    return fmt::format("schedule {}: sync warm-up steps must be >= 0 (got {})", name, spec.sync_iterations);
+  }
   return "";
 }
 
@@ -32,6 +35,13 @@ bool flushes(WeightPolicyKind kind) { return kind == WeightPolicyKind::Sync; }
 
 bool updates_per_microbatch(WeightPolicyKind kind) {
   return kind == WeightPolicyKind::Stash || kind == WeightPolicyKind::Predicted;
+}
+
+std::string ScheduleEntry::sync_warmup_refusal(int64_t sync_steps) const {
+  if (sync_steps <= 0 || parameters.sync_warmup) return "";
+  return fmt::format("schedule {}: a synchronous warm-up (pipeline.sync_warmup_steps = {}) is only "
+                     "supported by {}", name, sync_steps,
+                     names_joined([](const auto& e) { return e.parameters.sync_warmup; }, ", "));
 }
 
 int ScheduleEntry::weight_versions(int stages) const {
@@ -55,6 +65,7 @@ std::string ScheduleEntry::check(const ScheduleSpec& spec) const {
                        names_joined([](const auto& e) { return e.parameters.slices; }, ", "),
                        spec.slices);
   }
+  if (auto warmup = sync_warmup_refusal(spec.sync_iterations); !warmup.empty()) return warmup;
   // Keeps the value sizes sane: these lists are simulated and drawn.
   const long long actions = 1LL * spec.stages * spec.chunks * spec.microbatches * spec.slices *
                             spec.iterations;

@@ -1,6 +1,7 @@
 #include "schedule/run_rules.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -38,7 +39,7 @@ std::vector<int> checkpointed_versions(const Config& config, int stage, int64_t 
   for (int64_t j = step * m;; ++j) {  // versions grow with the microbatch: stop past the cut
     bool any_before_cut = false;
     for (const ReadsRule rule : {entry.reference.forward, entry.reference.backward}) {
-      const Reads reads = rule(stage, j, p, m);
+      const Reads reads = reads_at(rule, stage, j, p, m, int(config.pipeline.sync_warmup_steps));
       any_before_cut = any_before_cut || reads.version <= updates;
       if (held(reads) && std::find(versions.begin(), versions.end(), reads.version) == versions.end()) {
         versions.push_back(reads.version);
@@ -54,12 +55,20 @@ std::string training_advice(const Config& config) {
   const ScheduleEntry* entry = find_schedule(config.pipeline.schedule);
   if (entry == nullptr || entry->recommended.optimizer.empty()) return "";
   const auto& recipe = entry->recommended;
-  if (config.train.optimizer == recipe.optimizer && config.train.delay_correction == recipe.delay_correction) {
+  const bool warmed_up = recipe.sync_warmup_fraction == 0 || config.pipeline.sync_warmup_steps > 0;
+  if (config.train.optimizer == recipe.optimizer &&
+      config.train.delay_correction == recipe.delay_correction && warmed_up) {
     return "";
   }
+  std::string warmup;
+  if (recipe.sync_warmup_fraction > 0) {
+    const int64_t steps = std::max<int64_t>(1, std::llround(recipe.sync_warmup_fraction * double(config.train.steps)));
+    warmup = fmt::format(" --pipeline.sync_warmup_steps {} (the first {:g}% of train.steps)", steps,
+                         100 * recipe.sync_warmup_fraction);
+  }
   return fmt::format("pipetrain: note: schedule {} trains best with --train.optimizer {} "
-                     "--train.delay_correction {} ({}; docs/weight-policies.md)",
-                     entry->name, recipe.optimizer, recipe.delay_correction, recipe.evidence);
+                     "--train.delay_correction {}{} ({}; docs/weight-policies.md)",
+                     entry->name, recipe.optimizer, recipe.delay_correction, warmup, recipe.evidence);
 }
 
 }  // namespace pipetrain::schedule

@@ -13,6 +13,7 @@ namespace pipetrain::schedule {
 enum class WeightPolicyKind {
   Sync,          // one version; every iteration reads the weights of the previous flush
   DoubleBuffer,  // PipeDream-2BW: group g reads version max(0, g-1); at most 2 live versions
+                 // (after WeightPolicy::sync_groups flushed groups: double_buffer_version)
   Stash,         // PipeDream: forward reads the latest; backward reuses the forward's version
   Predicted,     // PipeOptim / SpecTrain: read the latest, extrapolate it s updates ahead
 };
@@ -30,7 +31,16 @@ struct WeightPolicy {
   // DoubleBuffer only ("2bw-predict"): each stashed version is extrapolated this many updates
   // ahead with the optimizer's own direction, to cancel 2BW's one-step delay.
   int predict_ahead = 0;
+  // DoubleBuffer only: the first sync_groups groups run as 1F1B with a flush after each (group g
+  // reads version g), a synchronous warm-up; the groups after them follow 2BW's delayed rule.
+  int sync_groups = 0;
 };
+
+// The version 2BW's group g reads when its first `sync_groups` groups ran synchronously: g up to
+// and including group sync_groups (the first after the last flush, on a fresh pipeline), then g-1.
+inline int double_buffer_version(int group, int sync_groups) {
+  return group <= sync_groups ? group : group - 1;
+}
 
 struct Schedule {
   std::string name;       // generator name ("1f1b", "2bw", ...)
@@ -63,6 +73,7 @@ struct ScheduleSpec {
   int slices = 1;        // token slices per microbatch (gpipe)
   int iterations = 1;
   int dp_width = 1;
+  int sync_iterations = 0;  // 2bw: iterations that flush before the no-flush rule (sync_groups)
   double nominal_forward = 1.0;   // relative forward time of one chunk
   double nominal_backward = 2.0;  // relative full backward time (input + weight)
   double nominal_weight = 1.0;    // part of the backward that is the weight gradient

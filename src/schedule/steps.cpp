@@ -23,6 +23,9 @@ StepBounds step_bounds(const Schedule& schedule, int worker, int first_step) {
     if (!flushes(schedule.policy.kind) && end < list.size()) {
       const int produced = list.at(end - 1).version;
       while (end < list.size() && list[end].iteration == it + 1 && !needs_update_done(list[end], produced)) ++end;
+      // A receive feeds the compute after it: one for a compute that reads the new version
+      // belongs to the next step (after a flush its sender runs that step too).
+      while (end > update_end[size_t(it)] && is_recv(list[end - 1].kind)) --end;
     }
     bounds.push_back({begin, end});
     begin = end;

@@ -6,7 +6,9 @@
 //
 // No-flush schedules overlap each update with work: step k runs on into iteration k+1's actions
 // until the first that needs the update done (a reader of the version it produces, or the next
-// update), so the update's reductions are posted at its OptimizerStep and waited for only there.
+// update) or the receive that feeds it, so the update's reductions are posted at its
+// OptimizerStep and waited for only there. (After a synchronous warm-up step, the run-on is
+// empty: every action of the next iteration reads the new version.)
 // The run-on never leaves iteration k+1: a peer's step ends before its first action of k+2, so no
 // receive in a run-on waits for a peer's later step (StepBounds.NoStepWaitsForAPeersLaterStep
 // checks this for every catalogue schedule).

@@ -183,10 +183,10 @@ class WorkerWalk {
       case WeightPolicyKind::Predicted:
         need(a.version == latest, "but this policy reads the latest version");
         break;
-      case WeightPolicyKind::DoubleBuffer:
-        need(a.version == std::max(0, a.iteration - 1),
-             fmt::format("but 2BW group {} reads version {}", a.iteration,
-                         std::max(0, a.iteration - 1)));
+      case WeightPolicyKind::DoubleBuffer: {
+        const int rule = double_buffer_version(a.iteration, s_.policy.sync_groups);
+        need(a.version == rule, fmt::format("but 2BW group {} reads version {}", a.iteration, rule));
+      }
         [[fallthrough]];
       case WeightPolicyKind::Stash:
         if (a.kind == ActionKind::Forward) need(a.version == latest || s_.policy.kind ==

@@ -97,11 +97,13 @@ PredictionKind AsyncReference::prediction_kind() const {
 }
 
 AsyncReference::Reads AsyncReference::forward_reads(int r, int64_t j) const {
-  return schedule_.reference.forward(r, j, stages_count_, int(config_.train.microbatches));
+  return schedule::reads_at(schedule_.reference.forward, r, j, stages_count_, int(config_.train.microbatches),
+                           int(config_.pipeline.sync_warmup_steps));
 }
 
 AsyncReference::Reads AsyncReference::backward_reads(int r, int64_t j) const {
-  return schedule_.reference.backward(r, j, stages_count_, int(config_.train.microbatches));
+  return schedule::reads_at(schedule_.reference.backward, r, j, stages_count_, int(config_.train.microbatches),
+                           int(config_.pipeline.sync_warmup_steps));
 }
 
 std::vector<torch::Tensor> AsyncReference::weights_for(int r, Reads reads) const {

@@ -156,6 +156,18 @@ TEST(BadInput, ZeroOneWithAPredictingScheduleIsRefused) {
   }
 }
 
+// A synchronous warm-up belongs to 2BW: a flushing schedule (which the single-process trainer
+// would run, ignoring it) and 2bw-predict (whose versions are extrapolated) refuse it.
+TEST(BadInput, SyncWarmupWithAnotherScheduleIsRefused) {
+  for (const std::string run : {"--stages 1 --schedule 1f1b", "--stages 2 --schedule gpipe",
+                                "--stages 2 --schedule 2bw-predict", "--stages 2 --schedule pipedream"}) {
+    const std::string schedule = run.substr(run.rfind(' ') + 1);
+    expect_one_line_error(kTiny + " " + run + " --pipeline.sync_warmup_steps 3",
+                          "schedule " + schedule + ": a synchronous warm-up (pipeline.sync_warmup_steps "
+                          "= 3) is only supported by 2bw");
+  }
+}
+
 TEST(BadInput, DataPathMustBeARegularFile) {
   expect_one_line_error(kTiny + " --stages 1 --data.path /dev/zero",
                         "data file '/dev/zero' is not a regular file");

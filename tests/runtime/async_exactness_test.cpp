@@ -43,6 +43,7 @@ struct Case {
   std::string model = "gpt";  // model.kind: gpt on bytes, or cnn on tiny images
   int dp_width = 1;  // replicas, each taking batch_size / w rows
   bool zero1 = false;  // pipeline.zero1: the optimizer state sharded over the replicas
+  int sync_warmup_steps = 0;  // pipeline.sync_warmup_steps: steps trained synchronously first
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
@@ -53,6 +54,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   if (info.param.delay_correction != "none") name += "_" + info.param.delay_correction;
   if (info.param.dp_width > 1) name += "_w" + std::to_string(info.param.dp_width);
   if (info.param.zero1) name += "_zero1";
+  if (info.param.sync_warmup_steps > 0) name += "_sync" + std::to_string(info.param.sync_warmup_steps);
   if (info.param.model != "gpt") name = info.param.model + "_" + name;
   for (auto& c : name) if (c == '-') c = '_';
   return name;
@@ -62,7 +64,7 @@ void PrintTo(const Case& c, std::ostream* out) {
   *out << c.schedule << " p=" << c.stages << " " << c.optimizer
        << " m=" << (c.microbatches > 0 ? c.microbatches : c.stages)
        << " loss_chunk_tokens=" << c.loss_chunk_tokens << " delay_correction=" << c.delay_correction
-       << " w=" << c.dp_width << (c.zero1 ? " zero1" : "");
+       << " w=" << c.dp_width << (c.zero1 ? " zero1" : "") << " sync_warmup_steps=" << c.sync_warmup_steps;
 }
 
 // m = p microbatches of 2 rows (the smallest 2BW allows) unless the case says more; 4 steps reach
@@ -80,7 +82,8 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
           {"pipeline.stages", std::to_string(c.stages)},             {"pipeline.timeout_s", "60"},
           {"model.loss_chunk_tokens", std::to_string(c.loss_chunk_tokens)},
           {"train.delay_correction", c.delay_correction}, {"model.dtype", "float64"},
-          {"pipeline.dp_width", std::to_string(c.dp_width)}, {"pipeline.zero1", c.zero1 ? "1" : "0"}};
+          {"pipeline.dp_width", std::to_string(c.dp_width)}, {"pipeline.zero1", c.zero1 ? "1" : "0"},
+          {"pipeline.sync_warmup_steps", std::to_string(c.sync_warmup_steps)}};
   if (c.model == "cnn") {  // 2 base channels on the tiny image folder
     for (auto& [key, value] : fields) {
       if (key == "model.d_model") value = "2";
@@ -165,7 +168,13 @@ TEST_P(AsyncExactness, MatchesTheReferenceUpdateRule) {
         << "step " << step << ": loss " << loss << " vs " << expected.loss;
     EXPECT_TRUE(testing::exactly_close(grad_norm, expected.grad_norm))
         << "step " << step << ": grad norm " << grad_norm << " vs " << expected.grad_norm;
-    sync_gap = std::max(sync_gap, std::abs(synchronous.train_step(step).loss - expected.loss));
+    const double synchronous_loss = synchronous.train_step(step).loss;
+    sync_gap = std::max(sync_gap, std::abs(synchronous_loss - expected.loss));
+    // A synchronous warm-up of N steps: groups 0..N read the latest weights, as 1F1B does.
+    if (step <= c.sync_warmup_steps && c.sync_warmup_steps > 0) {
+      EXPECT_TRUE(testing::exactly_close(loss, synchronous_loss))
+          << "warm-up step " << step << ": loss " << loss << " vs synchronous " << synchronous_loss;
+    }
   }
   EXPECT_GT(sync_gap, 1e-4) << "the losses equal synchronous training";
   // A predicting policy must differ from the same schedule without prediction.
@@ -246,6 +255,19 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"2bw", 4, "sgd", 0, 0, "error_feedback"},
                       Case{"2bw", 2, "muon", 3, 0, "error_feedback"},
                       Case{"2bw-predict", 2, "adamw", 0, 0, "error_feedback"}),
+    case_name);
+// A synchronous warm-up before 2BW's rule (pipeline.sync_warmup_steps): flushed steps, then the
+// delayed ones from a fresh fill; on one and several stages, with error feedback, and wide.
+Case warmed_up(Case c, int sync_steps) {
+  c.sync_warmup_steps = sync_steps;
+  return c;
+}
+INSTANTIATE_TEST_SUITE_P(
+    SyncWarmup, AsyncExactness,
+    ::testing::Values(warmed_up({"2bw", 2, "adamw"}, 1), warmed_up({"2bw", 4, "sgd", 5}, 2),
+                      warmed_up({"2bw", 1, "adam", 2}, 1),
+                      warmed_up({"2bw", 2, "muon", 3, 0, "error_feedback"}, 1),
+                      warmed_up({"2bw", 2, "adam", 0, 0, "none", "gpt", 2}, 1)),
     case_name);
 // Data parallelism: w = 2 replicas, each all-reducing its group gradient before the update, train
 // exactly like the reference on the same global batch (update i covers every replica's

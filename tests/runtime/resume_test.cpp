@@ -145,6 +145,16 @@ TEST(Resume, OneStageTwoBWKilledAndResumedIsBitwiseIdentical) {
   kill_and_resume(kTiny + " --stages 1 --schedule 2bw", 0, 5, "twobw1_kill");
 }
 
+// A synchronous warm-up (3 steps here) checkpoints like 1F1B inside it (nothing stashed: the
+// continuation reads the latest weights) and like 2BW after it: killed in either part, or at the
+// switch, a run resumes bitwise.
+TEST(Resume, TwoBWAfterASyncWarmUpKilledAndResumedIsBitwiseIdentical) {
+  const std::string args = kTiny + " --stages 2 --schedule 2bw --pipeline.sync_warmup_steps 3";
+  kill_and_resume(args, 1, 3, "warm_twobw_kill_inside");  // resumes at step 2, inside
+  kill_and_resume(args, 0, 5, "warm_twobw_kill_after");   // resumes at step 4, the first delayed
+  kill_and_resume(args, 1, 7, "warm_twobw_kill_late");    // resumes at step 6
+}
+
 // A pipeline run stopped by SIGTERM (fault hook on `rank` at step 3): exit 143 with a checkpoint
 // and the command to continue; --resume then ends on the uninterrupted run's bytes.
 void sigterm_then_resume(const std::string& args, int rank, const std::string& name) {

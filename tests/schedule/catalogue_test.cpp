@@ -254,9 +254,14 @@ TEST(Catalogue, TwoBWAdvisesItsMeasuredBestRecipe) {
   config.train.optimizer = "muon";
   EXPECT_NE(pipetrain::schedule::training_advice(config), "");  // error feedback still missing
   config.train.delay_correction = "error_feedback";
+  config.train.steps = 800;  // the warm-up is advised as a quarter of the run
+  EXPECT_NE(pipetrain::schedule::training_advice(config).find("--pipeline.sync_warmup_steps 200 "),
+            std::string::npos) << pipetrain::schedule::training_advice(config);
+  config.pipeline.sync_warmup_steps = 50;
   EXPECT_EQ(pipetrain::schedule::training_advice(config), "");
   config.pipeline.schedule = "1f1b";
   config.train.optimizer = "adamw";
   config.train.delay_correction = "none";
+  config.pipeline.sync_warmup_steps = 0;
   EXPECT_EQ(pipetrain::schedule::training_advice(config), "");
 }

@@ -91,6 +91,41 @@ TEST(Generators, TwoBwGroupsReadTheVersionBeforeTheLast) {
       }
 }
 
+// The first N groups flush: each reads the version the previous one made (group N too, on the
+// fresh fill after the last flush); from group N+1 on, 2BW's version before the last.
+TEST(Generators, TwoBwAfterASyncWarmUpDelaysOnlyTheLaterGroups) {
+  for (int p : {1, 2, 4}) {
+    ScheduleSpec spec = spec_of("2bw", p, 4, 1, 7);
+    spec.sync_iterations = 3;
+    const Schedule s = make_schedule(spec);
+    const ScheduleStats stats = validate_or_throw(s);
+    EXPECT_EQ(s.policy.sync_groups, 3);
+    for (int w = 0; w < p; ++w) {
+      EXPECT_EQ(stats.peak_live_versions[size_t(w)], 2) << "p=" << p;
+      int compared = 0;
+      for (const Action& a : s.actions[size_t(w)]) {
+        if (!is_compute(a.kind)) continue;
+        EXPECT_EQ(a.version, a.iteration <= 3 ? a.iteration : a.iteration - 1) << "p=" << p;
+        ++compared;
+      }
+      EXPECT_EQ(compared, 2 * 4 * 7);
+    }
+    // A flushed group's first forward follows the previous group's update on every worker.
+    for (int w = 0; w < p; ++w) {
+      int last_update = -1;
+      for (const Action& a : s.actions[size_t(w)]) {
+        if (a.kind == ActionKind::OptimizerStep) last_update = a.iteration;
+        if (a.kind == ActionKind::Forward && a.iteration <= 3) EXPECT_EQ(last_update, a.iteration - 1);
+      }
+    }
+  }
+  ScheduleSpec refused = spec_of("1f1b", 2, 4, 1, 4);
+  refused.sync_iterations = 2;
+  EXPECT_THROW(make_schedule(refused), UserError);
+  refused.name = "2bw-predict";
+  EXPECT_THROW(make_schedule(refused), UserError);
+}
+
 TEST(Generators, PipeOptimStalenessIsDerivedAsDMinusRMinus1) {
   for (int p = 1; p <= 8; ++p) {
     Schedule s = make_schedule(spec_of("pipeoptim", p, 8, 1, 3));

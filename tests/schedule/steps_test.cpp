@@ -94,6 +94,13 @@ TEST(StepBounds, NoStepWaitsForAPeersLaterStep) {
         const std::string label = entry.name + " p=" + std::to_string(p) + " m=" + std::to_string(m);
         expect_sound(s, 0, label);
         if (!entry.flushes()) expect_sound(cut_to(s, 2), 2, label + " resumed at step 2");
+        if (!entry.parameters.sync_warmup) continue;
+        spec.sync_iterations = 2;  // flushed steps 0 and 1, then the rule
+        const Schedule warmed = make_schedule(spec);
+        for (int cut : {0, 1, 2, 3}) {
+          expect_sound(cut_to(warmed, cut), cut, label + " after 2 synchronous steps, from step " +
+                                                     std::to_string(cut));
+        }
       }
     }
   }
