@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::vector<std::string> colors = {"#000000", "#1f77b4", "#ff7f0e", "#2ca02c",
-                                           "#d62728", "#9467bd", "#8c564b", "#e377c2"};
+                                           "#d62728", "#9467bd", "#8c564b", "#e377c2",
+                                           "#7f7f7f", "#17becf"};  // 10 runs, 10 colours
   std::vector<pipetrain::PlotSeries> series;
   std::printf("| run | final validation loss | perplexity | final training loss |\n|---|---|---|---|\n");
   for (int i = 3; i < argc; ++i) {

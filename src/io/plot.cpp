@@ -11,9 +11,9 @@
 namespace pipetrain {
 namespace {
 
-constexpr double kWidth = 720, kHeight = 420;
+constexpr double kWidth = 760, kHeight = 420;
 constexpr size_t kMarkedPointsMax = 40;
-constexpr double kLeft = 70, kRight = 160, kTop = 40, kBottom = 50;
+constexpr double kLeft = 70, kRight = 200, kTop = 40, kBottom = 50;  // right: the legend
 
 std::string escape_xml(const std::string& text) {
   std::string out;
