@@ -166,21 +166,32 @@ MemoryReport measure_memory(const CountingAllocator& allocator,
   return report;
 }
 
-std::vector<MemoryReport> gather_memory(Comm& comm, const MemoryReport& mine) {
+PostedMemoryTable post_memory_table(Comm& comm, const MemoryReport& mine) {
   constexpr int kFields = 6;
-  at::Tensor table = torch::zeros({comm.world_size(), kFields}, torch::kFloat64);
+  PostedMemoryTable posted{torch::zeros({comm.world_size(), kFields}, torch::kFloat64), -1};
   const int64_t fields[kFields] = {mine.live, mine.peak, mine.weights, mine.gradients,
                                    mine.optimizer, mine.resident_peak};
-  for (int f = 0; f < kFields; ++f) table[comm.rank()][f] = double(fields[f]);
-  comm.all_reduce_sum(table, Comm::kWorld);
+  for (int f = 0; f < kFields; ++f) posted.table[comm.rank()][f] = double(fields[f]);
+  posted.handle = comm.post_all_reduce_sum(posted.table, Comm::kWorld);
+  return posted;
+}
+
+std::vector<MemoryReport> finish_memory_table(Comm& comm, PostedMemoryTable& posted) {
+  comm.wait_all_reduce(posted.handle);
+  posted.handle = -1;
   std::vector<MemoryReport> all;
-  auto rows = table.accessor<double, 2>();
+  auto rows = posted.table.accessor<double, 2>();
   for (int r = 0; r < comm.world_size(); ++r) {
     // Doubles hold byte counts exactly up to 2^53; each row has one non-zero contribution.
     all.push_back({int64_t(rows[r][0]), int64_t(rows[r][1]), int64_t(rows[r][2]),
                    int64_t(rows[r][3]), int64_t(rows[r][4]), int64_t(rows[r][5])});
   }
   return all;
+}
+
+std::vector<MemoryReport> gather_memory(Comm& comm, const MemoryReport& mine) {
+  PostedMemoryTable posted = post_memory_table(comm, mine);
+  return finish_memory_table(comm, posted);
 }
 
 nlohmann::json memory_fields(const std::vector<MemoryReport>& by_rank) {

@@ -60,6 +60,14 @@ MemoryReport measure_memory(const CountingAllocator& allocator,
 // Every rank's report, on every rank (one all-reduce over the world group: each rank fills its
 // own row of a zero matrix). A collective: all ranks call it at the same point.
 std::vector<MemoryReport> gather_memory(Comm& comm, const MemoryReport& mine);
+// The same in two halves: post this rank's row (every rank), and finish it (waits for every rank's
+// row; a rank that does not read the table may finish it later, e.g. before posting the next).
+struct PostedMemoryTable {
+  at::Tensor table;
+  int handle = -1;
+};
+PostedMemoryTable post_memory_table(Comm& comm, const MemoryReport& mine);
+std::vector<MemoryReport> finish_memory_table(Comm& comm, PostedMemoryTable& posted);
 
 // metrics.jsonl fields: mem_live_mb, mem_peak_mb, mem_weights_mb, mem_grads_mb,
 // mem_optimizer_mb, mem_activations_peak_mb, mem_rss_peak_mb, each an array indexed by rank.

@@ -253,10 +253,19 @@ class PipelineWorkerSession : public TrainingSession {
     run_memory_ = run_memory_.max_with(step_memory_);
     return result;
   }
-  // Every worker's memory to the reporter, on the steps it logs (a collective: all ranks).
+  // Every worker's memory to the reporter, on the steps it logs (a collective: all ranks). Only
+  // the reporter waits for the table: a worker that waited too would meet the others at the step
+  // boundary, realigning a no-flush pipeline (a first stage idled a forward's time there); it
+  // finishes its part before posting the next.
   nlohmann::json step_fields(bool logged) override {
     if (!logged) return nlohmann::json::object();
-    return memory_fields(gather_memory(comm_, step_memory_));
+    finish_posted_memory();
+    posted_memory_ = post_memory_table(comm_, step_memory_);
+    if (!reports()) return nlohmann::json::object();
+    return memory_fields(finish_memory_table(comm_, posted_memory_));
+  }
+  void finish_posted_memory() {
+    if (posted_memory_.handle >= 0) finish_memory_table(comm_, posted_memory_);
   }
   Validation evaluate() override { return executor_.evaluate(); }
   StopVerdict stop_verdict(int64_t done, double loss, bool count_now) override {
@@ -288,12 +297,14 @@ class PipelineWorkerSession : public TrainingSession {
   Comm& comm_;
   StageExecutor& executor_;
   CountingAllocator& allocator_;
+  PostedMemoryTable posted_memory_;  // this worker's row of the last logged step's table
   StopVotes& votes_;
   MemoryReport step_memory_;
   MemoryReport run_memory_;  // field-wise maximum over the steps
 };
 
 TrainingSession::Finished PipelineWorkerSession::finish(double val_loss) {
+  finish_posted_memory();
   const Config& config = run_.config;
   const fs::path& dir = run_.dir;
   const fs::path checkpoint_dir = dir / "checkpoint";
