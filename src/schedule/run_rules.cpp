@@ -63,12 +63,13 @@ std::string training_advice(const Config& config) {
   std::string warmup;
   if (recipe.sync_warmup_fraction > 0) {
     const int64_t steps = std::max<int64_t>(1, std::llround(recipe.sync_warmup_fraction * double(config.train.steps)));
-    warmup = fmt::format(" --pipeline.sync_warmup_steps {} (the first {:g}% of train.steps)", steps,
+    warmup = fmt::format(" --pipeline.sync_warmup_steps {} ({:g}% of train.steps; ", steps,
                          100 * recipe.sync_warmup_fraction);
   }
   return fmt::format("pipetrain: note: schedule {} trains best with --train.optimizer {} "
-                     "--train.delay_correction {}{} ({}; docs/weight-policies.md)",
-                     entry->name, recipe.optimizer, recipe.delay_correction, warmup, recipe.evidence);
+                     "--train.delay_correction {}{}{}; docs/weight-policies.md)",
+                     entry->name, recipe.optimizer, recipe.delay_correction,
+                     warmup.empty() ? " (" : warmup, recipe.evidence);
 }
 
 }  // namespace pipetrain::schedule
