@@ -435,15 +435,21 @@ void StageExecutor::post_replica_sums(int chunk) {
   // Replicas normalise their own microbatches, so their running statistics drift apart: each
   // gradient sum sets them to the replicas' mean, so every replica evaluates and checkpoints the
   // same model.
-  std::vector<torch::Tensor> statistics;
-  for (const auto& buffer : chunks_.at(size_t(chunk)).model->buffers()) {
-    if (buffer.is_floating_point()) statistics.push_back(buffer);
-  }
+  const auto statistics = running_statistics(chunk);
   if (!statistics.empty()) posted_statistics_.emplace(chunk, PostedFlatSum(comm_, groups_.replicas, statistics));
   if (!schedule::posts_replica_sums(schedule_)) {  // a flush waits here anyway
     land_replica_sums(posted_gradient_sums_);
     finish_running_statistics(chunk, -1);
   }
+}
+
+// BatchNorm's running means and variances (a chunk's floating-point buffers).
+std::vector<torch::Tensor> StageExecutor::running_statistics(int chunk) const {
+  std::vector<torch::Tensor> statistics;
+  for (const auto& buffer : chunks_.at(size_t(chunk)).model->buffers()) {
+    if (buffer.is_floating_point()) statistics.push_back(buffer);
+  }
+  return statistics;
 }
 
 void StageExecutor::land_replica_sums(std::vector<ReplicaGradients>& sums) {
@@ -461,10 +467,7 @@ void StageExecutor::finish_running_statistics(int chunk, int stage) {
   const auto posted = posted_statistics_.find(chunk);
   if (posted == posted_statistics_.end()) return;
   const auto start = std::chrono::steady_clock::now();
-  std::vector<torch::Tensor> statistics;
-  for (const auto& buffer : chunks_.at(size_t(chunk)).model->buffers()) {
-    if (buffer.is_floating_point()) statistics.push_back(buffer);
-  }
+  const auto statistics = running_statistics(chunk);
   const auto sums = posted->second.finish();
   posted_statistics_.erase(posted);
   for (size_t i = 0; i < statistics.size(); ++i) overwrite_buffer(statistics[i], sums[i] / double(layout_.replicas));

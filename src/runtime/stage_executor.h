@@ -137,6 +137,7 @@ class StageExecutor {
   // posted; a flush schedule waits for them at once, a no-flush one where they are needed.
   void post_replica_sums(int chunk);
   void finish_running_statistics(int chunk, int stage);  // before the chunk's next compute
+  std::vector<torch::Tensor> running_statistics(int chunk) const;
   // An update in two halves. begin: the gradients move to what the optimizer updates and the
   // reductions it needs (shared-parameter sums, global norm) are posted. finish: wait for them,
   // clip, step. Flush schedules finish at once; no-flush ones keep running the schedule and

@@ -22,14 +22,10 @@ Schedule async_1f1b(const ScheduleSpec& spec, WeightPolicyKind policy, const cha
 Schedule double_buffered(const ScheduleSpec& spec) {
   const int p = spec.stages, m = spec.microbatches;
   const int flushed = std::min(spec.sync_iterations, spec.iterations);
-  ComputeOrder order(p);
+  ComputeOrder one_flushed(p);
+  for (int w = 0; w < p; ++w) one_flushed[w] = detail::one_f_one_b(w, p, m, m);
+  ComputeOrder order = detail::repeat_iterations(one_flushed, flushed);
   for (int w = 0; w < p; ++w) {
-    for (int it = 0; it < flushed; ++it) {
-      for (ComputeItem item : detail::one_f_one_b(w, p, m, m)) {
-        item.iteration = it;
-        order[w].push_back(item);
-      }
-    }
     for (ComputeItem item : detail::one_f_one_b(w, p, (spec.iterations - flushed) * m, m)) {
       item.iteration += flushed;
       order[w].push_back(item);

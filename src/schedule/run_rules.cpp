@@ -60,16 +60,17 @@ std::string training_advice(const Config& config) {
       config.train.delay_correction == recipe.delay_correction && warmed_up) {
     return "";
   }
-  std::string warmup;
+  std::string flags = fmt::format("--train.optimizer {} --train.delay_correction {}", recipe.optimizer,
+                                  recipe.delay_correction);
+  std::string why = recipe.evidence;
   if (recipe.sync_warmup_fraction > 0) {
-    const int64_t steps = std::max<int64_t>(1, std::llround(recipe.sync_warmup_fraction * double(config.train.steps)));
-    warmup = fmt::format(" --pipeline.sync_warmup_steps {} ({:g}% of train.steps; ", steps,
-                         100 * recipe.sync_warmup_fraction);
+    const double fraction = recipe.sync_warmup_fraction;
+    flags += fmt::format(" --pipeline.sync_warmup_steps {}",
+                         std::max<int64_t>(1, std::llround(fraction * double(config.train.steps))));
+    why = fmt::format("{:g}% of train.steps; {}", 100 * fraction, why);
   }
-  return fmt::format("pipetrain: note: schedule {} trains best with --train.optimizer {} "
-                     "--train.delay_correction {}{}{}; docs/weight-policies.md)",
-                     entry->name, recipe.optimizer, recipe.delay_correction,
-                     warmup.empty() ? " (" : warmup, recipe.evidence);
+  return fmt::format("pipetrain: note: schedule {} trains best with {} ({}; docs/weight-policies.md)",
+                     entry->name, flags, why);
 }
 
 }  // namespace pipetrain::schedule
