@@ -15,8 +15,8 @@ MS="${MS:-2 4 8}"
 DIR="$(mktemp -d)"
 trap 'rm -rf "$DIR"' EXIT
 COMMON="--quiet --train.steps $STEPS --eval.every 0 --eval.batches 1 --sample.tokens 0 --train.threads 1"
-tokens_of() { python3 -c "import json;print(json.load(open('$1/summary.json'))['tokens_per_s'])"; }
-median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 SCHEDULES=(gpipe 1f1b 2bw)
 declare -A TOKENS
 SINGLE=""

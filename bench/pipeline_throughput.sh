@@ -23,7 +23,8 @@ ROWS=(
   "2-stage 1F1B, m=8, 1 thread/worker|--stages 2 --schedule 1f1b --microbatches 8 --train.threads 1"
   "2-stage GPipe, m=4, 1 thread/worker|--stages 2 --schedule gpipe --microbatches 4 --train.threads 1"
 )
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 declare -A TOKENS WALL
 for ((round = 0; round < ROUNDS; ++round)); do
   for i in "${!ROWS[@]}"; do

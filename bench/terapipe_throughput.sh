@@ -28,7 +28,8 @@ COMMON="--quiet $MODEL --train.steps $STEPS --train.batch_size 1 --train.microba
   --train.threads 1 --eval.every 0 --eval.batches 1 --sample.tokens 0 --stages 2 --schedule gpipe"
 # label | plan row | pipeline.slices
 ROWS=("no slicing|no slicing|1" "best uniform|best uniform|$uniform" "DP|DP|$dp")
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 declare -A TOKENS
 for ((round = 0; round < ROUNDS; ++round)); do
   for i in "${!ROWS[@]}"; do

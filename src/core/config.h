@@ -89,6 +89,7 @@ struct PipelineConfig {
   int64_t master_port = 0;          // rendezvous port; 0 = a free one (one node only)
   int64_t nnodes = 1;               // machines the launcher's workers are spread over
   int64_t node_rank = 0;            // this machine: 0 hosts the rendezvous
+  int64_t bind_cores = 1;           // 1: each spawned worker on its own block of cores; 0 = the OS places them
   double memory_budget_mb = 0;      // per worker (a plan's --memory-per-worker); 0 = none
 };
 

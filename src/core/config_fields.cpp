@@ -151,6 +151,10 @@ std::vector<FieldSpec> make_fields() {
        at(&C::pipeline, &PipelineConfig::nnodes), 1),
       spec("pipeline.node_rank", "this machine's index, 0..nnodes-1 (node 0 hosts the rendezvous)",
        at(&C::pipeline, &PipelineConfig::node_rank), 0),
+      spec("pipeline.bind_cores", "1 = the workers pipetrain spawns on a machine each run on their "
+       "own cores: the cores it may use, split into equal contiguous blocks, one per worker (when "
+       "there are at least as many cores as workers; otherwise, and with 0, the OS places them)",
+       at(&C::pipeline, &PipelineConfig::bind_cores), 0, {}, 1),
       spec("pipeline.memory_budget_mb", "the memory each worker may use, in MiB (plans made with "
        "`plan --memory-per-worker` set it): freed tensors over 1 MiB go back to the system "
        "instead of staying in the process, the whole model is not assembled into one file at "

@@ -1,6 +1,7 @@
 #include "core/machine.h"
 
 #include <malloc.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,9 +33,55 @@ std::string describe_blas(const BlasInfo& blas) {
   return "WARNING not OpenBLAS, expect ~16x slower GEMMs (" + (blas.path.empty() ? "none found" : blas.path) + ")";
 }
 
-int cpu_cores() {
-  const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
+std::vector<int> allowed_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cores;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int core = 0; core < CPU_SETSIZE; ++core) {
+      if (CPU_ISSET(core, &set)) cores.push_back(core);
+    }
+  }
+  if (cores.empty()) {
+    const int n = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    for (int core = 0; core < n; ++core) cores.push_back(core);
+  }
+  return cores;
+}
+
+int cpu_cores() { return static_cast<int>(allowed_cores().size()); }
+
+std::vector<std::vector<int>> core_blocks(const std::vector<int>& cores, int workers) {
+  if (workers < 1 || cores.size() < size_t(workers)) return {};
+  std::vector<std::vector<int>> blocks;
+  const size_t base = cores.size() / size_t(workers), larger = cores.size() % size_t(workers);
+  auto next = cores.begin();
+  for (size_t w = 0; w < size_t(workers); ++w) {
+    const auto size = long(base + (w < larger ? 1 : 0));
+    blocks.emplace_back(next, next + size);
+    next += size;
+  }
+  return blocks;
+}
+
+std::string describe_cores(const std::vector<int>& cores) {
+  std::string text;
+  for (size_t i = 0; i < cores.size();) {
+    size_t end = i;
+    while (end + 1 < cores.size() && cores[end + 1] == cores[end] + 1) ++end;
+    if (!text.empty()) text += ",";
+    text += std::to_string(cores[i]);
+    if (end > i) text += "-" + std::to_string(cores[end]);
+    i = end + 1;
+  }
+  return text;
+}
+
+bool bind_to_cores(const std::vector<int>& cores) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (const int core : cores) CPU_SET(core, &set);
+  return sched_setaffinity(0, sizeof(set), &set) == 0;
 }
 
 double machine_memory_bytes() {

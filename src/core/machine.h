@@ -1,6 +1,7 @@
 #pragma once
 // Facts about the running process that affect speed, reported at start-up.
 #include <string>
+#include <vector>
 
 namespace pipetrain {
 
@@ -15,7 +16,20 @@ BlasInfo loaded_blas();
 // "OpenBLAS (/path)" or a warning naming the slower BLAS that was loaded, for start-up lines.
 std::string describe_blas(const BlasInfo& blas);
 
+// The cores this process may run on (its CPU affinity: taskset, a container's cpuset), at
+// least 1; the machine's count where the affinity cannot be read.
 int cpu_cores();
+std::vector<int> allowed_cores();  // their indices, ascending
+
+// `workers` contiguous blocks of `cores` (in order), as equal as can be (the first
+// cores.size() % workers blocks one core larger), together every core: one per worker process.
+// Empty when there are fewer cores than workers (some would have to share one).
+std::vector<std::vector<int>> core_blocks(const std::vector<int>& cores, int workers);
+// "0-3,6": runs of consecutive indices.
+std::string describe_cores(const std::vector<int>& cores);
+// Restricts this process (and the threads it starts later) to `cores`; false on failure.
+// Only a system call: safe between fork and exec.
+bool bind_to_cores(const std::vector<int>& cores);
 
 // The memory this process may use: the machine's physical memory, or a smaller cgroup limit
 // (a container's memory.max).

@@ -19,7 +19,8 @@ void write_launch_file(const std::string& path, const LaunchSettings& settings) 
   const nlohmann::json json = {{"run_dir", settings.run_dir},
                                {"store_file", settings.store_file},
                                {"progress", settings.progress},
-                               {"resume_from", settings.resume_from}};
+                               {"resume_from", settings.resume_from},
+                               {"worker_cores", settings.worker_cores}};
   write_file_atomically(path, json.dump(2) + "\n");
 }
 
@@ -31,6 +32,7 @@ LaunchSettings read_launch_file(const std::string& path) {
     settings.store_file = json.at("store_file").get<std::string>();
     settings.progress = json.at("progress").get<bool>();
     settings.resume_from = json.at("resume_from").get<std::string>();
+    settings.worker_cores = json.at("worker_cores").get<std::vector<std::string>>();
   } catch (const nlohmann::json::exception& error) {
     fail("{}: not a launch file of pipetrain's launcher: {}", path, error.what());
   }

@@ -5,6 +5,7 @@
 // started by torchrun has none and decides these itself. No libtorch.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pipetrain::runtime {
 
@@ -13,6 +14,8 @@ struct LaunchSettings {
   std::string store_file;   // "": rendezvous at MASTER_ADDR:MASTER_PORT (the launcher's TCPStore)
   bool progress = true;     // the reporting worker draws the live progress line
   std::string resume_from;  // the checkpoint every worker resumes from; "": a fresh run
+  // The cores each of this node's workers is bound to, by local rank ("0-3"); empty: not bound.
+  std::vector<std::string> worker_cores;
 };
 
 // RUN_DIR/launch-node<K>.json: one per node, as nodes may share the run folder.

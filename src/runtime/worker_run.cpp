@@ -109,6 +109,34 @@ nlohmann::json weight_memory_report(Comm& comm, const StageExecutor& executor) {
   return report;
 }
 
+// Per rank, the cores it ran on ("0-3"): its CPU affinity, as the launcher's binding left it.
+nlohmann::json cores_report(Comm& comm) {
+  constexpr int64_t kMostCores = 1024;  // CPU_SETSIZE
+  auto allowed = torch::zeros({comm.world_size(), kMostCores}, torch::kInt32);
+  for (const int core : allowed_cores()) allowed[comm.rank()][core] = 1;
+  comm.all_reduce_sum(allowed, Comm::kWorld);
+  const auto by_rank = allowed.accessor<int32_t, 2>();
+  nlohmann::json report = nlohmann::json::array();
+  for (int r = 0; r < comm.world_size(); ++r) {
+    std::vector<int> cores;
+    for (int64_t core = 0; core < kMostCores; ++core) {
+      if (by_rank[r][core] != 0) cores.push_back(int(core));
+    }
+    report.push_back(describe_cores(cores));
+  }
+  return report;
+}
+
+// For the start-up line: " on cores 0 | 1" (this node's workers), why they are not bound, or
+// nothing (not asked; a worker torchrun started).
+std::string describe_binding(const Config& config, const std::optional<LaunchSettings>& launch,
+                             int world) {
+  if (!launch || config.pipeline.bind_cores == 0) return "";
+  if (!launch->worker_cores.empty()) return " on cores " + join(launch->worker_cores, " | ");
+  return fmt::format(", not bound to cores (this machine's {} worker(s) would share its {} core(s))",
+                     world / config.pipeline.nnodes, cpu_cores());
+}
+
 // "memory budget 2048 MiB per worker: allocator peaks 1790-2021 MiB, resident peaks ... (over on
 // ranks 1, 2)": the run's largest per-step peaks against pipeline.memory_budget_mb.
 std::string describe_budget(double budget_mb, const std::vector<MemoryReport>& by_rank) {
@@ -317,6 +345,7 @@ TrainingSession::Finished PipelineWorkerSession::finish(double val_loss) {
   write_trace_part(dir, comm_.rank(), executor_.events());
   const auto run_memory_by_rank = gather_memory(comm_, run_memory_);
   const nlohmann::json weight_memory = weight_memory_report(comm_, executor_);
+  const nlohmann::json cores = cores_report(comm_);
   comm_.barrier();  // every stage's files are written
   Finished finished;
   if (!reports()) return finished;
@@ -339,7 +368,8 @@ TrainingSession::Finished PipelineWorkerSession::finish(double val_loss) {
                              {"schedule", config.pipeline.schedule},
                              {"weight_copies", weight_memory["weight_copies"]},
                              {"peak_rss_mb", weight_memory["peak_rss_mb"]},
-                             {"weight_pass_held_mb", weight_memory["weight_pass_held_mb"]}};
+                             {"weight_pass_held_mb", weight_memory["weight_pass_held_mb"]},
+                             {"cores", cores}};
   return finished;
 }
 
@@ -380,10 +410,12 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
   const bool first = layout.holds_first_stage(), last = layout.holds_last_stage();
   const bool reports = layout.reports();  // metrics, checkpoint, summary: one worker writes them
 
-  // Workers usually outnumber cores: one compute thread each unless told otherwise.
-  const int64_t threads = config.train.threads > 0
-                              ? config.train.threads
-                              : std::max<int64_t>(1, cpu_cores() / env.world_size);
+  // Unless told otherwise, a worker bound to cores uses them all, and one the OS places shares
+  // them with the others (workers usually outnumber cores: one thread each).
+  const bool bound = launched && !launch->worker_cores.empty();
+  const int64_t threads = config.train.threads > 0 ? config.train.threads
+                          : bound                  ? cpu_cores()
+                                                   : std::max<int64_t>(1, cpu_cores() / env.world_size);
   configure_compute_threads(threads);
   // Only the first stage reads inputs and only the last reads labels (token files are
   // memory-mapped: the page cache is shared).
@@ -421,9 +453,10 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
   MemoryReport run_memory;  // field-wise maximum over the steps
   if (reports) {
     fmt::print(stderr, "pipetrain: pipeline of {} stages ({}) on {} worker(s) x {} replica(s), "
-               "schedule {}, {} microbatches, {} thread(s) per worker; BLAS: {}; run folder {}\n",
+               "schedule {}, {} microbatches, {} thread(s) per worker{}; BLAS: {}; run folder {}\n",
                stages, describe_partition(ranges), layout.workers, layout.replicas,
                config.pipeline.schedule, config.train.microbatches, threads,
+               describe_binding(config, launch, env.world_size),
                describe_blas(loaded_blas()), dir.string());
   }
 
