@@ -44,6 +44,12 @@ struct CommGroups {
   std::vector<int> shared;
 };
 
+// Writes `value` into `buffer` without bumping its version: graphs of microbatches still in
+// flight saved BatchNorm's running statistics (unused by a training-mode backward).
+void overwrite_buffer(const torch::Tensor& buffer, const torch::Tensor& value);
+
+// Its definitions: stage_executor.cpp (actions), stage_update.cpp (the update and its
+// collectives), stage_state.cpp (checkpoints and resume).
 class StageExecutor {
  public:
   // `data` is null on workers without the first or last stage: only the first stage reads
