@@ -221,14 +221,17 @@ TEST(Resume, PipeDreamSigtermStopsWithACheckpointAndResumesExactly) {
 }
 
 // Without periodic checkpoints PipeOptim copies nothing its forwards read ahead of a step. A
-// SIGTERM in step 4 is agreed at the end of step 5 (runtime/stop_votes.h), which ran without
-// those copies, so the stop waits one more step: step 6, run keeping them.
-TEST(Resume, PipeOptimSigtermStopsAStepLaterWithACheckpointAndResumesExactly) {
+// stop signal in step 4 is agreed at the end of step 5 (runtime/stop_votes.h), which ran without
+// those copies, so the stop waits one more step: step 6, run keeping them. The signal goes to
+// one worker (SIGINT): a SIGTERM to the launcher is forwarded to all, and reaches a worker whose
+// step still lags (stage 0 ends each step last) a step earlier under load, which moves the
+// stop a step earlier, rightly but not at the step this test names.
+TEST(Resume, PipeOptimStopSignalStopsAStepLaterWithACheckpointAndResumesExactly) {
   const std::string args = kTiny + " --stages 3 --schedule pipeoptim --train.microbatches 4 "
                                    "--checkpoint.every 0";
-  const auto dir = testing::fresh_dir("pipeoptim_sigterm");
-  const auto stopped = testing::run_pipetrain(args + " --run-dir " + dir.string(), "PIPETRAIN_FAULT=1:3:term");
-  EXPECT_EQ(stopped.exit_code, 128 + SIGTERM) << stopped.output;
+  const auto dir = testing::fresh_dir("pipeoptim_sigint");
+  const auto stopped = testing::run_pipetrain(args + " --run-dir " + dir.string(), "PIPETRAIN_FAULT=1:3:int");
+  EXPECT_EQ(stopped.exit_code, 128 + SIGINT) << stopped.output;
   EXPECT_NE(stopped.output.find("stopped on request; checkpoint " + dir.string() +
                                 "/checkpoints/step-000006"), std::string::npos) << stopped.output;
   const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string());
