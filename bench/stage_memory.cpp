@@ -9,6 +9,8 @@
 // received input on later stages). Memory, not time: no benchmark lock needed.
 //
 // Usage: stage_memory [--quick]   (--quick: p = 2 only)
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

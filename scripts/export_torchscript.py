@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Exports a PyTorch model layer by layer as TorchScript for pipetrain (docs/models.md).
 
 Writes into OUT: layer0.pt, layer1.pt, ... (torch.jit.script of each layer, initial weights),
@@ -8,7 +8,7 @@ PyTorch, one process, for N steps exactly as pipetrain trains it (AdamW at a con
 rate, no clipping, step s on rows s*B .. s*B+B-1 of the file), and writes reference.json (the
 per-step losses) and reference.safetensors (the final weights, named as pipetrain names them).
 
-  scripts/export_torchscript.py --out /tmp/conv1d --train-steps 4   # Debian's python3-torch
+  .venv/bin/python3 scripts/export_torchscript.py --out /tmp/conv1d --train-steps 4   # the venv's torch
   pipetrain train --model.kind torchscript --model.torchscript /tmp/conv1d \\
       --data.format safetensors --data.path /tmp/conv1d/data.safetensors ...
 

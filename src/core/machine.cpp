@@ -10,29 +10,6 @@
 
 namespace pipetrain {
 
-BlasInfo loaded_blas() {
-  BlasInfo info;
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    const auto slash = line.find('/');
-    if (slash == std::string::npos) continue;
-    const std::string path = line.substr(slash);
-    if (path.find("openblas") != std::string::npos) {
-      info.path = path;
-      info.openblas = true;
-      return info;
-    }
-    if (path.find("libblas") != std::string::npos) info.path = path;
-  }
-  return info;
-}
-
-std::string describe_blas(const BlasInfo& blas) {
-  if (blas.openblas) return "OpenBLAS (" + blas.path + ")";
-  return "WARNING not OpenBLAS, expect ~16x slower GEMMs (" + (blas.path.empty() ? "none found" : blas.path) + ")";
-}
-
 std::vector<int> allowed_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);

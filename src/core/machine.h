@@ -5,17 +5,6 @@
 
 namespace pipetrain {
 
-struct BlasInfo {
-  std::string path;    // the BLAS shared object mapped into this process ("" if none)
-  bool openblas = false;
-};
-
-// Reads /proc/self/maps: which libblas the dynamic linker actually loaded. Debian picks it via
-// alternatives; the reference BLAS is ~16x slower than OpenBLAS for our GEMMs.
-BlasInfo loaded_blas();
-// "OpenBLAS (/path)" or a warning naming the slower BLAS that was loaded, for start-up lines.
-std::string describe_blas(const BlasInfo& blas);
-
 // The cores this process may run on (its CPU affinity: taskset, a container's cpuset), at
 // least 1; the machine's count where the affinity cannot be read.
 int cpu_cores();

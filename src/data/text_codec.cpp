@@ -1,6 +1,7 @@
 #include "data/text_codec.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/config.h"
 #include "data/dataset.h"

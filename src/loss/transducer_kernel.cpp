@@ -3,6 +3,7 @@
 // bounded block of rows, so one sample costs T*(U+1)*V elements, not two or three times that.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <cmath>

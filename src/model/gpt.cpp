@@ -78,12 +78,19 @@ torch::Tensor TransformerBlock::attention(const torch::Tensor& x, LayerKv* kv) {
     keys = torch::cat(all_keys, 2);
     values = torch::cat(all_values, 2);
   }
-  auto scores = torch::matmul(q, keys.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
-  // Query i sits at position context + i and sees keys 0 .. context + i.
-  const auto future =
-      torch::ones({length, context + length}, torch::dtype(torch::kBool)).triu(context + 1);
-  scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
-  auto mixed = torch::matmul(torch::softmax(scores, -1), values);  // [B, H, T, hd]
+  // at::scaled_dot_product_attention picks the kernel: flash or memory-efficient on GPUs, the
+  // fused flash kernel on CPU (float, bfloat16, float64 alike), never a [T, T] score tensor
+  // kept for backward. A token slice's queries sit at positions context .. context + T - 1, so
+  // its mask is bottom-right aligned; SDPA's is_causal is top-left, right only for context 0.
+  torch::Tensor mixed;  // [B, H, T, hd]
+  if (context == 0) {
+    mixed = at::scaled_dot_product_attention(q, keys, values, {}, 0.0, /*is_causal=*/true);
+  } else {
+    const auto visible =  // query i sees keys 0 .. context + i
+        torch::ones({length, context + length}, torch::dtype(torch::kBool).device(x.device()))
+            .tril(context);
+    mixed = at::scaled_dot_product_attention(q, keys, values, visible);
+  }
   if (kv != nullptr) {
     kv->key_roots.push_back(k);
     kv->value_roots.push_back(v);

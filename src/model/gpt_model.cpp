@@ -94,13 +94,13 @@ LayerWork GptModel::layer_work(int64_t layer, int64_t rows) const {
     work.parameters = 12 * h * h + 13 * h;
     work.largest_parameter_values = 4 * h * h;  // fc and fc_out
     // ln1 out, q/k/v copies (3), the mixed heads' copy, the residual, ln2 out, fc out (4),
-    // gelu out (4), the output: 16 N D; the attention probabilities; the norms' statistics;
-    // the causal mask (a byte per entry: a quarter of a float32 value).
-    const double attention = b * heads * s * s;
-    work.stashed_values = 16 * n * h + attention + 4 * n + s * s / 4;
-    // Backward peaks in the attention: the probabilities' gradient and the scores' (2 x the
-    // attention) once the MLP's 9 N D are freed; or in the MLP.
-    work.workspace_values = std::max(2 * attention - 9 * n * h, 4 * n * h);
+    // gelu out (4), the output: 16 N D; the norms' statistics (4 N); the attention's
+    // log-sum-exps, one per head and query (at::scaled_dot_product_attention keeps no [T, T]
+    // probabilities).
+    work.stashed_values = 16 * n * h + 4 * n + b * heads * s;
+    // Backward peaks in the MLP: the fc's input gradient (4 N D) and weight gradient (4 D^2)
+    // beside the incoming gradient (N D). The fused attention's backward works in blocks.
+    work.workspace_values = 5 * n * h + 4 * h * h;
   }
   return work;
 }

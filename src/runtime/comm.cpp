@@ -11,7 +11,7 @@
 #include <map>
 #include <mutex>
 
-#include <glog/logging.h>
+#include <c10/util/Logging.h>
 
 #include "core/error.h"
 
@@ -35,11 +35,11 @@ std::shared_ptr<gloo::transport::Device> gloo_device(const std::string& master_a
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
-// c10d logs each failed connection attempt through glog before it throws; the exception is
-// what we report (one line), so only fatal glog messages get through unless GLOG_minloglevel
-// asks for more.
+// c10d logs each failed connection attempt before it throws; the exception is what we report
+// (one line), so only fatal messages get through unless TORCH_CPP_LOG_LEVEL asks for more
+// (libtorch reads that variable when it loads, into the flag set here).
 void quiet_c10d_logging() {
-  if (std::getenv("GLOG_minloglevel") == nullptr) FLAGS_minloglevel = 3;
+  if (std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr) FLAGS_caffe2_log_level = 3;  // FATAL
 }
 
 c10::intrusive_ptr<c10d::Store> open_store(const WorkerEnvironment& env,

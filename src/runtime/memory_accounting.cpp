@@ -68,7 +68,7 @@ void counting_delete(void* data) {
 class CountingCpuAllocator final : public c10::Allocator {
  public:
   explicit CountingCpuAllocator(c10::Allocator* base) : base_(base) {}
-  c10::DataPtr allocate(size_t bytes) const override {
+  c10::DataPtr allocate(size_t bytes) override {
     c10::DataPtr inner = base_->allocate(bytes);
     void* data = inner.get();
     if (data == nullptr || inner.get_context() != data ||
@@ -80,8 +80,7 @@ class CountingCpuAllocator final : public c10::Allocator {
     return {data, data, &counting_delete, inner.device()};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &counting_delete; }
-  // Pure virtual in libtorch >= 2.3, absent in 1.13: defined without `override` for both.
-  void copy_data(void* dest, const void* src, std::size_t count) const {
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
     std::memcpy(dest, src, count);
   }
 
@@ -130,7 +129,7 @@ std::vector<at::Tensor> optimizer_state(torch::optim::Optimizer& optimizer) {
     } else if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(state.get())) {
       out.push_back(sgd->momentum_buffer());
     } else {
-      throw std::logic_error("memory accounting: unknown optimizer state for " + key);
+      throw std::logic_error("memory accounting: an optimizer state of an unknown kind");
     }
   }
   if (auto* memory = dynamic_cast<UpdateMemory*>(&optimizer)) {  // error feedback's u(t-1)

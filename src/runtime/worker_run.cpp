@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/machine.h"
+#include "device/torch_build.h"
 #include "core/progress.h"
 #include "core/stop_signal.h"
 #include "core/text.h"
@@ -453,11 +454,11 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
   MemoryReport run_memory;  // field-wise maximum over the steps
   if (reports) {
     fmt::print(stderr, "pipetrain: pipeline of {} stages ({}) on {} worker(s) x {} replica(s), "
-               "schedule {}, {} microbatches, {} thread(s) per worker{}; BLAS: {}; run folder {}\n",
+               "schedule {}, {} microbatches, {} thread(s) per worker{}; {}; run folder {}\n",
                stages, describe_partition(ranges), layout.workers, layout.replicas,
                config.pipeline.schedule, config.train.microbatches, threads,
                describe_binding(config, launch, env.world_size),
-               describe_blas(loaded_blas()), dir.string());
+               describe(torch_build()), dir.string());
   }
 
   const std::string resume_from = launched        ? launch->resume_from

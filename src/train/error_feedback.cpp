@@ -20,7 +20,7 @@ void UpdateMemory::correct(const std::vector<torch::optim::OptimizerParamGroup>&
       const torch::Tensor& old = before.at(index++);
       if (!p.grad().defined()) continue;  // not updated: nothing to correct
       auto update = old - p.detach();
-      const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      const auto key = optimizer_state_key(p);
       auto it = previous_.find(key);
       if (it != previous_.end()) {
         p.detach().sub_(update - it->second);

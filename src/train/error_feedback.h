@@ -13,6 +13,8 @@
 
 #include <torch/torch.h>
 
+#include "train/optimizer_state_key.h"
+
 namespace pipetrain {
 
 // The correction's state and rule, for any optimizer's parameter groups.
@@ -20,7 +22,7 @@ class UpdateMemory {
  public:
   virtual ~UpdateMemory() = default;
   // u(t-1) by parameter (TensorImpl key, as torch keys optimizer state); empty before a step.
-  std::map<std::string, torch::Tensor>& previous_updates() { return previous_; }
+  std::map<OptimizerStateKey, torch::Tensor>& previous_updates() { return previous_; }
 
  protected:
   static std::vector<torch::Tensor> weights_before(
@@ -29,7 +31,7 @@ class UpdateMemory {
                const std::vector<torch::Tensor>& before);
 
  private:
-  std::map<std::string, torch::Tensor> previous_;
+  std::map<OptimizerStateKey, torch::Tensor> previous_;
 };
 
 template <class Base>

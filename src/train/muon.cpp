@@ -4,12 +4,10 @@
 #include <cmath>
 #include <memory>
 
+#include "train/optimizer_state_key.h"
+
 namespace pipetrain {
 namespace {
-
-std::string muon_state_key(const torch::Tensor& param) {
-  return c10::guts::to_string(param.unsafeGetTensorImpl());
-}
 
 // sqrt(max(1, rows / cols)): keeps the update's RMS per element independent of the shape.
 double shape_scale(const torch::Tensor& param) {
@@ -68,7 +66,7 @@ void Muon::adamw_step(torch::optim::OptimizerParamGroup& group) {
   for (auto& p : group.params()) {
     if (!p.grad().defined()) continue;
     const auto& grad = p.grad();
-    auto& slot = state_[muon_state_key(p)];
+    auto& slot = state_[optimizer_state_key(p)];
     if (!slot) {
       auto fresh = std::make_unique<torch::optim::AdamWParamState>();
       fresh->step(0);
@@ -94,7 +92,7 @@ void Muon::muon_step(torch::optim::OptimizerParamGroup& group) {
   for (auto& p : group.params()) {
     if (!p.grad().defined()) continue;
     const auto& grad = p.grad();
-    auto& slot = state_[muon_state_key(p)];
+    auto& slot = state_[optimizer_state_key(p)];
     if (!slot) {
       auto fresh = std::make_unique<torch::optim::SGDParamState>();
       fresh->momentum_buffer(torch::zeros_like(p));
@@ -111,7 +109,7 @@ void Muon::muon_step(torch::optim::OptimizerParamGroup& group) {
 
 torch::Tensor Muon::prediction_direction(const torch::Tensor& param, bool momentum_only) {
   torch::NoGradGuard no_grad;
-  const auto it = state_.find(muon_state_key(param));
+  const auto it = state_.find(optimizer_state_key(param));
   if (it == state_.end()) return {};
   const auto& options = static_cast<const MuonOptions&>(param_groups_.at(1).options());
   const auto& momentum = static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer();

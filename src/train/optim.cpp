@@ -11,6 +11,7 @@
 #include "model/state_io.h"
 #include "train/error_feedback.h"
 #include "train/muon.h"
+#include "train/optimizer_state_key.h"
 
 namespace pipetrain {
 
@@ -120,7 +121,7 @@ std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
   auto& state = optimizer.state();
   auto* memory = dynamic_cast<UpdateMemory*>(&optimizer);
   for (const auto& [name, tensor] : named) {
-    const auto key = c10::guts::to_string(tensor.unsafeGetTensorImpl());
+    const auto key = optimizer_state_key(tensor);
     if (memory != nullptr && memory->previous_updates().count(key) != 0) {
       out.emplace_back(name + ".previous_update", memory->previous_updates().at(key));
     }
@@ -248,7 +249,7 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer,
   auto& state = optimizer.state();
   auto* memory = dynamic_cast<UpdateMemory*>(&optimizer);
   for (const auto& [name, p] : named) {
-    const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+    const auto key = optimizer_state_key(p);
     if (memory != nullptr) {
       memory->previous_updates()[key] = state_tensor(by_name, name + ".previous_update", p, origin);
     }

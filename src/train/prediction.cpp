@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "train/muon.h"
+#include "train/optimizer_state_key.h"
 
 namespace pipetrain {
 namespace {
@@ -26,7 +27,7 @@ torch::Tensor prediction_direction(torch::optim::Optimizer& optimizer, const tor
     return muon->prediction_direction(param, kind == PredictionKind::MomentumOnly);
   }
   auto& states = optimizer.state();
-  const auto it = states.find(c10::guts::to_string(param.unsafeGetTensorImpl()));
+  const auto it = states.find(optimizer_state_key(param));
   if (it == states.end()) return {};
   auto& options = optimizer.param_groups().at(0).options();
   if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(it->second.get())) {

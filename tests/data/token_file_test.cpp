@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "data/token_file.h"
