@@ -220,7 +220,7 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
   spec.stages = stages;
   spec.microbatches = static_cast<int>(c.microbatches);
   spec.chunks = chunks;
-  spec.iterations = entry.simulated_iterations();
+  spec.iterations = entry.simulated_iterations(request.for_pipetrain_runtime);
   spec.dp_width = c.dp_width;
   c.rejected = entry.check(spec);
   if (chunks > 1 && stages == 1) c.rejected = fmt::format("{} needs d > 1", schedule);
