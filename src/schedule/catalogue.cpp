@@ -55,7 +55,6 @@ std::vector<ScheduleEntry> entries() {
   auto& gpipe = add("gpipe", make_gpipe_schedule, K::Sync,
                     "GPipe: all forwards, then all backwards; activations of all m microbatches.");
   gpipe.parameters.slices = true;
-  gpipe.holds_every_microbatch = true;
   gpipe.runtime = runs_fully();
   gpipe.planner.plans = true;
 
@@ -77,7 +76,6 @@ std::vector<ScheduleEntry> entries() {
                   "Looped breadth-first (Lamy-Poirier): chunk c of every microbatch before chunk "
                   "c+1; holds v*m chunk activations.");
   bfs.parameters.chunks = true;
-  bfs.holds_every_microbatch = true;
   bfs.runtime = runs_fully();
   bfs.planner = {true, false, 2};
 

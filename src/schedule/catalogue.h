@@ -77,9 +77,6 @@ struct ScheduleEntry {
   ClosedFormRule reference;
   Parameters parameters;
   bool resumes = false;  // exact resume from a checkpoint taken between two steps
-  // Activation memory: every microbatch of an iteration held at once (GPipe), rather than at
-  // most p - s on stage s (1F1B and its variants).
-  bool holds_every_microbatch = false;
   RuntimeSupport runtime;
   PlannerSupport planner;
   std::string summary;  // one line for docs/schedules.md

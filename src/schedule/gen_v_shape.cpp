@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <stdexcept>
 
 #include "schedule/gen_common.h"
 
@@ -37,6 +38,7 @@ class VOrder {
     add(ActionKind::Forward, forward_chunk);
     add(ActionKind::Backward, backward_chunk);
   }
+  const std::vector<ComputeItem>& items() const { return order_; }
   // Only the items of microbatches below m (ZB-V plans for at least 2p-1 and drops the rest).
   std::vector<ComputeItem> below(int m) const {
     std::vector<ComputeItem> kept;
@@ -72,6 +74,8 @@ std::vector<ComputeItem> zb_v_worker_order(int r, int p, int m) {
 }
 
 std::vector<ComputeItem> dualpipev_worker_order(int r, int p, int m) {
+  // Its phases assume m >= 2p (fewer would leave some microbatches without a forward).
+  if (m < 2 * p) throw std::invalid_argument("DualPipeV needs at least 2 microbatches per worker");
   VOrder o;
   for (int i = 0; i < 2 * (p - r - 1); ++i) o.add(F, 0);
   for (int i = 0; i < r + 1; ++i) o.add(F, 0), o.add(F, 1);
@@ -96,15 +100,16 @@ std::vector<ComputeItem> dualpipev_worker_order(int r, int p, int m) {
   }
   for (int i = 0; i < p - r - 1; ++i) o.add_pending_weight(), o.add(split ? I : B, 0);
   for (int i = 0; i < r + 1; ++i) o.add_pending_weight();
-  return o.below(m);
+  return o.items();
 }
 
 Schedule v_shape(const ScheduleSpec& spec, const char* name,
                  std::vector<ComputeItem> (*worker_order)(int, int, int)) {
+  // Unchecked like every generator (make_schedule checks), but never out of bounds.
+  if (spec.chunks != 2) throw std::invalid_argument("a V placement holds 2 chunks per worker");
   ComputeOrder order(spec.stages);
   for (int w = 0; w < spec.stages; ++w) order[w] = worker_order(w, spec.stages, spec.microbatches);
   Schedule header = detail::make_header(spec, name, WeightPolicyKind::Sync);
-  header.chunks = 2;
   header.placement = Placement::V;
   return lower_schedule(header, detail::repeat_iterations(order, spec.iterations), spec);
 }

@@ -20,7 +20,7 @@ Schedule make_interleaved_schedule(const ScheduleSpec& spec);  // Megatron, v ch
 Schedule make_looped_bfs_schedule(const ScheduleSpec& spec);   // looping placement, breadth-first
 Schedule make_zb_h1_schedule(const ScheduleSpec& spec);        // split backward, 1F1B memory
 Schedule make_zb_h2_schedule(const ScheduleSpec& spec);        // split backward, 2p-1 in flight
-// Two chunks per worker in a V (Placement::V): whatever spec.chunks says, they build 2.
+// Two chunks per worker in a V (Placement::V): std::invalid_argument unless spec.chunks == 2.
 Schedule make_zb_v_schedule(const ScheduleSpec& spec);         // zero-bubble ZB-V, 1F1B memory
 Schedule make_dualpipev_schedule(const ScheduleSpec& spec);    // F&B pairs, m >= 2p
 
