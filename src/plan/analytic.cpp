@@ -63,6 +63,7 @@ std::vector<LayerCost> analytic_gpt_layers(const GptShape& shape, const ClusterS
                       boundary_bytes, boundary_bytes};
   embedding.forward_s = 2 * boundary_bytes / (cluster.intra_node_bandwidth * 8);  // a gather
   embedding.backward_s = 2 * embedding.forward_s;
+  embedding.weight_pass_bytes = boundary_bytes;  // its output gradient, for the gather's W
   layers.push_back(embedding);
   const double block_params = 12 * h * h + 13 * h;
   const double forward = block_forward_flops(shape, options.microbatch) / flops_per_s;
@@ -75,6 +76,10 @@ std::vector<LayerCost> analytic_gpt_layers(const GptShape& shape, const ClusterS
     block.optimizer_bytes = optimizer_per_param * block_params;
     block.activation_bytes = options.recompute ? boundary_bytes : block_activations;
     block.output_bytes = boundary_bytes;
+    // W of the four matmuls needs their output gradients: q, k, v, projection, MLP up (4h) and
+    // down (h), 9 h values per token; their inputs are among the activations.
+    block.weight_s = forward;
+    block.weight_pass_bytes = 9 * value * b * n * h;
     layers.push_back(block);
   }
   // The head: final norm + logits with the tied weight (its own copy on the last stage), plus
@@ -87,6 +92,7 @@ std::vector<LayerCost> analytic_gpt_layers(const GptShape& shape, const ClusterS
   head.optimizer_bytes = optimizer_per_param * (v * h + 2 * h);
   head.activation_bytes = options.recompute ? boundary_bytes : head_activation_bytes(shape, b, value);
   head.output_bytes = 0;
+  head.weight_s = head.forward_s;  // the logits' gradient it needs is among its activations
   layers.push_back(head);
   return layers;
 }

@@ -31,7 +31,8 @@ struct AnalyticOptions {
   bool recompute = false;  // keep only each block's input; recompute the forward in backward
 };
 
-// [embedding, block 0..L-1, head] costs for one microbatch on one device of `cluster`.
+// [embedding, block 0..L-1, head] costs for one microbatch on one device of `cluster`. The weight
+// gradient of a matmul costs its forward (the backward's other half is the input gradient).
 // Memory per parameter: bytes_per_value per weight version + gradient (bytes_per_value) +
 // fp32 master weights, Adam m and v (12 bytes) when bytes_per_value < 4, else m and v (8).
 std::vector<LayerCost> analytic_gpt_layers(const GptShape& shape, const ClusterSpec& cluster,

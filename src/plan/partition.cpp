@@ -42,10 +42,15 @@ StageMemoryParts stage_memory_parts(const std::vector<LayerCost>& layers, int fi
   return parts;
 }
 
+double weight_gradient_s(const LayerCost& layer) {
+  return layer.weight_s >= 0 ? layer.weight_s : layer.backward_s / 2;
+}
+
 double stage_memory(const std::vector<LayerCost>& layers, int first, int last, int stage,
                     int stages, const StageLimits& limits) {
-  const int in_flight = limits.gpipe_memory ? limits.microbatches
-                                            : std::min(stages - stage, limits.microbatches);
+  const double in_flight = !limits.in_flight.empty() ? limits.in_flight.at(size_t(stage))
+                           : limits.gpipe_memory     ? limits.microbatches
+                                                     : std::min(stages - stage, limits.microbatches);
   const StageMemoryParts parts = stage_memory_parts(layers, first, last, limits);
   return limits.weight_versions * parts.weights + parts.optimizer + in_flight * parts.per_microbatch +
          parts.once + parts.workspace + parts.optimizer_workspace + limits.extra_bytes;

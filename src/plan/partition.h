@@ -26,7 +26,16 @@ struct LayerCost {
   // with its gradient and optimizer state, when that layer is on another stage.
   double shared_param_bytes = 0, shared_optimizer_bytes = 0;
   int shared_with = -1;
+  // The split backward (zero-bubble schedules): the weight-gradient part of backward_s (< 0:
+  // unknown, taken as half), and what a microbatch holds from its input-gradient pass to its
+  // weight-gradient pass besides its activations (the output gradients B records where the
+  // weights join the input's path).
+  double weight_s = -1;
+  double weight_pass_bytes = 0;
 };
+
+// The weight-gradient time of a layer: measured, or half of its backward.
+double weight_gradient_s(const LayerCost& layer);
 
 struct StageLimits {
   double memory_bytes = 1e300;   // per device
@@ -36,6 +45,9 @@ struct StageLimits {
   // `weight_versions` copies of its weights (1F1B: in_flight = stages - s; GPipe: microbatches).
   int weight_versions = 1;
   int microbatches = 1;
+  // Per stage, microbatches of its activations held at the schedule's peak (the schedule's own
+  // count, ScheduleStats::peak_inflight over its chunks); empty: the formula below.
+  std::vector<double> in_flight;
   bool gpipe_memory = false;  // in-flight = microbatches on every stage instead of stages - s
   double extra_bytes = 0;     // per stage, whatever it holds (e.g. a recomputation workspace)
   // pipetrain's recomputation: a stage keeps only its input per in-flight microbatch and

@@ -10,6 +10,7 @@
 #include "core/text.h"
 #include "schedule/catalogue.h"
 #include "schedule/generators.h"
+#include "schedule/validate.h"
 #include "sim/simulator.h"
 
 namespace pipetrain::plan {
@@ -83,6 +84,7 @@ std::vector<LayerCost> candidate_layers(const PlanRequest& request, int variant,
     auto layers = request.model_variants.at(size_t(variant)).costs(microbatch);
     const double speedup = thread_speedup(request.cluster);
     for (auto& layer : layers) {
+      layer.weight_s = weight_gradient_s(layer) / speedup;  // a recomputed forward belongs to B
       layer.forward_s /= speedup;
       layer.backward_s = layer.backward_s / speedup + (recompute ? layer.forward_s : 0);
     }
@@ -115,17 +117,20 @@ void set_held_activations(sim::CostModel& costs, const std::vector<LayerCost>& l
   }
 }
 
-// The runtime's memory as the schedule holds it, the worst worker: its chunks' weights in as many
-// versions as the action lists keep alive, gradients and optimizer state, the activations in
-// flight at the simulated peak, one recomputed microbatch, the largest workspace, its overhead.
+// The memory as the schedule holds it, the worst worker: its chunks' weights in as many versions
+// as the action lists keep alive, gradients and optimizer state, the activations in flight at the
+// simulated peak (with the split backward's held weight-pass gradients), one recomputed
+// microbatch, the largest workspace, its overhead.
 double worker_peak_memory(const std::vector<LayerCost>& layers, PlanCandidate& c,
-                          const StageLimits& limits, const sim::SimResult& result, bool flushes) {
+                          const StageLimits& limits, const schedule::Schedule& lists,
+                          const sim::SimResult& result, bool flushes) {
   const auto ranges = simulated_stage_layers(c);
   double worst = 0;
   c.worker_memory_bytes.clear();
   for (int w = 0; w < c.stages; ++w) {
     double fixed = 0, once = 0, workspace = 0, optimizer_workspace = 0;
-    for (size_t s = size_t(w); s < ranges.size(); s += size_t(c.stages)) {
+    for (int chunk = 0; chunk < lists.chunks; ++chunk) {
+      const auto s = size_t(lists.stage_of(w, chunk));
       const auto parts = stage_memory_parts(layers, ranges[s].first, ranges[s].second, limits);
       fixed += result.stats.peak_live_versions[size_t(w)] * parts.weights + parts.optimizer;
       once = std::max(once, parts.once);
@@ -193,11 +198,12 @@ sim::StageCost model_stage_cost(const std::vector<LayerCost>& layers, int first,
   for (int i = first; i < first + count; ++i) {
     stage.forward_ms += layers[i].forward_s * 1e3;
     stage.backward_ms += layers[i].backward_s * 1e3;
+    stage.weight_ms += weight_gradient_s(layers[i]) * 1e3;
+    stage.weight_pass_bytes += layers[i].weight_pass_bytes;
     stage.weight_bytes += layers[i].param_bytes;
     stage.activation_bytes += layers[i].activation_bytes;
     stage.optimizer_ms += layers[i].optimizer_s * 1e3;
   }
-  stage.weight_ms = stage.backward_ms / 2;
   stage.transfer_bytes = layers[size_t(first + count - 1)].output_bytes;
   return stage;
 }
@@ -220,7 +226,7 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
   spec.stages = stages;
   spec.microbatches = static_cast<int>(c.microbatches);
   spec.chunks = chunks;
-  spec.iterations = entry.simulated_iterations();
+  spec.iterations = entry.simulated_iterations(request.for_pipetrain_runtime);
   spec.dp_width = c.dp_width;
   c.rejected = entry.check(spec);
   if (chunks > 1 && stages == 1) c.rejected = fmt::format("{} needs d > 1", schedule);
@@ -232,6 +238,10 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
     c.rejected = fmt::format("the runtime runs {} without recomputation", schedule);
   }
   if (!c.rejected.empty()) return c;
+  // The schedule's own lists: how many microbatches each worker holds at its peak (1F1B p - s,
+  // GPipe m, ZB-H2 2p - 1, a V two chunks each), which the partitioner's memory check uses.
+  const schedule::Schedule lists = schedule::make_schedule(spec);
+  const schedule::ScheduleStats held = schedule::validate_or_throw(lists);
   AnalyticOptions options{microbatch, recompute};
   const bool runtime_memory = !request.model_variants.empty();
   const std::vector<LayerCost> layers = candidate_layers(request, variant, microbatch, recompute);
@@ -242,7 +252,7 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
   limits.link_latency_s = placement.p2p_latency;
   limits.weight_versions = entry.weight_versions(stages);
   limits.microbatches = static_cast<int>(c.microbatches);
-  limits.gpipe_memory = entry.holds_every_microbatch;
+  for (int w = 0; w < stages; ++w) limits.in_flight.push_back(double(held.peak_inflight[size_t(w)]) / chunks);
   limits.extra_bytes = cluster.worker_overhead_bytes;
   if (runtime_memory) {
     limits.recompute_stage = recompute;
@@ -304,6 +314,7 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
     // stages above (whose memory check stands).
     StageLimits timing = limits;
     timing.memory_bytes = 1e300;
+    timing.in_flight.clear();  // per device, not per model stage: memory is not checked here
     const int model_stages = stages * chunks;
     const auto cut = model_stages <= int(layers.size())
                          ? balanced_partition(layers, model_stages, timing)
@@ -319,7 +330,7 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
     int begin = 0;
     for (size_t s = 0; s < c.chunk_partition.size(); ++s) {
       sim::StageCost stage = model_stage_cost(layers, begin, c.chunk_partition[s]);
-      const int device = int(s) % stages;
+      const int device = lists.worker_of_stage(int(s));
       stage.allreduce_ms = device_allreduce_ms[size_t(device)] / chunks;
       begin += c.chunk_partition[s];
       costs.stages.push_back(stage);
@@ -327,14 +338,12 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
   }
   if (runtime_memory) set_held_activations(costs, layers, c, limits);
   c.costs = costs;
-  const sim::SimResult result = sim::simulate(schedule::make_schedule(spec), costs);
-  if (runtime_memory) {
-    c.peak_memory_bytes = worker_peak_memory(layers, c, limits, result, entry.flushes());
-    if (c.peak_memory_bytes > limits.memory_bytes) {
-      c.rejected = fmt::format("memory: its schedule holds {} per device, has {}",
-                               format_bytes(c.peak_memory_bytes), format_bytes(limits.memory_bytes));
-      return c;
-    }
+  const sim::SimResult result = sim::simulate(lists, costs);
+  c.peak_memory_bytes = worker_peak_memory(layers, c, limits, lists, result, entry.flushes());
+  if (c.peak_memory_bytes > limits.memory_bytes) {
+    c.rejected = fmt::format("memory: its schedule holds {} per device, has {}",
+                             format_bytes(c.peak_memory_bytes), format_bytes(limits.memory_bytes));
+    return c;
   }
   c.fits = true;
   c.iteration_s = result.iteration_ms / 1e3;

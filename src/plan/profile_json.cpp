@@ -96,6 +96,7 @@ std::vector<LayerCost> layer_costs(const ModelProfile& profile, int64_t microbat
     costs.push_back({layer.name, found->forward_s, found->backward_s, layer.param_bytes,
                      optimizer_bytes_per_param_byte * layer.param_bytes, found->activation_bytes,
                      found->output_bytes, layer.optimizer_s});
+    if (found->weight_s > 0) costs.back().weight_s = found->weight_s;
   }
   return costs;
 }
@@ -103,6 +104,7 @@ std::vector<LayerCost> layer_costs(const ModelProfile& profile, int64_t microbat
 std::vector<LayerCost> with_recomputation(std::vector<LayerCost> layers) {
   double input_bytes = 0;  // the embedding's input is token ids: negligible
   for (auto& layer : layers) {
+    layer.weight_s = weight_gradient_s(layer);  // the recomputed forward belongs to B
     layer.backward_s += layer.forward_s;
     layer.activation_bytes = input_bytes;
     input_bytes = layer.output_bytes;

@@ -55,7 +55,6 @@ std::vector<ScheduleEntry> entries() {
   auto& gpipe = add("gpipe", make_gpipe_schedule, K::Sync,
                     "GPipe: all forwards, then all backwards; activations of all m microbatches.");
   gpipe.parameters.slices = true;
-  gpipe.holds_every_microbatch = true;
   gpipe.runtime = runs_fully();
   gpipe.planner.plans = true;
 
@@ -77,13 +76,35 @@ std::vector<ScheduleEntry> entries() {
                   "Looped breadth-first (Lamy-Poirier): chunk c of every microbatch before chunk "
                   "c+1; holds v*m chunk activations.");
   bfs.parameters.chunks = true;
-  bfs.holds_every_microbatch = true;
   bfs.runtime = runs_fully();
+  bfs.planner = {true, false, 2};
 
   auto& zero_bubble = add("zb-h1", make_zb_h1_schedule, K::Sync,
                           "Zero-bubble ZB-H1: backward split into B (input grad, I) and W (weight "
                           "grad); W fills the cooldown.");
   zero_bubble.runtime = runs_fully();
+  zero_bubble.planner.plans = true;
+
+  auto& zb_h2 = add("zb-h2", make_zb_h2_schedule, K::Sync,
+                    "Zero-bubble ZB-H2: 2(p-1-r) extra warm-up forwards on worker r, W deferred "
+                    "by 2r B-passes; up to 2p-1 microbatches in flight; parallelograms that "
+                    "interlock across iterations without an update barrier.");
+  zb_h2.interlocks_iterations = true;
+  zb_h2.planner.plans = true;
+
+  auto& zb_v = add("zb-v", make_zb_v_schedule, K::Sync,
+                   "Zero-bubble ZB-V (torch ScheduleZBVZeroBubble): 2 chunks per worker in a V "
+                   "(worker w: stages w and 2p-1-w), split backward, 1F1B's peak memory.");
+  zb_v.parameters.chunks = zb_v.parameters.v_shape = true;
+  zb_v.interlocks_iterations = true;
+  zb_v.planner = {true, false, 2};
+
+  auto& dualpipev = add("dualpipev", make_dualpipev_schedule, K::Sync,
+                        "DualPipeV (torch ScheduleDualPipeV): V placement, the forward of one "
+                        "chunk and the full backward of the other run as a pair; m >= 2p.");
+  dualpipev.parameters.chunks = dualpipev.parameters.v_shape = true;
+  dualpipev.parameters.microbatches_per_worker = 2;
+  dualpipev.planner = {true, false, 2};
 
   auto& two_bw_entry = add("2bw", make_2bw_schedule, K::DoubleBuffer,
                            "PipeDream-2BW: 1F1B without flush, a new weight version every m "

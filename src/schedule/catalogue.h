@@ -45,6 +45,8 @@ struct Parameters {
   bool chunks = false;  // v > 1 model chunks per worker (looping placement)
   bool slices = false;  // token slices per microbatch (TeraPipe)
   bool chunked_microbatches_multiple_of_stages = false;  // with v > 1: m % p == 0 (Megatron)
+  bool v_shape = false;  // exactly two chunks per worker, placed in a V (Placement::V)
+  int microbatches_per_worker = 0;  // m >= this x p (DualPipeV: 2)
   // A synchronous warm-up (ScheduleSpec::sync_iterations): its first iterations flush, and its
   // closed-form rule reads the latest version there (reads_at).
   bool sync_warmup = false;
@@ -75,9 +77,6 @@ struct ScheduleEntry {
   ClosedFormRule reference;
   Parameters parameters;
   bool resumes = false;  // exact resume from a checkpoint taken between two steps
-  // Activation memory: every microbatch of an iteration held at once (GPipe), rather than at
-  // most p - s on stage s (1F1B and its variants).
-  bool holds_every_microbatch = false;
   RuntimeSupport runtime;
   PlannerSupport planner;
   std::string summary;  // one line for docs/schedules.md
@@ -91,8 +90,17 @@ struct ScheduleEntry {
 
   bool flushes() const { return schedule::flushes(policy); }
   bool updates_per_microbatch() const { return schedule::updates_per_microbatch(policy); }
-  // No-flush schedules reach their steady state from the third iteration on.
-  int simulated_iterations() const { return flushes() ? 1 : 4; }
+  // Its iterations interlock when updates need no synchronisation across stages (the zero-bubble
+  // paper's optimizer post-validation): each worker starts the next iteration after its own
+  // update, and consecutive parallelograms tile. An update barrier (pipetrain's runtime, whose
+  // update all-reduces the global gradient norm) undoes it.
+  bool interlocks_iterations = false;
+  // No-flush schedules reach their steady state from the third iteration on, and so do the
+  // interlocking ones when updates are not synchronised (with a barrier their lists of several
+  // iterations, whose transfers interleave, would deadlock: one iteration is the steady state).
+  int simulated_iterations(bool synchronous_updates = false) const {
+    return flushes() && (!interlocks_iterations || synchronous_updates) ? 1 : 4;
+  }
   // Most weight versions one stage holds (the planner's memory model).
   int weight_versions(int stages) const;
   // "" when the generator builds a valid schedule for `spec`, else why not (one line).

@@ -19,7 +19,13 @@ std::string weights_of(const ScheduleEntry& e) {
 
 std::string parameters_of(const ScheduleEntry& e) {
   std::vector<std::string> out;
-  if (e.parameters.chunks) out.push_back("v chunks");
+  if (e.parameters.v_shape) {
+    out.push_back("v = 2 (V placement)");
+  } else if (e.parameters.chunks) {
+    out.push_back("v chunks");
+  }
+  if (e.parameters.microbatches_per_worker > 0)
+    out.push_back(fmt::format("m >= {}p", e.parameters.microbatches_per_worker));
   if (e.parameters.chunked_microbatches_multiple_of_stages) out.push_back("m % p == 0 when v > 1");
   if (e.parameters.slices) out.push_back("token slices");
   if (e.policy == WeightPolicyKind::DoubleBuffer) out.push_back("m >= p");

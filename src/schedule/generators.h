@@ -19,6 +19,10 @@ Schedule make_1f1b_flush_schedule(const ScheduleSpec& spec);   // PipeDream-Flus
 Schedule make_interleaved_schedule(const ScheduleSpec& spec);  // Megatron, v chunks, m % p == 0
 Schedule make_looped_bfs_schedule(const ScheduleSpec& spec);   // looping placement, breadth-first
 Schedule make_zb_h1_schedule(const ScheduleSpec& spec);        // split backward, 1F1B memory
+Schedule make_zb_h2_schedule(const ScheduleSpec& spec);        // split backward, 2p-1 in flight
+// Two chunks per worker in a V (Placement::V): std::invalid_argument unless spec.chunks == 2.
+Schedule make_zb_v_schedule(const ScheduleSpec& spec);         // zero-bubble ZB-V, 1F1B memory
+Schedule make_dualpipev_schedule(const ScheduleSpec& spec);    // F&B pairs, m >= 2p
 
 // 1F1B without flush across all iterations (one fill, one drain).
 Schedule make_2bw_schedule(const ScheduleSpec& spec);          // m >= p, 2 versions

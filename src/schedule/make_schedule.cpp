@@ -71,6 +71,14 @@ std::string ScheduleEntry::check(const ScheduleSpec& spec) const {
                             spec.iterations;
   if (actions > 2'000'000)
     return fmt::format("schedule {}: {} compute actions is too many to simulate", name, actions);
+  if (parameters.v_shape && spec.chunks != 2) {
+    return fmt::format("schedule {}: places exactly 2 chunks per worker in a V (--chunks 2, got {})",
+                       name, spec.chunks);
+  }
+  if (spec.microbatches < parameters.microbatches_per_worker * spec.stages) {
+    return fmt::format("schedule {}: needs microbatches >= {} x stages; got m={} p={}", name,
+                       parameters.microbatches_per_worker, spec.microbatches, spec.stages);
+  }
   if (parameters.chunked_microbatches_multiple_of_stages && spec.chunks > 1 &&
       spec.microbatches % spec.stages != 0) {
     return fmt::format("schedule {}: microbatches ({}) must be a multiple of stages ({})", name,

@@ -10,22 +10,37 @@ constexpr std::array<std::pair<WeightPolicyKind, std::string_view>, 4> kPolicies
     {WeightPolicyKind::Stash, "stash"},
     {WeightPolicyKind::Predicted, "predicted"},
 }};
-}  // namespace
+constexpr std::array<std::pair<Placement, std::string_view>, 2> kPlacements{{
+    {Placement::Looping, "looping"},
+    {Placement::V, "v"},
+}};
 
-std::string_view policy_name(WeightPolicyKind kind) {
-  for (const auto& [k, name] : kPolicies)
-    if (k == kind) return name;
+template <typename Enum, size_t N>
+std::string_view name_in(const std::array<std::pair<Enum, std::string_view>, N>& names, Enum value) {
+  for (const auto& [v, name] : names)
+    if (v == value) return name;
   return "?";
 }
 
-bool parse_policy(std::string_view name, WeightPolicyKind* kind) {
-  for (const auto& [k, n] : kPolicies) {
+template <typename Enum, size_t N>
+bool parse_in(const std::array<std::pair<Enum, std::string_view>, N>& names, std::string_view name,
+              Enum* value) {
+  for (const auto& [v, n] : names) {
     if (n == name) {
-      *kind = k;
+      *value = v;
       return true;
     }
   }
   return false;
+}
+
+}  // namespace
+
+std::string_view policy_name(WeightPolicyKind kind) { return name_in(kPolicies, kind); }
+bool parse_policy(std::string_view name, WeightPolicyKind* kind) { return parse_in(kPolicies, name, kind); }
+std::string_view placement_name(Placement placement) { return name_in(kPlacements, placement); }
+bool parse_placement(std::string_view name, Placement* placement) {
+  return parse_in(kPlacements, name, placement);
 }
 
 }  // namespace pipetrain::schedule

@@ -2,6 +2,7 @@
 // The Schedule value: what every worker does, in order, plus the facts needed to interpret it
 // (stage placement, data-parallel width, weight-version policy). Pure data: no tensors, no I/O.
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "schedule/action.h"
@@ -42,22 +43,37 @@ inline int double_buffer_version(int group, int sync_groups) {
   return group <= sync_groups ? group : group - 1;
 }
 
+// Which pipeline stage a worker's chunk holds. Looping (Megatron): chunk c of worker w is stage
+// c * p + w. V (zero-bubble ZB-V, DualPipeV): even chunks run down the workers and odd ones back
+// up, c * p + w for even c and c * p + p - 1 - w for odd c; with two chunks worker w holds
+// stages w and 2p - 1 - w, so worker 0 holds the first and the last stage.
+enum class Placement { Looping, V };
+std::string_view placement_name(Placement placement);
+bool parse_placement(std::string_view name, Placement* placement);
+
 struct Schedule {
   std::string name;       // generator name ("1f1b", "2bw", ...)
   int workers = 1;        // p: pipeline workers (one replica)
-  int chunks = 1;         // v: model chunks per worker (looping placement)
+  int chunks = 1;         // v: model chunks per worker (placed by `placement`)
   int microbatches = 1;   // m: microbatches per iteration (per weight-update group for 2BW)
   int slices = 1;         // token slices per microbatch
   int iterations = 1;     // training iterations covered by the lists
   int dp_width = 1;       // w: replicas of every worker; AllReduceGrads runs among them
+  Placement placement = Placement::Looping;
   WeightPolicy policy;
   std::vector<std::vector<Action>> actions;  // [worker][position]
 
   int stages() const { return workers * chunks; }
-  // Megatron looping placement: stage = chunk * workers + worker.
-  int stage_of(int worker, int chunk) const { return chunk * workers + worker; }
-  int worker_of_stage(int stage) const { return stage % workers; }
+  int stage_of(int worker, int chunk) const {
+    const bool upward = placement == Placement::V && chunk % 2 == 1;
+    return chunk * workers + (upward ? workers - 1 - worker : worker);
+  }
   int chunk_of_stage(int stage) const { return stage / workers; }
+  int worker_of_stage(int stage) const {
+    const int offset = stage % workers;
+    const bool upward = placement == Placement::V && chunk_of_stage(stage) % 2 == 1;
+    return upward ? workers - 1 - offset : offset;
+  }
   int stage_of(int worker, const Action& a) const { return stage_of(worker, a.chunk); }
   int total_microbatches() const { return iterations * microbatches; }
   int global_microbatch(const Action& a) const { return a.iteration * microbatches + a.microbatch; }

@@ -48,6 +48,10 @@ void parse_metadata(std::string_view line, int number, Schedule& s, bool& have_s
         fail("line {}: unknown weight policy '{}'", number, value);
       continue;
     }
+    if (key == "placement") {
+      if (!parse_placement(value, &s.placement)) fail("line {}: unknown placement '{}'", number, value);
+      continue;
+    }
     int n = 0;
     if (!parse_int(value, &n)) fail("line {}: '{}' needs an integer, got '{}'", number, key, value);
     int limit = key == "workers" ? kMaxWorkers : kMaxCount;
@@ -101,7 +105,8 @@ std::string to_csv(const Schedule& s) {
       << " microbatches=" << s.microbatches << " slices=" << s.slices
       << " iterations=" << s.iterations << " dp_width=" << s.dp_width << "\n";
   out << "# policy=" << policy_name(s.policy.kind)
-      << " predict_backward=" << (s.policy.predict_backward ? 1 : 0) << "\n";
+      << " predict_backward=" << (s.policy.predict_backward ? 1 : 0)
+      << " placement=" << placement_name(s.placement) << "\n";
   out << kHeader << "\n";
   for (int w = 0; w < s.workers; ++w) {
     for (const Action& a : s.actions[w]) {

@@ -3,7 +3,7 @@
 //
 // Grid (for people): one row per worker, "w1: 1F0 1F1 1B0 ...". A token is
 //   <stage><kind><microbatch>[.<slice>]
-// with stage the pipeline stage (chunk * workers + worker), kind F forward, B backward,
+// with stage the pipeline stage (Schedule::stage_of: chunk * workers + worker when looping), kind F forward, B backward,
 // I backward-input, W backward-weight, SA/RA send/recv activation, SG/RG send/recv gradient,
 // and the microbatch counted across iterations (iteration * m + index). Updates print as
 // <stage>AR (gradient all-reduce) and <stage>OPT<version produced>. With versions on, compute
@@ -12,7 +12,7 @@
 // CSV (for programs; lossless): '#' metadata lines, a header, then one action per line:
 //   # pipetrain-schedule v1
 //   # name=2bw workers=4 chunks=1 microbatches=8 slices=1 iterations=1 dp_width=1
-//   # policy=double_buffer predict_backward=0
+//   # policy=double_buffer predict_backward=0 placement=looping
 //   worker,kind,iteration,microbatch,slice,chunk,version,peer
 //   0,Forward,0,0,0,0,0,-1
 // A worker's actions are in file order. Errors are UserError naming the line.

@@ -54,6 +54,7 @@ CostModel uniform_cost_model(const StageCost& w, int chunks) {
   c.optimizer_ms /= v;
   c.allreduce_ms /= v;
   c.activation_bytes /= v;
+  c.weight_pass_bytes /= v;
   c.weight_bytes /= v;
   CostModel model;
   model.stages = {c};

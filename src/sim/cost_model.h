@@ -18,6 +18,9 @@ struct StageCost {
   double activation_bytes = 1.0;   // held per microbatch from forward to end of backward
   double weight_bytes = 1.0;       // one weight version
   double transfer_bytes = 0.0;     // activation sent to the next stage (gradient: same size)
+  // Split backward: held besides the activations from a BackwardInput's start to the end of its
+  // BackwardWeight (the output gradients the weight-gradient pass needs).
+  double weight_pass_bytes = 0.0;
 };
 
 struct CostModel {

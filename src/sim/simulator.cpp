@@ -15,15 +15,19 @@ using schedule::ActionKind;
 namespace {
 
 // Peak bytes of activations held: from the start of a forward to the end of the action that
-// completes the unit's gradients (Backward, or BackwardWeight for a split backward).
+// completes the unit's gradients (Backward, or BackwardWeight for a split backward), plus the
+// split backward's weight-pass bytes from the start of BackwardInput to the end of BackwardWeight.
 double peak_activations(const schedule::Schedule& s, const CostModel& costs, int w,
                         const std::vector<schedule::ActionTime>& times) {
   std::vector<std::pair<double, double>> changes;  // (time, bytes); frees sort first at ties
   for (size_t k = 0; k < s.actions[w].size(); ++k) {
     const Action& a = s.actions[w][k];
-    double bytes = costs.stage(s.stage_of(w, a.chunk)).activation_bytes *
-                   costs.slice_share(a.slice, s.slices);
+    const StageCost& c = costs.stage(s.stage_of(w, a.chunk));
+    const double share = costs.slice_share(a.slice, s.slices);
+    const double bytes = c.activation_bytes * share, held = c.weight_pass_bytes * share;
     if (a.kind == ActionKind::Forward) changes.push_back({times[k].start, bytes});
+    if (a.kind == ActionKind::BackwardInput) changes.push_back({times[k].start, held});
+    if (a.kind == ActionKind::BackwardWeight) changes.push_back({times[k].end, -held});
     if (schedule::is_gradient_producer(a.kind)) changes.push_back({times[k].end, -bytes});
   }
   std::sort(changes.begin(), changes.end());
@@ -40,7 +44,7 @@ SimResult simulate(const schedule::Schedule& s, const CostModel& costs) {
   for (int st = 0; st < s.stages(); ++st) {
     const StageCost& c = costs.stage(st);
     if (c.forward_ms < 0 || c.backward_ms < 0 || c.weight_ms < 0 || c.weight_ms > c.backward_ms ||
-        c.optimizer_ms < 0 || c.allreduce_ms < 0 || c.activation_bytes < 0 || c.weight_bytes < 0 ||
+        c.optimizer_ms < 0 || c.allreduce_ms < 0 || c.activation_bytes < 0 || c.weight_bytes < 0 || c.weight_pass_bytes < 0 ||
         c.transfer_bytes < 0)
       fail("cost model of stage {}: times and sizes must be >= 0 and weight <= backward", st);
   }

@@ -5,6 +5,7 @@
 #include "plan/planner.h"
 #include "schedule/generators.h"
 #include "sim/simulator.h"
+#include "uniform_profile.h"
 
 namespace pipetrain::plan {
 namespace {
@@ -94,20 +95,9 @@ TEST(Planner, InterleavedPlansCarryTheirChunkPartition) {
   EXPECT_EQ(partition, expected);
 }
 
-// A measured profile of 6 equal layers (1 ms forward, 2 ms backward at b = 4).
+// The uniform profile planned for this machine's runtime.
 PlanRequest uniform_runtime_request() {
-  PlanRequest request;
-  ModelProfile profile;
-  profile.shape = {"uniform", 4, 8, 2, 16, 32};
-  for (int i = 0; i < 6; ++i) {
-    LayerProfile layer;
-    layer.name = "layer" + std::to_string(i);
-    layer.param_bytes = 1e3;
-    layer.by_microbatch.push_back({4, 1e-3, 2e-3, 1e-3, 1e3, 1e3});
-    profile.layers.push_back(layer);
-  }
-  request.profile = profile;
-  request.model = profile.shape;
+  PlanRequest request = uniform_profile_request();
   request.microbatch_sizes = {4};
   request.recompute = {false};
   request.for_pipetrain_runtime = true;

@@ -22,7 +22,7 @@ std::vector<ScheduleSpec> small_specs(const std::string& name) {
   std::vector<ScheduleSpec> specs;
   for (int p = 1; p <= 4; ++p)
     for (int m = 1; m <= 8; ++m)
-      for (int v : {1, 3})
+      for (int v : {1, 2, 3})
         for (int slices : {1, 2})
           for (int w : {1, 2})
             for (int iterations : {1, 2}) {
@@ -53,6 +53,7 @@ TEST(Catalogue, NamesAreUniqueAndEachGeneratorBuildsItsOwnEntry) {
     ScheduleSpec spec;
     spec.name = entry.name;
     spec.stages = 2, spec.microbatches = 4;
+    spec.chunks = entry.parameters.v_shape ? 2 : 1;
     const Schedule s = make_schedule(spec);
     EXPECT_EQ(s.name, entry.name);
     EXPECT_EQ(s.policy.kind, entry.policy) << entry.name;
@@ -225,8 +226,9 @@ TEST(Catalogue, RuntimeRefusalsNameTheSchedulesThatRun) {
   for (const auto& entry : schedule_catalogue()) {
     (entry.runtime.runs ? runs : simulated_only).push_back(entry.name);
   }
-  // Since zero-bubble and breadth-first run on workers, every schedule does (issue 21).
-  EXPECT_EQ(simulated_only, std::vector<std::string>{});
+  // Since zero-bubble and breadth-first run on workers, every schedule does (issue 21) except
+  // those of issue 34, whose V placement and ZB-H2 the stage executor does not run yet.
+  EXPECT_EQ(simulated_only, (std::vector<std::string>{"zb-h2", "zb-v", "dualpipev"}));
   const std::string error = error_of([&] { runtime_schedule("zigzag", "--pipeline.schedule"); });
   EXPECT_EQ(error.rfind("--pipeline.schedule: pipeline.schedule ", 0), 0u) << error;
   EXPECT_NE(error.find(join(runs, ", ")), std::string::npos) << error;

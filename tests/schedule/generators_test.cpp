@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "schedule/catalogue.h"
 #include "schedule/generators.h"
 #include "schedule/text_format.h"
 #include "schedule/validate.h"
@@ -24,9 +25,11 @@ TEST(Generators, AllNamesValidForManySizes) {
   for (const std::string& name : schedule_names()) {
     for (int p = 1; p <= 6; ++p) {
       for (int m = 1; m <= 9; ++m) {
-        int v = (name == "interleaved" || name == "bfs") ? 2 : 1;
+        const ScheduleEntry& entry = schedule_entry(name);
+        int v = entry.parameters.chunks ? 2 : 1;
         if (name == "interleaved" && m % p != 0) continue;
         if ((name == "2bw" || name == "2bw-predict") && m < p) continue;
+        if (m < entry.parameters.microbatches_per_worker * p) continue;
         for (int w : {1, 2}) {
           ScheduleSpec spec = spec_of(name, p, m, v, 2);
           spec.dp_width = w;
