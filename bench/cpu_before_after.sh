@@ -5,13 +5,14 @@
 # Made for the port to the torch 2.11 wheel (docs/benchmarks.md, "CPU before and after"): A is
 # a build of the commit before it (Debian's libtorch 1.13 + OpenBLAS), B one of the port.
 # Usage: bench/cpu_before_after.sh A_BUILD_DIR B_BUILD_DIR   (each holds pipetrain and
-#        bench/transducer_memory; ROUNDS=3 STEPS=100 GPT2_STEPS=3 by default; LABEL_A, LABEL_B)
+#        bench/transducer_memory; ROUNDS=3 STEPS=100 GPT2_STEPS=3 by default; LABEL_A, LABEL_B;
+#        ENV_A, ENV_B: variables for that build's runs, e.g. ENV_A=OPENBLAS_CORETYPE=SkylakeX)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 A="${1:?usage: $0 A_BUILD_DIR B_BUILD_DIR}"
 B="${2:?usage: $0 A_BUILD_DIR B_BUILD_DIR}"
 ROUNDS="${ROUNDS:-3}" STEPS="${STEPS:-100}" GPT2_STEPS="${GPT2_STEPS:-3}"
-LABEL_A="${LABEL_A:-A}" LABEL_B="${LABEL_B:-B}"
+LABEL_A="${LABEL_A:-A}" LABEL_B="${LABEL_B:-B}" ENV_A="${ENV_A:-}" ENV_B="${ENV_B:-}"
 for build in "$A" "$B"; do
   [[ -x "$build/pipetrain" && -x "$build/bench/transducer_memory" ]] ||
     { echo "no pipetrain or bench/transducer_memory in $build" >&2; exit 1; }
@@ -30,11 +31,14 @@ ROWS=(
   "transducer loss + gradients, B=8 T=1000 U=100 V=256 (1 thread)|transducer"
 )
 
-# Runs row $1 on build $2; prints "rate peak_MB" (tokens/s or s for the loss; peak RSS).
+# Runs row $1 on build $2 with variables $3; prints "rate peak_MB" (tokens/s or s for the
+# loss; peak RSS).
 run_row() {
   local flags="${ROWS[$1]#*|}" build="$2" out="$DIR/out"
+  local -a vars
+  read -r -a vars <<<"$3"
   if [[ "$flags" == transducer ]]; then
-    "$build/bench/transducer_memory" --headline --batch 8 >"$out" 2>&1
+    env "${vars[@]}" "$build/bench/transducer_memory" --headline --batch 8 >"$out" 2>&1
     local seconds mb
     seconds=$(sed -n 's/^time \([0-9.]*\) s.*/\1/p' "$out")
     mb=$(sed -n 's/^peak resident memory \([0-9.]*\) GB.*/\1/p' "$out")
@@ -42,7 +46,7 @@ run_row() {
     return
   fi
   # shellcheck disable=SC2086
-  /usr/bin/time -f '%M' -o "$DIR/rss" "$build/pipetrain" $flags $COMMON --run-dir "$DIR/run" \
+  env "${vars[@]}" /usr/bin/time -f '%M' -o "$DIR/rss" "$build/pipetrain" $flags $COMMON --run-dir "$DIR/run" \
       --overwrite >"$out" 2>&1 || { cat "$out" >&2; exit 1; }
   echo "$(tokens_of "$DIR/run") $(( $(tail -1 "$DIR/rss") / 1024 ))"
 }
@@ -52,8 +56,8 @@ for ((round = 0; round < ROUNDS; ++round)); do
   for i in "${!ROWS[@]}"; do
     order=(A B); ((round % 2)) && order=(B A)
     for which in "${order[@]}"; do
-      build=$A; [[ $which == B ]] && build=$B
-      read -r rate peak < <(run_row "$i" "$build")
+      build=$A vars=$ENV_A; [[ $which == B ]] && build=$B vars=$ENV_B
+      read -r rate peak < <(run_row "$i" "$build" "$vars")
       RATE[$i$which]+="$rate " PEAK[$i$which]+="$peak "
       echo "round $((round + 1))/$ROUNDS: ${ROWS[$i]%%|*}, $which: $rate, peak $peak MB" >&2
     done
