@@ -1,14 +1,11 @@
 # libtorch from the torch wheel (CUDA 13.0 build): libtorch_cpu and libtorch_cuda are both
 # linked, so every CUDA code path compiles and links here; nothing needs a GPU at run time.
-execute_process(
-  COMMAND "${PIPETRAIN_PYTHON}" -c
-          "import importlib.util as u; print(u.find_spec('torch').submodule_search_locations[0] + '/share/cmake')"
-  OUTPUT_VARIABLE PIPETRAIN_TORCH_CMAKE_PREFIX OUTPUT_STRIP_TRAILING_WHITESPACE)
+# PIPETRAIN_TORCH_PACKAGE_DIR: the wheel's torch folder, found in the top CMakeLists.txt.
+set(PIPETRAIN_TORCH_CMAKE_PREFIX "${PIPETRAIN_TORCH_PACKAGE_DIR}/share/cmake")
 list(PREPEND CMAKE_PREFIX_PATH "${PIPETRAIN_TORCH_CMAKE_PREFIX}")
-# Caffe2's CMake would otherwise ask the (absent) GPU which architecture to build for. Hopper
-# (sm_90: H100/H200) is what the project's GPU machines have.
-# Its -gencode flags follow TORCH_CUDA_ARCH_LIST (it warns that it ignores
-# CMAKE_CUDA_ARCHITECTURES, which enabling CUDA defines: harmless).
+# Caffe2's CMake would otherwise ask the (absent) GPU which architecture to build for; its
+# -gencode flags follow TORCH_CUDA_ARCH_LIST. Hopper (sm_90: H100/H200) is what the project's
+# GPU machines have. (It warns that it ignores CMAKE_CUDA_ARCHITECTURES: harmless.)
 if(NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
   set(ENV{TORCH_CUDA_ARCH_LIST} "9.0")
 endif()

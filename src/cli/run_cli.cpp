@@ -10,9 +10,9 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/machine.h"
-#include "device/torch_build.h"
 #include "core/stop_signal.h"
 #include "core/text.h"
+#include "device/torch_build.h"
 #include "runtime/pipeline.h"
 
 namespace {
@@ -53,7 +53,8 @@ int pipetrain::run_cli(int argc, char** argv) {
   pipetrain::keep_freed_memory_in_process();
   CLI::App app{"pipetrain: memory-efficient pipeline-parallel training"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", [] { return "pipetrain: " + pipetrain::describe(pipetrain::torch_build()); });
+  app.set_version_flag("--version",
+                       [] { return "pipetrain: " + pipetrain::describe(pipetrain::torch_build()); });
   pipetrain::cli::add_train_command(app);
   pipetrain::cli::add_simulate_command(app);
   pipetrain::cli::add_profile_command(app);

@@ -28,9 +28,9 @@ void write_to_parent(int fd, const void* data, size_t bytes) {
 
 [[noreturn]] void run_espeak_child(int fd, const std::vector<EspeakProcess::Item>& items) {
   // espeak-ng draws its voices' noise from the C library's rand(), whose state a forked child
-  // inherits from the parent, and libtorch calls rand() and srand() (when depends on its
-  // threads' timing): the same plan spoke differently beside other work. The C standard's
-  // initial state makes the audio a function of the plan alone.
+  // inherits from the parent, and the parent's libtorch calls rand() and srand(): the same plan
+  // once spoke differently in the full test suite. The C standard's initial state makes the
+  // audio a function of the plan alone.
   std::srand(1);
   bool rate_sent = false;
   try {

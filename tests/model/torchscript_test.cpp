@@ -26,10 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The repository's .venv python, whose torch is the libtorch pipetrain is built on
-// (scripts/setup installs it): the exporter and PyTorch's reference training run there.
-std::string python_with_torch() { return PIPETRAIN_PYTHON; }
-
 constexpr int kSteps = 4, kBatch = 8;
 
 // Exports the model and PyTorch's own training of it into a fresh folder.
@@ -107,7 +103,9 @@ ExpectedRun expected_run(const TorchScriptCase& c, const fs::path& layers, const
 class TorchScriptExactness : public ::testing::TestWithParam<TorchScriptCase> {};
 
 TEST_P(TorchScriptExactness, TrainsAsPyTorchDoes) {
-  const std::string python = python_with_torch();
+  // The .venv python (scripts/setup), whose torch is the libtorch pipetrain is built on: the
+  // exporter and PyTorch's reference training run there.
+  const std::string python = PIPETRAIN_PYTHON;
   const TorchScriptCase c = GetParam();
   const fs::path layers = export_layers(python, torchscript_case_name({c, 0}));
   const std::string args = torchscript_args(layers) +
@@ -191,7 +189,9 @@ TEST(TorchScriptBadInput, CorruptLayerFileIsOneLine) {
 }
 
 TEST(TorchScriptBadInput, LayersThatDoNotChainAreOneLine) {
-  const std::string python = python_with_torch();
+  // The .venv python (scripts/setup), whose torch is the libtorch pipetrain is built on: the
+  // exporter and PyTorch's reference training run there.
+  const std::string python = PIPETRAIN_PYTHON;
   const fs::path dir = export_layers(python, "unchained");
   // layer1 is the first convolution again: it takes 1 channel, layer0 gives it 4.
   fs::copy_file(dir / "layer0.pt", dir / "layer1.pt", fs::copy_options::overwrite_existing);
