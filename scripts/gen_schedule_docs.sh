@@ -23,7 +23,7 @@ mapfile -t SCHEDULES < <("$PIPETRAIN" simulate --list)
   echo "steady state (iterations 1..2)."
   echo
   echo "**Grid notation.** One row per worker; a token is \`<stage><kind><microbatch>\` with the"
-  echo "pipeline stage (chunk * p + worker), kind F forward, B backward, I backward-input, W"
+  echo "pipeline stage (chunk * p + worker; in a V placement chunk 1 of worker w is stage 2p - 1 - w), kind F forward, B backward, I backward-input, W"
   echo "backward-weight, and the microbatch counted across iterations. \`--show-transfers\` adds"
   echo "SA/RA (send/recv activation), SG/RG (send/recv gradient), AR (all-reduce) and OPT<version>;"
   echo "\`--show-versions\` appends the weight version each action reads (\`0F5v1\`)."
