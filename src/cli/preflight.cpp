@@ -38,7 +38,7 @@ ModelMemory model_memory_lower_bound(const Model& model, const Config& config, d
     const LayerWork work = model.layer_work(layer, rows);
     memory.weights_gradients_optimizer += work.parameters * per_parameter;
     const double kept = work.stashed_values > 0 ? work.stashed_values : work.output_values;
-    memory.activations += kept * options.bytes_per_value;
+    memory.activations += kept * options.activation_bytes_per_value;
   }
   return memory;
 }

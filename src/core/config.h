@@ -20,7 +20,7 @@ struct ModelConfig {
   int64_t seq_len = 128;    // context length in tokens
   int64_t vocab_size = 256; // byte-level vocabulary; token files need their tokenizer's
   int64_t loss_chunk_tokens = 0;  // > 0: chunked cross-entropy, this many tokens' logits at a time
-  std::string dtype = "float32";  // compute dtype of weights, activations, gradients, optimizer state
+  std::string dtype = "float32";  // float32 | float64 | bfloat16 (mixed: float32 weights, device/precision.h)
   std::string torchscript;  // kind "torchscript": folder of layer0.pt, layer1.pt, ... and model.json
   int64_t max_labels = 80;  // transducer: labels per utterance (label tensors are padded to it)
   std::string transducer_loss = "sample-wise";  // transducer: sample-wise | batched (the reference)
@@ -45,6 +45,7 @@ struct TrainConfig {
   double grad_clip = 1.0;     // global gradient-norm clip; 0 disables
   int64_t seed = 1234;
   int64_t threads = 0;        // compute threads; 0 = one per core
+  std::string device = "auto";  // cpu | cuda | auto (cuda when a GPU is seen): device/execution.h
 };
 
 struct DataConfig {

@@ -43,9 +43,13 @@ std::vector<FieldSpec> make_fields() {
       spec("model.loss_chunk_tokens", "head + loss as chunked cross-entropy: the logits are computed "
        "(and recomputed in backward) this many tokens at a time, never all [tokens, vocab] at once; "
        "0 = off (full logits)", at(&C::model, &M::loss_chunk_tokens), 0),
-      spec("model.dtype", "compute dtype of weights, activations, gradients, messages between "
-       "workers, optimizer state and checkpoints; float64 is what the exactness tests prove in",
-       at(&C::model, &M::dtype), 0, {"float32", "float64"}),
+      spec("model.dtype", "precision: \"float32\" or \"float64\" (weights, activations, gradients, "
+       "messages between workers, optimizer state and checkpoints all in it; float64 is what the "
+       "exactness tests prove in) or \"bfloat16\": mixed precision, matrix products, convolutions "
+       "and attention in bfloat16 (autocast), what crosses a layer boundary (and so what workers "
+       "send) rounded to bfloat16, weights, gradients, their sums, optimizer state, checkpoints "
+       "and the loss in float32 (gpt and cnn; docs/architecture.md)",
+       at(&C::model, &M::dtype), 0, {"float32", "float64", "bfloat16"}),
       spec("model.torchscript", "model.kind = \"torchscript\": a folder of TorchScript layers "
        "layer0.pt, layer1.pt, ... and their model.json, as scripts/export_torchscript.py writes them "
        "(docs/models.md)", at(&C::model, &M::torchscript)),
@@ -86,6 +90,10 @@ std::vector<FieldSpec> make_fields() {
       spec("train.seed", "seed for initialisation, data order and sampling", at(&C::train, &T::seed), 0),
       spec("train.threads", "compute threads; 0 = one per core; at most 4 per core",
        at(&C::train, &T::threads), 0),
+      spec("train.device", "where workers compute: \"cpu\", \"cuda\" (each worker its node's "
+       "GPU local_rank mod GPUs: its own when there are as many GPUs as workers, shared otherwise) "
+       "or \"auto\" (cuda when libtorch sees a GPU); the start-up line names the choice",
+       at(&C::train, &T::device), 0, {"auto", "cpu", "cuda"}),
       spec("data.format", "\"bytes\": data.path is a text file whose bytes are the tokens; "
        "\"tokens\": llm.c token files from `pipetrain tokenize` or llm.c's scripts (docs/data.md); "
        "\"fashion-mnist\": 28x28 images and their classes (model.kind cnn; validation on the "

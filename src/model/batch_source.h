@@ -30,5 +30,7 @@ std::vector<int64_t> epoch_ordered_rows(uint64_t seed, uint64_t salt, int64_t st
 
 // Rows [first, first + count) of `batch` (a microbatch; views, no copy).
 Microbatch rows_of(const Microbatch& batch, int64_t first, int64_t count);
+// `batch` on `device` (device/placement.h's to_device: asynchronous from pinned host memory).
+Microbatch on_device(const Microbatch& batch, const c10::Device& device);
 
 }  // namespace pipetrain

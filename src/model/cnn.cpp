@@ -107,7 +107,8 @@ std::vector<int64_t> CnnConfig::output_shape(int64_t layer) const {
   return {shape.out, shape.size, shape.size};
 }
 
-CnnStack::CnnStack(const CnnConfig& config, uint64_t seed, int64_t first, int64_t last) {
+CnnStack::CnnStack(const CnnConfig& config, uint64_t seed, int64_t first, int64_t last)
+    : precision_(config.precision) {
   if (first < 0 || last > config.layer_count() || first >= last) {
     fail("layer range [{}, {}) is outside the model's {} layers", first, last, config.layer_count());
   }
@@ -127,13 +128,14 @@ CnnStack::CnnStack(const CnnConfig& config, uint64_t seed, int64_t first, int64_
 }
 
 torch::Tensor CnnStack::forward(const torch::Tensor& input) {
+  device::ComputeScope scope(precision_, input.device().type());
   torch::Tensor x = input;
-  for (auto& layer : layers_) x = layer->forward(x);
+  for (auto& layer : layers_) x = device::at_boundary(layer->forward(x), precision_);
   return x;
 }
 
 torch::Tensor CnnStack::loss(const torch::Tensor& logits, const torch::Tensor& labels) {
-  return torch::nn::functional::cross_entropy(logits, labels);
+  return torch::nn::functional::cross_entropy(device::at_least_float32(logits), labels);
 }
 
 std::vector<std::pair<std::string, double>> CnnStack::validation_measures(

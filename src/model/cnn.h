@@ -12,6 +12,7 @@
 
 #include <torch/torch.h>
 
+#include "device/precision.h"
 #include "model/model.h"
 
 namespace pipetrain {
@@ -23,6 +24,7 @@ struct CnnConfig {
   int64_t image_channels = 1;
   int64_t classes = 10;
   torch::ScalarType dtype = torch::kFloat32;
+  device::Precision precision;  // mixed: layers compute in a ComputeScope, hand on at_boundary
 
   int64_t layer_count() const { return blocks + 2; }  // stem + blocks + head
   // The activation layer `layer` hands on: {channels, height, width} (the head: {classes}).
@@ -51,6 +53,7 @@ class CnnStack : public StageModule {
 
  private:
   std::vector<std::shared_ptr<CnnLayer>> layers_;
+  device::Precision precision_;
 };
 
 }  // namespace pipetrain

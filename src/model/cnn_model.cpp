@@ -28,7 +28,8 @@ CnnConfig cnn_config_from(const ModelConfig& model) {
   CnnConfig config;
   config.blocks = model.layers;
   config.channels = model.d_model;
-  config.dtype = compute_dtype(model);
+  config.precision = model_precision(model);
+  config.dtype = config.precision.parameter_dtype();
   return config;
 }
 
@@ -53,7 +54,7 @@ TensorSpec CnnModel::input_spec(int64_t rows) const {
 TensorSpec CnnModel::boundary_spec(int64_t boundary, int64_t rows) const {
   std::vector<int64_t> shape = {rows};
   for (const int64_t d : config_.output_shape(boundary - 1)) shape.push_back(d);
-  return {shape, config_.dtype};
+  return {shape, config_.precision.activation_dtype()};
 }
 
 // Convolutions and the classifier (BatchNorm, ReLU and pooling are a few FLOPs per value).

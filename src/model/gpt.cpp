@@ -173,9 +173,14 @@ torch::Tensor GptStack::run_layers(
     const torch::Tensor& x, HeadOutput head,
     const std::function<torch::Tensor(GptLayer&, size_t, const torch::Tensor&)>& layer) {
   const bool hidden = head == HeadOutput::Hidden && has_head();
+  const device::Precision& precision = config_.precision;
+  device::ComputeScope scope(precision, x.device().type());
   torch::Tensor h = x;
-  for (size_t i = 0; i + (hidden ? 1 : 0) < layers_.size(); ++i) h = layer(*layers_[i], i, h);
-  return hidden ? std::static_pointer_cast<LmHead>(layers_.back())->normalize(h) : h;
+  for (size_t i = 0; i + (hidden ? 1 : 0) < layers_.size(); ++i) {
+    h = device::at_boundary(layer(*layers_[i], i, h), precision);
+  }
+  if (!hidden) return h;
+  return device::at_boundary(std::static_pointer_cast<LmHead>(layers_.back())->normalize(h), precision);
 }
 
 torch::Tensor GptStack::forward(const torch::Tensor& x) {
@@ -197,10 +202,14 @@ torch::Tensor GptStack::forward_slice(const torch::Tensor& x, int64_t start,
 }
 
 torch::Tensor GptStack::loss(const torch::Tensor& output, const torch::Tensor& targets) {
-  if (head_output() == HeadOutput::Logits) return lm_loss(output, targets);
+  // The loss in the weights' precision (float32 under mixed precision): log-softmax over a
+  // vocabulary in bfloat16 would lose the small probabilities. The chunked loss then applies
+  // the head in float32 too.
+  const torch::Tensor wide = device::at_least_float32(output);
+  if (head_output() == HeadOutput::Logits) return lm_loss(wide, targets);
   loss::ChunkedCrossEntropyOptions options;
   options.chunk_tokens = config_.loss_chunk_tokens;
-  return loss::chunked_cross_entropy(output.reshape({-1, output.size(-1)}), head_weight(),
+  return loss::chunked_cross_entropy(wide.reshape({-1, wide.size(-1)}), head_weight(),
                                      targets.reshape({-1}), options);
 }
 
@@ -233,9 +242,9 @@ std::vector<int64_t> GptStack::generate(std::vector<int64_t> prompt, int64_t cou
   for (int64_t i = 0; i < count; ++i) {
     const int64_t begin = std::max<int64_t>(0, static_cast<int64_t>(prompt.size()) - context);
     auto window = torch::tensor(std::vector<int64_t>(prompt.begin() + begin, prompt.end()),
-                                torch::kInt64).unsqueeze(0);
+                                torch::kInt64).unsqueeze(0).to(head_weight().device());
     auto logits = this->logits(window).select(1, window.size(1) - 1).squeeze(0);
-    auto probabilities = torch::softmax(logits.to(torch::kFloat64) / temperature, -1);
+    auto probabilities = torch::softmax(logits.to(torch::kCPU, torch::kFloat64) / temperature, -1);
     const int64_t next = torch::multinomial(probabilities, 1, false, generator).item<int64_t>();
     prompt.push_back(next);
     out.push_back(next);

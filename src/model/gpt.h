@@ -11,6 +11,7 @@
 
 #include <torch/torch.h>
 
+#include "device/precision.h"
 #include "model/model.h"
 #include "model/slice_cache.h"
 
@@ -25,6 +26,8 @@ struct GptConfig {
   // Parameters are initialised in float32 and then converted (exactly), so a float64 model
   // starts from the same weights; activations and gradients follow the parameters' dtype.
   torch::ScalarType dtype = torch::kFloat32;
+  // Mixed precision: layers compute in a ComputeScope and hand on at_boundary's rounding.
+  device::Precision precision;
   // > 0: a stack ending with the head returns the head's normalised input and its loss is
   // chunked cross-entropy over this many tokens' logits at a time (model.loss_chunk_tokens).
   int64_t loss_chunk_tokens = 0;

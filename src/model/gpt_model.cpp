@@ -15,7 +15,8 @@ GptConfig gpt_config_from(const ModelConfig& model) {
   config.heads = model.heads;
   config.layers = model.layers;
   config.seq_len = model.seq_len;
-  config.dtype = compute_dtype(model);
+  config.precision = model_precision(model);
+  config.dtype = config.precision.parameter_dtype();
   config.loss_chunk_tokens = model.loss_chunk_tokens;
   return config;
 }
@@ -39,7 +40,7 @@ TensorSpec GptModel::input_spec(int64_t rows) const {
 }
 
 TensorSpec GptModel::boundary_spec(int64_t, int64_t rows) const {
-  return {{rows, config_.seq_len, config_.d_model}, config_.dtype};
+  return {{rows, config_.seq_len, config_.d_model}, config_.precision.activation_dtype()};
 }
 
 std::vector<SharedParameter> GptModel::shared_parameters() const {
@@ -58,20 +59,26 @@ ParameterRole GptModel::role_of(const std::string& parameter, const std::vector<
 LayerWork GptModel::layer_work(int64_t layer, int64_t rows) const {
   const double b = double(rows), s = double(config_.seq_len), h = double(config_.d_model);
   const double v = double(config_.vocab_size), n = b * s, heads = double(config_.heads);
+  // Memory in values of the activation dtype. Mixed precision (measured, GptLayerMemory.bfloat16_*):
+  // a float32 tensor counts two bfloat16 values (`wide`), and autocast's bfloat16 copy of a
+  // matrix weight stays with the microbatch for its backward.
+  const bool mixed = config_.precision.mixed();
+  const double wide = mixed ? 2 : 1;
   LayerWork work;
   work.output_values = n * h;
   work.stashed_values = n * h;  // every layer's output
   if (layer == 0) {
     work.parameters = v * h + s * h;
     work.largest_parameter_values = v * h;
-    // Backward: the dense gradients of the token and position weights, and the incoming one.
-    work.workspace_values = v * h + s * h + n * h;
+    // Backward: the dense (float32) gradients of the token and position weights, and the
+    // incoming one (mixed: and its float32 copy).
+    work.workspace_values = wide * (v * h + s * h + n * h) + (mixed ? n * h : 0);
   } else if (layer == config_.layer_count() - 1) {
     work.parameters = 2 * h;  // the final norm; the tied weight is the embedding's
     work.shared_values = v * h;
     work.shared_with = 0;
     work.largest_parameter_values = v * h;  // the tied weight, here or on the embedding's stage
-    work.stashed_values += 2 * n;  // the norm's mean and 1/std
+    work.stashed_values += wide * 2 * n;  // the norm's mean and 1/std (float32)
     if (config_.loss_chunk_tokens > 0) {
       // Chunked cross-entropy keeps one log-sum-exp per token. Forward: a chunk's logits and
       // logsumexp's shifted copy of them; backward: a chunk's logits turned into their
@@ -79,15 +86,18 @@ LayerWork GptModel::layer_work(int64_t layer, int64_t rows) const {
       const double chunk = std::min(n, double(config_.loss_chunk_tokens));
       work.forward_flops = 2 * n * h * v;
       work.output_values = n * v;  // computed a chunk at a time: the same work
-      work.stashed_values += 3.25 * n;  // the log-sum-exps, the flattened targets
-      work.workspace_values = std::max(2 * chunk * v, chunk * v + v * h + n * h);
+      // Mixed: it runs in float32 on a float32 copy of the hidden states (GptStack::loss).
+      work.stashed_values = wide * (n * h + 2 * n + 3.25 * n);  // the log-sum-exps, the targets
+      work.workspace_values = wide * std::max(2 * chunk * v, chunk * v + v * h + n * h);
     } else {
       // cross_entropy keeps log_softmax's output; the logits, then the gradients of both, are
       // transient.
       work.forward_flops = 2 * n * h * v;
       work.output_values = n * v;
-      work.stashed_values += n * v;
-      work.workspace_values = 2 * n * v;
+      // Mixed: log_softmax's output is float32, and the logits' product keeps the bfloat16
+      // copy of the tied weight.
+      work.stashed_values += wide * n * v + (mixed ? v * h : 0);
+      work.workspace_values = wide * 2 * n * v;
     }
   } else {
     work.forward_flops = 24 * n * h * h + 4 * b * s * s * h;
@@ -97,10 +107,15 @@ LayerWork GptModel::layer_work(int64_t layer, int64_t rows) const {
     // gelu out (4), the output: 16 N D; the norms' statistics (4 N); the attention's
     // log-sum-exps, one per head and query (at::scaled_dot_product_attention keeps no [T, T]
     // probabilities).
-    work.stashed_values = 16 * n * h + 4 * n + b * heads * s;
+    // Mixed: the norms' statistics and log-sum-exps are float32, and the matrices' bfloat16
+    // copies (12 D^2; not the biases) stay for the backward.
+    work.stashed_values = 16 * n * h + wide * (4 * n + b * heads * s) + (mixed ? 12 * h * h : 0);
     // Backward peaks in the MLP: the fc's input gradient (4 N D) and weight gradient (4 D^2)
     // beside the incoming gradient (N D). The fused attention's backward works in blocks.
-    work.workspace_values = 5 * n * h + 4 * h * h;
+    // Mixed (measured): the larger of 12 N D - 4 D^2 (the MLP's backward, the weight copies
+    // read so far freed) and N D + 8 D^2 (its start: fc_out's float32 weight gradient).
+    work.workspace_values = mixed ? std::max(12 * n * h - 4 * h * h, n * h + 8 * h * h)
+                                  : 5 * n * h + 4 * h * h;
   }
   return work;
 }

@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include "device/placement.h"
+
 #include "model/batch_source.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -43,6 +45,10 @@ std::vector<int64_t> epoch_ordered_rows(uint64_t seed, uint64_t salt, int64_t st
 
 Microbatch rows_of(const Microbatch& batch, int64_t first, int64_t count) {
   return {batch.inputs.narrow(0, first, count), batch.labels.narrow(0, first, count)};
+}
+
+Microbatch on_device(const Microbatch& batch, const c10::Device& device) {
+  return {device::to_device(batch.inputs, device), device::to_device(batch.labels, device)};
 }
 
 ParameterRoles roles_of(const Model& model) {

@@ -46,7 +46,8 @@ struct LayerWork {
   double forward_flops = 0;
   double parameters = 0;
   double output_values = 0;  // the activation it hands to the next layer
-  // Memory, in values of the model's dtype (the planner's memory model; 0 = unknown: the
+  // Memory, in values of the activation dtype (under mixed precision a float32 element counts
+  // as two bfloat16 values; the planner's memory model; 0 = unknown: the
   // planner then counts output_values). Values its forward keeps for its backward, its output
   // included and its input not (the previous layer counts that); and the transient values its
   // forward or backward needs at their peak on top of those.

@@ -64,9 +64,14 @@ Named<ModelFactory>& model_factories() {
        [](const Config& config) {
          return std::make_shared<CnnModel>(cnn_config_from(config.model), uint64_t(config.train.seed));
        }},
-      {"torchscript", make_torchscript_model},
+      {"torchscript",
+       [](const Config& config) {
+         require_full_precision(config.model, "its layers are not run under autocast");
+         return make_torchscript_model(config);
+       }},
       {"transducer",
        [](const Config& config) {
+         require_full_precision(config.model, "its fused loss kernel takes float32 or float64");
          return std::make_shared<TransducerModel>(transducer_config_from(config.model),
                                                   uint64_t(config.train.seed));
        }},
@@ -145,10 +150,18 @@ void register_data_format(const std::string& name, BatchSourceFactory factory) {
   add_named(batch_factories(), "data format", name, std::move(factory));
 }
 
+device::Precision model_precision(const ModelConfig& model) {
+  return device::precision_of(device::precision_named(model.dtype));
+}
+
 torch::ScalarType compute_dtype(const ModelConfig& model) {
-  if (model.dtype == "float32") return torch::kFloat32;
-  if (model.dtype == "float64") return torch::kFloat64;
-  fail("model.dtype must be one of float32, float64, got '{}'", model.dtype);
+  return model_precision(model).parameter_dtype();
+}
+
+void require_full_precision(const ModelConfig& model, const std::string& why) {
+  if (!model_precision(model).mixed()) return;
+  fail("model.dtype = \"{}\" is not supported for model.kind \"{}\" yet ({}); use float32 or "
+       "float64", model.dtype, model.kind, why);
 }
 
 std::vector<std::string> model_kinds() { return names_of(model_factories()); }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "device/precision.h"
 #include "model/batch_source.h"
 #include "model/model.h"
 
@@ -24,9 +25,13 @@ using BatchSourceFactory =
 void register_model_kind(const std::string& name, ModelFactory factory);
 void register_data_format(const std::string& name, BatchSourceFactory factory);
 
-// model.dtype as a tensor type: the dtype of the weights and of every float tensor derived from
-// them (activations, gradients and the buffers that receive them, optimizer state).
+// What model.dtype means for the model's tensors (device/precision.h).
+device::Precision model_precision(const ModelConfig& model);
+// The dtype of the weights, gradients, optimizer state and floating batches: model.dtype, or
+// float32 (the master weights) under mixed precision.
 torch::ScalarType compute_dtype(const ModelConfig& model);
+// UserError unless `kind` computes in model.dtype's precision (mixed precision is per model).
+void require_full_precision(const ModelConfig& model, const std::string& why);
 
 std::vector<std::string> model_kinds();
 std::vector<std::string> data_formats();

@@ -1,5 +1,7 @@
 #include "model/state_io.h"
 
+#include "device/placement.h"
+
 #include <map>
 
 #include "core/error.h"
@@ -70,7 +72,7 @@ torch::Tensor from_entry_like(const TensorEntry& entry, const torch::Tensor& lik
          "own dtype (set model.dtype = \"{}\")", origin, entry.name, dtype_text(entry.dtype),
          dtype_text(wanted), dtype_text(entry.dtype));
   }
-  return from_entry(entry);
+  return device::to_device(from_entry(entry), like.device());  // a checkpoint knows no device
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> module_tensors(torch::nn::Module& module,

@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "device/execution.h"
+#include "device/placement.h"
+#include "model/batch_source.h"
 #include "model/registry.h"
 #include "train/optim.h"
 
@@ -15,6 +19,15 @@ namespace pipetrain::profile {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// `work` followed by a wait for the device: a GPU runs what the host queued after the host
+// returns, so a timing ends when the device is done (nothing to wait for on the CPU).
+std::function<void()> synced(const c10::Device& device, std::function<void()> work) {
+  return [device, work = std::move(work)] {
+    work();
+    device::synchronize(device);
+  };
+}
 
 struct LayerTiming {
   double forward_s, backward_s, input_backward_s;
@@ -24,14 +37,14 @@ struct LayerTiming {
 // input gradient only, which skips the weight-gradient GEMMs. `layer` is the one-layer stage
 // [index, index + 1) of `model`; the last layer's time includes the loss.
 LayerTiming time_layer(StageModule& layer, const Model& model, int64_t index, int64_t batch,
-                       int repeats) {
+                       int repeats, const c10::Device& device) {
   auto generator = at::detail::createCPUGenerator(uint64_t(index));
-  const Microbatch example = model.example(batch, generator);
+  const Microbatch example = on_device(model.example(batch, generator), device);
   const bool is_last = index == model.layer_count() - 1;
   const auto make_input = [&] {
     if (index == 0) return example.inputs;
     const TensorSpec spec = model.boundary_spec(index, batch);
-    return torch::randn(spec.shape, torch::dtype(spec.dtype)).requires_grad_(true);
+    return torch::randn(spec.shape, torch::dtype(spec.dtype).device(device)).requires_grad_(true);
   };
   const auto output_of = [&](const torch::Tensor& input) {
     auto out = layer.forward(input);
@@ -45,19 +58,21 @@ LayerTiming time_layer(StageModule& layer, const Model& model, int64_t index, in
     grad = torch::ones_like(output);
   };
   LayerTiming timing{};
-  timing.forward_s = median_seconds(repeats, [&] { input = make_input(); }, [&] { output = output_of(input); });
-  timing.backward_s = median_seconds(repeats, fresh_graph, [&] { output.backward(grad); });
+  timing.forward_s = median_seconds(repeats, synced(device, [&] { input = make_input(); }),
+                                    synced(device, [&] { output = output_of(input); }));
+  timing.backward_s = median_seconds(repeats, synced(device, fresh_graph),
+                                     synced(device, [&] { output.backward(grad); }));
   // Integer inputs (token ids) have no gradient: all of it is weight gradient.
   if (!example.inputs.is_floating_point() && index == 0) return timing;
-  timing.input_backward_s = median_seconds(repeats, fresh_graph, [&] {
+  timing.input_backward_s = median_seconds(repeats, synced(device, fresh_graph), synced(device, [&] {
     torch::autograd::grad({output}, {input}, {grad});
-  });
+  }));
   return timing;
 }
 
 // One optimizer step over copies of the layer's parameters (the copies keep the model intact).
 double time_optimizer_step(torch::nn::Module& layer, const Model& model, const Config& config,
-                           int repeats) {
+                           int repeats, const c10::Device& device) {
   std::vector<std::pair<std::string, torch::Tensor>> params;
   for (const auto& item : layer.named_parameters()) {
     const auto& p = item.value();
@@ -67,15 +82,17 @@ double time_optimizer_step(torch::nn::Module& layer, const Model& model, const C
   }
   if (params.empty()) return 0;
   auto optimizer = make_optimizer(params, config.train, roles_of(model));
-  return median_seconds(repeats, [] {}, [&] { optimizer->step(); });
+  return median_seconds(repeats, [] {}, synced(device, [&] { optimizer->step(); }));
 }
 
 // Forward + loss + backward of the whole layer chain for one microbatch.
-double time_whole_model(StageModule& whole, const Model& model, int64_t batch, int repeats) {
+double time_whole_model(StageModule& whole, const Model& model, int64_t batch, int repeats,
+                        const c10::Device& device) {
   auto generator = at::detail::createCPUGenerator(uint64_t(batch));
-  const Microbatch example = model.example(batch, generator);
-  return median_seconds(repeats, [&] { whole.zero_grad(); },
-                        [&] { whole.loss(whole.forward(example.inputs), example.labels).backward(); });
+  const Microbatch example = on_device(model.example(batch, generator), device);
+  return median_seconds(repeats, synced(device, [&] { whole.zero_grad(); }), synced(device, [&] {
+    whole.loss(whole.forward(example.inputs), example.labels).backward();
+  }));
 }
 
 // Timings of one (layer, microbatch size), one sample per round.
@@ -129,10 +146,17 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
   torch::set_num_threads(options.threads);
   const ModelConfig& shape = config.model;
   const auto definition = make_model(config);
+  // On the device a worker of this config computes on (train.device), in its precision.
+  const c10::Device device = device::worker_device(
+      device::decide_execution(config.train.device, config.model.dtype, 1, device::this_hardware()), 0);
   auto model = definition->make_whole();
+  model->to(device);
   // Each layer timed as a stage of its own (the last one with its own copies of shared weights).
   std::vector<std::shared_ptr<StageModule>> layers;
-  for (int64_t i = 0; i < definition->layer_count(); ++i) layers.push_back(definition->make_stage(i, i + 1));
+  for (int64_t i = 0; i < definition->layer_count(); ++i) {
+    layers.push_back(definition->make_stage(i, i + 1));
+    layers.back()->to(device);
+  }
   plan::ModelProfile profile;
   profile.threads = options.threads;
   profile.shape = {"profiled", shape.layers, shape.d_model, shape.heads, shape.seq_len, shape.vocab_size};
@@ -141,7 +165,7 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
   // Warm the allocator and BLAS at the largest size first: otherwise the first layer timed
   // pays for it (block 0 measured 2.7x its peers).
   const auto& sizes = options.microbatch_sizes;
-  time_whole_model(*model, *definition, *std::max_element(sizes.begin(), sizes.end()), 1);
+  time_whole_model(*model, *definition, *std::max_element(sizes.begin(), sizes.end()), 1, device);
   // Round-robin: every round times each (layer, size) once and the whole model at each size,
   // and each entry is the median over rounds. A slow spell of a shared machine then spoils one
   // sample of many entries, not every sample of one entry (which skews the partition).
@@ -151,7 +175,7 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
     for (int64_t i = 0; i < count; ++i) {
       auto& layer = *layers[size_t(i)];
       for (size_t k = 0; k < sizes.size(); ++k) {
-        const LayerTiming t = time_layer(layer, *definition, i, sizes[k], 1);
+        const LayerTiming t = time_layer(layer, *definition, i, sizes[k], 1, device);
         auto& entry = samples[size_t(i)][k];
         entry.forward.push_back(t.forward_s);
         entry.backward.push_back(t.backward_s);
@@ -159,7 +183,7 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
       }
     }
     for (size_t k = 0; k < sizes.size(); ++k) {
-      whole_samples[k].push_back(time_whole_model(*model, *definition, sizes[k], 1));
+      whole_samples[k].push_back(time_whole_model(*model, *definition, sizes[k], 1, device));
     }
     if (progress) progress(fmt::format("round {} of {} timed", round + 1, options.repeats));
   }
@@ -170,8 +194,9 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
     measured.name = definition->layer_name(i);
     // A stage of this layer alone: the last one's own copies of shared weights included.
     for (const auto& p : layer.parameters()) measured.param_bytes += double(p.numel() * p.element_size());
-    const double value_bytes = double(c10::elementSize(compute_dtype(shape)));
-    measured.optimizer_s = time_optimizer_step(layer, *definition, config, options.repeats);
+    // LayerWork counts values of the activation dtype (bfloat16 under mixed precision).
+    const double value_bytes = double(c10::elementSize(model_precision(shape).activation_dtype()));
+    measured.optimizer_s = time_optimizer_step(layer, *definition, config, options.repeats, device);
     for (size_t k = 0; k < sizes.size(); ++k) {
       const int64_t b = sizes[k];
       const auto& entry = samples[size_t(i)][k];

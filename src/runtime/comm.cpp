@@ -14,6 +14,8 @@
 #include <c10/util/Logging.h>
 
 #include "core/error.h"
+#include "device/placement.h"
+#include "runtime/comm_nccl.h"
 
 namespace pipetrain::runtime {
 namespace {
@@ -84,13 +86,18 @@ int StoreHost::port() const { return impl_->store->getPort(); }
 
 struct Comm::Impl {
   int rank = 0, world = 1;
+  CommDevice device;
+  // Gloo's send/recv refuse GPU tensors ("writev ... Bad address"): host-staged transport
+  // copies them to the host before a send and back after a receive. (Its all-reduce and
+  // all-gather take them as they are.)
+  bool staged() const { return device.transport == device::Transport::GlooHostStaged; }
   std::chrono::milliseconds timeout;
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> options;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> options;  // Gloo transports
+  c10::intrusive_ptr<c10d::Backend> group;
   struct SubGroup {
     std::string name;
-    c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+    c10::intrusive_ptr<c10d::Backend> group;
   };
   std::vector<SubGroup> subgroups;
   // Work in flight with the tensor it reads or fills: a send (`peer`: the receiver), a posted
@@ -99,6 +106,7 @@ struct Comm::Impl {
     at::Tensor tensor;
     c10::intrusive_ptr<c10d::Work> work;
     int peer;
+    at::Tensor reduced;  // a reduction's device copy of a host `tensor` (NCCL), else `tensor`
   };
   std::vector<Posted> pending;  // sends
   std::map<int, Posted> posted;
@@ -109,7 +117,20 @@ struct Comm::Impl {
   std::map<int, Posted> reductions;
   int next_reduce_handle = 0;
 
-  c10d::ProcessGroupGloo& of(int handle) const {
+  bool nccl() const { return device.transport == device::Transport::Nccl; }
+  // The transport's backend over `store` (a group's prefixed one) for `size` ranks.
+  c10::intrusive_ptr<c10d::Backend> make_group(const c10::intrusive_ptr<c10d::Store>& on, int me,
+                                               int size) const {
+    if (nccl()) return make_nccl_backend(on, me, size, timeout, device.device);
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(on, me, size, options);
+  }
+  // NCCL reduces device tensors only: a host value (a vote, a norm, a memory table) goes to the
+  // device for the collective and comes back after it. Gloo takes either.
+  at::Tensor for_collective(const at::Tensor& tensor) const {
+    return nccl() ? device::to_device(tensor, device.device) : tensor;
+  }
+
+  c10d::Backend& of(int handle) const {
     return handle == kWorld ? *group : *subgroups.at(size_t(handle)).group;
   }
   std::string label(int handle) const {
@@ -123,9 +144,10 @@ struct Comm::Impl {
   }
 };
 
-Comm::Comm(const WorkerEnvironment& env, std::chrono::milliseconds timeout)
+Comm::Comm(const WorkerEnvironment& env, std::chrono::milliseconds timeout, CommDevice device)
     : impl_(std::make_unique<Impl>()) {
   quiet_c10d_logging();
+  impl_->device = device;
   impl_->rank = env.rank;
   impl_->world = env.world_size;
   impl_->timeout = timeout;
@@ -133,8 +155,7 @@ Comm::Comm(const WorkerEnvironment& env, std::chrono::milliseconds timeout)
     impl_->store = open_store(env, timeout);
     impl_->options = c10d::ProcessGroupGloo::Options::create(timeout);
     impl_->options->devices.push_back(gloo_device(env.master_addr));
-    impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env.rank,
-                                                               env.world_size, impl_->options);
+    impl_->group = impl_->make_group(impl_->store, env.rank, env.world_size);
   } catch (const std::exception& error) {
     fail("rank {}: rendezvous at {} failed within {} s: {}", env.rank,
          env.store_file.empty() ? fmt::format("{}:{}", env.master_addr, env.master_port) : env.store_file,
@@ -147,10 +168,11 @@ int Comm::rank() const { return impl_->rank; }
 int Comm::world_size() const { return impl_->world; }
 
 void Comm::send(const at::Tensor& tensor, int peer, int tag) {
-  std::vector<at::Tensor> tensors{tensor.detach().contiguous()};
+  const at::Tensor data = impl_->staged() ? device::to_host(tensor.detach()) : tensor.detach();
+  std::vector<at::Tensor> tensors{data.contiguous()};
   try {
     auto work = impl_->group->send(tensors, peer, tag);
-    impl_->pending.push_back({tensors[0], work, peer});
+    impl_->pending.push_back({tensors[0], work, peer, {}});
   } catch (const std::exception& error) {
     impl_->lost("send", peer, error);
   }
@@ -178,10 +200,14 @@ at::Tensor Comm::recv(std::vector<int64_t> shape, at::ScalarType dtype, int peer
 }
 
 int Comm::post_recv(std::vector<int64_t> shape, at::ScalarType dtype, int peer, int tag) {
-  std::vector<at::Tensor> tensors{torch::empty(shape, torch::dtype(dtype))};
+  // NCCL receives into device memory; Gloo into host memory, pinned when bound for a GPU.
+  const auto host = torch::dtype(dtype).pinned_memory(impl_->staged());
+  std::vector<at::Tensor> tensors{
+      impl_->nccl() ? torch::empty(shape, torch::dtype(dtype).device(impl_->device.device))
+                    : torch::empty(shape, host)};
   try {
     auto work = impl_->group->recv(tensors, peer, tag);
-    impl_->posted[impl_->next_recv_handle] = {tensors[0], work, peer};
+    impl_->posted[impl_->next_recv_handle] = {tensors[0], work, peer, {}};
   } catch (const std::exception& error) {
     impl_->lost("receive", peer, error);
   }
@@ -196,8 +222,10 @@ at::Tensor Comm::take_recv(int handle) {
   } catch (const std::exception& error) {
     impl_->lost("receive", posted.mapped().peer, error);
   }
-  return posted.mapped().tensor;
+  return device::to_device(posted.mapped().tensor, impl_->device.device);
 }
+
+bool Comm::matches_by_tag() const { return !impl_->nccl(); }
 
 void Comm::barrier() {
   try {
@@ -212,9 +240,8 @@ int Comm::join_group(const std::string& name, const std::vector<int>& ranks) {
   if (me == ranks.end()) throw std::logic_error("join_group: rank is not a member of " + name);
   try {
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("group-" + name, impl_->store);
-    impl_->subgroups.push_back(
-        {name, c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, int(me - ranks.begin()),
-                                                           int(ranks.size()), impl_->options)});
+    impl_->subgroups.push_back({name, impl_->make_group(prefixed, int(me - ranks.begin()),
+                                                         int(ranks.size()))});
   } catch (const std::exception& error) {
     impl_->lost(name + " group setup", -1, error);
   }
@@ -228,17 +255,18 @@ double Comm::all_reduce_sum(double value, int group) {
 }
 
 void Comm::all_reduce_sum(at::Tensor& tensor, int group) {
-  std::vector<at::Tensor> tensors{tensor};
+  std::vector<at::Tensor> tensors{impl_->for_collective(tensor)};
   try {
     impl_->of(group).allreduce(tensors)->wait(impl_->timeout);
   } catch (const std::exception& error) {
     impl_->lost(impl_->label(group), -1, error);
   }
+  if (!tensors[0].is_same(tensor)) tensor.copy_(tensors[0]);
 }
 
 int Comm::post_all_reduce_sum(at::Tensor& tensor, int group) {
-  std::vector<at::Tensor> tensors{tensor};
-  Impl::Posted posted{tensor, {}, group};
+  std::vector<at::Tensor> tensors{impl_->for_collective(tensor)};
+  Impl::Posted posted{tensor, {}, group, tensors[0]};
   try {
     posted.work = impl_->of(group).allreduce(tensors);
   } catch (const std::exception& error) {
@@ -263,15 +291,20 @@ void Comm::wait_all_reduce(int handle) {
   } catch (const std::exception& error) {
     impl_->lost(impl_->label(posted.peer), -1, error);
   }
+  if (!posted.reduced.is_same(posted.tensor)) posted.tensor.copy_(posted.reduced);
 }
 
 void Comm::all_gather(const at::Tensor& part, std::vector<at::Tensor>& outputs, int group) {
-  std::vector<at::Tensor> inputs{part.contiguous()};
-  std::vector<std::vector<at::Tensor>> gathered{outputs};
+  std::vector<at::Tensor> inputs{impl_->for_collective(part).contiguous()};
+  std::vector<std::vector<at::Tensor>> gathered(1);
+  for (const auto& output : outputs) gathered[0].push_back(impl_->for_collective(output));
   try {
     impl_->of(group).allgather(gathered, inputs)->wait(impl_->timeout);
   } catch (const std::exception& error) {
     impl_->lost(impl_->label(group) + " (all-gather)", -1, error);
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!gathered[0][i].is_same(outputs[i])) outputs[i].copy_(gathered[0][i]);
   }
 }
 

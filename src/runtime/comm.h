@@ -8,6 +8,9 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "device/execution.h"
 
 namespace pipetrain::runtime {
 
@@ -40,9 +43,16 @@ class StoreHost {
   std::unique_ptr<Impl> impl_;
 };
 
+// How this worker's tensors travel (device/execution.h decides): on `device` they are computed;
+// received tensors land there, whatever the transport carries them in.
+struct CommDevice {
+  device::Transport transport = device::Transport::Gloo;
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
+};
+
 class Comm {
  public:
-  Comm(const WorkerEnvironment& env, std::chrono::milliseconds timeout);
+  Comm(const WorkerEnvironment& env, std::chrono::milliseconds timeout, CommDevice device = {});
   ~Comm();
   int rank() const;
   int world_size() const;
@@ -55,13 +65,19 @@ class Comm {
   // whose receivers are never behind this worker (they would be for this step's).
   void wait_oldest_sends(size_t count);
   size_t pending_sends() const;
-  // Blocking receive into a fresh tensor of the given shape and dtype.
+  // Blocking receive into a fresh tensor of the given shape and dtype, on this worker's device.
   at::Tensor recv(std::vector<int64_t> shape, at::ScalarType dtype, int peer, int tag);
   // The same in two halves: post now (returns a handle), wait for the data later.
   int post_recv(std::vector<int64_t> shape, at::ScalarType dtype, int peer, int tag);
   at::Tensor take_recv(int handle);
 
   void barrier();  // all ranks
+  // Whether a receive may be posted before sends that precede it in the action list. Gloo
+  // matches each receive to its send by tag; NCCL matches a pair's operations in the order
+  // they are issued and runs them in that order on one stream, so a receive posted ahead of a
+  // send to the same peer could wait for a send queued behind that send on the other side
+  // (docs/architecture.md, "NCCL's ordering").
+  bool matches_by_tag() const;
 
   // A sub-group of `ranks` (a replica group, one replica's pipeline, a shared parameter's holders):
   // every member calls this with the same name and list, in the same order relative to its

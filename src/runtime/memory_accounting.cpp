@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "device/placement.h"
 #include "runtime/comm.h"
 #include "train/error_feedback.h"
 
@@ -150,12 +151,21 @@ MemoryReport MemoryReport::max_with(const MemoryReport& other) const {
           std::max(optimizer, other.optimizer), std::max(resident_peak, other.resident_peak)};
 }
 
-MemoryReport measure_memory(const CountingAllocator& allocator,
+void reset_peak_memory(CountingAllocator& allocator, const c10::Device& device) {
+  allocator.reset_peak();
+  device::reset_peak_memory(device);
+}
+
+MemoryReport measure_memory(const CountingAllocator& allocator, const c10::Device& device,
                             const std::vector<at::Tensor>& parameters,
                             torch::optim::Optimizer& optimizer) {
   MemoryReport report;
   report.live = allocator.live_bytes();
   report.peak = allocator.peak_bytes();
+  if (const auto gpu = device::device_memory(device)) {
+    report.live = gpu->allocated;
+    report.peak = gpu->peak;
+  }
   report.weights = storage_bytes(parameters);
   report.gradients = storage_bytes(gradients_of(parameters));
   report.optimizer = storage_bytes(optimizer_state(optimizer));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 #include <nlohmann/json.hpp>
 
 #include "runtime/layout.h"
@@ -53,9 +54,14 @@ struct MemoryReport {
   MemoryReport max_with(const MemoryReport& other) const;  // field-wise maximum
 };
 
-MemoryReport measure_memory(const CountingAllocator& allocator,
+// On a GPU worker live and peak are the CUDA caching allocator's bytes on `device` (the
+// counting allocator sees only host tensors there); weights, gradients and optimizer state are
+// counted from the tensors wherever they live.
+MemoryReport measure_memory(const CountingAllocator& allocator, const c10::Device& device,
                             const std::vector<at::Tensor>& parameters,
                             torch::optim::Optimizer& optimizer);
+// The start of a step: both peaks (host counter, device allocator) from what is live now.
+void reset_peak_memory(CountingAllocator& allocator, const c10::Device& device);
 
 // Every rank's report, on every rank (one all-reduce over the world group: each rank fills its
 // own row of a zero matrix). A collective: all ranks call it at the same point.

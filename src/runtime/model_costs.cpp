@@ -23,7 +23,9 @@ double optimizer_step_temporaries(const TrainConfig& train) {
 
 ModelCostOptions model_cost_options(const Config& config) {
   ModelCostOptions options;
-  options.bytes_per_value = config.model.dtype == "float64" ? 8 : 4;
+  const device::Precision precision = model_precision(config.model);
+  options.bytes_per_value = double(c10::elementSize(precision.parameter_dtype()));
+  options.activation_bytes_per_value = double(c10::elementSize(precision.activation_dtype()));
   options.optimizer_values_per_parameter = optimizer_values_per_parameter(config.train);
   options.optimizer_step_temporaries = optimizer_step_temporaries(config.train);
   return options;
@@ -31,7 +33,7 @@ ModelCostOptions model_cost_options(const Config& config) {
 
 std::vector<plan::LayerCost> model_plan_costs(const Model& model, int64_t microbatch,
                                               const ModelCostOptions& options) {
-  const double value = options.bytes_per_value;
+  const double value = options.bytes_per_value, activation = options.activation_bytes_per_value;
   std::vector<plan::LayerCost> costs;
   double received = 0;  // the first layer's input (token ids, images) is the batch's: not counted
   for (int64_t layer = 0; layer < model.layer_count(); ++layer) {
@@ -43,9 +45,9 @@ std::vector<plan::LayerCost> model_plan_costs(const Model& model, int64_t microb
     cost.backward_s = 2 * cost.forward_s;
     cost.param_bytes = work.parameters * value;
     cost.optimizer_bytes = options.optimizer_values_per_parameter * cost.param_bytes;
-    cost.output_bytes = work.output_values * value;
-    cost.activation_bytes = (work.stashed_values > 0 ? work.stashed_values : work.output_values) * value;
-    cost.workspace_bytes = work.workspace_values * value;
+    cost.output_bytes = work.output_values * activation;
+    cost.activation_bytes = (work.stashed_values > 0 ? work.stashed_values : work.output_values) * activation;
+    cost.workspace_bytes = work.workspace_values * activation;
     const double largest = work.largest_parameter_values > 0 ? work.largest_parameter_values : work.parameters;
     // The norm's temporary is freed before the step makes its own.
     cost.optimizer_workspace_bytes = std::max(options.optimizer_step_temporaries * value,

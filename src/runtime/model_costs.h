@@ -20,7 +20,11 @@ struct ModelCostOptions {
   // Defaults: one CPU core (clusters/this-machine.toml), what the "balanced" partition balances.
   double flops_per_s = 50e9;   // sustained by one worker
   double bytes_per_s = 16e9;   // its memory bandwidth (a layer streams weights and output)
-  double bytes_per_value = 4;  // model.dtype
+  double bytes_per_value = 4;  // weights, gradients, optimizer state: model.dtype (float32 if mixed)
+  // Stashed, sent and transient activations (LayerWork's values): bfloat16's 2 under mixed
+  // precision, where the model counts what it keeps in float32 (and autocast's bfloat16 copies
+  // of its weights) in such values.
+  double activation_bytes_per_value = 4;
   // Held per parameter beside its weights: the gradient and the optimizer's state.
   double optimizer_values_per_parameter = 3;
   // Tensors of its largest parameter's size the optimizer's step makes (optimizer_step_temporaries).

@@ -155,6 +155,11 @@ RunSpec make_run_spec(const Config& config) {
   spec.microbatch_rows =
       std::max<int64_t>(1, config.train.batch_size / (config.train.microbatches * p.dp_width));
   spec.ranges = stage_ranges(*model, p, spec.microbatch_rows);
+  const int64_t workers = spec.pipelined ? p.stages * p.dp_width : 1;
+  const int64_t nodes = std::max<int64_t>(1, p.nnodes);
+  spec.execution = device::decide_execution(config.train.device, config.model.dtype,
+                                            int((workers + nodes - 1) / nodes),
+                                            device::this_hardware());
   if (spec.pipelined) {
     check_pipeline_run(config, *model, spec);
   } else {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "device/execution.h"
 #include "runtime/layout.h"
 #include "runtime/partition.h"
 #include "runtime/token_slices.h"
@@ -23,6 +24,9 @@ struct RunSpec {
   TokenSlices slices;              // pipeline.slices
   std::vector<bool> recompute;     // per model stage: pipeline.recompute
   int64_t microbatch_rows = 1;     // rows of one microbatch on one replica
+  // Device, transport and precision (train.device, model.dtype, this machine's GPUs): decided
+  // here once for every worker.
+  device::Execution execution;
   // On pipeline workers: several processes, token slices, or a no-flush rule (even on one
   // stage); otherwise the single-process trainer runs it.
   bool pipelined = false;

@@ -50,16 +50,19 @@ void overwrite_buffer(const torch::Tensor& buffer, const torch::Tensor& value) {
 }
 
 StageExecutor::StageExecutor(const Config& config, const RunSpec& spec, const BatchSource* data,
-                             Comm& comm, Layout layout, CommGroups groups, schedule::Schedule schedule)
+                             Comm& comm, const c10::Device& device, Layout layout, CommGroups groups,
+                             schedule::Schedule schedule)
     : config_(config),
       model_(make_model(config)),
       ranges_(spec.ranges),
       data_(data),
       comm_(comm),
+      device_(device),
       layout_(layout),
       groups_(groups),
       schedule_(std::move(schedule)),
-      slices_(spec.slices) {
+      slices_(spec.slices),
+      clock_(std::make_unique<device::EventClock>(device)) {
   std::vector<torch::Tensor> params;
   std::vector<std::pair<std::string, torch::Tensor>> named_params;  // Muon tells matrices by name
   const auto shared = model_->shared_parameters();
@@ -70,6 +73,7 @@ StageExecutor::StageExecutor(const Config& config, const RunSpec& spec, const Ba
     const int stage = layout_.stage_of(c);
     const StageRange range = ranges_.at(size_t(stage));
     auto model = model_->make_stage(range.first, range.last);
+    model->to(device_);  // before the weight versions and the optimizer hold its parameters
     // No-flush policies: the optimizer updates the masters, graphs read the module's tensors.
     std::shared_ptr<WeightVersions> weights =
         make_weight_versions(schedule_, layout_.worker(), stage, model->parameters());
@@ -119,7 +123,9 @@ const Microbatch& StageExecutor::batch_of(int64_t step) {
   while (!batches_.empty() && batches_.begin()->first < step - 1) batches_.erase(batches_.begin());
   Microbatch batch;
   const auto& train = config_.train;
-  if (data_ != nullptr) batch = data_->train_batch(uint64_t(train.seed), step, train.batch_size);
+  if (data_ != nullptr) {
+    batch = on_device(data_->train_batch(uint64_t(train.seed), step, train.batch_size), device_);
+  }
   return batches_.emplace(step, std::move(batch)).first->second;
 }
 
@@ -156,13 +162,13 @@ StepResult StageExecutor::train_step(int64_t step) {
   }
   for (size_t k = begin; k < end; ++k) {
     const auto& action = actions[k];
-    post_next_receive(actions, k + 1, end);
+    if (comm_.matches_by_tag()) post_next_receive(actions, k + 1, end);  // (NCCL: in list order)
     const int stage = layout_.stage_of(action.chunk);
     if (pending_update_ && schedule::needs_update_done(action, pending_update_->version)) {
       finish_update(stage, step);
     }
     if (schedule::is_compute(action.kind)) finish_running_statistics(action.chunk, stage);
-    const auto start = std::chrono::steady_clock::now();
+    const size_t start = trace_mark();
     // No-flush: the first stages run ahead into the next step's microbatches.
     run_action(action, batch_of(list_start(step) + action.iteration));
     if (k == last_update && !flushes()) {
@@ -177,6 +183,7 @@ StepResult StageExecutor::train_step(int64_t step) {
   if (pending_update_) finish_update(layout_.stage_of(0), step);
   // (A no-flush run-on may end with the next update's replica sum posted: it stays in flight.)
   for (int c = 0; c < layout_.chunks; ++c) finish_running_statistics(c, layout_.stage_of(c));
+  resolve_trace();
   if (end == actions.size()) {  // the list is done (a flush: its sends were done at the update)
     comm_.wait_sends();
     point_at_latest_weights();
@@ -187,8 +194,9 @@ StepResult StageExecutor::train_step(int64_t step) {
   if (end == actions.size() && (!in_flight_.empty() || !kv_caches_.empty()))
     throw std::logic_error("schedule left microbatches in flight");
   if (steps_pending_ != 0) throw std::logic_error("schedule left a chunk without its update");
-  const double loss_sum = loss_by_iteration_[int(step - list_start(step))];
-  loss_by_iteration_.erase(int(step - list_start(step)));
+  const auto losses = loss_by_iteration_.find(int(step - list_start(step)));
+  const double loss_sum = losses == loss_by_iteration_.end() ? 0.0 : losses->second.item<double>();
+  if (losses != loss_by_iteration_.end()) loss_by_iteration_.erase(losses);
   const bool last = layout_.holds_last_stage();
   const double replicas_loss =
       last && groups_.replicas >= 0 ? comm_.all_reduce_sum(loss_sum, groups_.replicas) : loss_sum;
@@ -197,15 +205,23 @@ StepResult StageExecutor::train_step(int64_t step) {
   return result_;
 }
 
-// The real-run timeline of the first traced_steps steps: `event` from `start` to now.
-void StageExecutor::trace(sim::TimedEvent event, std::chrono::steady_clock::time_point start) {
+size_t StageExecutor::trace_mark() { return current_step_ < traced_steps ? clock_->mark() : 0; }
+
+void StageExecutor::trace(sim::TimedEvent event, size_t start_mark) {
   if (event.step >= traced_steps) return;
-  const auto ms = [](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double, std::milli>(t.time_since_epoch()).count();
-  };
-  event.start_ms = ms(start);
-  event.duration_ms = ms(std::chrono::steady_clock::now()) - event.start_ms;
-  events_.push_back(std::move(event));
+  const size_t end = clock_->mark();
+  pending_trace_.push_back({std::move(event), start_mark, end});
+}
+
+void StageExecutor::resolve_trace() {
+  if (pending_trace_.empty()) return;
+  const std::vector<double> times = clock_->resolve();
+  for (auto& pending : pending_trace_) {
+    pending.event.start_ms = times.at(pending.start);
+    pending.event.duration_ms = times.at(pending.end) - pending.event.start_ms;
+    events_.push_back(std::move(pending.event));
+  }
+  pending_trace_.clear();
 }
 
 StageExecutor::RecvRequest StageExecutor::recv_request(const schedule::Action& action) const {
@@ -257,7 +273,11 @@ void StageExecutor::run_action(const schedule::Action& action, const Microbatch&
     case ActionKind::Forward:
       forward(key, action.microbatch, batch);
       // Per iteration: a no-flush step also runs forwards of the next one.
-      if (is_last_stage(stage)) loss_by_iteration_[action.iteration] += in_flight_.at(key).loss_value;
+      if (is_last_stage(stage)) {
+        auto& sum = loss_by_iteration_[action.iteration];
+        const auto& value = in_flight_.at(key).loss_value;
+        sum = sum.defined() ? sum + value : value;
+      }
       break;
     case ActionKind::Backward:
       backward(key);
@@ -346,7 +366,7 @@ void StageExecutor::forward_with_graph(const Key& key, InFlight& state) {
                                               : double(state.targets.size(1)) /
                                                     double(model_->sliceable_length());
     auto loss = model.loss(output, state.targets);
-    state.loss_value = loss.item<double>() * share;
+    state.loss_value = loss.detach().to(torch::kFloat64) * share;
     // The replicas' gradients are summed, so each microbatch carries 1 / (m w) of the global
     // mean: exactly the Trainer's gradient of the mean over the whole batch. Per-microbatch
     // updates (PipeDream style) take the mean of their own microbatch.
@@ -430,7 +450,7 @@ Validation StageExecutor::evaluate() {
   point_at_latest_weights();
   for (int64_t i = 0; i < config_.eval.batches; ++i) {
     Microbatch batch;
-    if (data_ != nullptr) batch = data_->val_batch(i, rows);
+    if (data_ != nullptr) batch = on_device(data_->val_batch(i, rows), device_);
     // The chunks in stage order: with looping placement the batch visits this worker v times.
     for (const auto& chunk : chunks_) {
       const int s = chunk.stage;

@@ -16,6 +16,7 @@
 
 #include <torch/torch.h>
 
+#include "device/event_clock.h"
 #include "model/batch_source.h"
 #include "model/model.h"
 #include "runtime/comm.h"
@@ -55,8 +56,10 @@ class StageExecutor {
   // `data` is null on workers without the first or last stage: only the first stage reads
   // inputs, only the last reads labels.
   // `spec` (made from `config`) gives the stages' layers, token slices and recomputation.
+  // Its chunks, their optimizer state and every activation live on `device`.
   StageExecutor(const Config& config, const RunSpec& spec, const BatchSource* data, Comm& comm,
-                Layout layout, CommGroups groups, schedule::Schedule schedule);
+                const c10::Device& device, Layout layout, CommGroups groups,
+                schedule::Schedule schedule);
   // One optimizer step. loss is the global batch mean on the last stage, NaN elsewhere;
   // grad_norm (global, before clipping) and lr are the same on every worker.
   StepResult train_step(int64_t step);
@@ -71,6 +74,7 @@ class StageExecutor {
   };
   const std::vector<Chunk>& chunks() const { return chunks_; }
   const Model& model_definition() const { return *model_; }
+  const c10::Device& device() const { return device_; }
   // With ZeRO-1 (pipeline.zero1) the optimizer over this replica's shard only.
   torch::optim::Optimizer& optimizer() { return zero1_ ? zero1_->shard_optimizer() : *optimizer_; }
   // The chunk's optimizer state named as a single-process checkpoint names it. With ZeRO-1 a
@@ -117,7 +121,7 @@ class StageExecutor {
     torch::Tensor scaled_loss;  // last stage: this microbatch's share of the global mean
     torch::Tensor output_grad;  // received gradient w.r.t. output
     torch::Tensor targets;      // last stage: this microbatch's labels
-    double loss_value = 0;      // last stage: unscaled loss
+    torch::Tensor loss_value;   // last stage: unscaled loss (float64, on the device: no sync)
     std::unique_ptr<SplitBackward> weight_pass;  // zero-bubble: between its B and W
     bool grad_sent = false;     // the input gradient has left (only the W pass may remain)
   };
@@ -133,7 +137,12 @@ class StageExecutor {
                       std::vector<torch::Tensor>& grads);
   void drop_if_done(const Key& key);
   void split_into_steps(int64_t first_step);
-  void trace(sim::TimedEvent event, std::chrono::steady_clock::time_point start);
+  // The real-run timeline of the first traced_steps steps, as the device ran it
+  // (device::EventClock): a mark before an action, its event from that mark to now, resolved
+  // into clock times at the step's end.
+  size_t trace_mark();
+  void trace(sim::TimedEvent event, size_t start_mark);
+  void resolve_trace();
   const Microbatch& batch_of(int64_t step);  // the global batch of a step (kept for two steps)
   // Flush schedules run one iteration's list again at every step and finish their sends before
   // each update; no-flush lists cover the whole run, step k being its k-th part.
@@ -178,6 +187,7 @@ class StageExecutor {
   std::vector<StageRange> ranges_;
   const BatchSource* data_;
   Comm& comm_;
+  c10::Device device_;
   Layout layout_;
   CommGroups groups_;
   schedule::Schedule schedule_;
@@ -223,9 +233,16 @@ class StageExecutor {
   };
   std::optional<PendingUpdate> pending_update_;
   std::vector<bool> shared_in_norm_;  // per shared group: this worker counts it in the global norm
-  std::map<int, double> loss_by_iteration_;  // last stage: unscaled losses of each iteration's forwards
+  // Last stage: the sum of each iteration's unscaled losses, read once at the step's end.
+  std::map<int, torch::Tensor> loss_by_iteration_;
   int64_t current_step_ = 0;
   std::vector<sim::TimedEvent> events_;
+  std::unique_ptr<device::EventClock> clock_;
+  struct PendingTrace {
+    sim::TimedEvent event;
+    size_t start, end;  // EventClock marks
+  };
+  std::vector<PendingTrace> pending_trace_;
   StepResult result_;
 };
 

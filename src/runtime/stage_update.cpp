@@ -57,7 +57,7 @@ void StageExecutor::land_replica_sums(std::vector<ReplicaGradients>& sums) {
 void StageExecutor::finish_running_statistics(int chunk, int stage) {
   const auto posted = posted_statistics_.find(chunk);
   if (posted == posted_statistics_.end()) return;
-  const auto start = std::chrono::steady_clock::now();
+  const size_t start = trace_mark();
   const auto statistics = running_statistics(chunk);
   const auto sums = posted->second.finish();
   posted_statistics_.erase(posted);
@@ -105,12 +105,12 @@ StageExecutor::PostedNorm StageExecutor::post_norm() {
 void StageExecutor::finish_update(int stage, int64_t step) {
   PendingUpdate update = std::move(*pending_update_);
   pending_update_.reset();
-  auto start = std::chrono::steady_clock::now();
+  size_t start = trace_mark();
   if (update.posting.valid()) update.posted = update.posting.get();
   finish_shared_gradients(update.posted.shared_reductions);
   comm_.wait_all_reduce(update.posted.norm_reduction);
   trace({fmt::format("{}UW", stage), "UpdateWait", 0, 0, -1, int(step)}, start);
-  start = std::chrono::steady_clock::now();
+  start = trace_mark();
   apply_update(std::sqrt(update.posted.squared_norm.item<double>()));
   trace({fmt::format("{}U", stage), "OptimizerStep", 0, 0, -1, int(step)}, start);
 }

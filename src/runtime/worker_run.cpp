@@ -16,10 +16,11 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/machine.h"
-#include "device/torch_build.h"
 #include "core/progress.h"
 #include "core/stop_signal.h"
 #include "core/text.h"
+#include "device/placement.h"
+#include "device/torch_build.h"
 #include "data/text_codec.h"
 #include "io/metrics.h"
 #include "io/plot.h"
@@ -276,9 +277,10 @@ class PipelineWorkerSession : public TrainingSession {
   bool reports() const override { return run_.layout.reports(); }
   int rank() const override { return comm_.rank(); }
   StepResult train_step(int64_t step) override {
-    allocator_.reset_peak();
+    reset_peak_memory(allocator_, executor_.device());
     const StepResult result = executor_.train_step(step);
-    step_memory_ = measure_memory(allocator_, executor_.held_weights(), executor_.optimizer());
+    step_memory_ = measure_memory(allocator_, executor_.device(), executor_.held_weights(),
+                                  executor_.optimizer());
     run_memory_ = run_memory_.max_with(step_memory_);
     return result;
   }
@@ -431,7 +433,8 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
   // Before any tensor exists, so weights, gradients and optimizer state are all counted.
   CountingAllocator& allocator = CountingAllocator::install();
   const auto timeout = std::chrono::milliseconds(int64_t(config.pipeline.timeout_s * 1000));
-  Comm comm(env, timeout);
+  const c10::Device device = device::worker_device(spec.execution, env.local_rank);
+  Comm comm(env, timeout, {spec.execution.transport, device});
   StopVotes stop_votes(comm);
   // Sub-groups, joined in the same order everywhere (a group waits for all its members).
   CommGroups groups;
@@ -450,15 +453,15 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
     for (const int worker : workers) ranks.push_back(layout.rank_of(layout.replica(), worker));
     groups.shared[g] = comm.join_group(fmt::format("shared{}-replica{}", g, layout.replica()), ranks);
   }
-  StageExecutor executor(config, spec, batches.get(), comm, layout, groups, schedule);
+  StageExecutor executor(config, spec, batches.get(), comm, device, layout, groups, schedule);
   MemoryReport run_memory;  // field-wise maximum over the steps
   if (reports) {
     fmt::print(stderr, "pipetrain: pipeline of {} stages ({}) on {} worker(s) x {} replica(s), "
-               "schedule {}, {} microbatches, {} thread(s) per worker{}; {}; run folder {}\n",
+               "schedule {}, {} microbatches, {} thread(s) per worker{}; {}; {}; run folder {}\n",
                stages, describe_partition(ranges), layout.workers, layout.replicas,
                config.pipeline.schedule, config.train.microbatches, threads,
                describe_binding(config, launch, env.world_size),
-               describe(torch_build()), dir.string());
+               device::describe(spec.execution), describe(torch_build()), dir.string());
   }
 
   const std::string resume_from = launched        ? launch->resume_from

@@ -20,7 +20,7 @@ Zero1Optimizer::Zero1Optimizer(const std::vector<torch::Tensor>& params, const T
   }
   const int64_t shard = (total + replicas - 1) / replicas;
   // A leaf the optimizer owns; its values are this replica's slice of the weights (step()).
-  shard_ = torch::zeros({shard}, torch::dtype(params_.at(0).scalar_type()));
+  shard_ = torch::zeros({shard}, params_.at(0).options());
   optimizer_ = make_optimizer({shard_}, train);
 }
 

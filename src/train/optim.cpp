@@ -89,13 +89,16 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
 
 // Squared in place in a float64 copy: one temporary of 8 bytes per value of the largest
 // gradient (what the planner's memory model counts), not a float32 gradient's copy and its square.
+// The sum stays on the gradients' device until the end: one synchronisation per step on a GPU,
+// not one per parameter (float64 additions in the same order as a host double's).
 double squared_grad_norm(const std::vector<torch::Tensor>& params) {
-  double total = 0;
+  torch::Tensor total;
   for (const auto& p : params) {
     if (!p.grad().defined()) continue;
-    total += p.grad().to(torch::kFloat64, /*non_blocking=*/false, /*copy=*/true).pow_(2).sum().item<double>();
+    auto square = p.grad().to(torch::kFloat64, /*non_blocking=*/false, /*copy=*/true).pow_(2).sum();
+    total = total.defined() ? total + square : square;
   }
-  return total;
+  return total.defined() ? total.item<double>() : 0.0;
 }
 
 void scale_grads_to_norm(const std::vector<torch::Tensor>& params, double global_norm,

@@ -10,9 +10,9 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/machine.h"
-#include "device/torch_build.h"
 #include "core/stop_signal.h"
 #include "core/text.h"
+#include "device/torch_build.h"
 #include "data/text_codec.h"
 #include "io/checkpoint_dir.h"
 #include "io/run_folder.h"
@@ -142,8 +142,9 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   if (!options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));
 
   const int threads = configure_compute_threads(config.train.threads);
-  fmt::print(stderr, "pipetrain: {} compute thread(s); {}\n", threads, describe(torch_build()));
   Trainer trainer(config, batches);
+  fmt::print(stderr, "pipetrain: {}, {} compute thread(s); {}\n", device::describe(trainer.execution()),
+             threads, describe(torch_build()));
   fmt::print(stderr, "pipetrain: {}, {} parameters; data {}; run folder {}\n",
              trainer.model_definition().describe(), format_count(double(parameter_count(trainer.model()))),
              batches->describe(), options.run_dir);

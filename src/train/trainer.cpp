@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "device/placement.h"
 #include "model/registry.h"
 #include "model/token_batch.h"
 #include "train/evaluation.h"
@@ -10,32 +11,45 @@
 #include "train/optim.h"
 
 namespace pipetrain {
+namespace {
+
+// The module on `device`, before any optimizer or weight version holds its parameters.
+std::shared_ptr<StageModule> placed(std::shared_ptr<StageModule> module, const c10::Device& device) {
+  module->to(device);
+  return module;
+}
+
+}  // namespace
 
 Trainer::Trainer(const Config& config, const Dataset& data)
     : Trainer(config, std::make_shared<TokenBatchSource>(data)) {}
 
 Trainer::Trainer(const Config& config, std::shared_ptr<const BatchSource> batches)
     : config_(config),
+      execution_(device::decide_execution(config.train.device, config.model.dtype, 1,
+                                          device::this_hardware())),
+      device_(device::worker_device(execution_, 0)),
       batches_(std::move(batches)),
       definition_(make_model(config)),
-      model_(definition_->make_whole()),
+      model_(placed(definition_->make_whole(), device_)),
       optimizer_(make_optimizer(named_tensors(*model_), config.train, roles_of(*definition_))) {}
 
 StepResult Trainer::train_step(int64_t step) {
   const auto& train = config_.train;
-  const Microbatch batch =
-      batches_->train_batch(static_cast<uint64_t>(train.seed), step, train.batch_size);
+  const Microbatch batch = on_device(
+      batches_->train_batch(static_cast<uint64_t>(train.seed), step, train.batch_size), device_);
   const int64_t micro_size = train.batch_size / train.microbatches;
   optimizer_->zero_grad();
-  double loss_sum = 0;
+  torch::Tensor loss_sum;  // float64 on the device: read once, after the last microbatch
   for (int64_t m = 0; m < train.microbatches; ++m) {
     const Microbatch tensors = rows_of(batch, m * micro_size, micro_size);
     auto loss = model_->loss(model_->forward(tensors.inputs), tensors.labels);
     (loss / static_cast<double>(train.microbatches)).backward();
-    loss_sum += loss.item<double>();
+    const auto value = loss.detach().to(torch::kFloat64);
+    loss_sum = loss_sum.defined() ? loss_sum + value : value;
   }
   StepResult result;
-  result.loss = loss_sum / static_cast<double>(train.microbatches);
+  result.loss = loss_sum.item<double>() / static_cast<double>(train.microbatches);
   const auto params = parameters();
   result.grad_norm = std::sqrt(squared_grad_norm(params));
   scale_grads_to_norm(params, result.grad_norm, train.grad_clip);
@@ -51,7 +65,7 @@ Validation Trainer::evaluate() {
   const int64_t batch_size = config_.train.batch_size;
   MeasureMeans means;
   for (int64_t i = 0; i < config_.eval.batches; ++i) {
-    const Microbatch batch = batches_->val_batch(i, batch_size);
+    const Microbatch batch = on_device(batches_->val_batch(i, batch_size), device_);
     means.add(*model_, model_->forward(batch.inputs), batch.labels);
   }
   return means.result();

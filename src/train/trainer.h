@@ -8,6 +8,7 @@
 
 #include "core/config.h"
 #include "data/dataset.h"
+#include "device/execution.h"
 #include "model/batch_source.h"
 #include "model/model.h"
 #include "train/step_result.h"
@@ -27,9 +28,13 @@ class Trainer {
   StageModule& model() { return *model_; }  // every layer
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   std::vector<torch::Tensor> parameters() { return model_->parameters(); }
+  const device::Execution& execution() const { return execution_; }
+  const c10::Device& device() const { return device_; }
 
  private:
   Config config_;
+  device::Execution execution_;  // train.device and model.dtype for one worker
+  c10::Device device_;
   std::shared_ptr<const BatchSource> batches_;
   std::shared_ptr<const Model> definition_;
   std::shared_ptr<StageModule> model_;

@@ -137,6 +137,20 @@ TEST(BadInput, LaunchFileOutsideALaunchedWorkerIsRefused) {
                         "--launch-file is for the workers pipetrain's launcher starts");
 }
 
+// CI machines have no GPU: a run that asks for one says so in one line, before any folder is
+// made, on one process and on pipeline workers alike. (Where `pipetrain --version` sees a GPU
+// there is nothing to refuse.)
+TEST(BadInput, CudaWithoutAGpuIsOneLine) {
+  const Result version = run("--version");
+  if (version.output.find(" 0 GPUs seen") == std::string::npos) GTEST_SKIP() << version.output;
+  for (const char* stages : {"1", "2"}) {
+    const auto dir = fs::temp_directory_path() / ("pipetrain_badinput_cuda" + std::to_string(getpid()));
+    expect_one_line_error(kTiny + " --train.device cuda --stages " + stages + " --run-dir " + dir.string(),
+                          "train.device = \"cuda\" but no GPU is usable here");
+    EXPECT_FALSE(fs::exists(dir));
+  }
+}
+
 TEST(BadInput, ThreadCountIsBoundedByTheCores) {
   for (const std::string stages : {"1", "2"}) {
     expect_one_line_error(kTiny + " --stages " + stages + " --train.threads 100000",

@@ -70,7 +70,7 @@ TEST_P(OptimizerStateBytes, EqualTheClosedFormAfterOneStep) {
   auto tokens = torch::randint(0, 256, {4, 16}, torch::kInt64);
   lm_loss(model->forward(tokens), tokens).backward();
   optimizer->step();
-  const MemoryReport report = measure_memory(allocator, params, *optimizer);
+  const MemoryReport report = measure_memory(allocator, torch::kCPU, params, *optimizer);
   EXPECT_EQ(report.weights, 4 * n);
   EXPECT_EQ(report.gradients, 4 * n);
   EXPECT_EQ(report.optimizer, 4 * n * GetParam().state_floats_per_parameter);

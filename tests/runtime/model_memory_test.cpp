@@ -18,6 +18,8 @@ struct LayerCase {
   int64_t layer;  // in a 2-block GPT: 0 embedding, 1-2 blocks, 3 head
   int64_t loss_chunk_tokens;
   int64_t seq_len, vocab_size;  // two shapes: the attention outweighs the MLP in the second
+  std::string dtype = "float32";  // bfloat16: mixed precision's bytes (runtime/model_costs.h)
+  int64_t d_model = 64;
 };
 
 void PrintTo(const LayerCase& c, std::ostream* out) { *out << c.name; }
@@ -28,18 +30,21 @@ TEST_P(GptLayerMemory, StashAndPeakMatchTheCountingAllocator) {
   CountingAllocator::install();
   Config config;
   config.model.layers = 2;
-  config.model.d_model = 64;
+  config.model.d_model = GetParam().d_model;
   config.model.heads = 4;
   config.model.seq_len = GetParam().seq_len;
   config.model.vocab_size = GetParam().vocab_size;
   config.model.loss_chunk_tokens = GetParam().loss_chunk_tokens;
+  config.model.dtype = GetParam().dtype;
   const int64_t rows = 2, layer = GetParam().layer;
   const auto model = make_model(config);
   auto stage = model->make_stage(layer, layer + 1);
   torch::manual_seed(7);
   const bool first = layer == 0, last = layer == model->layer_count() - 1;
   const auto tokens = torch::randint(0, config.model.vocab_size, {rows, config.model.seq_len});
-  const auto input = first ? tokens : torch::randn({rows, config.model.seq_len, config.model.d_model}).requires_grad_(true);
+  const TensorSpec received = model->boundary_spec(std::max<int64_t>(layer, 1), rows);
+  const auto input = first ? tokens
+                           : torch::randn(received.shape).to(received.dtype).requires_grad_(true);
   const MeasuredStageMemory measured = measure_stage_memory(*stage, input, tokens, last);
 
   const auto costs = model_plan_costs(*model, rows, model_cost_options(config));
@@ -60,7 +65,21 @@ INSTANTIATE_TEST_SUITE_P(Gpt, GptLayerMemory,
                                            LayerCase{"long_head_chunked", 3, 32, 256, 1024},
                                            // a chunk's logits outweigh the head's gradients:
                                            // the forward's peak
-                                           LayerCase{"wide_vocabulary_head_chunked", 3, 256, 128, 4096}),
+                                           LayerCase{"wide_vocabulary_head_chunked", 3, 256, 128, 4096},
+                                           LayerCase{"bfloat16_embedding", 0, 0, 128, 512, "bfloat16"},
+                                           LayerCase{"bfloat16_block", 1, 0, 128, 512, "bfloat16"},
+                                           LayerCase{"bfloat16_long_block", 1, 0, 256, 1024, "bfloat16"},
+                                           LayerCase{"bfloat16_head_full_logits", 3, 0, 128, 512, "bfloat16"},
+                                           LayerCase{"bfloat16_long_head_full_logits", 3, 0, 256, 1024, "bfloat16"},
+                                           LayerCase{"bfloat16_head_chunked", 3, 64, 128, 512, "bfloat16"},
+                                           LayerCase{"bfloat16_long_head_chunked", 3, 32, 256, 1024, "bfloat16"},
+                                           LayerCase{"bfloat16_long_embedding", 0, 0, 256, 1024, "bfloat16"},
+                                           LayerCase{"bfloat16_block_t64", 1, 0, 64, 512, "bfloat16"},
+                                           LayerCase{"bfloat16_block_d128", 1, 0, 128, 512, "bfloat16", 128},
+                                           LayerCase{"bfloat16_block_d256_t64", 1, 0, 64, 512, "bfloat16", 256},
+                                           // the MLP's start peaks when D^2 outweighs N D
+                                           LayerCase{"bfloat16_block_d256_t32", 1, 0, 32, 512, "bfloat16", 256},
+                                           LayerCase{"bfloat16_block_d128_t16", 1, 0, 16, 512, "bfloat16", 128}),
                          [](const auto& info) { return info.param.name; });
 
 struct UpdateCase {

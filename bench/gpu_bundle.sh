@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Makes build-gpu/: what bench/gpu_check.sh needs on a lent GPU machine that has torch 2.11 in its
+# python3 but none of our build dependencies and no package registries (measured there: no apt,
+# no pip). The pipetrain binary built here against the same wheel, and the one library it links
+# that the machine lacks (toml++); libtorch comes from the machine's own torch wheel. About 6 MB
+# of the 64 MiB a device call may carry.
+#   bench/gpu_bundle.sh && device run --carry build-gpu 'bash bench/gpu_check.sh'
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v nvcc >/dev/null || export PATH="$PATH:/usr/local/cuda/bin"
+cmake --build build --target pipetrain >/dev/null
+rm -rf build-gpu
+mkdir -p build-gpu/lib
+cp build/pipetrain build-gpu/
+# Every library outside the system's base and the torch wheel.
+ldd build/pipetrain | awk '$3 ~ /^\// {print $3}' |
+  grep -v -e '/\.venv/' -e 'libc\.so' -e 'libm\.so' -e 'libstdc++' -e 'libgcc_s' -e 'libdl\.so' \
+    -e 'libpthread' -e 'librt\.so' -e 'libutil\.so' -e 'libz\.so' |
+  while read -r lib; do cp -L "$lib" build-gpu/lib/; done
+du -sh build-gpu | sed 's/^/gpu_bundle: /'
+ls build-gpu/lib

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The GPU check (docs/benchmarks.md, "GPU check"): on a lent one-GPU machine, from the repository
+# root, with build-gpu/ (bench/gpu_bundle.sh) carried along. At most ~8 minutes:
+#   1. float64 exactness on the GPU: one process on the GPU == one on the CPU, and 2 and 3 workers
+#      sharing the GPU == one process on the GPU (losses, gradient norms, final weights, 1e-9);
+#   2. bfloat16: 2 workers sharing the GPU vs the bfloat16 single process (2^-12, the bound of
+#      tests/runtime/mixed_precision_test.cpp);
+#   3. resume across devices: 4 steps on the GPU resumed to 6 on the CPU, and the reverse, against
+#      6 steps in one go (1e-9);
+#   4. throughput, GPT-2 small, context 1024, bfloat16, AdamW, 2/4/16 sequences a step: pipetrain
+#      in one process and on 2 workers sharing the GPU vs bench/gpt2_pytorch.py (eager, compile),
+#      median step time, tokens/s, MFU; the table last.
+# Logs and run folders under $OUT. GPU_CHECK_DEVICE=cpu GPU_CHECK_SMOKE=1 runs it here (tiny
+# throughput shapes) to test the script itself.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-/tmp/gpu_check}
+DEVICE=${GPU_CHECK_DEVICE:-cuda}
+SMOKE=${GPU_CHECK_SMOKE:-0}
+PY=${PYTHON:-$(command -v python3)}
+mkdir -p "$OUT"
+BIN=$ROOT/build-gpu/pipetrain
+[ -x "$BIN" ] || BIN=$ROOT/build/pipetrain  # here, without a bundle
+TORCH_LIB=$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+export LD_LIBRARY_PATH="$TORCH_LIB:$ROOT/build-gpu/lib:${LD_LIBRARY_PATH:-}"
+RESULTS=$OUT/results.txt
+: >"$RESULTS"
+log() { echo "gpu_check: $*" | tee -a "$OUT/progress.log" >&2; }
+verdict() { echo "$*" | tee -a "$RESULTS"; }
+
+"$BIN" --version | tee "$OUT/version.txt"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee -a "$OUT/version.txt"
+
+# A tiny GPT: 3 blocks, width 32, 16 tokens, 6 sequences in 3 microbatches, lr 1e-2 (clipping on).
+TINY="--model.layers 3 --model.d_model 32 --model.heads 2 --model.seq_len 16 --train.batch_size 6
+  --train.microbatches 3 --train.steps 3 --train.warmup_steps 1 --train.lr 1e-2 --train.threads 1
+  --log.every 1 --eval.every 0 --eval.batches 1 --sample.tokens 0 --pipeline.timeout_s 120 --quiet"
+train() {  # name, then fields; the run folder is $OUT/name
+  local name=$1; shift
+  rm -rf "${OUT:?}/$name"
+  if timeout 300 "$BIN" train $TINY --run-dir "$OUT/$name" "$@" >"$OUT/$name.log" 2>&1; then
+    log "$name: trained"
+  else
+    verdict "FAIL $name: pipetrain exited $? (log $OUT/$name.log)"; tail -3 "$OUT/$name.log" >&2
+  fi
+}
+compare() { "$PY" bench/compare_runs.py "$@" | tee -a "$RESULTS"; }
+
+log "1. float64 exactness on $DEVICE"
+train f64_cpu --model.dtype float64 --train.device cpu --pipeline.stages 1
+train f64_dev --model.dtype float64 --train.device "$DEVICE" --pipeline.stages 1
+train f64_dev_p2 --model.dtype float64 --train.device "$DEVICE" --pipeline.stages 2 --pipeline.schedule 1f1b
+train f64_dev_p3 --model.dtype float64 --train.device "$DEVICE" --pipeline.stages 3 --pipeline.schedule gpipe
+compare --label float64 --rtol 1e-9 --weights "$OUT/f64_dev" "$OUT/f64_cpu" "$OUT/f64_dev_p2" "$OUT/f64_dev_p3"
+
+log "2. bfloat16 pipeline vs bfloat16 single process on $DEVICE"
+train bf16_dev --model.dtype bfloat16 --train.device "$DEVICE" --pipeline.stages 1
+train bf16_dev_p2 --model.dtype bfloat16 --train.device "$DEVICE" --pipeline.stages 2
+compare --label bfloat16 --rtol 0.000244140625 "$OUT/bf16_dev" "$OUT/bf16_dev_p2"
+
+log "3. resume across devices (constant learning rate: a 4-step run is the 6-step run's start)"
+CONSTANT="--model.dtype float64 --pipeline.stages 2 --train.warmup_steps 0 --train.min_lr 1e-2"
+train whole6 $CONSTANT --train.steps 6 --train.device cpu
+train dev4 $CONSTANT --train.steps 4 --train.device "$DEVICE"
+train cpu4 $CONSTANT --train.steps 4 --train.device cpu
+resume() {  # folder, device: continue the 4-step run to 6 steps there
+  if timeout 300 "$BIN" train --resume "$OUT/$1" --train.steps 6 --train.device "$2" --quiet >"$OUT/$1.resume.log" 2>&1; then
+    log "$1 resumed on $2"
+  else
+    verdict "FAIL resume $1 on $2 (log $OUT/$1.resume.log)"; tail -3 "$OUT/$1.resume.log" >&2
+  fi
+}
+resume dev4 cpu
+resume cpu4 "$DEVICE"
+compare --label resume --rtol 1e-9 --weights "$OUT/whole6" "$OUT/dev4" "$OUT/cpu4"
+
+log "4. throughput: GPT-2 small, bfloat16"
+if [ "$SMOKE" = 1 ]; then
+  SHAPE="--model.layers 2 --model.d_model 64 --model.heads 4 --model.seq_len 64 --model.vocab_size 256"
+  PY_SHAPE="--layers 2 --d-model 64 --heads 4 --context 64 --vocab 256"; CONTEXT=64; STEPS=4; BATCHES="2 4"
+else
+  SHAPE="--model.preset gpt2-small"; PY_SHAPE=""; CONTEXT=1024; STEPS=25; BATCHES="2 4 16"
+fi
+THROUGHPUT=$OUT/throughput.jsonl
+: >"$THROUGHPUT"
+pipetrain_speed() {  # label, batch, stages, microbatches
+  local name="speed_$1_b$2" stages=$3 micro=$4
+  rm -rf "${OUT:?}/$name"
+  if timeout 240 "$BIN" train $SHAPE --model.dtype bfloat16 --train.device "$DEVICE" \
+      --train.batch_size "$2" --train.microbatches "$micro" --pipeline.stages "$stages" \
+      --train.steps "$STEPS" --log.every 1 --eval.every 0 --eval.batches 1 --sample.tokens 0 \
+      --checkpoint.every 0 --quiet --run-dir "$OUT/$name" >"$OUT/$name.log" 2>&1; then
+    "$PY" - "$OUT/$name" "$1" "$2" "$CONTEXT" >>"$THROUGHPUT" <<'PYEOF'
+import json, statistics, sys
+run, label, batch, context = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+steps = [json.loads(l) for l in open(run + "/metrics.jsonl") if '"step_seconds"' in l]
+times = [s["step_seconds"] for s in steps[len(steps) // 5:]]  # the first fifth warms up
+median = statistics.median(times)
+print(json.dumps({"mode": label, "dtype": "bfloat16", "batch": batch, "median_ms": 1e3 * median,
+                  "tokens_per_s": batch * context / median}))
+PYEOF
+    log "$name: done"
+  else
+    verdict "FAIL $name (log $OUT/$name.log)"; tail -3 "$OUT/$name.log" >&2
+  fi
+}
+for b in $BATCHES; do pipetrain_speed pipetrain-1proc "$b" 1 1; done
+for b in $BATCHES; do pipetrain_speed pipetrain-2workers "$b" 2 2; done
+PY_DEVICE=$([ "$DEVICE" = cuda ] && echo cuda || echo cpu)
+timeout 420 "$PY" bench/gpt2_pytorch.py --device "$PY_DEVICE" --dtype bfloat16 $PY_SHAPE \
+  --batches "$(echo $BATCHES | tr ' ' ,)" --steps "$STEPS" --warmup 5 --compile \
+  --json "$OUT/pytorch.jsonl" >"$OUT/pytorch.log" 2>&1 || verdict "FAIL pytorch baseline (log $OUT/pytorch.log)"
+cat "$OUT/pytorch.jsonl" >>"$THROUGHPUT" 2>/dev/null
+
+echo
+echo "== GPU check: $(head -1 "$OUT/version.txt"); $(sed -n 3p "$OUT/version.txt")"
+cat "$RESULTS"
+"$PY" - "$THROUGHPUT" "$CONTEXT" <<'PYEOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+layers, d, vocab, context = 12, 768, 50257, int(sys.argv[2])
+n = 12 * layers * d * d + 13 * layers * d + vocab * d + 2 * d  # without the position embedding
+flops_per_token = 6 * n + 12 * layers * d * context
+print(f"{'mode':<20} {'batch':>5} {'median ms':>10} {'tokens/s':>10} {'MFU %':>6}")
+for r in sorted(rows, key=lambda r: (r["batch"], r["mode"])):
+    mfu = 100 * flops_per_token * r["tokens_per_s"] / 989e12
+    mode = r["mode"] if r["mode"].startswith("pipetrain") else "pytorch-" + r["mode"]
+    print(f"{mode:<20} {r['batch']:>5} {r['median_ms']:>10.2f} {r['tokens_per_s']:>10.0f} {mfu:>6.1f}")
+PYEOF
+! grep -q '^FAIL' "$RESULTS"

@@ -1,0 +1,85 @@
+#include "device/execution.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace pipetrain::device {
+namespace {
+
+DeviceKind device_kind(const std::string& train_device, const Hardware& hardware) {
+  if (train_device == "cpu") return DeviceKind::Cpu;
+  if (train_device == "auto") return hardware.gpus > 0 ? DeviceKind::Cuda : DeviceKind::Cpu;
+  if (train_device == "cuda") {
+    if (hardware.gpus == 0) {
+      fail("train.device = \"cuda\" but no GPU is usable here (libtorch sees 0 CUDA devices); "
+           "use \"cpu\" or \"auto\"");
+    }
+    return DeviceKind::Cuda;
+  }
+  fail("train.device must be cpu, cuda or auto, got '{}'", train_device);
+}
+
+}  // namespace
+
+PrecisionKind precision_named(const std::string& model_dtype) {
+  if (model_dtype == "float32") return PrecisionKind::Float32;
+  if (model_dtype == "float64") return PrecisionKind::Float64;
+  if (model_dtype == "bfloat16") return PrecisionKind::BFloat16Mixed;
+  fail("model.dtype must be one of float32, float64, bfloat16, got '{}'", model_dtype);
+}
+
+Execution decide_execution(const std::string& train_device, const std::string& model_dtype,
+                           int workers_per_node, const Hardware& hardware) {
+  Execution execution;
+  execution.device = device_kind(train_device, hardware);
+  execution.precision = precision_named(model_dtype);
+  execution.workers_per_node = workers_per_node;
+  if (execution.device == DeviceKind::Cpu) return execution;
+  execution.gpus = hardware.gpus;
+  // NCCL needs a GPU per rank ("Duplicate GPU detected" otherwise); one worker needs no transport.
+  const bool own_gpus = workers_per_node <= hardware.gpus;
+  execution.transport =
+      own_gpus && workers_per_node > 1 ? Transport::Nccl : Transport::GlooHostStaged;
+  return execution;
+}
+
+int gpu_of(const Execution& execution, int local_rank) {
+  if (execution.device == DeviceKind::Cpu) return -1;
+  return local_rank % execution.gpus;
+}
+
+const char* name_of(Transport transport) {
+  switch (transport) {
+    case Transport::Gloo: return "gloo";
+    case Transport::GlooHostStaged: return "gloo (host-staged)";
+    case Transport::Nccl: return "nccl";
+  }
+  return "?";
+}
+
+const char* name_of(PrecisionKind precision) {
+  switch (precision) {
+    case PrecisionKind::Float32: return "float32";
+    case PrecisionKind::Float64: return "float64";
+    case PrecisionKind::BFloat16Mixed: return "bfloat16 mixed";
+  }
+  return "?";
+}
+
+std::string describe(const Execution& execution) {
+  const std::string transport = execution.workers_per_node > 1
+                                    ? fmt::format(", {}", name_of(execution.transport))
+                                    : std::string();
+  if (execution.device == DeviceKind::Cpu) {
+    return fmt::format("cpu{}, {}", transport, name_of(execution.precision));
+  }
+  const int w = execution.workers_per_node, g = execution.gpus;
+  const std::string gpus =
+      w == 1 ? "1 GPU"
+      : w <= g ? fmt::format("{} workers, a GPU each", w)
+               : fmt::format("{} workers sharing {} GPU{}", w, g, g == 1 ? "" : "s");
+  return fmt::format("cuda: {}{}, {}", gpus, transport, name_of(execution.precision));
+}
+
+}  // namespace pipetrain::device

@@ -1,0 +1,59 @@
+// The one decision of device, transport and precision (device/execution.h): a pure function of
+// train.device, model.dtype, workers per node and the GPUs seen, so every branch is tested here
+// without a GPU.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "device/execution.h"
+
+namespace pipetrain::device {
+namespace {
+
+TEST(Execution, CpuRunsGlooAndTheNamedPrecision) {
+  const Execution e = decide_execution("cpu", "float64", 4, Hardware{8});
+  EXPECT_EQ(e.device, DeviceKind::Cpu);
+  EXPECT_EQ(e.transport, Transport::Gloo);
+  EXPECT_EQ(e.precision, PrecisionKind::Float64);
+  EXPECT_EQ(gpu_of(e, 3), -1);
+  EXPECT_EQ(describe(e), "cpu, gloo, float64");
+}
+
+TEST(Execution, AutoTakesTheGpuOnlyWhenOneIsSeen) {
+  EXPECT_EQ(decide_execution("auto", "float32", 1, Hardware{0}).device, DeviceKind::Cpu);
+  EXPECT_EQ(decide_execution("auto", "float32", 1, Hardware{1}).device, DeviceKind::Cuda);
+  EXPECT_EQ(describe(decide_execution("auto", "bfloat16", 1, Hardware{1})), "cuda: 1 GPU, bfloat16 mixed");
+}
+
+TEST(Execution, NcclOnlyWhenEveryWorkerOfANodeHasItsOwnGpu) {
+  const Execution own = decide_execution("cuda", "bfloat16", 4, Hardware{8});
+  EXPECT_EQ(own.transport, Transport::Nccl);
+  EXPECT_EQ(describe(own), "cuda: 4 workers, a GPU each, nccl, bfloat16 mixed");
+  EXPECT_EQ(decide_execution("cuda", "float32", 8, Hardware{8}).transport, Transport::Nccl);
+  // NCCL refuses two ranks on one GPU: shared GPUs stage sends through the host over Gloo.
+  const Execution shared = decide_execution("cuda", "float64", 3, Hardware{1});
+  EXPECT_EQ(shared.transport, Transport::GlooHostStaged);
+  EXPECT_EQ(describe(shared), "cuda: 3 workers sharing 1 GPU, gloo (host-staged), float64");
+  EXPECT_EQ(decide_execution("cuda", "float32", 9, Hardware{8}).transport, Transport::GlooHostStaged);
+}
+
+TEST(Execution, WorkersTakeGpusRoundRobinByLocalRank) {
+  const Execution e = decide_execution("cuda", "float32", 5, Hardware{2});
+  EXPECT_EQ(gpu_of(e, 0), 0);
+  EXPECT_EQ(gpu_of(e, 1), 1);
+  EXPECT_EQ(gpu_of(e, 4), 0);
+}
+
+TEST(Execution, CudaWithoutAGpuAndUnknownNamesAreOneLineErrors) {
+  try {
+    decide_execution("cuda", "float32", 1, Hardware{0});
+    FAIL() << "cuda without a GPU was accepted";
+  } catch (const UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("no GPU is usable here"), std::string::npos);
+  }
+  EXPECT_THROW(decide_execution("tpu", "float32", 1, Hardware{0}), UserError);
+  EXPECT_THROW(decide_execution("cpu", "float16", 1, Hardware{0}), UserError);
+  EXPECT_EQ(precision_named("bfloat16"), PrecisionKind::BFloat16Mixed);
+}
+
+}  // namespace
+}  // namespace pipetrain::device
