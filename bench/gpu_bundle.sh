@@ -2,16 +2,19 @@
 # Makes build-gpu/: what bench/gpu_check.sh needs on a lent GPU machine that has torch 2.11 in its
 # python3 but none of our build dependencies and no package registries (measured there: no apt,
 # no pip). The pipetrain binary built here against the same wheel, and the one library it links
-# that the machine lacks (toml++); libtorch comes from the machine's own torch wheel. About 6 MB
-# of the 64 MiB a device call may carry.
+# that the machine lacks (toml++); the transducer loss bench; the tests' tiny speech feature file
+# (the recognizer's GPU run); libtorch comes from the machine's own torch wheel. About 7 MB of the
+# 64 MiB a device call may carry.
 #   bench/gpu_bundle.sh && device run --carry build-gpu 'bash bench/gpu_check.sh'
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v nvcc >/dev/null || export PATH="$PATH:/usr/local/cuda/bin"
-cmake --build build --target pipetrain >/dev/null
+cmake --build build --target pipetrain transducer_memory model_test >/dev/null
+# The tiny speech file (tests/tiny_speech.h writes it once per machine).
+build/tests/model/model_test --gtest_filter='SpeechBatches.PaddedFeaturesCarryTheirLengthsAndLabels' >/dev/null
 rm -rf build-gpu
 mkdir -p build-gpu/lib
-cp build/pipetrain build-gpu/
+cp build/pipetrain build/bench/transducer_memory "${TMPDIR:-/tmp}/pipetrain_tiny_speech_v1.bin" build-gpu/
 # Every library outside the system's base and the torch wheel.
 ldd build/pipetrain | awk '$3 ~ /^\// {print $3}' |
   grep -v -e '/\.venv/' -e 'libc\.so' -e 'libm\.so' -e 'libstdc++' -e 'libgcc_s' -e 'libdl\.so' \

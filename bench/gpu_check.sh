@@ -7,9 +7,13 @@
 #      tests/runtime/mixed_precision_test.cpp);
 #   3. resume across devices: 4 steps on the GPU resumed to 6 on the CPU, and the reverse, against
 #      6 steps in one go (1e-9);
-#   4. throughput, GPT-2 small, context 1024, bfloat16, AdamW, 2/4/16 sequences a step: pipetrain
+#   4. the transducer: the recognizer in float64 on the GPU (1 process, 2 workers) == on the CPU
+#      (1e-9); the sample-wise loss at the paper's scale (B = 1024 utterances, T = 1000 frames,
+#      U = 100, V = 1024, joint 512; float32 and bfloat16): peak GPU memory and time, beside
+#      torchaudio's rnnt_loss at the largest batch that fits;
+#   5. throughput, GPT-2 small, context 1024, bfloat16, AdamW, 2/4/16 sequences a step: pipetrain
 #      in one process and on 2 workers sharing the GPU vs bench/gpt2_pytorch.py (eager, compile),
-#      median step time, tokens/s, MFU; the table last.
+#      median step time, tokens/s, MFU; the tables last.
 # Logs and run folders under $OUT. GPU_CHECK_DEVICE=cpu GPU_CHECK_SMOKE=1 runs it here (tiny
 # throughput shapes) to test the script itself.
 set -uo pipefail
@@ -75,7 +79,36 @@ resume dev4 cpu
 resume cpu4 "$DEVICE"
 compare --label resume --rtol 1e-9 --weights "$OUT/whole6" "$OUT/dev4" "$OUT/cpu4"
 
-log "4. throughput: GPT-2 small, bfloat16"
+log "4. the transducer on $DEVICE"
+SPEECH_FILE=$ROOT/build-gpu/pipetrain_tiny_speech_v1.bin
+[ -f "$SPEECH_FILE" ] || SPEECH_FILE=${TMPDIR:-/tmp}/pipetrain_tiny_speech_v1.bin
+SPEECH="--model.kind transducer --model.d_model 8 --model.seq_len 40 --model.max_labels 6
+  --data.format speech --data.path $SPEECH_FILE --model.dtype float64"
+train rnnt_cpu $SPEECH --train.device cpu --pipeline.stages 1
+train rnnt_dev $SPEECH --train.device "$DEVICE" --pipeline.stages 1
+train rnnt_dev_p2 $SPEECH --train.device "$DEVICE" --pipeline.stages 2
+compare --label transducer --rtol 1e-9 --weights "$OUT/rnnt_cpu" "$OUT/rnnt_dev" "$OUT/rnnt_dev_p2"
+TM=$ROOT/build-gpu/transducer_memory
+[ -x "$TM" ] || TM=$ROOT/build/bench/transducer_memory
+LOSSES=$OUT/transducer.jsonl
+: >"$LOSSES"
+if [ "$SMOKE" = 1 ]; then RNNT="--frames 100 --labels 10 --vocab 64 --joint 32"; BIG=16; else RNNT="--frames 1000 --labels 100 --vocab 1024 --joint 512"; BIG=1024; fi
+sample_wise() {  # batch, then extra flags
+  local batch=$1; shift
+  timeout 240 "$TM" --headline --device "$DEVICE" --batch "$batch" $RNNT --budget-mb 2048 "$@" \
+    >"$OUT/transducer_b$batch$*.log" 2>&1 || verdict "FAIL transducer_memory batch $batch $* (log $OUT/transducer_b$batch$*.log)"
+  grep '^RESULT ' "$OUT/transducer_b$batch$*.log" | cut -d' ' -f2- >>"$LOSSES"
+}
+sample_wise "$BIG"
+sample_wise "$BIG" --dtype bfloat16
+if [ "$DEVICE" = cuda ]; then
+  timeout 240 "$PY" bench/transducer_torchaudio.py --batches 8,16,32,64 $RNNT >"$OUT/torchaudio.log" 2>&1
+  grep '^RESULT ' "$OUT/torchaudio.log" | cut -d' ' -f2- >>"$LOSSES"
+  largest=$(grep '^RESULT ' "$OUT/torchaudio.log" | tail -1 | "$PY" -c 'import json,sys; l=sys.stdin.read().split(" ",1); print(json.loads(l[1])["batch"] if len(l) > 1 else "")')
+  [ -n "$largest" ] && sample_wise "$largest"
+fi
+
+log "5. throughput: GPT-2 small, bfloat16"
 if [ "$SMOKE" = 1 ]; then
   SHAPE="--model.layers 2 --model.d_model 64 --model.heads 4 --model.seq_len 64 --model.vocab_size 256"
   PY_SHAPE="--layers 2 --d-model 64 --heads 4 --context 64 --vocab 256"; CONTEXT=64; STEPS=4; BATCHES="2 4"
@@ -108,6 +141,7 @@ PYEOF
 for b in $BATCHES; do pipetrain_speed pipetrain-1proc "$b" 1 1; done
 for b in $BATCHES; do pipetrain_speed pipetrain-2workers "$b" 2 2; done
 PY_DEVICE=$([ "$DEVICE" = cuda ] && echo cuda || echo cpu)
+rm -f "$OUT/pytorch.jsonl"
 timeout 420 "$PY" bench/gpt2_pytorch.py --device "$PY_DEVICE" --dtype bfloat16 $PY_SHAPE \
   --batches "$(echo $BATCHES | tr ' ' ,)" --steps "$STEPS" --warmup 5 --compile \
   --json "$OUT/pytorch.jsonl" >"$OUT/pytorch.log" 2>&1 || verdict "FAIL pytorch baseline (log $OUT/pytorch.log)"
@@ -116,6 +150,13 @@ cat "$OUT/pytorch.jsonl" >>"$THROUGHPUT" 2>/dev/null
 echo
 echo "== GPU check: $(head -1 "$OUT/version.txt"); $(sed -n 3p "$OUT/version.txt")"
 cat "$RESULTS"
+"$PY" - "$LOSSES" <<'PYEOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(f"{'transducer loss + gradients':<32} {'batch':>5} {'peak GB':>8} {'seconds':>8} {'ms/utt':>8}")
+for r in sorted(rows, key=lambda r: (r["batch"], r["mode"])):
+    print(f"{r['mode']:<32} {r['batch']:>5} {r['peak_gb']:>8.2f} {r['seconds']:>8.2f} {r['ms_per_utterance']:>8.2f}")
+PYEOF
 "$PY" - "$THROUGHPUT" "$CONTEXT" <<'PYEOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

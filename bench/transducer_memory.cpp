@@ -3,6 +3,8 @@
 //   transducer_memory                  sweep over B and T, one child process per run (table)
 //   transducer_memory --headline [--batch B] [--frames T] [--labels U] [--vocab V] [--joint J]
 //                     [--budget-mb M]  the paper's headline: B=1024, T=1000, U=100, V=256, J=256
+//                     [--device cuda] [--dtype bfloat16]  on a GPU (peak: the CUDA allocator's),
+//                     the joint in bfloat16 (autocast; loss and gradients accumulate in float32)
 //
 // Every run computes the loss and all gradients (encoder output, predictor output, joint).
 #include <malloc.h>
@@ -14,6 +16,8 @@
 #include <cstring>
 #include <string>
 
+#include "device/placement.h"
+#include "device/precision.h"
 #include "loss/joint_network.h"
 #include "peak_memory_child.h"
 
@@ -101,14 +105,29 @@ int sweep() {
   return 0;
 }
 
-int headline(const Config& c, int64_t budget_mb) {
-  std::printf("sample-wise transducer loss + gradients: B=%ld T=%ld U=%ld V=%ld J=%ld, %d threads\n",
-              c.batch, c.frames, c.labels, c.vocab, c.joint, at::get_num_threads());
+// A leaf on `device` with the values of `tensor` (made on the host, so every device sees the
+// same inputs).
+at::Tensor leaf_on(const at::Tensor& tensor, const c10::Device& device) {
+  return tensor.detach().to(device).requires_grad_(tensor.requires_grad());
+}
+
+int headline(const Config& c, int64_t budget_mb, const c10::Device& device, bool bfloat16) {
+  std::printf("sample-wise transducer loss + gradients: B=%ld T=%ld U=%ld V=%ld J=%ld, %s, joint in %s, %d threads\n",
+              c.batch, c.frames, c.labels, c.vocab, c.joint, device.str().c_str(),
+              bfloat16 ? "bfloat16" : "float32", at::get_num_threads());
   const double batched_gb = double(c.batch) * c.frames * (c.labels + 1) * (c.vocab + c.joint) * 4 / 1e9;
   std::printf("(a batched joint would hold [B,T,U+1,V+J] = %.0f GB per copy)\n", batched_gb);
   Inputs in = make_inputs(c);
+  in.enc = leaf_on(in.enc, device), in.pred = leaf_on(in.pred, device);
+  in.targets = in.targets.to(device), in.t_len = in.t_len.to(device), in.u_len = in.u_len.to(device);
   torch::manual_seed(1);
   JointNetwork joint(c.joint, c.vocab);
+  joint->to(device);
+  const auto precision = pipetrain::device::precision_of(
+      bfloat16 ? pipetrain::device::PrecisionKind::BFloat16Mixed : pipetrain::device::PrecisionKind::Float32);
+  pipetrain::device::synchronize(device);
+  pipetrain::device::reset_peak_memory(device);
+  const double inputs_gb = pipetrain::device::device_memory(device) ? double(pipetrain::device::device_memory(device)->allocated) / 1e9 : 0;
   SampleWiseOptions options;
   options.memory_budget_bytes = budget_mb << 20;
   const auto start = std::chrono::steady_clock::now();
@@ -121,10 +140,15 @@ int headline(const Config& c, int64_t budget_mb) {
     std::fprintf(stderr, "\r%ld/%ld samples  %.0f s elapsed  ETA %.0f s   ", done, total, elapsed,
                  elapsed / double(done) * double(total - done));
   };
-  const at::Tensor loss = sample_wise_transducer_loss(joint, in.enc, in.pred, in.targets,
-                                                      in.t_len, in.u_len, options);
+  at::Tensor loss;
+  {
+    pipetrain::device::ComputeScope scope(precision, device.type());
+    loss = sample_wise_transducer_loss(joint, in.enc, in.pred, in.targets, in.t_len, in.u_len, options);
+  }
+  pipetrain::device::synchronize(device);
   const double forward_s = seconds_since(start);
   loss.backward();
+  pipetrain::device::synchronize(device);
   const double total_s = seconds_since(start);
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
@@ -136,6 +160,16 @@ int headline(const Config& c, int64_t budget_mb) {
               total_s, forward_s, total_s - forward_s, total_s / double(c.batch));
   std::printf("peak resident memory %.2f GB (ru_maxrss, whole process incl. inputs)\n",
               double(usage.ru_maxrss) / 1024.0 / 1024.0);
+  // The peak a table reports: the GPU's allocator on a GPU, the process's resident set on the CPU.
+  double peak_gb = double(usage.ru_maxrss) * 1024 / 1e9;
+  if (const auto gpu = pipetrain::device::device_memory(device)) {
+    peak_gb = double(gpu->peak) / 1e9;
+    std::printf("peak GPU memory %.2f GB (CUDA caching allocator, inputs %.2f GB included)\n",
+                peak_gb, inputs_gb);
+  }
+  std::printf("RESULT {\"mode\": \"pipetrain sample-wise%s\", \"batch\": %ld, \"peak_gb\": %.3f, "
+              "\"seconds\": %.3f, \"ms_per_utterance\": %.3f}\n", bfloat16 ? " bf16" : "", c.batch,
+              peak_gb, total_s, 1e3 * total_s / double(c.batch));
   return 0;
 }
 
@@ -147,9 +181,10 @@ int main(int argc, char** argv) {
   // doubles the time. Keep freed memory in the heap for reuse (peak RSS is unaffected).
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  bool run_headline = false;
+  bool run_headline = false, bfloat16 = false;
   Config c;
   int64_t budget_mb = 0;
+  std::string device = "cpu";
   for (int i = 1; i < argc; ++i) {  // --headline sets the defaults the other flags change
     if (!std::strcmp(argv[i], "--headline")) c = Config{1024, 1000, 100, 256, 256, false};
   }
@@ -163,9 +198,12 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--vocab")) c.vocab = value();
     else if (!std::strcmp(argv[i], "--joint")) c.joint = value();
     else if (!std::strcmp(argv[i], "--budget-mb")) budget_mb = value();
+    else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
+    else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) bfloat16 = !std::strcmp(argv[++i], "bfloat16");
     else {
       std::fprintf(stderr, "usage: %s [--headline [--batch B] [--frames T] [--labels U] "
-                           "[--vocab V] [--joint J] [--budget-mb M]]\n", argv[0]);
+                           "[--vocab V] [--joint J] [--budget-mb M] [--device cuda] "
+                           "[--dtype bfloat16]]\n", argv[0]);
       return 2;
     }
   }
@@ -173,5 +211,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: sizes must be positive\n");
     return 2;
   }
-  return run_headline ? headline(c, budget_mb) : sweep();
+  if (device != "cpu" && device != "cuda") {
+    std::fprintf(stderr, "error: --device must be cpu or cuda\n");
+    return 2;
+  }
+  if (device == "cuda" && pipetrain::device::this_hardware().gpus == 0) {
+    std::fprintf(stderr, "error: --device cuda but libtorch sees no GPU\n");
+    return 2;
+  }
+  return run_headline ? headline(c, budget_mb, c10::Device(device == "cuda" ? "cuda:0" : "cpu"), bfloat16)
+                      : sweep();
 }

@@ -1,11 +1,14 @@
 #include "cli/preflight.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "core/files.h"
 #include "core/machine.h"
 #include "core/text.h"
+#include "device/execution.h"
+#include "device/placement.h"
 #include "model/registry.h"
 #include "runtime/model_costs.h"
 
@@ -55,13 +58,31 @@ void check_memory(const Config& config, const std::string& data_path, const Proc
   // Byte-level text is read into memory; token files are memory-mapped (docs/data.md).
   const double data = data_path.empty() ? 0 : double(regular_file_size(data_path, "data file"));
   const double available = machine_memory_bytes();
-  const ModelMemory model = model_memory_lower_bound(*make_model(config), config, microbatch, share, available);
-  const double needed = model.total() * share + data + processes * kProcessBytes;
+  // On GPUs the model's bytes are the GPUs' (each holds the shares of the workers that use it);
+  // the host keeps the data and the processes.
+  const auto execution = device::decide_execution(config.train.device, config.model.dtype,
+                                                  int(std::max(1.0, here.workers)),
+                                                  device::this_hardware());
+  const bool gpus = execution.device == device::DeviceKind::Cuda;
+  const double per_gpu = gpus ? std::ceil(std::max(1.0, here.workers) / execution.gpus) / double(p.stages) : 0;
+  const double gpu_memory = gpus ? double(device::gpu_memory_bytes(0)) : 0;
+  const ModelMemory model = model_memory_lower_bound(*make_model(config), config, microbatch,
+                                                     gpus ? per_gpu : share, gpus ? gpu_memory : available);
+  if (gpus && model.total() * per_gpu > gpu_memory) {
+    fail("this run needs at least {} of GPU memory per GPU (weights, gradients and {} state {}, "
+         "one microbatch's activations {}), more than the GPU's {}",
+         format_bytes(model.total() * per_gpu), config.train.optimizer,
+         format_bytes(model.weights_gradients_optimizer * per_gpu),
+         format_bytes(model.activations * per_gpu), format_bytes(gpu_memory));
+  }
+  const double on_host = gpus ? 0 : model.total() * share;
+  const double needed = on_host + data + processes * kProcessBytes;
   if (needed <= available) return;
   fail("this run needs at least {} of memory (weights, gradients and {} state {}, one "
        "microbatch's activations {}, the data file {}, {:.0f} process(es) x {}), more than this "
        "machine's {}", format_bytes(needed), config.train.optimizer,
-       format_bytes(model.weights_gradients_optimizer * share), format_bytes(model.activations * share),
+       format_bytes(gpus ? 0 : model.weights_gradients_optimizer * share),
+       format_bytes(gpus ? 0 : model.activations * share),
        format_bytes(data), processes, format_bytes(kProcessBytes), format_bytes(available));
 }
 

@@ -1,6 +1,7 @@
 #include "device/placement.h"
 
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/cuda.h>
 
@@ -36,6 +37,10 @@ std::optional<DeviceMemory> device_memory(const c10::Device& device) {
   constexpr auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
   return DeviceMemory{stats.allocated_bytes[all].current, stats.allocated_bytes[all].peak,
                       stats.reserved_bytes[all].current};
+}
+
+int64_t gpu_memory_bytes(int index) {
+  return int64_t(at::cuda::getDeviceProperties(c10::DeviceIndex(index))->totalGlobalMem);
 }
 
 void reset_peak_memory(const c10::Device& device) {

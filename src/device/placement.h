@@ -31,5 +31,7 @@ struct DeviceMemory {
 };
 std::optional<DeviceMemory> device_memory(const c10::Device& device);
 void reset_peak_memory(const c10::Device& device);
+// The memory of GPU `index` (its total, as the driver reports it).
+int64_t gpu_memory_bytes(int index);
 
 }  // namespace pipetrain::device

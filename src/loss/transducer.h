@@ -22,8 +22,11 @@ struct TransducerOptions {
   Reduction reduction = Reduction::Mean; // Mean: average of per-sample losses over the batch
 };
 
-// One sample. logits: [T, U+1, V] float or double on CPU with contiguous rows (stride(2) == 1,
-// stride(1) == V; views of a padded tensor are fine). targets: [U] integer labels, none blank.
+// One sample. logits: [T, U+1, V] float, double, bfloat16 or half, on any device (CPU or GPU:
+// the V-wide work runs there, the T*U lattice on the host; transducer_kernel.cpp), with contiguous
+// rows (stride(2) == 1, stride(1) == V; views of a padded tensor are fine). targets: [U] integer
+// labels, none blank. Low-precision logits are widened to float32 for everything but the
+// gradient written back.
 // Returns -log P(targets | logits). When want_grad, logits is overwritten in place with
 // grad_scale * d(loss)/d(logits) (log-softmax folded in), so it must not require grad.
 double transducer_loss_and_grad_(const at::Tensor& logits, const at::Tensor& targets,

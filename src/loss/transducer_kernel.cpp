@@ -2,7 +2,6 @@
 // The only full-size buffer is the caller's logits tensor; every temporary is [T, U+1] or a
 // bounded block of rows, so one sample costs T*(U+1)*V elements, not two or three times that.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
@@ -31,28 +30,52 @@ int64_t frames_per_block(int64_t labels_plus_one, int64_t vocab) {
   return std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(1, labels_plus_one * vocab));
 }
 
-template <typename scalar_t>
-double fused_loss_and_grad(const at::Tensor& logits, const std::vector<int64_t>& y, int64_t blank,
-                           bool want_grad, double grad_scale) {
+// A [T, U+1] double tensor's values on the host (the lattice's inputs and outputs).
+std::vector<double> host_values(const at::Tensor& tensor) {
+  const at::Tensor host = tensor.to(at::Device(at::kCPU), at::kDouble).contiguous();
+  return std::vector<double>(host.data_ptr<double>(), host.data_ptr<double>() + host.numel());
+}
+
+// `values` (host, double) as a tensor like `like` (its device and dtype), shaped `shape`.
+at::Tensor device_values(std::vector<double>& values, at::IntArrayRef shape, const at::TensorOptions& like) {
+  return at::from_blob(values.data(), shape, at::kDouble).to(like.device(), like.dtype().toScalarType());
+}
+
+// Runs wherever the logits live, CPU or GPU: the V-wide work (log-softmax denominators, the
+// gradient written over the logits) is ATen ops on the logits' device, block by block; the
+// (T, U+1) lattice (alpha and beta, a sequential recursion of T*U steps) runs on the host in
+// double, from two [T, U+1] tensors brought over and back: O(T*U) bytes moved against O(T*U*V)
+// computed. Low-precision logits (bfloat16, float16) are widened to float32 block by block, so
+// the denominators and the lattice never round to them; only the gradient written back does.
+double fused_loss_and_grad(const at::Tensor& logits, const std::vector<int64_t>& y,
+                           const at::Tensor& y_device, int64_t blank, bool want_grad,
+                           double grad_scale) {
   const int64_t T = logits.size(0), U1 = logits.size(1), V = logits.size(2);
   const int64_t block = frames_per_block(U1, V);
+  const at::ScalarType wide =
+      at::isReducedFloatingType(logits.scalar_type()) ? at::kFloat : logits.scalar_type();
+  const auto block_of = [&](const at::Tensor& t, int64_t t0) {
+    return t.narrow(0, t0, std::min(block, T - t0));
+  };
 
   // 1. log-softmax denominators, block by block (ATen's logsumexp makes a full-size temporary).
-  at::Tensor lse = at::empty({T, U1}, logits.options());
+  at::Tensor lse = at::empty({T, U1}, logits.options().dtype(wide));
   for (int64_t t0 = 0; t0 < T; t0 += block) {
-    const int64_t n = std::min(block, T - t0);
-    at::Tensor out = lse.narrow(0, t0, n);
-    at::logsumexp_out(out, logits.narrow(0, t0, n), {2}, false);
+    at::Tensor out = block_of(lse, t0);
+    at::logsumexp_out(out, block_of(logits, t0).to(wide), {2}, false);
   }
 
-  // 2. log-probabilities of the two transitions out of every (t, u).
-  auto z = logits.accessor<scalar_t, 3>();
-  auto lz = lse.accessor<scalar_t, 2>();
-  std::vector<double> blank_lp(T * U1), emit_lp(T * U1, kNegInf);
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t u = 0; u < U1; ++u) {
-      blank_lp[t * U1 + u] = double(z[t][u][blank]) - double(lz[t][u]);
-      if (u < U1 - 1) emit_lp[t * U1 + u] = double(z[t][u][y[u]]) - double(lz[t][u]);
+  // 2. log-probabilities of the two transitions out of every (t, u), in double on the host.
+  const at::Tensor lse_double = lse.to(at::kDouble);
+  const std::vector<double> blank_lp = host_values(logits.select(2, blank).to(at::kDouble) - lse_double);
+  std::vector<double> emit_lp(T * U1, kNegInf);
+  at::Tensor label_index;  // [T, U, 1]: y_u at every frame
+  if (U1 > 1) {
+    label_index = y_device.reshape({1, U1 - 1, 1}).expand({T, U1 - 1, 1});
+    const auto emit = host_values(logits.narrow(1, 0, U1 - 1).gather(2, label_index).squeeze(2).to(at::kDouble) -
+                                  lse_double.narrow(1, 0, U1 - 1));
+    for (int64_t t = 0; t < T; ++t) {
+      std::copy_n(emit.begin() + t * (U1 - 1), U1 - 1, emit_lp.begin() + t * U1);
     }
   }
 
@@ -95,39 +118,41 @@ double fused_loss_and_grad(const at::Tensor& logits, const std::vector<int64_t>&
   const double log_scale = std::log(std::fabs(grad_scale));
   std::vector<double> coef_values(T * U1);
   for (int64_t i = 0; i < T * U1; ++i) coef_values[i] = alpha[i] + beta[i] + loss + log_scale;
-  at::Tensor coef = at::from_blob(coef_values.data(), {T, U1}, at::kDouble)
-                        .to(logits.scalar_type())
-                        .sub_(lse)
-                        .unsqueeze(2);
+  const at::Tensor coef =
+      device_values(coef_values, {T, U1}, lse.options()).sub_(lse).unsqueeze(2);
   for (int64_t t0 = 0; t0 < T; t0 += block) {
-    const int64_t n = std::min(block, T - t0);
-    logits.narrow(0, t0, n).add_(coef.narrow(0, t0, n)).exp_();
+    at::Tensor rows = block_of(logits, t0);
+    if (wide == logits.scalar_type()) {
+      rows.add_(block_of(coef, t0)).exp_();
+    } else {
+      rows.copy_(rows.to(wide).add_(block_of(coef, t0)).exp_());
+    }
   }
   if (grad_scale < 0) logits.neg_();
 
   //    Then subtract the transition terms: blank moves to (t+1, u), label y_u moves to (t, u+1).
-  at::parallel_for(0, T, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      for (int64_t u = 0; u < U1; ++u) {
-        const int64_t i = t * U1 + u;
-        const double base = alpha[i] + loss;
-        double next_blank = kNegInf;
-        if (t < T - 1) next_blank = beta[i + U1];
-        else if (u == U1 - 1) next_blank = 0.0;  // final blank ends the alignment
-        if (next_blank != kNegInf) {
-          z[t][u][blank] -= scalar_t(grad_scale * std::exp(blank_lp[i] + base + next_blank));
-        }
-        if (u < U1 - 1) {
-          z[t][u][y[u]] -= scalar_t(grad_scale * std::exp(emit_lp[i] + base + beta[i + 1]));
-        }
-      }
+  std::vector<double> blank_term(T * U1, 0.0), emit_term(T * std::max<int64_t>(U1 - 1, 0), 0.0);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t u = 0; u < U1; ++u) {
+      const int64_t i = t * U1 + u;
+      const double base = alpha[i] + loss;
+      double next_blank = kNegInf;
+      if (t < T - 1) next_blank = beta[i + U1];
+      else if (u == U1 - 1) next_blank = 0.0;  // final blank ends the alignment
+      if (next_blank != kNegInf) blank_term[i] = grad_scale * std::exp(blank_lp[i] + base + next_blank);
+      if (u < U1 - 1) emit_term[t * (U1 - 1) + u] = -grad_scale * std::exp(emit_lp[i] + base + beta[i + 1]);
     }
-  });
+  }
+  logits.select(2, blank).sub_(device_values(blank_term, {T, U1}, logits.options()));
+  if (U1 > 1) {
+    logits.narrow(1, 0, U1 - 1)
+        .scatter_add_(2, label_index, device_values(emit_term, {T, U1 - 1, 1}, logits.options()));
+  }
   return loss;
 }
 
 std::vector<int64_t> to_vector(const at::Tensor& t) {
-  at::Tensor c = t.to(at::kLong).contiguous();
+  at::Tensor c = t.to(at::Device(at::kCPU), at::kLong).contiguous();
   return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
 }
 
@@ -154,9 +179,9 @@ double transducer_loss_and_grad_(const at::Tensor& logits, const at::Tensor& tar
   }
   const int64_t T = logits.size(0), U1 = logits.size(1), V = logits.size(2);
   if (T < 1 || U1 < 1 || V < 1) fail("transducer loss: empty logits [{}, {}, {}]", T, U1, V);
-  if (!logits.device().is_cpu()) fail("transducer loss: the fused kernel runs on CPU tensors");
-  if (logits.scalar_type() != at::kFloat && logits.scalar_type() != at::kDouble) {
-    fail("transducer loss: logits must be float or double");
+  const auto dtype = logits.scalar_type();
+  if (dtype != at::kFloat && dtype != at::kDouble && dtype != at::kBFloat16 && dtype != at::kHalf) {
+    fail("transducer loss: logits must be float, double, bfloat16 or half, got {}", c10::toString(dtype));
   }
   if (logits.stride(2) != 1 || logits.stride(1) != V) {
     fail("transducer loss: logits rows must be contiguous (stride(2) == 1, stride(1) == V)");
@@ -176,10 +201,8 @@ double transducer_loss_and_grad_(const at::Tensor& logits, const at::Tensor& tar
     if (y[u] == blank) fail("transducer loss: target position {} is the blank symbol {}", u, blank);
   }
   at::NoGradGuard no_grad;  // the kernel computes its own gradient; autograd records nothing
-  if (logits.scalar_type() == at::kDouble) {
-    return fused_loss_and_grad<double>(logits, y, blank, want_grad, grad_scale);
-  }
-  return fused_loss_and_grad<float>(logits, y, blank, want_grad, grad_scale);
+  const at::Tensor y_device = targets.to(logits.device(), at::kLong);
+  return fused_loss_and_grad(logits, y, y_device, blank, want_grad, grad_scale);
 }
 
 TransducerLengths check_transducer_batch(int64_t batch, int64_t max_frames, int64_t max_labels,

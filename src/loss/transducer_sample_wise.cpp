@@ -92,8 +92,9 @@ class SampleWiseTransducerFunction
         ++last;
       }
       const int64_t G = static_cast<int64_t>(last - first);
-      const at::Tensor index = at::tensor(
-          std::vector<int64_t>(order.begin() + first, order.begin() + last), at::kLong);
+      const at::Tensor index =
+          at::tensor(std::vector<int64_t>(order.begin() + first, order.begin() + last), at::kLong)
+              .to(enc.device());
       at::Tensor enc_g = enc.index_select(0, index).narrow(1, 0, t_max).detach();
       at::Tensor pred_g = pred.index_select(0, index).narrow(1, 0, u1_max).detach();
 

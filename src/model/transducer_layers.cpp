@@ -164,12 +164,13 @@ torch::Tensor TransducerJoint::predict(const torch::Tensor& labels) {
 }
 
 TransducerJoint::PredictorState TransducerJoint::initial_state() const {
-  const auto zeros = torch::zeros({1, 1, config_.d_model}, torch::dtype(config_.dtype));
+  const auto zeros = torch::zeros({1, 1, config_.d_model}, embedding_->weight.options());
   return {zeros, zeros.clone()};
 }
 
 torch::Tensor TransducerJoint::predict_step(int64_t token, PredictorState& state) {
-  const auto embedded = embedding_(torch::full({1, 1}, token, torch::kInt64));
+  const auto embedded = embedding_(
+      torch::full({1, 1}, token, torch::dtype(torch::kInt64).device(embedding_->weight.device())));
   auto [output, next] = lstm_(embedded, state);
   state = next;
   return predictor_projection_(output).view({config_.d_model});
