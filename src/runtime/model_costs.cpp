@@ -18,7 +18,8 @@ double optimizer_step_temporaries(const TrainConfig& train) {
   const double decayed_gradient = train.weight_decay != 0 ? 1 : 0;
   if (train.optimizer == "sgd") return decayed_gradient;
   if (train.optimizer == "adam") return 2 + decayed_gradient;
-  return 2;
+  if (train.optimizer == "adamw") return 0;  // the fused kernel works in place
+  return 2;  // muon: its matrices' Newton-Schulz iterates (not measured)
 }
 
 ModelCostOptions model_cost_options(const Config& config) {

@@ -38,8 +38,9 @@ struct ModelCostOptions {
 // and AdamW 3, Muon 2 (its matrices keep one momentum; taken for all parameters, the AdamW part
 // is small), and one more with the error-feedback correction (the previous update).
 double optimizer_values_per_parameter(const TrainConfig& train);
-// Measured (GptUpdateMemory.*): AdamW's denominator (sqrt, then divided), Adam's too and its
-// decayed gradient, SGD's decayed gradient (each only with weight decay); Muon's AdamW part as AdamW.
+// Measured (GptUpdateMemory.*): none for AdamW (train/adamw_step.h's fused kernel works in place),
+// Adam's denominator (sqrt, then divided) and its decayed gradient, SGD's decayed gradient (each
+// only with weight decay); Muon: 2, not measured.
 double optimizer_step_temporaries(const TrainConfig& train);
 ModelCostOptions model_cost_options(const Config& config);
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <memory>
 
+#include "train/adamw_step.h"
 #include "train/optimizer_state_key.h"
 
 namespace pipetrain {
@@ -59,31 +60,9 @@ bool Muon::updates_with_muon(const torch::Tensor& param) const {
   });
 }
 
-// torch's AdamW (decoupled decay, bias-corrected moments), its state under its own type.
+// The AdamW part: pipetrain's one AdamW step (train/adamw_step.h), its state under its own type.
 void Muon::adamw_step(torch::optim::OptimizerParamGroup& group) {
-  const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
-  const auto [beta1, beta2] = options.betas();
-  for (auto& p : group.params()) {
-    if (!p.grad().defined()) continue;
-    const auto& grad = p.grad();
-    auto& slot = state_[optimizer_state_key(p)];
-    if (!slot) {
-      auto fresh = std::make_unique<torch::optim::AdamWParamState>();
-      fresh->step(0);
-      fresh->exp_avg(torch::zeros_like(p));
-      fresh->exp_avg_sq(torch::zeros_like(p));
-      slot = std::move(fresh);
-    }
-    auto& state = static_cast<torch::optim::AdamWParamState&>(*slot);
-    if (options.weight_decay() != 0) p.mul_(1 - options.lr() * options.weight_decay());
-    state.step(state.step() + 1);
-    const double correction1 = 1 - std::pow(beta1, double(state.step()));
-    const double correction2 = 1 - std::pow(beta2, double(state.step()));
-    state.exp_avg().mul_(beta1).add_(grad, 1 - beta1);
-    state.exp_avg_sq().mul_(beta2).addcmul_(grad, grad, 1 - beta2);
-    const auto denom = (state.exp_avg_sq().sqrt() / std::sqrt(correction2)).add_(options.eps());
-    p.addcdiv_(state.exp_avg(), denom, -options.lr() / correction1);
-  }
+  pipetrain::adamw_step(group, state_);
 }
 
 void Muon::muon_step(torch::optim::OptimizerParamGroup& group) {

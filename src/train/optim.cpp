@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "train/adamw_step.h"
 #include "model/state_io.h"
 #include "train/error_feedback.h"
 #include "train/muon.h"
@@ -50,7 +51,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<torch:
                                                    .weight_decay(train.weight_decay));
   }
   if (train.optimizer == "adamw") {
-    return build_optimizer<torch::optim::AdamW>(train, params, adamw_options(train));
+    return build_optimizer<FusedAdamW>(train, params, adamw_options(train));
   }
   if (train.optimizer == "muon") {
     throw std::logic_error("make_optimizer: Muon needs the parameters' names");

@@ -447,9 +447,12 @@ TEST(Cli, PlannedWorkerMemoryMatchesTheRunsCountedPeaks) {
 // GPipe with 6 microbatches (an odd 3 per step at 2 sequences, or 6 of one), with and without
 // recomputation, 1F1B and 2BW. GPipe's embedding worker measured 20% above its prediction while
 // the global norm made two float32 copies of the embedding's gradient size more than counted.
-// 2BW's head worker is predicted high, within 10%: the model puts the update's temporaries on
-// top of the held activations and the backward's workspace, where the run holds the next
-// iteration's gradient beside the pending update's instead (docs/planning.md).
+// 2BW's workers are predicted high: the model puts the update's temporaries on top of the held
+// activations and the backward's workspace, where the run holds the next iteration's gradient
+// beside the pending update's instead (docs/planning.md): within 10% on the head worker, 13% on
+// the embedding worker, whose backward workspace (the embedding's dense gradient, 2 MiB here) the
+// update never meets. (Until AdamW's step became one fused kernel it also made two temporaries of
+// the embedding's size, 2 MiB more than the model counted, which hid that over-count.)
 TEST(Cli, PlannedEmbeddingWorkerMemoryMatchesTheRunsCountedPeaks) {
   const auto dir = temp_dir("plan_embedding_memory");
   fs::create_directories(dir);
@@ -463,11 +466,13 @@ TEST(Cli, PlannedEmbeddingWorkerMemoryMatchesTheRunsCountedPeaks) {
     const auto workers = planned_and_measured(dir, config, schedule, recompute);
     ASSERT_EQ(workers.size(), 2u) << schedule;
     const std::string name = schedule + (recompute ? " recompute" : "");
-    EXPECT_NEAR(workers[0].predicted, workers[0].measured, 0.05 * workers[0].measured) << name;
     if (schedule == "2bw") {
+      EXPECT_GE(workers[0].predicted, workers[0].measured) << name;
+      EXPECT_LE(workers[0].predicted, 1.15 * workers[0].measured) << name;
       EXPECT_GE(workers[1].predicted, workers[1].measured) << name;
       EXPECT_LE(workers[1].predicted, 1.10 * workers[1].measured) << name;
     } else {
+      EXPECT_NEAR(workers[0].predicted, workers[0].measured, 0.05 * workers[0].measured) << name;
       // libtorch 2.11: GPipe's head worker counted 38.1 MiB against 40.1 predicted (5.2% high);
       // the head alone and a block alone are exact (GptLayerMemory.*), and the 2 MiB are not yet
       // located. 1.13 was within 5%.

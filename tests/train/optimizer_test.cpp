@@ -12,6 +12,7 @@
 
 #include "model/state_io.h"
 #include "../tensor_exactness.h"
+#include "train/adamw_step.h"
 #include "train/muon.h"
 #include "train/optim.h"
 
@@ -302,6 +303,49 @@ TEST(Muon, StateRoundTripsThroughCheckpointEntries) {
   }
   for (size_t i = 0; i < running.size(); ++i) {
     EXPECT_TRUE(torch::equal(restored[i].second, running[i].second)) << running[i].first;
+  }
+}
+
+}  // namespace
+}  // namespace pipetrain
+
+namespace pipetrain {
+namespace {
+
+// pipetrain's AdamW (train/adamw_step.h: ATen's fused kernel) against libtorch's own
+// torch::optim::AdamW, the per-parameter loop it replaced, in float64 over 5 steps with weight
+// decay: the same update rule, so only rounding differs (kTight); and the state each keeps is
+// the same, so a checkpoint of one continues in the other.
+TEST(FusedAdamW, StepsEqualLibtorchsAdamWAndKeepItsState) {
+  torch::manual_seed(5);
+  std::vector<torch::Tensor> start = {torch::randn({7, 5}, torch::kFloat64),
+                                      torch::randn({5}, torch::kFloat64)};
+  std::vector<torch::Tensor> fused_params, loop_params;
+  for (const auto& p : start) {
+    fused_params.push_back(p.clone().requires_grad_(true));
+    loop_params.push_back(p.clone().requires_grad_(true));
+  }
+  const auto options = torch::optim::AdamWOptions(1e-2).betas({0.9, 0.99}).eps(1e-8).weight_decay(0.1);
+  FusedAdamW fused(fused_params, options);
+  torch::optim::AdamW loop(loop_params, options);
+  for (int step = 0; step < 5; ++step) {
+    for (size_t i = 0; i < start.size(); ++i) {
+      const auto grad = torch::randn_like(start[i]);
+      fused_params[i].mutable_grad() = grad.clone();
+      loop_params[i].mutable_grad() = grad.clone();
+    }
+    fused.step();
+    loop.step();
+  }
+  for (size_t i = 0; i < start.size(); ++i) {
+    EXPECT_EQ(testing::elementwise_mismatch(fused_params[i], loop_params[i], kTight), "") << i;
+    EXPECT_FALSE(torch::equal(fused_params[i], start[i]));  // it moved
+    const auto& a = static_cast<torch::optim::AdamWParamState&>(*fused.state().at(fused_params[i].unsafeGetTensorImpl()));
+    const auto& b = static_cast<torch::optim::AdamWParamState&>(*loop.state().at(loop_params[i].unsafeGetTensorImpl()));
+    EXPECT_EQ(a.step(), 5);
+    EXPECT_EQ(a.step(), b.step());
+    EXPECT_EQ(testing::elementwise_mismatch(a.exp_avg(), b.exp_avg(), kTight), "");
+    EXPECT_EQ(testing::elementwise_mismatch(a.exp_avg_sq(), b.exp_avg_sq(), kTight), "");
   }
 }
 
