@@ -90,6 +90,7 @@ void add_tokenizer_train(CLI::App& parent) {
       fail("--vocab and --threads must be >= 1, --max-sentences >= 0");
     }
     options->text_path = resolve_text_file(*text);
+    refuse_writing_over_input(options->model_path, options->text_path, "--out");
     const auto start = TokenizerClock::now();
     train_tokenizer(*options);
     const Tokenizer tokenizer(options->model_path);
@@ -131,6 +132,10 @@ void add_tokenize_command(CLI::App& app) {
       fail("--val-fraction must be between 0 and 1 (exclusive), got {:g}", options->val_fraction);
     }
     options->text_path = resolve_text_file(*text);
+    for (const char* written : {"train.bin", "val.bin", "tokens.json"}) {
+      refuse_writing_over_input((std::filesystem::path(options->out_dir) / written).string(),
+                                options->text_path, "--out");
+    }
     const Tokenizer tokenizer(*model);
     TokenizeResult result;
     {

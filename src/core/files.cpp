@@ -24,6 +24,14 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
   file.commit();
 }
 
+void refuse_writing_over_input(const std::string& output, const std::string& input,
+                               const std::string& option) {
+  std::error_code error;
+  if (!fs::equivalent(output, input, error)) return;  // different files, or no output yet
+  fail("{} '{}' is the input text '{}': writing it would destroy the text; choose another {}",
+       option, output, input, option);
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read '{}': {}", path, std::strerror(errno));

@@ -25,6 +25,11 @@ void prepare_run_dir(const std::string& dir, bool overwrite);
 // A fresh folder name under `parent`: parent/run-YYYYmmdd-HHMMSS[-N].
 std::string new_run_dir_name(const std::string& parent);
 
+// UserError when writing `output` would overwrite `input` (the same file however it is named: a
+// relative path, a link), before anything is written. `option` names the output's flag.
+void refuse_writing_over_input(const std::string& output, const std::string& input,
+                               const std::string& option);
+
 // Resolves a data path: as given if it exists, else relative to `fallback_root`.
 std::string resolve_existing_path(const std::string& path, const std::string& fallback_root);
 

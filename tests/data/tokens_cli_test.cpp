@@ -145,3 +145,31 @@ TEST(TokensCli, BadTokenFilesAndTokenizersGetOneLine) {
 
 }  // namespace
 }  // namespace pipetrain
+
+namespace pipetrain {
+namespace {
+
+// An output that names an input (issue 35, item 8): `tokenizer train --out` on its own text, and
+// `tokenize --out` on the folder holding the text as train.bin, would overwrite the text. Refused
+// in one line, by file identity (a symbolic link to the text too), before anything is written.
+TEST(TokensCli, AnOutputThatIsTheInputIsRefusedAndTheTextSurvives) {
+  const TokenFolder& made = folder();
+  ASSERT_EQ(made.trained.exit_code, 0) << made.trained.output;
+  const fs::path dir = made.dir / "self";
+  fs::create_directories(dir);
+  const fs::path text = dir / "train.bin";  // a text that happens to carry the name
+  fs::copy_file(made.text, text, fs::copy_options::overwrite_existing);
+  const std::string before = read_file(text.string());
+  expect_one_line_error("tokenizer train --vocab 500 " + text.string() + " --out " + text.string(),
+                        "is the input text");
+  const fs::path link = dir / "link.model";
+  fs::create_symlink(text, link);
+  expect_one_line_error("tokenizer train --vocab 500 " + text.string() + " --out " + link.string(),
+                        "is the input text");
+  expect_one_line_error("tokenize --tokenizer " + made.model + " " + text.string() + " --out " +
+                            dir.string(), "is the input text");
+  EXPECT_EQ(read_file(text.string()), before);
+}
+
+}  // namespace
+}  // namespace pipetrain
