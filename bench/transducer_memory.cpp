@@ -127,7 +127,8 @@ int headline(const Config& c, int64_t budget_mb, const c10::Device& device, bool
       bfloat16 ? pipetrain::device::PrecisionKind::BFloat16Mixed : pipetrain::device::PrecisionKind::Float32);
   pipetrain::device::synchronize(device);
   pipetrain::device::reset_peak_memory(device);
-  const double inputs_gb = pipetrain::device::device_memory(device) ? double(pipetrain::device::device_memory(device)->allocated) / 1e9 : 0;
+  const auto inputs = pipetrain::device::device_memory(device);
+  const double inputs_gb = inputs ? double(inputs->allocated) / 1e9 : 0;
   SampleWiseOptions options;
   options.memory_budget_bytes = budget_mb << 20;
   const auto start = std::chrono::steady_clock::now();
@@ -181,10 +182,10 @@ int main(int argc, char** argv) {
   // doubles the time. Keep freed memory in the heap for reuse (peak RSS is unaffected).
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  bool run_headline = false, bfloat16 = false;
+  bool run_headline = false;
   Config c;
   int64_t budget_mb = 0;
-  std::string device = "cpu";
+  std::string device = "cpu", dtype = "float32";
   for (int i = 1; i < argc; ++i) {  // --headline sets the defaults the other flags change
     if (!std::strcmp(argv[i], "--headline")) c = Config{1024, 1000, 100, 256, 256, false};
   }
@@ -199,7 +200,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--joint")) c.joint = value();
     else if (!std::strcmp(argv[i], "--budget-mb")) budget_mb = value();
     else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
-    else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) bfloat16 = !std::strcmp(argv[++i], "bfloat16");
+    else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) dtype = argv[++i];
     else {
       std::fprintf(stderr, "usage: %s [--headline [--batch B] [--frames T] [--labels U] "
                            "[--vocab V] [--joint J] [--budget-mb M] [--device cuda] "
@@ -215,10 +216,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: --device must be cpu or cuda\n");
     return 2;
   }
+  if (dtype != "float32" && dtype != "bfloat16") {
+    std::fprintf(stderr, "error: --dtype must be float32 or bfloat16\n");
+    return 2;
+  }
   if (device == "cuda" && pipetrain::device::this_hardware().gpus == 0) {
     std::fprintf(stderr, "error: --device cuda but libtorch sees no GPU\n");
     return 2;
   }
-  return run_headline ? headline(c, budget_mb, c10::Device(device == "cuda" ? "cuda:0" : "cpu"), bfloat16)
+  return run_headline ? headline(c, budget_mb, c10::Device(device == "cuda" ? "cuda:0" : "cpu"),
+                                 dtype == "bfloat16")
                       : sweep();
 }

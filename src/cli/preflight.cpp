@@ -60,9 +60,8 @@ void check_memory(const Config& config, const std::string& data_path, const Proc
   const double available = machine_memory_bytes();
   // On GPUs the model's bytes are the GPUs' (each holds the shares of the workers that use it);
   // the host keeps the data and the processes.
-  const auto execution = device::decide_execution(config.train.device, config.model.dtype,
-                                                  int(std::max(1.0, here.workers)),
-                                                  device::this_hardware());
+  const auto execution = device::decide_execution_here(config.train.device, config.model.dtype,
+                                                       int(std::max(1.0, here.workers)));
   const bool gpus = execution.device == device::DeviceKind::Cuda;
   const double per_gpu = gpus ? std::ceil(std::max(1.0, here.workers) / execution.gpus) / double(p.stages) : 0;
   const double gpu_memory = gpus ? double(device::gpu_memory_bytes(0)) : 0;

@@ -1,5 +1,6 @@
 #include "device/event_clock.h"
 
+#include <chrono>
 #include <utility>
 
 #include <c10/cuda/CUDAEvent.h>
@@ -7,15 +8,19 @@
 
 namespace pipetrain::device {
 
+namespace {
+
+double clock_ms(std::chrono::steady_clock::time_point t) {  // the machine's monotonic clock, ms
+  return std::chrono::duration<double, std::milli>(t.time_since_epoch()).count();
+}
+
+}  // namespace
+
 struct EventClock::Gpu {
   std::unique_ptr<c10::cuda::CUDAEvent> anchor;  // recorded once the device was idle, at anchor_ms
   double anchor_ms = 0;
   std::vector<std::unique_ptr<c10::cuda::CUDAEvent>> marks;
 };
-
-double clock_ms(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(t.time_since_epoch()).count();
-}
 
 EventClock::EventClock(const c10::Device& device) : device_(device) {
   if (device_.is_cuda()) gpu_ = std::make_unique<Gpu>();

@@ -4,7 +4,6 @@
 // GPU, work runs after the host queues it: a mark records a CUDA event in the stream, and
 // resolve() turns the events into clock times at the end of a step, against an anchor event
 // taken once per step (one synchronisation per traced step, never one per action).
-#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -29,8 +28,5 @@ class EventClock {
   std::vector<double> host_ms_;  // cpu
   std::unique_ptr<Gpu> gpu_;     // cuda: the anchor and the marks' events
 };
-
-// Milliseconds of `t` on the steady clock.
-double clock_ms(std::chrono::steady_clock::time_point t);
 
 }  // namespace pipetrain::device

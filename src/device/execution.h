@@ -38,9 +38,6 @@ struct Hardware {
   int gpus = 0;  // CUDA devices this process sees
 };
 
-// What this process sees (libtorch's CUDA device count).
-Hardware this_hardware();
-
 // train.device ("cpu", "cuda", "auto": cuda when a GPU is seen) and model.dtype ("float32",
 // "float64", "bfloat16") for `workers_per_node` worker processes per node. UserError (one line)
 // for "cuda" without a GPU or an unknown name.

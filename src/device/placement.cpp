@@ -9,6 +9,11 @@ namespace pipetrain::device {
 
 Hardware this_hardware() { return Hardware{int(torch::cuda::device_count())}; }
 
+Execution decide_execution_here(const std::string& train_device, const std::string& model_dtype,
+                                int workers_per_node) {
+  return decide_execution(train_device, model_dtype, workers_per_node, this_hardware());
+}
+
 c10::Device worker_device(const Execution& execution, int local_rank) {
   if (execution.device == DeviceKind::Cpu) return c10::Device(c10::DeviceType::CPU);
   return c10::Device(c10::DeviceType::CUDA, c10::DeviceIndex(gpu_of(execution, local_rank)));

@@ -4,6 +4,7 @@
 // callers pass a device, never test for one.
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -11,6 +12,12 @@
 #include "device/execution.h"
 
 namespace pipetrain::device {
+
+// What this process sees (libtorch's CUDA device count).
+Hardware this_hardware();
+// decide_execution on this machine's hardware (what libtorch sees): every caller's entry point.
+Execution decide_execution_here(const std::string& train_device, const std::string& model_dtype,
+                                int workers_per_node);
 
 // The device of the worker with node-local rank `local_rank` (its GPU, or the CPU).
 c10::Device worker_device(const Execution& execution, int local_rank);

@@ -47,9 +47,8 @@ at::Tensor device_values(std::vector<double>& values, at::IntArrayRef shape, con
 // double, from two [T, U+1] tensors brought over and back: O(T*U) bytes moved against O(T*U*V)
 // computed. Low-precision logits (bfloat16, float16) are widened to float32 block by block, so
 // the denominators and the lattice never round to them; only the gradient written back does.
-double fused_loss_and_grad(const at::Tensor& logits, const std::vector<int64_t>& y,
-                           const at::Tensor& y_device, int64_t blank, bool want_grad,
-                           double grad_scale) {
+double fused_loss_and_grad(const at::Tensor& logits, const at::Tensor& y_device, int64_t blank,
+                           bool want_grad, double grad_scale) {
   const int64_t T = logits.size(0), U1 = logits.size(1), V = logits.size(2);
   const int64_t block = frames_per_block(U1, V);
   const at::ScalarType wide =
@@ -131,7 +130,7 @@ double fused_loss_and_grad(const at::Tensor& logits, const std::vector<int64_t>&
   if (grad_scale < 0) logits.neg_();
 
   //    Then subtract the transition terms: blank moves to (t+1, u), label y_u moves to (t, u+1).
-  std::vector<double> blank_term(T * U1, 0.0), emit_term(T * std::max<int64_t>(U1 - 1, 0), 0.0);
+  std::vector<double> blank_term(T * U1, 0.0), emit_term(T * (U1 - 1), 0.0);
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t u = 0; u < U1; ++u) {
       const int64_t i = t * U1 + u;
@@ -202,7 +201,7 @@ double transducer_loss_and_grad_(const at::Tensor& logits, const at::Tensor& tar
   }
   at::NoGradGuard no_grad;  // the kernel computes its own gradient; autograd records nothing
   const at::Tensor y_device = targets.to(logits.device(), at::kLong);
-  return fused_loss_and_grad(logits, y, y_device, blank, want_grad, grad_scale);
+  return fused_loss_and_grad(logits, y_device, blank, want_grad, grad_scale);
 }
 
 TransducerLengths check_transducer_batch(int64_t batch, int64_t max_frames, int64_t max_labels,

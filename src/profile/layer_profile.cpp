@@ -148,7 +148,7 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
   const auto definition = make_model(config);
   // On the device a worker of this config computes on (train.device), in its precision.
   const c10::Device device = device::worker_device(
-      device::decide_execution(config.train.device, config.model.dtype, 1, device::this_hardware()), 0);
+      device::decide_execution_here(config.train.device, config.model.dtype, 1), 0);
   auto model = definition->make_whole();
   model->to(device);
   // Each layer timed as a stage of its own (the last one with its own copies of shared weights).

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/text.h"
+#include "device/placement.h"
 #include "model/registry.h"
 
 namespace pipetrain::runtime {
@@ -157,9 +158,8 @@ RunSpec make_run_spec(const Config& config) {
   spec.ranges = stage_ranges(*model, p, spec.microbatch_rows);
   const int64_t workers = spec.pipelined ? p.stages * p.dp_width : 1;
   const int64_t nodes = std::max<int64_t>(1, p.nnodes);
-  spec.execution = device::decide_execution(config.train.device, config.model.dtype,
-                                            int((workers + nodes - 1) / nodes),
-                                            device::this_hardware());
+  spec.execution = device::decide_execution_here(config.train.device, config.model.dtype,
+                                                 int((workers + nodes - 1) / nodes));
   if (spec.pipelined) {
     check_pipeline_run(config, *model, spec);
   } else {

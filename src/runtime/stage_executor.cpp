@@ -194,9 +194,8 @@ StepResult StageExecutor::train_step(int64_t step) {
   if (end == actions.size() && (!in_flight_.empty() || !kv_caches_.empty()))
     throw std::logic_error("schedule left microbatches in flight");
   if (steps_pending_ != 0) throw std::logic_error("schedule left a chunk without its update");
-  const auto losses = loss_by_iteration_.find(int(step - list_start(step)));
-  const double loss_sum = losses == loss_by_iteration_.end() ? 0.0 : losses->second.item<double>();
-  if (losses != loss_by_iteration_.end()) loss_by_iteration_.erase(losses);
+  const auto losses = loss_by_iteration_.extract(int(step - list_start(step)));
+  const double loss_sum = losses.empty() ? 0.0 : losses.mapped().item<double>();
   const bool last = layout_.holds_last_stage();
   const double replicas_loss =
       last && groups_.replicas >= 0 ? comm_.all_reduce_sum(loss_sum, groups_.replicas) : loss_sum;

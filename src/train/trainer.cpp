@@ -26,8 +26,7 @@ Trainer::Trainer(const Config& config, const Dataset& data)
 
 Trainer::Trainer(const Config& config, std::shared_ptr<const BatchSource> batches)
     : config_(config),
-      execution_(device::decide_execution(config.train.device, config.model.dtype, 1,
-                                          device::this_hardware())),
+      execution_(device::decide_execution_here(config.train.device, config.model.dtype, 1)),
       device_(device::worker_device(execution_, 0)),
       batches_(std::move(batches)),
       definition_(make_model(config)),
