@@ -1,8 +1,10 @@
 #include "cli/arguments.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "core/error.h"
+#include "hf/hf_config.h"
 #include "schedule/catalogue.h"
 
 namespace pipetrain::cli {
@@ -60,6 +62,7 @@ Config resolve_config(const ConfigArguments& arguments) {
     set_field_from_string(config, key, value);
     if (key == "pipeline.schedule") schedule_origin = "--" + key;
   }
+  hf::apply_init_from(config);  // the shape its config.json describes, checked against the fields given
   validate(config);
   // The schedule's name is the catalogue's to check (core sits below it).
   const auto& entry = schedule::runtime_schedule(config.pipeline.schedule, schedule_origin);
@@ -68,6 +71,25 @@ Config resolve_config(const ConfigArguments& arguments) {
     fail("{}", refusal);
   }
   return config;
+}
+
+void weights_from_checkpoint(ConfigArguments& arguments) {
+  arguments.overrides.insert(arguments.overrides.begin(), {"model.init_from", ""});
+}
+
+Config run_folder_config(ConfigArguments arguments, const std::string& run_dir,
+                         const std::string& command) {
+  if (!arguments.config_path.empty()) {
+    fail("{} reads the run's own config ({}/config.toml); give overrides instead of the config "
+         "file '{}'", command, run_dir, arguments.config_path);
+  }
+  if (!std::filesystem::is_directory(run_dir)) fail("--run-dir: run folder '{}' does not exist", run_dir);
+  arguments.config_path = run_dir + "/config.toml";
+  if (!std::filesystem::exists(arguments.config_path)) {
+    fail("--run-dir: '{}' is not a run folder (no config.toml)", run_dir);
+  }
+  weights_from_checkpoint(arguments);
+  return resolve_config(arguments);
 }
 
 bool has_flag(const ConfigArguments& arguments, const std::string& flag) {

@@ -27,4 +27,14 @@ Config resolve_config(const ConfigArguments& arguments);
 
 bool has_flag(const ConfigArguments& arguments, const std::string& flag);
 
+// For a run folder's own config (resume, evaluate, export): the weights come from the run's
+// checkpoint, so model.init_from (whose config.json already set the shape in config.toml) is
+// neither read nor needed any more; an override given after this one still applies.
+void weights_from_checkpoint(ConfigArguments& arguments);
+
+// A run folder's own config (DIR/config.toml) plus the overrides, its weights from its
+// checkpoint (evaluate, export). UserError for a config file given too, or no run folder.
+Config run_folder_config(ConfigArguments arguments, const std::string& run_dir,
+                         const std::string& command);
+
 }  // namespace pipetrain::cli

@@ -8,6 +8,7 @@ namespace pipetrain::cli {
 
 void add_train_command(CLI::App& app);     // train_command.cpp
 void add_evaluate_command(CLI::App& app);  // evaluate_command.cpp
+void add_export_command(CLI::App& app);    // export_command.cpp
 void add_simulate_command(CLI::App& app);  // simulate_command.cpp
 void add_config_command(CLI::App& app);    // config_command.cpp
 void add_plan_command(CLI::App& app);      // plan_command.cpp

@@ -36,22 +36,6 @@ Options:
   -h, --help         this text
 )";
 
-// DIR/config.toml plus the overrides; --split is data.val_split.
-Config evaluated_run_config(ConfigArguments arguments, const std::string& run_dir) {
-  if (!arguments.config_path.empty()) {
-    fail("evaluate reads the run's own config ({}/config.toml); give overrides instead of the "
-         "config file '{}'", run_dir, arguments.config_path);
-  }
-  if (!std::filesystem::is_directory(run_dir)) fail("--run-dir: run folder '{}' does not exist", run_dir);
-  arguments.config_path = run_dir + "/config.toml";
-  if (!std::filesystem::exists(arguments.config_path)) {
-    fail("--run-dir: '{}' is not a run folder (no config.toml)", run_dir);
-  }
-  const auto split = arguments.options.find("--split");
-  if (split != arguments.options.end()) arguments.overrides.emplace_back("data.val_split", split->second);
-  return resolve_config(arguments);
-}
-
 nlohmann::json evaluation_json(const CheckpointEvaluation& evaluation, const Config& config) {
   nlohmann::json out = {{"checkpoint", evaluation.checkpoint},
                         {"step", evaluation.step},
@@ -80,7 +64,10 @@ void run_evaluate(const std::vector<std::string>& args) {
   const auto arguments = parse_config_arguments(args, {"--run-dir", "--checkpoint", "--split"}, {"--json"});
   const auto run_dir = arguments.options.find("--run-dir");
   if (run_dir == arguments.options.end()) fail("evaluate needs --run-dir DIR (a run folder)");
-  const Config config = evaluated_run_config(arguments, run_dir->second);
+  auto overridden = arguments;
+  const auto split = arguments.options.find("--split");
+  if (split != arguments.options.end()) overridden.overrides.emplace_back("data.val_split", split->second);
+  const Config config = run_folder_config(overridden, run_dir->second, "evaluate");
   const auto given = arguments.options.find("--checkpoint");
   const std::string checkpoint =
       given != arguments.options.end() ? given->second : newest_checkpoint(run_dir->second);

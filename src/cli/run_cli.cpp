@@ -60,6 +60,7 @@ int pipetrain::run_cli(int argc, char** argv) {
   pipetrain::cli::add_profile_command(app);
   pipetrain::cli::add_plan_command(app);
   pipetrain::cli::add_evaluate_command(app);
+  pipetrain::cli::add_export_command(app);
   pipetrain::cli::add_terapipe_command(app);
   pipetrain::cli::add_terapipe_profile_command(app);
   pipetrain::cli::add_config_command(app);

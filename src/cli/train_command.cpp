@@ -144,6 +144,7 @@ void use_resumed_config(ConfigArguments& arguments, const std::string& dir) {
   if (!std::filesystem::exists(arguments.config_path)) {
     fail("--resume: '{}' is not a run folder (no config.toml)", dir);
   }
+  weights_from_checkpoint(arguments);
 }
 
 // Our launcher spawns its node's share of the workers; under torchrun this process is one of

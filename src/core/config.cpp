@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/model_presets.h"
+#include "core/rope_scaling.h"
 #include "core/text.h"
 #include "core/toml_parse.h"
 
@@ -72,6 +73,13 @@ void apply_model_preset(Config& config, const std::string& name, const std::stri
   config.model.heads = preset->heads;
   config.model.seq_len = preset->seq_len;
   config.model.vocab_size = preset->vocab_size;
+  config.model.kind = preset->kind;
+  config.model.kv_heads = preset->kv_heads;
+  config.model.ffn_hidden = preset->ffn_hidden;
+  config.model.rope_theta = preset->rope_theta;
+  config.model.rope_scaling = preset->rope_scaling;
+  config.model.head = preset->head;
+  config.model.norm_eps = preset->norm_eps;
 }
 
 Config parse_config_toml(const std::string& text, const std::string& origin) {
@@ -125,10 +133,49 @@ void set_field_from_string(Config& config, const std::string& key, const std::st
   }
 }
 
+namespace {
+
+// The fields only the decoders (gpt, llama) read, checked against each other.
+void validate_decoder_shape(const ModelConfig& m) {
+  const int64_t kv_heads = m.kv_heads == 0 ? m.heads : m.kv_heads;
+  if (m.heads % kv_heads != 0) {
+    fail("model.kv_heads ({}) must divide model.heads ({})", kv_heads, m.heads);
+  }
+  if (m.kind != "llama" && m.kv_heads != 0 && m.kv_heads != m.heads) {
+    fail("model.kv_heads ({}) is for model.kind = \"llama\" (grouped-query attention); model.kind "
+         "\"{}\" has as many key/value heads as heads", m.kv_heads, m.kind);
+  }
+  if (m.positions != 0 && m.positions < m.seq_len) {
+    fail("model.positions ({}) must be at least model.seq_len ({})", m.positions, m.seq_len);
+  }
+  if (m.kind == "llama" && (m.d_model / m.heads) % 2 != 0) {
+    fail("model.kind = \"llama\" needs an even head width for its rotary positions: model.d_model "
+         "({}) / model.heads ({}) is {}", m.d_model, m.heads, m.d_model / m.heads);
+  }
+  if (m.kind == "llama" && m.activation == "gelu_tanh") {
+    fail("model.activation = \"gelu_tanh\" is for model.kind = \"gpt\"; llama's MLP is SwiGLU");
+  }
+  parse_rope_scaling(m.rope_scaling, "model.rope_scaling");
+}
+
+}  // namespace
+
+int64_t default_ffn_hidden(const ModelConfig& model) {
+  if (model.ffn_hidden > 0) return model.ffn_hidden;
+  if (model.kind == "llama") return (8 * model.d_model / 3 + 63) / 64 * 64;
+  return 4 * model.d_model;
+}
+
+bool head_is_tied(const ModelConfig& model) {
+  if (model.head == "auto") return model.kind != "llama";
+  return model.head == "tied";
+}
+
 void validate(const Config& c) {
   if (c.model.d_model % c.model.heads != 0) {
     fail("model.heads ({}) must divide model.d_model ({})", c.model.heads, c.model.d_model);
   }
+  validate_decoder_shape(c.model);
   if (c.train.batch_size % c.train.microbatches != 0) {
     fail("train.microbatches ({}) must divide train.batch_size ({})", c.train.microbatches,
          c.train.batch_size);

@@ -12,13 +12,22 @@
 namespace pipetrain {
 
 struct ModelConfig {
-  std::string kind = "gpt";  // which model (src/model/registry.cpp): gpt, cnn, transducer
-  std::string preset;       // a named shape (core/model_presets.h) setting the five fields below
+  std::string kind = "gpt";  // which model (src/model/registry.cpp): gpt, llama, cnn, transducer, ...
+  std::string preset;       // a named shape (core/model_presets.h) setting the shape fields below
   int64_t layers = 4;       // transformer blocks (cnn: residual blocks)
   int64_t d_model = 128;    // hidden size (cnn: the stem's channels)
   int64_t heads = 4;        // attention heads (must divide d_model)
   int64_t seq_len = 128;    // context length in tokens
   int64_t vocab_size = 256; // byte-level vocabulary; token files need their tokenizer's
+  int64_t kv_heads = 0;     // llama: key/value heads, dividing heads; 0 = heads
+  int64_t ffn_hidden = 0;   // gpt, llama: the MLP's inner width; 0 = the family's (default_ffn_hidden)
+  int64_t positions = 0;    // gpt: rows of the learned position table (>= seq_len); 0 = seq_len
+  double norm_eps = 1e-5;   // gpt, llama: LayerNorm / RMSNorm epsilon
+  double rope_theta = 10000;  // llama: rotary base
+  std::string rope_scaling;   // llama: "" | "linear:F" | "llama3:F,LOW,HIGH,ORIGINAL" (core/rope_scaling.h)
+  std::string head = "auto";  // gpt, llama: tied | untied to the embedding; auto = gpt tied, llama untied
+  std::string activation = "auto";  // gpt: gelu | gelu_tanh (transformers' gelu_new); auto = gelu
+  std::string init_from;    // gpt, llama: a Hugging Face checkpoint folder: its config.json and weights
   int64_t loss_chunk_tokens = 0;  // > 0: chunked cross-entropy, this many tokens' logits at a time
   std::string dtype = "float32";  // float32 | float64 | bfloat16 (mixed: float32 weights, device/precision.h)
   std::string torchscript;  // kind "torchscript": folder of layer0.pt, layer1.pt, ... and model.json
@@ -134,6 +143,10 @@ Config parse_config_toml(const std::string& text, const std::string& origin);
 Config load_config_file(const std::string& path);
 void set_field_from_string(Config& config, const std::string& key, const std::string& value);
 void validate(const Config& config);  // cross-field rules (heads | d_model, ...)
+// The decoders' MLP width for model.ffn_hidden = 0: 4 d_model (gpt); llama: 8/3 d_model rounded up
+// to a multiple of 64 (SwiGLU's three matrices then cost what GPT's two do).
+int64_t default_ffn_hidden(const ModelConfig& model);
+bool head_is_tied(const ModelConfig& model);  // model.head, "auto" resolved by model.kind
 // What the schedule implies (its weight policy, whether it resumes) is the schedule catalogue's:
 // src/schedule/run_rules.h.
 

@@ -24,13 +24,16 @@ std::vector<FieldSpec> make_fields() {
   using M = ModelConfig;
   using T = TrainConfig;
   return {
-      spec("model.kind", "the model family, by name from the model registry (src/model): gpt; cnn (a ResNet-style "
+      spec("model.kind", "the model family, by name from the model registry (src/model): gpt (GPT-2-style); llama "
+       "(Llama-style: RMSNorm, rotary positions, SwiGLU, grouped-query attention); cnn (a ResNet-style "
        "image classifier); torchscript (layers exported from PyTorch, model.torchscript); transducer "
        "(an RNN-T speech recognizer, docs/speech.md); docs/models.md",
        at(&C::model, &M::kind), 0),
       spec("model.preset", "a named shape, " + join(model_preset_names(), ", ") + " (GPT-2's "
-       "sizes, context 1024, vocabulary 50257): sets model.layers, d_model, heads, seq_len and "
-       "vocab_size; those given beside it (in the file or on the command line) override it",
+       "sizes, context 1024, vocabulary 50257; Llama 3's, context 8192; llama-bytes trains here): "
+       "sets model.kind, layers, d_model, heads, seq_len, vocab_size and Llama's kv_heads, "
+       "ffn_hidden, rope_theta, rope_scaling, head and norm_eps; those given beside it (in the "
+       "file or on the command line) override it",
        at(&C::model, &M::preset)),
       spec("model.layers", "number of transformer blocks (gpt, transducer: its encoder's), residual blocks (cnn)", at(&C::model, &M::layers), 1),
       spec("model.d_model", "hidden size (gpt); the stem's channels (cnn: doubled by blocks 1 and 2)", at(&C::model, &M::d_model), 1),
@@ -40,6 +43,28 @@ std::vector<FieldSpec> make_fields() {
       spec("model.vocab_size", "vocabulary size; byte-level text needs all 256 byte values, token "
        "files an id range that covers theirs (their tokenizer's vocabulary)",
        at(&C::model, &M::vocab_size), 2),
+      spec("model.kv_heads", "llama: key/value heads (grouped-query attention), dividing model.heads; "
+       "0 = model.heads", at(&C::model, &M::kv_heads), 0),
+      spec("model.ffn_hidden", "gpt, llama: the MLP's inner width; 0 = 4 x d_model (gpt), 8/3 x "
+       "d_model rounded up to a multiple of 64 (llama)", at(&C::model, &M::ffn_hidden), 0),
+      spec("model.positions", "gpt: rows of the learned position table, at least model.seq_len (a "
+       "Hugging Face GPT-2 brings n_positions); 0 = model.seq_len", at(&C::model, &M::positions), 0),
+      spec("model.norm_eps", "gpt, llama: the epsilon of LayerNorm (gpt) or RMSNorm (llama)",
+       at(&C::model, &M::norm_eps), 0),
+      spec("model.rope_theta", "llama: the rotary position embedding's base", at(&C::model, &M::rope_theta), 1),
+      spec("model.rope_scaling", "llama: rotary scaling: \"\" (none), \"linear:FACTOR\" or "
+       "\"llama3:FACTOR,LOW_FREQ_FACTOR,HIGH_FREQ_FACTOR,ORIGINAL_CONTEXT\" (Llama 3.1's)",
+       at(&C::model, &M::rope_scaling)),
+      spec("model.head", "gpt, llama: the output head's weight \"tied\" to the token embedding or "
+       "\"untied\" (its own); \"auto\" = tied for gpt, untied for llama",
+       at(&C::model, &M::head), 0, {"auto", "tied", "untied"}),
+      spec("model.activation", "gpt: the MLP's \"gelu\" or \"gelu_tanh\" (its tanh approximation, "
+       "transformers' gelu_new, which GPT-2 checkpoints use); \"auto\" = gelu (llama: always SwiGLU)",
+       at(&C::model, &M::activation), 0, {"auto", "gelu", "gelu_tanh"}),
+      spec("model.init_from", "gpt, llama: a Hugging Face checkpoint folder (config.json and "
+       "model.safetensors, or its sharded index) to start from: its config.json sets the shape "
+       "and model.kind (fields given beside it must agree), its weights the initial weights; "
+       "docs/models.md", at(&C::model, &M::init_from)),
       spec("model.loss_chunk_tokens", "head + loss as chunked cross-entropy: the logits are computed "
        "(and recomputed in backward) this many tokens at a time, never all [tokens, vocab] at once; "
        "0 = off (full logits)", at(&C::model, &M::loss_chunk_tokens), 0),
@@ -48,7 +73,7 @@ std::vector<FieldSpec> make_fields() {
        "exactness tests prove in) or \"bfloat16\": mixed precision, matrix products, convolutions "
        "and attention in bfloat16 (autocast), what crosses a layer boundary (and so what workers "
        "send) rounded to bfloat16, weights, gradients, their sums, optimizer state, checkpoints "
-       "and the loss in float32 (gpt and cnn; docs/architecture.md)",
+       "and the loss in float32 (gpt, llama and cnn; docs/architecture.md)",
        at(&C::model, &M::dtype), 0, {"float32", "float64", "bfloat16"}),
       spec("model.torchscript", "model.kind = \"torchscript\": a folder of TorchScript layers "
        "layer0.pt, layer1.pt, ... and their model.json, as scripts/export_torchscript.py writes them "

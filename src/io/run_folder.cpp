@@ -1,8 +1,16 @@
 #include "io/run_folder.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <regex>
+#include <string>
 
+#include "core/error.h"
 #include "core/files.h"
 
 namespace fs = std::filesystem;
@@ -50,11 +58,44 @@ std::string any_of(std::initializer_list<std::string> names) {
 
 }  // namespace
 
-void prepare_run_folder(const std::string& run_dir, bool resume, bool overwrite) {
-  if (resume) return remove_interrupted_writes(run_dir);
-  prepare_run_dir(run_dir, overwrite);
-  if (overwrite) remove_previous_run(run_dir);
+RunFolderLock::RunFolderLock(const std::string& run_dir) {
+  std::error_code error;
+  fs::create_directories(run_dir, error);
+  const std::string path = (fs::path(run_dir) / "run.lock").string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("cannot lock run folder '{}': {}", run_dir, std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    char holder[32] = {};
+    const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
+    ::close(fd_);
+    fd_ = -1;
+    std::string pid(holder, size_t(std::max<ssize_t>(n, 0)));
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    fail("run folder '{}' is in use: a run (pid {}) is training in it; wait for it to end, or "
+         "stop it (SIGINT writes a checkpoint) before resuming", run_dir, pid.empty() ? "?" : pid);
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != ssize_t(pid.size())) {
+    // The lock holds without the pid: only the message of a refused second run loses it.
+  }
+}
+
+RunFolderLock::RunFolderLock(RunFolderLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+
+RunFolderLock::~RunFolderLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock
+}
+
+void refuse_run_folder_in_use(const std::string& run_dir) {
+  if (fs::is_directory(run_dir)) RunFolderLock probe(run_dir);
+}
+
+RunFolderLock prepare_run_folder(const std::string& run_dir, bool resume, bool overwrite) {
+  if (!resume) prepare_run_dir(run_dir, overwrite);  // refuses a folder with a run before locking it
+  RunFolderLock lock(run_dir);
+  if (overwrite && !resume) remove_previous_run(run_dir);
   remove_interrupted_writes(run_dir);
+  return lock;
 }
 
 void remove_previous_run(const std::string& run_dir) {

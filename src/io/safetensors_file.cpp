@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <numeric>
+#include <set>
 
 #include "core/error.h"
 #include "io/crc32c.h"
@@ -89,6 +90,8 @@ class ChecksummedReader {
     read(out.data(), count);
     return out;
   }
+  // Reading goes on at `position` (the checksum then covers only what was read).
+  void seek(uint64_t position) { position_ = position; }
   // Bytes no tensor holds (padding, gaps): read for the checksum only, in bounded pieces.
   void skip_to(uint64_t position) {
     std::string piece;
@@ -127,6 +130,48 @@ std::vector<TensorEntry> read_safetensors_file(const std::string& path, uint32_t
   }
   file.skip_to(file.size());
   if (crc) *crc = file.crc();
+  return tensors;
+}
+
+namespace {
+
+struct OpenedSafetensors {
+  uint64_t data_start = 0;
+  std::vector<TensorPlacement> placements;
+};
+
+OpenedSafetensors read_header(ChecksummedReader& file, const std::string& path) {
+  const std::string start = file.read(std::min<uint64_t>(file.size(), 8));
+  const uint64_t header_length = safetensors_header_length(start, file.size(), path);
+  OpenedSafetensors opened;
+  opened.data_start = 8 + header_length;
+  opened.placements = parse_safetensors_header(file.read(header_length),
+                                               file.size() - opened.data_start, path, nullptr);
+  return opened;
+}
+
+}  // namespace
+
+std::vector<TensorLayout> read_safetensors_layout(const std::string& path) {
+  ChecksummedReader file(path);
+  std::vector<TensorLayout> layouts;
+  for (auto& placement : read_header(file, path).placements) layouts.push_back(std::move(placement.layout));
+  return layouts;
+}
+
+std::vector<TensorEntry> read_safetensors_tensors(const std::string& path,
+                                                  const std::vector<std::string>& names) {
+  ChecksummedReader file(path);
+  const OpenedSafetensors opened = read_header(file, path);
+  std::set<std::string> wanted(names.begin(), names.end());
+  std::vector<TensorEntry> tensors;
+  for (const auto& placement : opened.placements) {
+    if (wanted.erase(placement.layout.name) == 0) continue;
+    file.seek(opened.data_start + placement.begin);
+    tensors.push_back({placement.layout.name, placement.layout.dtype, placement.layout.shape,
+                       file.read(placement.end - placement.begin)});
+  }
+  if (!wanted.empty()) fail("'{}' holds no tensor '{}'", path, *wanted.begin());
   return tensors;
 }
 

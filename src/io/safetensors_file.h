@@ -47,4 +47,12 @@ class SafetensorsFileWriter {
 std::vector<TensorEntry> read_safetensors_file(const std::string& path, uint32_t* crc = nullptr,
                                                std::map<std::string, std::string>* metadata = nullptr);
 
+// The tensors of the file at `path` without their bytes (the header only), in the header's order.
+std::vector<TensorLayout> read_safetensors_layout(const std::string& path);
+// The tensors named in `names` (each must be in the file: UserError otherwise), each read from
+// its own place; the file's other tensors are not read (a pipeline worker loading its layers of
+// a large checkpoint). In the header's order; no checksum.
+std::vector<TensorEntry> read_safetensors_tensors(const std::string& path,
+                                                  const std::vector<std::string>& names);
+
 }  // namespace pipetrain

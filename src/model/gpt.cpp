@@ -6,6 +6,8 @@
 
 #include "core/error.h"
 #include "loss/chunked_cross_entropy.h"
+#include "model/attention.h"
+#include "model/llama_layers.h"
 
 namespace pipetrain {
 namespace {
@@ -31,29 +33,34 @@ TokenEmbedding::TokenEmbedding(const GptConfig& config, torch::Generator& genera
   torch::NoGradGuard no_grad;
   token_weight = register_parameter(
       "token_weight", torch::empty({config.vocab_size, config.d_model}).normal_(0.0, kInitStd, generator));
+  if (config.family == DecoderFamily::Llama) return;  // rotary positions, in each block
   position_weight = register_parameter(
-      "position_weight", torch::empty({config.seq_len, config.d_model}).normal_(0.0, kInitStd, generator));
+      "position_weight", torch::empty({config.position_rows(), config.d_model}).normal_(0.0, kInitStd, generator));
 }
 
 torch::Tensor TokenEmbedding::forward(const torch::Tensor& tokens) {
-  const int64_t length = tokens.size(1);
-  return torch::embedding(token_weight, tokens) + position_weight.slice(0, 0, length);
+  LayerKv unused;
+  return forward_slice(tokens, 0, unused);
 }
 
 torch::Tensor TokenEmbedding::forward_slice(const torch::Tensor& tokens, int64_t start, LayerKv&) {
-  return torch::embedding(token_weight, tokens) +
-         position_weight.slice(0, start, start + tokens.size(1));
+  if (!position_weight.defined()) return torch::embedding(token_weight, tokens);
+  // The position slice's node first: the backward then runs the token embedding's (its dense
+  // [V, D] gradient) before the positions', the order the memory model measured (GptLayerMemory).
+  const auto positions = position_weight.slice(0, start, start + tokens.size(1));
+  return torch::embedding(token_weight, tokens) + positions;
 }
 
 TransformerBlock::TransformerBlock(const GptConfig& config, torch::Generator& generator)
-    : heads_(config.heads) {
-  const int64_t d = config.d_model;
-  ln1_ = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+    : heads_(config.heads), gelu_tanh_(config.gelu_tanh) {
+  const int64_t d = config.d_model, inner = config.mlp_width();
+  const auto norm = torch::nn::LayerNormOptions({d}).eps(config.norm_eps);
+  ln1_ = register_module("ln1", torch::nn::LayerNorm(norm));
   qkv_ = register_module("qkv", torch::nn::Linear(d, 3 * d));
   attn_out_ = register_module("attn_out", torch::nn::Linear(d, d));
-  ln2_ = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
-  fc_ = register_module("fc", torch::nn::Linear(d, 4 * d));
-  fc_out_ = register_module("fc_out", torch::nn::Linear(4 * d, d));
+  ln2_ = register_module("ln2", torch::nn::LayerNorm(norm));
+  fc_ = register_module("fc", torch::nn::Linear(d, inner));
+  fc_out_ = register_module("fc_out", torch::nn::Linear(inner, d));
   // GPT-2: residual projections scaled down by sqrt(2 * layers) to keep the stream's variance.
   const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(config.layers));
   init_linear(qkv_, kInitStd, generator);
@@ -62,46 +69,16 @@ TransformerBlock::TransformerBlock(const GptConfig& config, torch::Generator& ge
   init_linear(fc_out_, residual_std, generator);
 }
 
-// With `kv`, x is a token slice after kv->context() earlier tokens: its queries also see the
-// cached keys/values, and its own K/V are appended (as leaves for the later slices).
+// With `kv`, x is a token slice after kv->context() earlier tokens (model/attention.h).
 torch::Tensor TransformerBlock::attention(const torch::Tensor& x, LayerKv* kv) {
   const int64_t batch = x.size(0), length = x.size(1), d = x.size(2), head_dim = d / heads_;
   auto qkv = qkv_->forward(x).view({batch, length, 3, heads_, head_dim}).permute({2, 0, 3, 1, 4});
-  const auto q = qkv[0], k = qkv[1], v = qkv[2];  // [B, H, T, hd]
-  auto keys = k, values = v;
-  int64_t context = 0;
-  if (kv != nullptr && !kv->key_leaves.empty()) {
-    context = kv->context();
-    std::vector<torch::Tensor> all_keys = kv->key_leaves, all_values = kv->value_leaves;
-    all_keys.push_back(k);
-    all_values.push_back(v);
-    keys = torch::cat(all_keys, 2);
-    values = torch::cat(all_values, 2);
-  }
-  // at::scaled_dot_product_attention picks the kernel: flash or memory-efficient on GPUs, the
-  // fused flash kernel on CPU (float, bfloat16, float64 alike), never a [T, T] score tensor
-  // kept for backward. A token slice's queries sit at positions context .. context + T - 1, so
-  // its mask is bottom-right aligned; SDPA's is_causal is top-left, right only for context 0.
-  torch::Tensor mixed;  // [B, H, T, hd]
-  if (context == 0) {
-    mixed = at::scaled_dot_product_attention(q, keys, values, {}, 0.0, /*is_causal=*/true);
-  } else {
-    const auto visible =  // query i sees keys 0 .. context + i
-        torch::ones({length, context + length}, torch::dtype(torch::kBool).device(x.device()))
-            .tril(context);
-    mixed = at::scaled_dot_product_attention(q, keys, values, visible);
-  }
-  if (kv != nullptr) {
-    kv->key_roots.push_back(k);
-    kv->value_roots.push_back(v);
-    kv->key_leaves.push_back(k.detach().requires_grad_(true));
-    kv->value_leaves.push_back(v.detach().requires_grad_(true));
-  }
+  const auto mixed = causal_attention(qkv[0], qkv[1], qkv[2], kv);  // [B, H, T, hd]
   return attn_out_->forward(mixed.transpose(1, 2).reshape({batch, length, d}));
 }
 
 torch::Tensor TransformerBlock::mlp(const torch::Tensor& h) {
-  return h + fc_out_->forward(torch::gelu(fc_->forward(ln2_->forward(h))));
+  return h + fc_out_->forward(torch::gelu(fc_->forward(ln2_->forward(h)), gelu_tanh_ ? "tanh" : "none"));
 }
 
 torch::Tensor TransformerBlock::forward(const torch::Tensor& x) {
@@ -116,8 +93,20 @@ torch::Tensor TransformerBlock::forward_slice(const torch::Tensor& x, int64_t st
   return mlp(x + attention(ln1_->forward(x), &kv));
 }
 
-LmHead::LmHead(const GptConfig& config, torch::Generator&) {
-  ln_f_ = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model})));
+LmHead::LmHead(const GptConfig& config, torch::Generator& generator) {
+  const int64_t d = config.d_model;
+  if (config.family == DecoderFamily::Llama) {
+    auto norm = register_module("norm", RmsNorm(d, config.norm_eps));
+    normalize_ = [norm](const torch::Tensor& x) { return norm->forward(x); };
+  } else {
+    auto norm = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(config.norm_eps)));
+    normalize_ = [norm](const torch::Tensor& x) { return norm->forward(x); };
+  }
+  if (!config.tied_head) {
+    torch::NoGradGuard no_grad;
+    tied_weight_ = register_parameter(
+        "head_weight", torch::empty({config.vocab_size, d}).normal_(0.0, kInitStd, generator));
+  }
 }
 
 torch::Tensor LmHead::forward(const torch::Tensor& x) {
@@ -125,7 +114,7 @@ torch::Tensor LmHead::forward(const torch::Tensor& x) {
   return torch::matmul(normalize(x), tied_weight_.t());
 }
 
-torch::Tensor LmHead::normalize(const torch::Tensor& x) { return ln_f_->forward(x); }
+torch::Tensor LmHead::normalize(const torch::Tensor& x) { return normalize_(x); }
 
 void LmHead::tie_to(const torch::Tensor& token_weight) { tied_weight_ = token_weight; }
 
@@ -146,12 +135,14 @@ GptStack::GptStack(const GptConfig& config, uint64_t seed, int64_t first, int64_
       layer = std::make_shared<TokenEmbedding>(config, generator);
     } else if (i == head_index) {
       layer = std::make_shared<LmHead>(config, generator);
+    } else if (config.family == DecoderFamily::Llama) {
+      layer = std::make_shared<LlamaBlock>(config, generator);
     } else {
       layer = std::make_shared<TransformerBlock>(config, generator);
     }
     layers_.push_back(register_module("layer" + std::to_string(i), layer));
   }
-  if (last == config.layer_count()) {
+  if (last == config.layer_count() && config.tied_head) {
     auto head = std::static_pointer_cast<LmHead>(layers_.back());
     if (first == 0) {
       head->tie_to(std::static_pointer_cast<TokenEmbedding>(layers_.front())->token_weight);

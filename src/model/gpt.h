@@ -1,6 +1,7 @@
 #pragma once
-// A GPT written as an ordered list of layers: [embedding, block 0 .. block L-1, head], so a
-// pipeline can cut it into stages at any layer boundary. Layer i is initialised from its own
+// A decoder-only transformer (GPT-2 or Llama family) written as an ordered list of layers:
+// [embedding, block 0 .. block L-1, head], so a pipeline can cut it into stages at any layer
+// boundary. Layer i is initialised from its own
 // generator seeded by (seed, i): any subset of layers built anywhere gets the same weights.
 #include <cstdint>
 #include <functional>
@@ -11,18 +12,33 @@
 
 #include <torch/torch.h>
 
+#include "core/rope_scaling.h"
 #include "device/precision.h"
 #include "model/model.h"
 #include "model/slice_cache.h"
 
 namespace pipetrain {
 
+// The two decoder families the stack builds. GPT-2: learned positions, LayerNorm, GELU MLP,
+// biases, head tied to the embedding. Llama: rotary positions, RMSNorm, SwiGLU MLP, grouped-query
+// attention, no biases, head tied or not (model/llama_layers.h).
+enum class DecoderFamily { Gpt2, Llama };
+
 struct GptConfig {
+  DecoderFamily family = DecoderFamily::Gpt2;
   int64_t vocab_size = 256;
   int64_t d_model = 128;
   int64_t heads = 4;
-  int64_t layers = 4;  // transformer blocks
+  int64_t kv_heads = 0;    // Llama: key/value heads, dividing heads (grouped-query attention); 0 = heads
+  int64_t layers = 4;      // transformer blocks
   int64_t seq_len = 128;
+  int64_t positions = 0;   // GPT-2: rows of the learned position table, >= seq_len; 0 = seq_len
+  int64_t ffn_hidden = 0;  // the MLP's inner width; 0 = 4 d_model
+  double norm_eps = 1e-5;   // LayerNorm / RMSNorm epsilon
+  bool gelu_tanh = false;   // GPT-2: GELU's tanh approximation (transformers' "gelu_new")
+  bool tied_head = true;    // the head's weight is the token embedding's
+  double rope_theta = 10000;  // Llama: rotary base
+  RopeScaling rope_scaling;
   // Parameters are initialised in float32 and then converted (exactly), so a float64 model
   // starts from the same weights; activations and gradients follow the parameters' dtype.
   torch::ScalarType dtype = torch::kFloat32;
@@ -33,6 +49,9 @@ struct GptConfig {
   int64_t loss_chunk_tokens = 0;
 
   int64_t layer_count() const { return layers + 2; }  // embedding + blocks + head
+  int64_t key_value_heads() const { return kv_heads > 0 ? kv_heads : heads; }
+  int64_t position_rows() const { return positions > 0 ? positions : seq_len; }
+  int64_t mlp_width() const { return ffn_hidden > 0 ? ffn_hidden : 4 * d_model; }
 };
 
 // What a stack that ends with the head returns: the logits [B, T, V], or the head's normalised
@@ -57,8 +76,8 @@ class TokenEmbedding : public GptLayer {
   TokenEmbedding(const GptConfig& config, torch::Generator& generator);
   torch::Tensor forward(const torch::Tensor& tokens) override;
   torch::Tensor forward_slice(const torch::Tensor& tokens, int64_t start, LayerKv& kv) override;
-  torch::Tensor token_weight;     // [V, D], tied to the head
-  torch::Tensor position_weight;  // [seq_len, D]
+  torch::Tensor token_weight;     // [V, D], tied to the head unless config.tied_head is false
+  torch::Tensor position_weight;  // GPT-2: [positions, D]; Llama: none (rotary positions)
 };
 
 class TransformerBlock : public GptLayer {
@@ -71,23 +90,25 @@ class TransformerBlock : public GptLayer {
   torch::Tensor attention(const torch::Tensor& x, LayerKv* kv);
   torch::Tensor mlp(const torch::Tensor& h);
   int64_t heads_;
+  bool gelu_tanh_;
   torch::nn::LayerNorm ln1_{nullptr}, ln2_{nullptr};
   torch::nn::Linear qkv_{nullptr}, attn_out_{nullptr}, fc_{nullptr}, fc_out_{nullptr};
 };
 
 class LmHead : public GptLayer {
  public:
+  // An untied head (config.tied_head false) owns "head_weight" [V, D], drawn from `generator`.
   LmHead(const GptConfig& config, torch::Generator& generator);
   torch::Tensor forward(const torch::Tensor& x) override;
-  torch::Tensor normalize(const torch::Tensor& x);  // the final layer norm: [B, T, D]
-  // Logits use the token embedding's weight directly (weight tying). When the embedding lives in
+  torch::Tensor normalize(const torch::Tensor& x);  // the final norm: [B, T, D]
+  // A tied head's logits use the token embedding's weight directly. When the embedding lives in
   // the same module it is shared; a pipeline stage without the embedding owns a copy instead.
   void tie_to(const torch::Tensor& token_weight);
   void own_copy_of(const torch::Tensor& token_weight);
-  const torch::Tensor& tied_weight() const { return tied_weight_; }
+  const torch::Tensor& tied_weight() const { return tied_weight_; }  // the head's weight, tied or not
 
  private:
-  torch::nn::LayerNorm ln_f_{nullptr};
+  std::function<torch::Tensor(const torch::Tensor&)> normalize_;  // LayerNorm (GPT-2) or RmsNorm (Llama)
   torch::Tensor tied_weight_;
 };
 

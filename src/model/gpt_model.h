@@ -1,6 +1,7 @@
 #pragma once
-// GPT behind the model interface (model/model.h): [embedding, block 0 .. L-1, head], the head
-// tied to the embedding, byte or token ids in, next-token cross-entropy out.
+// The decoders behind the model interface (model/model.h), model.kind "gpt" (GPT-2 family) or
+// "llama": [embedding, block 0 .. L-1, head], the head tied to the embedding or its own, byte
+// or token ids in, next-token cross-entropy out.
 #include "core/config.h"
 #include "model/gpt.h"
 #include "model/model.h"
@@ -13,7 +14,11 @@ GptConfig gpt_config_from(const ModelConfig& model);
 class GptModel : public Model {
  public:
   GptModel(const GptConfig& config, uint64_t seed) : config_(config), seed_(seed) {}
-  std::string kind() const override { return "gpt"; }
+  // Layers start from the Hugging Face checkpoint model.init_from names (model/hf_weights.h)
+  // instead of the seed's draws when it is not empty.
+  GptModel(const GptConfig& config, uint64_t seed, ModelConfig initial_weights)
+      : config_(config), seed_(seed), initial_weights_(std::move(initial_weights)) {}
+  std::string kind() const override;  // "gpt" or "llama"
   std::string describe() const override;
   int64_t layer_count() const override { return config_.layer_count(); }
   std::string layer_name(int64_t layer) const override;
@@ -28,8 +33,13 @@ class GptModel : public Model {
   int64_t sliceable_length() const override { return config_.seq_len; }
 
  private:
+  LayerWork embedding_work(int64_t rows) const;
+  LayerWork head_work(int64_t rows) const;
+  LayerWork gpt2_block_work(int64_t rows) const;
+  LayerWork llama_block_work(int64_t rows) const;
   GptConfig config_;
   uint64_t seed_;
+  ModelConfig initial_weights_;  // its init_from: the checkpoint the layers start from, or ""
 };
 
 }  // namespace pipetrain

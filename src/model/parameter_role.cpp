@@ -1,6 +1,7 @@
 #include "model/parameter_role.h"
 
 #include <cctype>
+#include <set>
 #include <stdexcept>
 
 namespace pipetrain {
@@ -33,13 +34,15 @@ ParameterRole parameter_role(const std::string& name) {
   }
   const std::string rest = name.substr(dot + 1);
   if (rest == "token_weight" || rest == "position_weight") return ParameterRole::Embedding;
-  if (rest == "tied_weight") return ParameterRole::Head;
+  if (rest == "tied_weight" || rest == "head_weight") return ParameterRole::Head;
   if (role_name_ends_with(rest, ".bias")) return ParameterRole::Bias;
-  if (rest == "ln1.weight" || rest == "ln2.weight" || rest == "ln_f.weight") return ParameterRole::Gain;
-  if (rest == "qkv.weight" || rest == "attn_out.weight" || rest == "fc.weight" ||
-      rest == "fc_out.weight") {
-    return ParameterRole::Hidden;
-  }
+  static const std::set<std::string> gains = {"ln1.weight", "ln2.weight", "ln_f.weight",
+                                               "attn_norm.weight", "mlp_norm.weight", "norm.weight"};
+  static const std::set<std::string> hidden = {"qkv.weight", "attn_out.weight", "fc.weight",
+                                                "fc_out.weight", "q.weight", "k.weight", "v.weight",
+                                                "o.weight", "gate.weight", "up.weight", "down.weight"};
+  if (gains.count(rest) != 0) return ParameterRole::Gain;
+  if (hidden.count(rest) != 0) return ParameterRole::Hidden;
   throw std::invalid_argument("not a GPT parameter name: '" + name + "'");
 }
 

@@ -54,12 +54,15 @@ std::shared_ptr<const BatchSource> speech_features(const Config& config, const s
       compute_dtype(config.model));
 }
 
+// GPT-2 and Llama: one stack (model/gpt.h), from the seed or model.init_from's checkpoint.
+std::shared_ptr<const Model> decoder(const Config& config) {
+  return std::make_shared<GptModel>(gpt_config_from(config.model), uint64_t(config.train.seed), config.model);
+}
+
 Named<ModelFactory>& model_factories() {
   static Named<ModelFactory> factories = {
-      {"gpt",
-       [](const Config& config) {
-         return std::make_shared<GptModel>(gpt_config_from(config.model), uint64_t(config.train.seed));
-       }},
+      {"gpt", decoder},
+      {"llama", decoder},
       {"cnn",
        [](const Config& config) {
          return std::make_shared<CnnModel>(cnn_config_from(config.model), uint64_t(config.train.seed));

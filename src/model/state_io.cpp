@@ -12,6 +12,8 @@ namespace {
 torch::ScalarType scalar_type(const std::string& dtype) {
   if (dtype == "F32") return torch::kFloat32;
   if (dtype == "F64") return torch::kFloat64;
+  if (dtype == "BF16") return torch::kBFloat16;
+  if (dtype == "F16") return torch::kFloat16;
   if (dtype == "I64") return torch::kInt64;
   if (dtype == "I32") return torch::kInt32;
   if (dtype == "U8") return torch::kUInt8;
@@ -37,6 +39,8 @@ std::string safetensors_dtype(torch::ScalarType type) {
   switch (type) {
     case torch::kFloat32: return "F32";
     case torch::kFloat64: return "F64";
+    case torch::kBFloat16: return "BF16";
+    case torch::kFloat16: return "F16";
     case torch::kInt64: return "I64";
     case torch::kInt32: return "I32";
     case torch::kUInt8: return "U8";

@@ -17,6 +17,7 @@ const std::vector<GptShape>& known_gpt_shapes() {
   static const std::vector<GptShape> shapes = [] {
     std::vector<GptShape> all;
     for (const auto& p : model_presets()) {  // GPT-2's sizes, also `model.preset` names
+      if (p.kind != "gpt") continue;  // Llama's: `plan --config` with its own per-layer costs
       all.push_back({p.name, p.layers, p.d_model, p.heads, p.seq_len, p.vocab_size});
     }
     const std::vector<GptShape> papers = {

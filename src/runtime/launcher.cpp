@@ -248,11 +248,13 @@ RunSummary launch_pipeline_workers(const Config& config, const RunSpec& spec,
   const NodeShare share = node_share(p, world);
   // Every worker resumes from the same checkpoint, whatever `latest` says later. (Several
   // nodes resume from a run folder they share.)
+  if (options.resume && p.node_rank == 0) refuse_run_folder_in_use(options.run_dir);
   if (options.resume) refuse_inexact_policy(config);  // the reason, before any missing checkpoint
   const std::string resume_from = options.resume ? latest_checkpoint(options.run_dir) : "";
   if (options.resume) check_resumable(resume_from, config, spec.ranges);  // before writing
+  std::optional<RunFolderLock> folder_lock;  // node 0's, held until the workers end
   if (p.node_rank == 0) {
-    prepare_run_folder(options.run_dir, options.resume, options.overwrite);
+    folder_lock.emplace(prepare_run_folder(options.run_dir, options.resume, options.overwrite));
     write_file_atomically((fs::path(options.run_dir) / "config.toml").string(), to_toml(config));
   } else {
     fs::create_directories(options.run_dir);  // node 0's on a shared file system, or our own

@@ -31,7 +31,8 @@ torch::Tensor mel_filterbank(const LogMelSpec& spec);
 // Frames of a signal of `samples` samples: windows that fit whole (no padding), 0 when none does.
 int64_t log_mel_frames(int64_t samples, const LogMelSpec& spec);
 // [frames, mel_bins] float32 log-mel energies of samples at spec.sample_rate. `filterbank` is
-// mel_filterbank(spec) in float32 (made once by the caller, shared by every utterance).
+// mel_filterbank(spec) (made once by the caller, shared by every utterance). Computed in double
+// by plain loops (no BLAS or FFT library), so the bytes depend on the samples alone.
 torch::Tensor log_mel(const std::vector<float>& samples, const torch::Tensor& filterbank,
                       const LogMelSpec& spec);
 

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "core/text.h"
 #include "io/safetensors_file.h"
 #include "model/state_io.h"
 #include "schedule/run_rules.h"
@@ -121,12 +122,43 @@ CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
   return info;
 }
 
+namespace {
+
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code error;
+  return a == b || fs::equivalent(a, b, error) || !fs::exists(a, error);  // moved data: as given
+}
+
+// A resumed run continues its own stream of batches (train.seed, train.batch_size, the data) and
+// its own held-out split: another value would make it another training (with another
+// data.val_fraction it would train on what it validated on before).
+void refuse_changed_meaning(const Config& written, const Config& now, const std::string& dir) {
+  static const char* const keys[] = {"train.seed", "train.batch_size", "data.format",
+                                     "data.path", "data.val_fraction", "data.tokenizer"};
+  std::vector<std::string> changed;
+  for (const char* key : keys) {
+    const FieldSpec& field = *find_field(key);
+    const std::string before = field_value_string(written, field), after = field_value_string(now, field);
+    if (before == after) continue;
+    if (std::string(key) == "data.path" && same_file(written.data.path, now.data.path)) continue;
+    changed.push_back(fmt::format("{} = {} (the run's: {})", key, after, before));
+  }
+  if (changed.empty()) return;
+  fail("{}: resuming with {} would train on other data than the run did; a resumed run continues "
+       "its own seed, batches and held-out split (leave these out, or start a new run)", dir,
+       join(changed, ", "));
+}
+
+}  // namespace
+
 CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
                                    const std::vector<std::pair<int64_t, int64_t>>& partition) {
   const std::string path = (fs::path(dir) / "checkpoint.json").string();
   if (!fs::exists(path)) fail("{}: missing (not a complete checkpoint)", path);
   CheckpointInfo info = parse_checkpoint_info(read_file(path), path);
-  const ModelConfig written = parse_config_toml(info.config_toml, path).model;
+  const Config written_config = parse_config_toml(info.config_toml, path);
+  refuse_changed_meaning(written_config, config, dir);
+  const ModelConfig& written = written_config.model;
   if (written.kind != config.model.kind) {
     fail("{}: checkpoint of a '{}' model; model.kind is '{}'", dir, written.kind, config.model.kind);
   }

@@ -27,7 +27,7 @@ CheckpointInfo read_evaluated_info(const std::string& checkpoint_dir) {
 }
 
 // Every stage's newest weight version: a pipeline checkpoint holds one file per stage.
-std::vector<TensorEntry> checkpoint_weights(const std::string& dir, const CheckpointInfo& info) {
+std::vector<TensorEntry> weights_of(const std::string& dir, const CheckpointInfo& info) {
   std::vector<TensorEntry> weights;
   for (const auto& versions : info.weight_versions) {
     if (versions.empty()) fail("{}/checkpoint.json: a stage lists no weight file", dir);
@@ -51,6 +51,14 @@ std::string newest_checkpoint(const std::string& run_dir) {
   return read_evaluated_info(periodic).step > read_evaluated_info(final_dir).step ? periodic : final_dir;
 }
 
+std::vector<TensorEntry> checkpoint_weights(const std::string& checkpoint_dir) {
+  return weights_of(checkpoint_dir, read_evaluated_info(checkpoint_dir));
+}
+
+int64_t checkpoint_step(const std::string& checkpoint_dir) {
+  return read_evaluated_info(checkpoint_dir).step;
+}
+
 CheckpointEvaluation evaluate_checkpoint(const Config& config, const std::string& checkpoint_dir,
                                          const std::string& data_root) {
   CheckpointEvaluation result;
@@ -60,7 +68,7 @@ CheckpointEvaluation evaluate_checkpoint(const Config& config, const std::string
   const auto batches = make_batch_source(config, data_root);
   result.data = batches->describe();
   Trainer trainer(config, batches);
-  load_module_entries(trainer.model(), checkpoint_weights(checkpoint_dir, info), checkpoint_dir);
+  load_module_entries(trainer.model(), weights_of(checkpoint_dir, info), checkpoint_dir);
   result.validation = trainer.evaluate();
   torch::NoGradGuard no_grad;
   EvalMode eval_mode(trainer.model());

@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <string>
 
+#include <vector>
+
 #include "core/config.h"
+#include "io/safetensors.h"
 #include "train/step_result.h"
 
 namespace pipetrain {
@@ -14,6 +17,11 @@ namespace pipetrain {
 // The newest checkpoint of a run folder by step: its final checkpoint/ or the periodic one
 // checkpoints/latest names (the final one on a tie). UserError if the folder has neither.
 std::string newest_checkpoint(const std::string& run_dir);
+
+// Every stage's newest weights of a checkpoint folder (single-process or pipeline), as
+// single-process parameter names; UserError when it is not a checkpoint folder.
+std::vector<TensorEntry> checkpoint_weights(const std::string& checkpoint_dir);
+int64_t checkpoint_step(const std::string& checkpoint_dir);
 
 struct CheckpointEvaluation {
   std::string checkpoint;  // the folder read

@@ -136,8 +136,9 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   make_model(config);  // an unknown model.kind: one line before anything is written
   const auto batches = make_batch_source(config, options.data_root);
   const auto codec = make_text_codec(config.data, options.data_root);
+  if (options.resume) refuse_run_folder_in_use(options.run_dir);
   const auto resume_point = read_resume_point(config, options);
-  prepare_run_folder(options.run_dir, options.resume, options.overwrite);
+  const RunFolderLock folder_lock = prepare_run_folder(options.run_dir, options.resume, options.overwrite);
   const fs::path dir(options.run_dir);
   if (!options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));
 

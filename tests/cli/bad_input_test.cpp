@@ -197,7 +197,7 @@ TEST(BadInput, UnknownModelKindNamesTheKnownOnes) {
     const auto dir = fs::temp_directory_path() / ("pipetrain_badinput_kind" + std::to_string(getpid()));
     fs::remove_all(dir);
     expect_one_line_error(kTiny + " --stages " + stages + " --model.kind rnn --run-dir " + dir.string(),
-                          "model.kind must be one of gpt, cnn, torchscript, transducer, got 'rnn'");
+                          "model.kind must be one of gpt, llama, cnn, torchscript, transducer, got 'rnn'");
     EXPECT_FALSE(fs::exists(dir)) << "stages " << stages;  // refused before the run folder
   }
 }

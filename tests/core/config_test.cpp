@@ -253,5 +253,44 @@ TEST(Config, ModelPresetSetsTheShapeAndFieldsBesideItOverrideIt) {
   }
 }
 
+// A Llama preset sets the kind and Llama's fields too; the decoders' fields are checked
+// against each other, each refusal naming the field.
+TEST(Config, LlamaPresetSetsItsKindAndGroupedQueryShape) {
+  const Config llama = parse_config_toml("[model]\npreset = \"llama3-8b\"\nseq_len = 2048\n", "t.toml");
+  EXPECT_EQ(llama.model.kind, "llama");
+  EXPECT_EQ(llama.model.kv_heads, 8);
+  EXPECT_EQ(llama.model.ffn_hidden, 14336);
+  EXPECT_EQ(llama.model.rope_theta, 500000);
+  EXPECT_EQ(llama.model.seq_len, 2048);
+  EXPECT_FALSE(head_is_tied(llama.model));
+  const Config small = parse_config_toml("[model]\npreset = \"llama3.2-1b\"\n", "t.toml");
+  EXPECT_TRUE(head_is_tied(small.model));
+  EXPECT_EQ(small.model.rope_scaling, "llama3:32,1,4,8192");
+  Config gpt;
+  EXPECT_EQ(default_ffn_hidden(gpt.model), 4 * 128);
+  gpt.model.kind = "llama";
+  EXPECT_EQ(default_ffn_hidden(gpt.model), 384);  // 8/3 x 128 = 341.3, up to a multiple of 64
+}
+
+TEST(Config, DecoderFieldsThatContradictEachOtherAreRefusedByName) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[model]\nkind = \"llama\"\nheads = 4\nkv_heads = 3\n", "model.kv_heads (3) must divide model.heads (4)"},
+      {"[model]\nkv_heads = 2\n", "model.kv_heads (2) is for model.kind = \"llama\""},
+      {"[model]\npositions = 64\n", "model.positions (64) must be at least model.seq_len (128)"},
+      {"[model]\nkind = \"llama\"\nrope_scaling = \"yarn:4\"\n", "other kinds, e.g. transformers' dynamic, yarn"},
+      {"[model]\nkind = \"llama\"\nrope_scaling = \"llama3:8,1,4\"\n", "needs 4 positive numbers"},
+      {"[model]\nkind = \"llama\"\nd_model = 12\nheads = 4\n", "even head width"},
+      {"[model]\nkind = \"llama\"\nactivation = \"gelu_tanh\"\n", "llama's MLP is SwiGLU"},
+  };
+  for (const auto& [toml, fragment] : cases) {
+    try {
+      parse_config_toml(toml, "t.toml");
+      ADD_FAILURE() << "accepted: " << toml;
+    } catch (const UserError& error) {
+      EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pipetrain

@@ -35,7 +35,7 @@ Microbatch example_of(const Model& model, int64_t rows) {
 }
 
 TEST(ModelRegistry, GptIsTheDefaultKind) {
-  EXPECT_EQ(model_kinds(), (std::vector<std::string>{"gpt", "cnn", "torchscript", "transducer"}));
+  EXPECT_EQ(model_kinds(), (std::vector<std::string>{"gpt", "llama", "cnn", "torchscript", "transducer"}));
   const auto model = make_model(Config{});
   EXPECT_EQ(model->kind(), "gpt");
   EXPECT_EQ(model->layer_count(), Config{}.model.layers + 2);
@@ -49,7 +49,7 @@ TEST(ModelRegistry, UnknownKindIsOneLineNamingTheKnownOnes) {
     make_model(c);
     FAIL() << "no error";
   } catch (const UserError& error) {
-    EXPECT_STREQ(error.what(), "model.kind must be one of gpt, cnn, torchscript, transducer, got 'rnn'");
+    EXPECT_STREQ(error.what(), "model.kind must be one of gpt, llama, cnn, torchscript, transducer, got 'rnn'");
   }
 }
 

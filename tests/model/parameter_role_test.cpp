@@ -46,6 +46,26 @@ TEST(ParameterRole, ClassifiesEveryParameterOfEveryStage) {
   EXPECT_EQ(roles[ParameterRole::Embedding], 0);
 }
 
+// Llama: 7 matrices per block (q, k, v, o, gate, up, down), 2 RMSNorm gains per block and the
+// final one, no biases; its own head weight whether or not the stage holds the embedding.
+TEST(ParameterRole, ClassifiesEveryLlamaParameter) {
+  GptConfig config;
+  config.family = DecoderFamily::Llama;
+  config.tied_head = false;
+  config.layers = 3;
+  config.d_model = 8;
+  config.heads = 2;
+  config.kv_heads = 1;
+  config.seq_len = 4;
+  GptStack whole(config, 1, 0, config.layer_count());
+  auto roles = roles_of(whole);
+  EXPECT_EQ(roles[ParameterRole::Hidden], 7 * 3);
+  EXPECT_EQ(roles[ParameterRole::Embedding], 1);
+  EXPECT_EQ(roles[ParameterRole::Head], 1);
+  EXPECT_EQ(roles[ParameterRole::Gain], 2 * 3 + 1);
+  EXPECT_EQ(roles[ParameterRole::Bias], 0);
+}
+
 TEST(ParameterRole, RefusesNamesTheModelDoesNotRegister) {
   EXPECT_THROW(parameter_role("layer1.mystery.weight"), std::invalid_argument);
   EXPECT_THROW(parameter_role("qkv.weight"), std::invalid_argument);

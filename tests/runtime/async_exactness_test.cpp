@@ -40,7 +40,7 @@ struct Case {
   // model.loss_chunk_tokens on the pipeline; the reference always takes the full logits.
   int loss_chunk_tokens = 0;
   std::string delay_correction = "none";  // train.delay_correction
-  std::string model = "gpt";  // model.kind: gpt on bytes, or cnn on tiny images
+  std::string model = "gpt";  // model.kind: gpt or llama on bytes, cnn on tiny images, transducer on speech
   int dp_width = 1;  // replicas, each taking batch_size / w rows
   bool zero1 = false;  // pipeline.zero1: the optimizer state sharded over the replicas
   int sync_warmup_steps = 0;  // pipeline.sync_warmup_steps: steps trained synchronously first
@@ -90,6 +90,9 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
     }
     fields.insert(fields.end(), {{"model.kind", "cnn"}, {"data.format", "fashion-mnist"},
                                  {"data.path", testing::tiny_image_folder()}});
+  }
+  if (c.model == "llama") {  // 2 query heads sharing 1 key/value head, an untied head
+    fields.insert(fields.end(), {{"model.kind", "llama"}, {"model.kv_heads", "1"}});
   }
   if (c.model == "transducer") {  // width 8 on the tiny speech file's ragged utterances
     for (auto& [key, value] : fields) {
@@ -148,7 +151,7 @@ TEST_P(AsyncExactness, MatchesTheReferenceUpdateRule) {
   config.model.loss_chunk_tokens = 0;
   torch::set_num_threads(1);
   const std::shared_ptr<const BatchSource> data =
-      c.model == "gpt" ? std::make_shared<TokenBatchSource>(
+      c.model == "gpt" || c.model == "llama" ? std::make_shared<TokenBatchSource>(
                              std::make_unique<TextDataset>(std::string(PIPETRAIN_SOURCE_DIR) + "/" + config.data.path,
                                                            config.data.val_fraction, config.model.seq_len),
                              config.data.path)
@@ -341,6 +344,14 @@ INSTANTIATE_TEST_SUITE_P(ChunkedLoss, AsyncExactness,
 INSTANTIATE_TEST_SUITE_P(Cnn, AsyncExactness,
                          ::testing::Values(Case{"2bw", 2, "adamw", 0, 0, "none", "cnn"},
                                            Case{"2bw", 2, "sgd", 4, 0, "none", "cnn"}),
+                         case_name);
+
+// Llama under 2BW (and its predicting variant, PipeOptim's rule) on 2 and 4 stages.
+INSTANTIATE_TEST_SUITE_P(Llama, AsyncExactness,
+                         ::testing::Values(Case{"2bw", 2, "adamw", 0, 0, "none", "llama"},
+                                           Case{"2bw", 4, "adam", 0, 0, "none", "llama"},
+                                           Case{"2bw-predict", 2, "muon", 0, 0, "none", "llama"},
+                                           Case{"pipeoptim", 2, "adamw", 0, 0, "none", "llama"}),
                          case_name);
 
 // The RNN-T (ragged utterances, sample-wise loss on the last stage) under 2BW on 2 and 3 stages.

@@ -42,7 +42,9 @@ struct Case {
   int loss_chunk_tokens = 0;       // model.loss_chunk_tokens: chunked cross-entropy on the last stage
   int blocks = 3;                  // model.layers: 4 x 2 interleaved model stages need more than 3
   std::string delay_correction = "none";  // train.delay_correction
-  std::string model = "gpt";       // model.kind: gpt on bytes, or cnn on tiny images (blocks = residual blocks)
+  // model.kind: gpt on bytes; llama (grouped-query attention, untied head) or llama_tied on
+  // bytes; cnn on tiny images (blocks = residual blocks); transducer on tiny speech
+  std::string model = "gpt";
 
   // 6 rows as before; otherwise the smallest batch every replica's microbatches divide evenly.
   int batch_size() const { return 6 % (microbatches * dp_width) == 0 ? 6 : 2 * microbatches * dp_width; }
@@ -87,6 +89,21 @@ void use_cnn(std::vector<std::pair<std::string, std::string>>& fields) {
   }
 }
 
+Case llama_case(Case c, const std::string& kind = "llama") {
+  c.model = kind;
+  return c;
+}
+
+bool is_decoder(const Case& c) { return c.model == "gpt" || c.model.rfind("llama", 0) == 0; }
+
+// Llama: 2 query heads sharing 1 key/value head, rotary base 5000, its own head (llama) or the
+// embedding's (llama_tied).
+void use_llama(std::vector<std::pair<std::string, std::string>>& fields, const Case& c) {
+  fields.insert(fields.end(), {{"model.kind", "llama"}, {"model.kv_heads", "1"},
+                               {"model.rope_theta", "5000"},
+                               {"model.head", c.model == "llama_tied" ? "tied" : "untied"}});
+}
+
 Case transducer_case(Case c) {
   c.model = "transducer";
   return c;
@@ -125,6 +142,7 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
           {"train.delay_correction", c.delay_correction}, {"model.dtype", "float64"}};
   if (c.model == "cnn") use_cnn(fields);
   if (c.model == "transducer") use_transducer(fields);
+  if (c.model.rfind("llama", 0) == 0) use_llama(fields, c);
   return fields;
 }
 
@@ -132,7 +150,7 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
 // statistics, so the reference takes the replicas' microbatches (m per replica, in replica
 // order) as its own: m w of them.
 Trainer reference_trainer(Config config, const Case& c) {
-  if (c.model == "gpt") {
+  if (is_decoder(c)) {
     static std::map<std::string, std::unique_ptr<TextDataset>> texts;  // outlive the Trainer
     auto& data = texts[config.data.path + std::to_string(config.model.seq_len)];
     if (!data) {
@@ -216,7 +234,7 @@ TEST_P(PipelineExactness, MatchesTheSingleProcessTrainer) {
     expected_names.insert(name);
   }
   EXPECT_EQ(state_names, expected_names);
-  if (c.model_stages() > 1 && c.model == "gpt") {
+  if (c.model_stages() > 1 && (c.model == "gpt" || c.model == "llama_tied")) {
     const auto last =
         (dir / "checkpoint" / fmt::format("stage{}.safetensors", c.model_stages() - 1)).string();
     bool found = false;
@@ -306,6 +324,28 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpipe", 4, 1, "balanced", 1, 1, "none", 0, "adamw", "4"},
                       Case{"gpipe", 4, 2, "2,1,1,1", 1, 1, "none", 0, "adamw", "7,6,3"},
                       Case{"gpipe", 2, 2, "balanced", 2, 1, "none", 0, "adamw", "6,10"}),
+    case_name);
+
+// The Llama family (grouped-query attention, rotary positions, SwiGLU, RMSNorm, untied or tied
+// head) through the same grid: schedules, an uneven partition, interleaving, zero bubble,
+// recomputation, data parallelism, token slices (rotary positions continue across slices),
+// chunked cross-entropy, and Muon's roles of its matrices.
+INSTANTIATE_TEST_SUITE_P(
+    Llama, PipelineExactness,
+    ::testing::Values(llama_case(Case{"gpipe", 2, 2, "balanced"}),
+                      llama_case(Case{"1f1b", 2, 3, "1,4"}),
+                      llama_case(Case{"1f1b", 4, 3, "1,1,2,1"}),
+                      llama_case(Case{"interleaved", 2, 4, "balanced", 1, 2}),
+                      llama_case(Case{"zb-h1", 2, 4, "balanced"}),
+                      llama_case(Case{"bfs", 2, 4, "balanced", 1, 2}),
+                      llama_case(Case{"1f1b", 2, 3, "balanced", 1, 1, "all"}),
+                      llama_case(Case{"1f1b", 2, 2, "balanced", 2}),
+                      llama_case(Case{"1f1b", 2, 2, "balanced", 2, 1, "none", 1, "adam"}),
+                      llama_case(Case{"gpipe", 2, 2, "balanced", 1, 1, "none", 0, "adamw", "5,7,4"}),
+                      llama_case(Case{"1f1b", 2, 2, "balanced", 1, 1, "none", 0, "adamw", "1", 7}),
+                      llama_case(Case{"1f1b", 2, 3, "balanced", 1, 1, "none", 0, "muon"}),
+                      llama_case(Case{"1f1b", 2, 3, "balanced"}, "llama_tied"),
+                      llama_case(Case{"gpipe", 4, 2, "2,1,1,1", 1, 1, "0,3"}, "llama_tied")),
     case_name);
 
 // Chunked cross-entropy (model.loss_chunk_tokens) on the last stage, against the reference

@@ -1,0 +1,30 @@
+#pragma once
+// Hugging Face config.json <-> pipetrain's model fields, for the two decoder families pipetrain
+// reads and writes: GPT-2 (GPT2LMHeadModel, model.kind "gpt") and Llama (LlamaForCausalLM,
+// model.kind "llama"). Torch-free: the shapes only; hf/hf_names.h maps the tensors.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/config.h"
+
+namespace pipetrain::hf {
+
+// The model fields a config.json sets, as (key, value) pairs ready for set_field_from_string:
+// model.kind and the shape. UserError naming `origin` for an architecture or a feature
+// pipetrain does not compute (attention biases in Llama, yarn rotary scaling, ...).
+std::vector<std::pair<std::string, std::string>> model_fields_of(const nlohmann::json& config,
+                                                                 const std::string& origin);
+
+// model.init_from: reads DIR/config.json and sets the fields it describes. A field already
+// given (differing from its default) must agree, or it is a UserError naming both values.
+// Nothing to do when model.init_from is empty.
+void apply_init_from(Config& config);
+
+// The config.json `from_pretrained` reads for the model `model` describes, its weights stored
+// in `dtype` ("float32", "bfloat16", ...).
+nlohmann::json config_json_of(const ModelConfig& model, const std::string& dtype);
+
+}  // namespace pipetrain::hf

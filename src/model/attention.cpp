@@ -1,0 +1,45 @@
+#include "model/attention.h"
+
+#include <vector>
+
+namespace pipetrain {
+
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, LayerKv* kv) {
+  const int64_t length = q.size(2);
+  const bool grouped = k.size(1) != q.size(1);
+  auto keys = k, values = v;
+  int64_t context = 0;
+  if (kv != nullptr && !kv->key_leaves.empty()) {
+    context = kv->context();
+    std::vector<torch::Tensor> all_keys = kv->key_leaves, all_values = kv->value_leaves;
+    all_keys.push_back(k);
+    all_values.push_back(v);
+    keys = torch::cat(all_keys, 2);
+    values = torch::cat(all_values, 2);
+  }
+  // at::scaled_dot_product_attention picks the kernel: flash or memory-efficient on GPUs, the
+  // fused flash kernel on CPU (float, bfloat16, float64 alike), never a [T, T] score tensor
+  // kept for backward. A token slice's queries sit at positions context .. context + T - 1, so
+  // its mask is bottom-right aligned; SDPA's is_causal is top-left, right only for context 0.
+  torch::Tensor mixed;
+  if (context == 0) {
+    mixed = at::scaled_dot_product_attention(q, keys, values, {}, 0.0, /*is_causal=*/true,
+                                             std::nullopt, grouped);
+  } else {
+    const auto visible =  // query i sees keys 0 .. context + i
+        torch::ones({length, context + length}, torch::dtype(torch::kBool).device(q.device()))
+            .tril(context);
+    mixed = at::scaled_dot_product_attention(q, keys, values, visible, 0.0, false, std::nullopt,
+                                             grouped);
+  }
+  if (kv != nullptr) {
+    kv->key_roots.push_back(k);
+    kv->value_roots.push_back(v);
+    kv->key_leaves.push_back(k.detach().requires_grad_(true));
+    kv->value_leaves.push_back(v.detach().requires_grad_(true));
+  }
+  return mixed;
+}
+
+}  // namespace pipetrain

@@ -1,0 +1,70 @@
+// A run folder belongs to one run at a time, and a resumed run trains on what the run trained
+// on (issue 35, item 6): a second `train` on a folder in use is refused before it changes
+// anything, as is a resume that would change the seed, the batch or the data and its split.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "core/files.h"
+#include "io/run_folder.h"
+#include "../pipetrain_run.h"
+
+namespace pipetrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kSmallRun =
+    "train --model.layers 1 --model.d_model 16 --model.seq_len 16 --train.batch_size 4"
+    " --train.microbatches 2 --eval.every 0 --sample.tokens 0 --quiet --checkpoint.every 1";
+
+fs::path trained_run(const std::string& name, const std::string& extra) {
+  const fs::path dir = testing::fresh_dir(name);
+  const auto run = testing::run_pipetrain(kSmallRun + " --train.steps 2 " + extra + " --run-dir " + dir.string());
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  return dir;
+}
+
+TEST(RunFolder, ASecondRunOnAFolderInUseIsRefusedAndChangesNothing) {
+  for (const std::string stages : {"1", "2"}) {
+    const fs::path dir = trained_run("in_use_" + stages, "--pipeline.stages " + stages);
+    const std::string config = read_file((dir / "config.toml").string());
+    const std::string metrics = read_file((dir / "metrics.jsonl").string());
+    {
+      const RunFolderLock held(dir.string());  // as a run training in it holds it
+      const std::string in_use = "run folder '" + dir.string() + "' is in use: a run (pid " +
+                                 std::to_string(::getpid()) + ") is training in it";
+      testing::expect_one_line_error("train --resume " + dir.string() + " --train.steps 4", in_use);
+      testing::expect_one_line_error(kSmallRun + " --pipeline.stages " + stages + " --overwrite --run-dir " +
+                                         dir.string(), in_use);
+      EXPECT_EQ(read_file((dir / "config.toml").string()), config);
+      EXPECT_EQ(read_file((dir / "metrics.jsonl").string()), metrics);
+      EXPECT_TRUE(fs::exists(dir / "checkpoint"));
+    }
+    // Released (as when that run ends, however it ends): the resume goes ahead.
+    const auto resumed = testing::run_pipetrain("train --resume " + dir.string() + " --train.steps 3 --quiet");
+    EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+    fs::remove_all(dir);
+  }
+}
+
+TEST(RunFolder, AResumeThatWouldTrainOnOtherDataIsRefusedAndChangesNothing) {
+  const fs::path dir = trained_run("meaning", "--pipeline.stages 2");
+  const std::string config = read_file((dir / "config.toml").string());
+  const std::string resume = "train --resume " + dir.string() + " --train.steps 4 ";
+  testing::expect_one_line_error(resume + "--train.seed 7", "resuming with train.seed = 7 (the run's: 1234)");
+  testing::expect_one_line_error(resume + "--data.val_fraction 0.2",
+                                 "data.val_fraction = 0.2 (the run's: 0.1) would train on other data");
+  testing::expect_one_line_error(resume + "--train.batch_size 8 --train.microbatches 2",
+                                 "train.batch_size = 8 (the run's: 4)");
+  EXPECT_EQ(read_file((dir / "config.toml").string()), config);
+  // What does not change the data may change: the run goes on.
+  const auto longer = testing::run_pipetrain(resume + "--eval.every 2 --quiet");
+  EXPECT_EQ(longer.exit_code, 0) << longer.output;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pipetrain

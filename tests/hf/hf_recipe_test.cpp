@@ -1,0 +1,78 @@
+// docs/models.md's fine-tuning recipe end to end, on a tiny model: transformers creates a Llama
+// and its tokenizer (scripts/make_tiny_hf_model.py), the tokenizer writes the token files
+// (scripts/hf_tokenize.py), pipetrain fine-tunes on 2 stages, exports, and transformers loads
+// the export and generates (scripts/hf_generate.py).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "../pipetrain_run.h"
+
+namespace pipetrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+testing::ProcessResult python(const std::string& script, const std::string& args) {
+  return testing::run_program(PIPETRAIN_PYTHON,
+                              std::string(PIPETRAIN_SOURCE_DIR) + "/scripts/" + script + " " + args, "", 300);
+}
+
+std::vector<double> validation_losses(const fs::path& run) {
+  std::ifstream metrics(run / "metrics.jsonl");
+  std::vector<double> losses;
+  for (std::string line; std::getline(metrics, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record.contains("val_loss")) losses.push_back(record["val_loss"].get<double>());
+  }
+  return losses;
+}
+
+TEST(HfRecipe, FineTuneATransformersLlamaOnTwoStagesExportItAndGenerateInTransformers) {
+  const fs::path dir = testing::fresh_dir("hf_recipe");
+  fs::create_directories(dir);
+  {  // 60 KB of Shakespeare: the tokenizer's and the fine-tuning's text
+    std::ifstream all(std::string(PIPETRAIN_SOURCE_DIR) + "/data/tinyshakespeare.txt");
+    std::string text(60000, '\0');
+    all.read(text.data(), std::streamsize(text.size()));
+    std::ofstream(dir / "text.txt") << text;
+  }
+  const std::string model = (dir / "model").string(), tokens = (dir / "tokens").string();
+  auto made = python("make_tiny_hf_model.py", "--out " + model + " --text " + (dir / "text.txt").string());
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  auto tokenized = python("hf_tokenize.py", "--tokenizer " + model + " --text " +
+                                                (dir / "text.txt").string() + " --out " + tokens);
+  ASSERT_EQ(tokenized.exit_code, 0) << tokenized.output;
+
+  const fs::path run = dir / "run";
+  const auto train = testing::run_pipetrain(
+      "train --model.init_from " + model + " --data.format tokens --data.path " + tokens +
+      " --model.seq_len 64 --pipeline.stages 2 --train.steps 60 --train.batch_size 16"
+      " --train.microbatches 4 --eval.every 30 --sample.tokens 0 --quiet --run-dir " + run.string());
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  const auto losses = validation_losses(run);
+  ASSERT_EQ(losses.size(), 2u);
+  // The first validation (step 30) is already well below the random model's ln(512) = 6.24.
+  EXPECT_LT(losses[0], 5.5);
+  EXPECT_LT(losses[1], losses[0]);
+
+  const fs::path exported = dir / "exported";
+  const auto out = testing::run_pipetrain("export --run-dir " + run.string() + " --format hf --out " +
+                                          exported.string());
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  const auto generated = python("hf_generate.py", "--model " + exported.string() + " --tokenizer " +
+                                                      model + " --prompt ROMEO: --tokens 20");
+  ASSERT_EQ(generated.exit_code, 0) << generated.output;
+  const auto text_start = generated.output.find("ROMEO:");
+  ASSERT_NE(text_start, std::string::npos) << generated.output;
+  EXPECT_GT(generated.output.size() - text_start, std::string("ROMEO:").size() + 10) << generated.output;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pipetrain
