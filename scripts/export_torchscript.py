@@ -14,6 +14,12 @@ per-step losses) and reference.safetensors (the final weights, named as pipetrai
 
 The model here is a small 1-D convolutional classifier of synthetic signals; to export your own,
 replace make_layers() (each entry one stage-cuttable layer taking the previous one's output).
+--batchnorm adds a BatchNorm1d to the first layer (running statistics: model state that is not a
+parameter) and saves the layers in eval mode, as a model exported after evaluation is: pipetrain
+trains them in train mode and validates in eval mode. With --train-steps, reference.json then
+also holds the validation loss of the trained model in eval mode (val_loss: validation rows
+0 .. batch_size-1, as pipetrain's eval.batches = 1 reads them) and reference.safetensors the
+buffers beside the weights.
 """
 import argparse
 import json
@@ -37,9 +43,14 @@ class ConvBlock(nn.Module):
         return x + self.conv(torch.tanh(x))
 
 
-def make_layers():
+def make_layers(batchnorm=False):
+    # Before a BatchNorm a bias is cancelled by the mean it subtracts (its gradient is rounding
+    # noise, which Adam would blow up): none, as ResNets have none.
+    first = [nn.Conv1d(1, CHANNELS, kernel_size=3, padding=1, bias=not batchnorm)]
+    if batchnorm:
+        first.append(nn.BatchNorm1d(CHANNELS))
     return [
-        nn.Sequential(nn.Conv1d(1, CHANNELS, kernel_size=3, padding=1), nn.Tanh()),  # [B,1,L] -> [B,C,L]
+        nn.Sequential(*first, nn.Tanh()),  # [B,1,L] -> [B,C,L]
         ConvBlock(CHANNELS),
         ConvBlock(CHANNELS),
         nn.Sequential(nn.Flatten(), nn.LayerNorm(CHANNELS * SIGNAL_LENGTH)),  # -> [B, C*L]
@@ -75,7 +86,10 @@ def rows_of_step(split, step, rows):
 
 
 def train_reference(layers, train, args):
-    model = nn.Sequential(*layers)
+    # One thread, as the test runs pipetrain: BatchNorm's float64 reductions then add in the same
+    # order (with more threads they differ in the last bits, which Adam's steps magnify).
+    torch.set_num_threads(1)
+    model = nn.Sequential(*layers).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.99), eps=1e-8,
                                   weight_decay=args.weight_decay, foreach=False)
     losses = []
@@ -99,11 +113,15 @@ def main():
     parser.add_argument("--batch-size", type=int, default=8, help="rows per step (train.batch_size)")
     parser.add_argument("--lr", type=float, default=1e-2, help="train.lr = train.min_lr")
     parser.add_argument("--weight-decay", type=float, default=0.01, help="train.weight_decay")
+    parser.add_argument("--batchnorm", action="store_true",
+                        help="a BatchNorm1d in the first layer; layers saved in eval mode")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(args.seed)
-    layers = [layer.double() for layer in make_layers()]
+    layers = [layer.double() for layer in make_layers(args.batchnorm)]
     for i, layer in enumerate(layers):
+        if args.batchnorm:
+            layer.eval()  # saved as a model exported after evaluation is
         torch.jit.script(layer).save(os.path.join(args.out, f"layer{i}.pt"))
     with open(os.path.join(args.out, "model.json"), "w") as out:
         json.dump({"layers": len(layers), "loss": "cross_entropy",
@@ -119,10 +137,14 @@ def main():
                        "val_inputs": val[0], "val_labels": val[1]})
     if args.train_steps > 0:
         losses = train_reference(layers, train, args)
+        model = nn.Sequential(*layers).eval()
+        with torch.no_grad():
+            inputs, labels = val[0][:args.batch_size], val[1][:args.batch_size]
+            val_loss = nn.functional.cross_entropy(model(inputs), labels).item()
         with open(os.path.join(args.out, "reference.json"), "w") as out:
-            json.dump({"losses": losses}, out)
+            json.dump({"losses": losses, "val_loss": val_loss}, out)
         weights = {f"layer{i}.{name}": p for i, layer in enumerate(layers)
-                   for name, p in layer.named_parameters()}
+                   for name, p in list(layer.named_parameters()) + list(layer.named_buffers())}
         write_safetensors(os.path.join(args.out, "reference.safetensors"), weights)
     print(f"wrote {len(layers)} layers to {args.out}")
 

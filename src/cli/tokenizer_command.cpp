@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 
@@ -13,6 +14,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/text.h"
+#include "core/stop_signal.h"
 #include "data/sha256.h"
 #include "data/tokenize.h"
 #include "data/tokenizer.h"
@@ -91,6 +93,12 @@ void add_tokenizer_train(CLI::App& parent) {
     }
     options->text_path = resolve_text_file(*text);
     refuse_writing_over_input(options->model_path, options->text_path, "--out");
+    refuse_invalid_utf8_text(options->text_path);
+    // SentencePiece trains in one call that cannot be asked to stop: SIGINT and SIGTERM end the
+    // process (even when started with them ignored, as `cmd &` in a script does). The model is
+    // written atomically after training, so nothing is left behind.
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
     const auto start = TokenizerClock::now();
     train_tokenizer(*options);
     const Tokenizer tokenizer(options->model_path);
@@ -137,6 +145,7 @@ void add_tokenize_command(CLI::App& app) {
                                 options->text_path, "--out");
     }
     const Tokenizer tokenizer(*model);
+    install_stop_handlers();  // a stop between blocks, with the writers' temporaries removed
     TokenizeResult result;
     {
       TokenizeProgressLine progress(stderr);

@@ -23,8 +23,8 @@ std::string unknown_field_message(const std::string& key, const std::string& ori
 
 void check_bounds(const FieldSpec& field, double value, const std::string& origin) {
   if (!std::isfinite(value)) fail("{}: {} must be a finite number", origin, field.key);
-  if (value < field.min) fail("{}: {} must be >= {:g}, got {:g}", origin, field.key, field.min, value);
-  if (value > field.max) fail("{}: {} must be <= {:g}, got {:g}", origin, field.key, field.max, value);
+  if (value < field.min) fail("{}: {} must be >= {:.15g}, got {:.15g}", origin, field.key, field.min, value);
+  if (value > field.max) fail("{}: {} must be <= {:.15g}, got {:.15g}", origin, field.key, field.max, value);
 }
 
 void check_choice(const FieldSpec& field, const std::string& value, const std::string& origin) {

@@ -18,6 +18,9 @@ FieldSpec spec(std::string key, std::string help, std::function<FieldPtr(Config&
 
 // The longest rendezvous or send/recv wait: the timeout becomes int64 milliseconds (a week+).
 constexpr double kMaxTimeoutSeconds = 1e6;
+// Counts the schedule IR and the runtime hold as int (steps, microbatches, ranks): a larger
+// value would pass here and wrap there (train.steps 2^32 + 2 ran as 2).
+constexpr double kMaxCount = 2147483647;
 
 std::vector<FieldSpec> make_fields() {
   using C = Config;
@@ -84,11 +87,11 @@ std::vector<FieldSpec> make_fields() {
        "at a time) or \"batched\" (the reference: the whole [rows, frames, labels, vocabulary] joint "
        "output at once, for memory comparisons)", at(&C::model, &M::transducer_loss), 0,
        {"sample-wise", "batched"}),
-      spec("train.steps", "optimizer steps", at(&C::train, &T::steps), 1),
+      spec("train.steps", "optimizer steps", at(&C::train, &T::steps), 1, {}, kMaxCount),
       spec("train.batch_size", "sequences per optimizer step (the global batch)",
-       at(&C::train, &T::batch_size), 1),
+       at(&C::train, &T::batch_size), 1, {}, kMaxCount),
       spec("train.microbatches", "equal microbatches the batch is split into (gradient accumulation)",
-       at(&C::train, &T::microbatches), 1),
+       at(&C::train, &T::microbatches), 1, {}, kMaxCount),
       spec("train.optimizer", "optimizer; \"muon\": Muon for the hidden weight matrices, AdamW "
        "(train.lr, beta1, beta2, eps) for embeddings, head, gains and biases (docs/weight-policies.md)",
        at(&C::train, &T::optimizer), 0, {"sgd", "adam", "adamw", "muon"}),
@@ -150,16 +153,17 @@ std::vector<FieldSpec> make_fields() {
        0),
       spec("sample.prompt", "text the sample starts from", at(&C::sample, &SampleConfig::prompt)),
       spec("pipeline.stages", "pipeline stages (one worker process each); 1 = single process",
-       at(&C::pipeline, &PipelineConfig::stages), 1),
+       at(&C::pipeline, &PipelineConfig::stages), 1, {}, kMaxCount),
       spec("pipeline.schedule", "pipeline schedule: one that runs on workers in the catalogue of "
        "docs/schedules.md (`pipetrain train --help` lists them)",
        at(&C::pipeline, &PipelineConfig::schedule)),
       spec("pipeline.partition", "\"balanced\" (exact partitioner over the layers' analytic compute) or layer counts per stage over "
        "the model's layers, e.g. \"3,3\"", at(&C::pipeline, &PipelineConfig::partition)),
       spec("pipeline.dp_width", "data-parallel replicas of every stage",
-       at(&C::pipeline, &PipelineConfig::dp_width), 1),
+       at(&C::pipeline, &PipelineConfig::dp_width), 1, {}, kMaxCount),
       spec("pipeline.chunks", "model chunks per worker (interleaved schedule): stages x chunks "
-       "model stages, stage = chunk x stages + worker", at(&C::pipeline, &PipelineConfig::chunks), 1),
+       "model stages, stage = chunk x stages + worker", at(&C::pipeline, &PipelineConfig::chunks), 1, {},
+       kMaxCount),
       spec("pipeline.recompute", "activation recomputation: \"none\", \"all\" or stage indices "
        "\"0,1\"; a recomputed stage keeps only its input per microbatch and runs the forward "
        "again in backward", at(&C::pipeline, &PipelineConfig::recompute)),
@@ -169,7 +173,7 @@ std::vector<FieldSpec> make_fields() {
       spec("pipeline.sync_warmup_steps", "2bw: the first N steps train synchronously (1F1B with a "
        "flush after each step), then 2BW's one-step-delayed updates; the delay hurts most early "
        "(docs/weight-policies.md); 0 = none",
-       at(&C::pipeline, &PipelineConfig::sync_warmup_steps), 0),
+       at(&C::pipeline, &PipelineConfig::sync_warmup_steps), 0, {}, kMaxCount),
       spec("pipeline.slices", "TeraPipe token slicing (gpipe schedule): a slice count N (near-equal "
        "slices) or slice lengths \"64,40,24\" summing to model.seq_len; each sequence's slices "
        "flow through the pipeline one after another", at(&C::pipeline, &PipelineConfig::slices)),
@@ -181,9 +185,9 @@ std::vector<FieldSpec> make_fields() {
        at(&C::pipeline, &PipelineConfig::master_port), 0, {}, 65535),
       spec("pipeline.nnodes", "machines the workers are spread over, stages x dp_width / nnodes "
        "each; run the same command on every node with its pipeline.node_rank",
-       at(&C::pipeline, &PipelineConfig::nnodes), 1),
+       at(&C::pipeline, &PipelineConfig::nnodes), 1, {}, kMaxCount),
       spec("pipeline.node_rank", "this machine's index, 0..nnodes-1 (node 0 hosts the rendezvous)",
-       at(&C::pipeline, &PipelineConfig::node_rank), 0),
+       at(&C::pipeline, &PipelineConfig::node_rank), 0, {}, kMaxCount),
       spec("pipeline.bind_cores", "1 = the workers pipetrain spawns on a machine each run on their "
        "own cores: the cores it may use, split into equal contiguous blocks, one per worker (when "
        "there are at least as many cores as workers; otherwise, and with 0, the OS places them)",

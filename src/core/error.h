@@ -13,6 +13,10 @@ class UserError : public std::runtime_error {
   explicit UserError(const std::string& message) : std::runtime_error(message) {}
 };
 
+// A worker our launcher started writes its error line into the file this environment variable
+// names instead of stderr: the launcher reports the run's cause in one line (cli/run_cli.cpp).
+constexpr const char* kErrorFileVariable = "PIPETRAIN_ERROR_FILE";
+
 // Throws UserError with a fmt-formatted message.
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {

@@ -1,10 +1,12 @@
 #include "core/files.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -33,6 +35,11 @@ void refuse_writing_over_input(const std::string& output, const std::string& inp
 }
 
 std::string read_file(const std::string& path) {
+  // A FIFO would block the open until a writer comes, a device never end: refused, not waited on.
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode) && !S_ISDIR(info.st_mode)) {
+    fail("cannot read '{}': not a regular file", path);
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read '{}': {}", path, std::strerror(errno));
   std::stringstream buffer;
@@ -46,6 +53,40 @@ uint64_t regular_file_size(const std::string& path, const std::string& what) {
   if (S_ISDIR(info.st_mode)) fail("{} '{}' is a folder, not a file", what, path);
   if (!S_ISREG(info.st_mode)) fail("{} '{}' is not a regular file", what, path);
   return uint64_t(info.st_size);
+}
+
+namespace {
+
+const char* error_file_path = nullptr;  // read before any signal: getenv is not signal-safe
+
+void on_bus_error(int) {
+  static const char message[] =
+      "pipetrain: error: a memory-mapped data file (token or speech feature file) shrank while "
+      "the run read it: rewriting or truncating data files during a run is not supported; "
+      "write new files under new names\n";
+  int fd = 2;
+  if (error_file_path != nullptr) fd = ::open(error_file_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) fd = 2;
+  [[maybe_unused]] const ssize_t written = ::write(fd, message, sizeof message - 1);
+  ::_exit(2);
+}
+
+}  // namespace
+
+void report_shrunk_mapped_files() {
+  static const bool installed = [] {
+    const char* file = std::getenv(kErrorFileVariable);
+    error_file_path = file != nullptr && *file != 0 ? file : nullptr;
+    struct sigaction action {};
+    action.sa_handler = on_bus_error;
+    sigemptyset(&action.sa_mask);
+    return sigaction(SIGBUS, &action, nullptr) == 0;
+  }();
+  (void)installed;
+}
+
+int open_without_waiting(const std::string& path) {
+  return ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 }
 
 std::string read_regular_file(const std::string& path, const std::string& what) {

@@ -10,13 +10,23 @@ namespace pipetrain {
 // so a crash leaves either the old file or the new one, never a torn one.
 void write_file_atomically(const std::string& path, std::string_view bytes);
 
-std::string read_file(const std::string& path);  // UserError if missing/unreadable
+std::string read_file(const std::string& path);  // UserError if missing, unreadable, a FIFO or a device
 
 // A file the user names (config, data): its size, or UserError naming `what` ("data file") when
 // it is missing, a folder, or not a regular file (a device such as /dev/zero never ends).
 uint64_t regular_file_size(const std::string& path, const std::string& what);
 // Reads such a file whole, after the same checks.
 std::string read_regular_file(const std::string& path, const std::string& what);
+// ::open for reading (O_CLOEXEC) that never waits: O_NONBLOCK, so a FIFO without a writer opens
+// at once instead of hanging the run, and the caller's fstat refuses it as not a regular file
+// (for a regular file the flag changes nothing). -1 with errno, as ::open.
+int open_without_waiting(const std::string& path);
+
+// Reading a memory-mapped file that shrank under the process (a token file rewritten in place,
+// as llm.c's scripts do, or truncated) raises SIGBUS, which killed the run without a word. After
+// this (idempotent; the mapping readers call it) SIGBUS writes one error line naming the cause,
+// where errors go (stderr, or a launched worker's error file), and exits 2.
+void report_shrunk_mapped_files();
 
 // Creates `dir` (and parents) and checks that a file can be written in it.
 // Refuses a folder that already holds a run (metrics.jsonl) unless `overwrite`.

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "core/config.h"
+#include "core/error.h"
 #include "core/files.h"
 #include "data/text_dataset.h"
 #include "data/token_dataset.h"
@@ -67,6 +68,15 @@ std::unique_ptr<Dataset> make_dataset(const Config& config, const std::string& d
   }
   auto dataset = std::make_unique<TokenDataset>(paths, config.model.seq_len);
   dataset->check_vocabulary(config.model.vocab_size, info ? info->vocab_size : 0);
+  // After the files' own ids (the more specific message): every id of their tokenizer needs an
+  // embedding row, as a prompt it encodes (the sample at the end of a run) may hold ids the
+  // training data never did.
+  if (info && info->vocab_size > config.model.vocab_size) {
+    fail("{} says its tokenizer has {} ids but model.vocab_size is {}: ids {}..{} would have no "
+         "embedding (the sample's prompt can hold them); set --model.vocab_size {}", paths.info,
+         info->vocab_size, config.model.vocab_size, config.model.vocab_size, info->vocab_size - 1,
+         info->vocab_size);
+  }
   return dataset;
 }
 

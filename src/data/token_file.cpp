@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/files.h"
 
 namespace pipetrain {
 namespace {
@@ -67,7 +68,7 @@ void check_body_size(const std::string& path, int64_t count, int token_bytes, in
 }
 
 int open_regular_file(const std::string& path, struct stat& info) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open_without_waiting(path);
   if (fd < 0) {
     if (errno == ENOENT) fail("token file '{}' not found", path);
     fail("cannot read token file '{}': {}", path, std::strerror(errno));
@@ -110,6 +111,7 @@ TokenFile::TokenFile(const std::string& path) : path_(path) {
     fail("'{}' is too short for an llm.c token file: {} bytes, the header alone is {}", path,
          file_bytes, kTokenFileHeaderBytes);
   }
+  report_shrunk_mapped_files();  // a file rewritten under the run: one line, not a silent SIGBUS
   void* map = ::mmap(nullptr, size_t(file_bytes), PROT_READ, MAP_SHARED, fd, 0);
   const int map_error = errno;
   ::close(fd);  // the mapping keeps the file

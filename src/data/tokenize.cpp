@@ -1,13 +1,19 @@
 #include "data/tokenize.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
+#include "core/stop_signal.h"
 #include "data/sha256.h"
 #include "data/token_file.h"
 #include "data/token_set.h"
@@ -65,6 +71,10 @@ struct Encoder {
       }
       const size_t cut = offset < end ? last_safe_cut(pending, old) : pending.size();
       if (cut == 0) continue;  // one long word so far: read on to a place where it ends
+      if (const int signal = stop_signal(); signal != 0) {  // the writers' temporaries go with them
+        throw StopRequested{signal, fmt::format("tokenize stopped by {}; no token files written",
+                                                signal == SIGINT ? "SIGINT" : "SIGTERM")};
+      }
       const auto ids = tokenizer.encode(std::string_view(pending).substr(0, cut));
       out.append(ids);
       pending.erase(0, cut);
@@ -75,7 +85,69 @@ struct Encoder {
   }
 };
 
+// The length of the UTF-8 sequence `byte` starts, 0 if it starts none.
+size_t utf8_length(unsigned char byte) {
+  return byte < 0x80 ? 1 : (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xE ? 3 : (byte >> 3) == 0x1E ? 4 : 0;
+}
+
+// The whole text is UTF-8, checked before anything is written: SentencePiece replaces invalid
+// bytes with U+FFFD, so their token files would not decode to the text (docs/data.md promises
+// they do). One line naming the first bad byte's offset and line.
+void refuse_invalid_utf8(std::ifstream& in, int64_t size, const std::string& path) {
+  std::string block(size_t(kBlockBytes) + 3, '\0');
+  int64_t offset = 0, line = 1;
+  size_t carried = 0;  // an incomplete sequence at the end of the previous block
+  while (offset < size) {
+    const auto want = std::min<int64_t>(kBlockBytes, size - offset);
+    if (!in.read(block.data() + carried, want)) fail("cannot read '{}': {}", path, std::strerror(errno));
+    const size_t filled = carried + size_t(want);
+    const bool last = offset + want == size;
+    size_t i = 0;
+    while (i < filled) {
+      const auto byte = static_cast<unsigned char>(block[i]);
+      const size_t length = utf8_length(byte);
+      if (length != 0 && i + length > filled && !last) break;  // completed by the next block
+      bool valid = length != 0 && i + length <= filled;
+      for (size_t k = 1; valid && k < length; ++k) valid = (static_cast<unsigned char>(block[i + k]) & 0xC0) == 0x80;
+      if (!valid) {
+        fail("'{}' is not valid UTF-8 at byte {} (line {}): tokenize reads UTF-8 text, and the "
+             "tokenizer would turn those bytes into U+FFFD, so the token files would not decode to "
+             "the text; convert it first (e.g. iconv -f LATIN1 -t UTF-8)",
+             path, offset - int64_t(carried) + int64_t(i), line);
+      }
+      if (byte == '\n') ++line;
+      i += length;
+    }
+    carried = filled - i;
+    std::copy(block.begin() + std::ptrdiff_t(i), block.begin() + std::ptrdiff_t(filled), block.begin());
+    offset += want;
+  }
+  in.clear();
+}
+
 }  // namespace
+
+void remove_stale_token_temporaries(const std::string& out_dir) {
+  std::error_code error;
+  if (!fs::is_directory(out_dir, error)) return;
+  for (const auto& entry : fs::directory_iterator(out_dir, error)) {
+    const std::string name = entry.path().filename().string();
+    for (const std::string file : {"train.bin", "val.bin", "tokens.json"}) {
+      const std::string prefix = file + ".tmp.";
+      if (name.rfind(prefix, 0) != 0) continue;
+      const std::string pid = name.substr(prefix.size());
+      if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+      // Only a dead writer's: another tokenize writing into the folder keeps its own.
+      if (::kill(pid_t(std::stol(pid)), 0) != 0 && errno == ESRCH) fs::remove(entry.path(), error);
+    }
+  }
+}
+
+void refuse_invalid_utf8_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read '{}': {}", path, std::strerror(errno));
+  refuse_invalid_utf8(in, int64_t(fs::file_size(path)), path);
+}
 
 bool is_safe_cut(std::string_view text, size_t at) {
   return at > 0 && at <= text.size() &&
@@ -89,9 +161,12 @@ TokenizeResult tokenize_text_file(const Tokenizer& tokenizer, const TokenizeOpti
   if (!in) fail("cannot read '{}': {}", options.text_path, std::strerror(errno));
   const auto size = int64_t(fs::file_size(options.text_path));
   if (size == 0) fail("text file '{}' is empty", options.text_path);
+  refuse_invalid_utf8(in, size, options.text_path);
+  in.seekg(0);
   std::error_code error;
   fs::create_directories(options.out_dir, error);
   if (error) fail("cannot create folder '{}': {}", options.out_dir, error.message());
+  remove_stale_token_temporaries(options.out_dir);
 
   const auto held_out = int64_t(std::floor(double(size) * options.val_fraction));
   const int64_t split = split_offset(in, size, size - held_out);

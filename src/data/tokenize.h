@@ -33,9 +33,17 @@ struct TokenizeResult {
 };
 
 // Calls `progress` after every block. UserError for a missing or empty text, an unwritable
-// folder, or a split left without tokens.
+// folder, or a split left without tokens. SIGINT/SIGTERM (with install_stop_handlers) stop it
+// between blocks with StopRequested, nothing written; temporaries a killed tokenize left in the
+// folder (NAME.tmp.PID of a process that is gone) are removed first.
 TokenizeResult tokenize_text_file(const Tokenizer& tokenizer, const TokenizeOptions& options,
                                   const std::function<void(const TokenizeProgress&)>& progress);
+
+// UserError naming the first byte of the file at `path` that is not UTF-8, with its offset and
+// line: the tokenizer would replace such bytes with U+FFFD (training and encoding alike).
+void refuse_invalid_utf8_text(const std::string& path);
+// The train.bin/val.bin/tokens.json temporaries in `out_dir` whose writer is no longer running.
+void remove_stale_token_temporaries(const std::string& out_dir);
 
 // Where a block of text may end without changing how it is tokenized: after a newline or before
 // a space. No piece spans either (pieces are learnt within lines, and a space only starts one).

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "io/crc32c.h"
 
 namespace pipetrain {
@@ -55,13 +56,17 @@ namespace {
 // An open file read front to back, every byte read fed to a running CRC32C.
 class ChecksummedReader {
  public:
-  explicit ChecksummedReader(const std::string& path) : path_(path), fd_(::open(path.c_str(), O_RDONLY)) {
+  explicit ChecksummedReader(const std::string& path) : path_(path), fd_(open_without_waiting(path)) {
     if (fd_ < 0) fail_now(errno);
     struct stat info {};
     if (::fstat(fd_, &info) != 0) {
       const int error = errno;
       ::close(fd_);  // the destructor does not run for a constructor that throws
       fail_now(error);
+    }
+    if (!S_ISREG(info.st_mode)) {
+      ::close(fd_);
+      fail("cannot read '{}': not a regular file", path_);
     }
     size_ = uint64_t(info.st_size);
   }

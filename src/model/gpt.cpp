@@ -5,6 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "core/error.h"
+#include "core/stop_signal.h"
 #include "loss/chunked_cross_entropy.h"
 #include "model/attention.h"
 #include "model/llama_layers.h"
@@ -231,6 +232,7 @@ std::vector<int64_t> GptStack::generate(std::vector<int64_t> prompt, int64_t cou
   const int64_t context = config_.seq_len;
   std::vector<int64_t> out;
   for (int64_t i = 0; i < count; ++i) {
+    if (stop_signal() != 0) break;  // SIGINT/SIGTERM: the tokens so far (sample.tokens may be huge)
     const int64_t begin = std::max<int64_t>(0, static_cast<int64_t>(prompt.size()) - context);
     auto window = torch::tensor(std::vector<int64_t>(prompt.begin() + begin, prompt.end()),
                                 torch::kInt64).unsqueeze(0).to(head_weight().device());

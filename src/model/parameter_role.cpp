@@ -48,6 +48,9 @@ ParameterRole parameter_role(const std::string& name) {
 
 ParameterRole default_parameter_role(const std::string& name, const std::vector<int64_t>& shape,
                                      int64_t layer_count) {
+  for (const char* buffer : {".running_mean", ".running_var", ".num_batches_tracked"}) {
+    if (role_name_ends_with(name, buffer)) return ParameterRole::State;
+  }
   if (shape.size() < 2) {
     return role_name_ends_with(name, "bias") ? ParameterRole::Bias : ParameterRole::Gain;
   }

@@ -17,6 +17,8 @@ enum class ParameterRole {
   Head,       // the output layer (GPT's last-stage copy of the tied token weight, a classifier)
   Gain,       // a normalisation's weight
   Bias,
+  State,      // not a parameter: a buffer the model updates itself (BatchNorm's running
+              // statistics), checkpointed beside the weights, with no optimizer state
 };
 
 // A parameter's role from its name and shape: a model's answer, bound (Model's roles_of).
@@ -29,7 +31,8 @@ ParameterRole parameter_role(const std::string& name);
 // The rule for a model of `layer_count` layers that does not give its own: a tensor of 2 or more
 // dimensions is Hidden, except in the first layer ("layer0.": Embedding) and the last (Head);
 // a smaller one is a Bias if its name ends in "bias", else a Gain. A name without the
-// "layer<i>." prefix counts as inside the network.
+// "layer<i>." prefix counts as inside the network. The buffers of torch's BatchNorm
+// (running_mean, running_var, num_batches_tracked) are State.
 ParameterRole default_parameter_role(const std::string& name, const std::vector<int64_t>& shape,
                                      int64_t layer_count);
 

@@ -130,16 +130,23 @@ bool fits(const torch::Tensor& tensor, const TensorSpec& spec) {
   return tensor.scalar_type() == spec.dtype && tensor.sizes().vec() == spec.shape;
 }
 
-// A one-row batch against what the model takes: a data format made for another kind of model
-// is one line naming both, not a shape error deep inside the first layer.
+// A one-row batch of each split against what the model takes: a data format made for another
+// kind of model is one line naming both, not a shape error deep inside the first layer; and a
+// training split shaped unlike the validation split (images of another size) is caught here,
+// not by Gloo aborting a pipeline (or a single process training on it silently).
 void check_batches_fit(const Model& model, const BatchSource& source, const Config& config) {
-  const Microbatch batch = source.val_batch(0, 1);
-  const std::pair<const char*, std::pair<torch::Tensor, TensorSpec>> parts[] = {
-      {"inputs", {batch.inputs, model.input_spec(1)}}, {"labels", {batch.labels, model.label_spec(1)}}};
-  for (const auto& [what, pair] : parts) {
-    if (fits(pair.first, pair.second)) continue;
-    fail("data.format '{}' brings {} {} for one row, but model.kind '{}' takes {}", config.data.format,
-         what, spec_text(pair.first), config.model.kind, spec_text(pair.second));
+  const std::pair<const char*, Microbatch> splits[] = {
+      {"validation", source.val_batch(0, 1)},
+      {"training", source.train_batch(uint64_t(config.train.seed), 0, 1)}};
+  for (const auto& [split, batch] : splits) {
+    const std::pair<const char*, std::pair<torch::Tensor, TensorSpec>> parts[] = {
+        {"inputs", {batch.inputs, model.input_spec(1)}}, {"labels", {batch.labels, model.label_spec(1)}}};
+    for (const auto& [what, pair] : parts) {
+      if (fits(pair.first, pair.second)) continue;
+      fail("data.format '{}' brings {} {} {} for one row, but model.kind '{}' takes {}",
+           config.data.format, split, what, spec_text(pair.first), config.model.kind,
+           spec_text(pair.second));
+    }
   }
 }
 

@@ -14,7 +14,7 @@ class TensorFileBatches : public BatchSource {
  public:
   TensorFileBatches(const std::string& path, torch::ScalarType dtype) : path_(path) {
     std::map<std::string, torch::Tensor> named;
-    for (const auto& entry : decode_safetensors(read_file(path), path)) {
+    for (const auto& entry : decode_safetensors(read_regular_file(path, "data file"), path)) {
       torch::Tensor tensor = from_entry(entry);
       named[entry.name] = tensor.is_floating_point() ? tensor.to(dtype) : tensor;
     }

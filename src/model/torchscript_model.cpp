@@ -126,11 +126,13 @@ void probe_layers(TorchScriptLayout& layout, torch::ScalarType dtype) {
     layout.output_rows.back().shape.erase(layout.output_rows.back().shape.begin());
     from = fmt::format("layer{}.pt's output [{}]", i, fmt::join(x.sizes(), ", "));
   }
+  // Labels drawn now that the last output is known (a class index below its width).
+  const torch::Tensor labels = torchscript_example(layout, 2, generator).labels;
   try {
-    torchscript_loss(layout.loss, x, example.labels);
+    torchscript_loss(layout.loss, x, labels);
   } catch (const std::exception& error) {
     fail("model.torchscript: the {} loss does not take {} with labels [{}] ({})", layout.loss, from,
-         fmt::join(example.labels.sizes(), ", "), interpreter_error_cause(error.what()));
+         fmt::join(labels.sizes(), ", "), interpreter_error_cause(error.what()));
   }
 }
 
@@ -164,11 +166,20 @@ TorchScriptLayout read_torchscript_layout(const Config& config) {
 }
 
 // Registers `tensor` as `name` ("fc1.weight") under `module`, making the child modules on the
-// way, so the stage's parameter names follow the TorchScript module's.
-void register_nested_parameter(torch::nn::Module& module, const std::string& name, const torch::Tensor& tensor) {
+// way, so the stage's names follow the TorchScript module's: a parameter, or a buffer (running
+// statistics, model state that is not trained: checkpointed, resumed and averaged as the
+// engine treats every module's buffers).
+enum class Held { Parameter, Buffer };
+
+void register_nested(torch::nn::Module& module, const std::string& name, const torch::Tensor& tensor,
+                     Held held) {
   const auto dot = name.find('.');
   if (dot == std::string::npos) {
-    module.register_parameter(name, tensor);
+    if (held == Held::Parameter) {
+      module.register_parameter(name, tensor);
+    } else {
+      module.register_buffer(name, tensor);
+    }
     return;
   }
   const std::string child_name = name.substr(0, dot);
@@ -176,23 +187,32 @@ void register_nested_parameter(torch::nn::Module& module, const std::string& nam
   auto* found = children.find(child_name);
   auto child = found != nullptr ? *found
                                 : module.register_module(child_name, std::make_shared<torch::nn::Module>());
-  register_nested_parameter(*child, name.substr(dot + 1), tensor);
+  register_nested(*child, name.substr(dot + 1), tensor, held);
 }
 
 class TorchScriptStage : public StageModule {
  public:
   TorchScriptStage(const TorchScriptLayout& layout, torch::ScalarType dtype, int64_t first, int64_t last)
-      : loss_(layout.loss) {
+      : loss_(layout.loss), first_(first) {
     for (int64_t i = first; i < last; ++i) {
       layers_.push_back(load_torchscript_layer(layout.folder, i, dtype));
+      // A layer saved in eval mode (exported after evaluation) trains in train mode: the
+      // stage's mode is the engine's to set (train(); eval() for validation), as for any module.
+      layers_.back().train(true);
       // The same tensors the TorchScript module reads, so the engine's updates reach it.
       auto holder = register_module(fmt::format("layer{}", i), std::make_shared<torch::nn::Module>());
-      for (const auto& p : layers_.back().named_parameters()) register_nested_parameter(*holder, p.name, p.value);
+      for (const auto& p : layers_.back().named_parameters()) register_nested(*holder, p.name, p.value, Held::Parameter);
+      for (const auto& b : layers_.back().named_buffers()) register_nested(*holder, b.name, b.value, Held::Buffer);
     }
+  }
+  // Train/eval mode reaches the TorchScript modules (BatchNorm, dropout), which are not children.
+  void train(bool on = true) override {
+    torch::nn::Module::train(on);
+    for (auto& layer : layers_) layer.train(on);
   }
   torch::Tensor forward(const torch::Tensor& input) override {
     torch::Tensor x = input;
-    for (auto& layer : layers_) x = layer.forward({x}).toTensor();
+    for (size_t i = 0; i < layers_.size(); ++i) x = run_layer(i, x);
     return x;
   }
   torch::Tensor loss(const torch::Tensor& output, const torch::Tensor& labels) override {
@@ -200,8 +220,30 @@ class TorchScriptStage : public StageModule {
   }
 
  private:
+  // A layer that raises (BatchNorm on a microbatch of one row, a shape it does not take) is one
+  // line naming it and the interpreter's cause; one that cuts the graph (returns a detached
+  // tensor) is named here, not by the backward that would fail on it.
+  torch::Tensor run_layer(size_t i, const torch::Tensor& x) {
+    const int64_t layer = first_ + int64_t(i);
+    torch::Tensor out;
+    try {
+      out = layers_[i].forward({x}).toTensor();
+    } catch (const std::exception& error) {
+      fail("model.torchscript: layer{}.pt failed on a microbatch of {} rows: {}", layer,
+           x.dim() > 0 ? x.size(0) : 0, interpreter_error_cause(error.what()));
+    }
+    bool trained = x.requires_grad();
+    for (const auto& p : layers_[i].parameters()) trained = trained || p.requires_grad();
+    if (torch::GradMode::is_enabled() && trained && !out.requires_grad()) {
+      fail("model.torchscript: layer{}.pt returns a tensor without a gradient (a detach() or "
+           "no_grad inside it?): training needs its output to depend on its input and weights", layer);
+    }
+    return out;
+  }
+
   std::vector<torch::jit::Module> layers_;
   std::string loss_;
+  int64_t first_;
 };
 
 class TorchScriptModel : public Model {

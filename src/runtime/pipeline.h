@@ -15,13 +15,13 @@
 #include "core/config.h"
 #include "runtime/launch_file.h"
 #include "runtime/run_spec.h"
+#include "core/error.h"
 #include "train/run.h"
 
 namespace pipetrain::runtime {
 
-// A worker our launcher started writes its error line into the file this environment variable
-// names instead of stderr: the launcher reports the run's cause in one line (cli/run_cli.cpp).
-constexpr const char* kWorkerErrorFileVariable = "PIPETRAIN_ERROR_FILE";
+// Where a worker our launcher started writes its error line (core/error.h).
+constexpr const char* kWorkerErrorFileVariable = kErrorFileVariable;
 // The `pipetrain train` option naming a worker's launch file.
 constexpr const char* kLaunchFileOption = "--launch-file";
 

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "io/crc32c.h"
 
 namespace pipetrain::speech {
@@ -166,7 +167,7 @@ void write_speech_features(const std::string& path, SpeechCorpusInfo info,
 
 SpeechFeatureFile::SpeechFeatureFile(const std::string& path, const SpeechReadOptions& options)
     : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
+  const int fd = open_without_waiting(path);
   if (fd < 0) {
     fail("cannot read speech feature file '{}': {} (make it with `pipetrain prepare-speech`)",
          path, std::strerror(errno));
@@ -178,6 +179,7 @@ SpeechFeatureFile::SpeechFeatureFile(const std::string& path, const SpeechReadOp
   }
   size_ = uint64_t(status.st_size);
   if (size_ > 0) {
+    report_shrunk_mapped_files();  // a file rewritten under the run: one line, not a silent SIGBUS
     void* mapped = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (mapped == MAP_FAILED) {
       ::close(fd);
@@ -240,9 +242,17 @@ void SpeechFeatureFile::parse(const SpeechReadOptions& options) {
   const auto vocabulary_size = cursor.take<uint32_t>();
   const auto voice_count = cursor.take<uint32_t>();
   uint64_t total = 0;
+  const uint64_t most = size_ / 16;  // an utterance's entry alone takes 16 bytes
   for (size_t s = 0; s < kSpeechSplitCount; ++s) {
     first_[s] = total;
     info_.utterances[s] = cursor.take<uint64_t>();
+    // Checked one by one, before the sum: counts that wrap it (a valid CRC over a crafted
+    // header) used to pass the total's check and index past the entries (a segfault).
+    if (info_.utterances[s] > most - total) {
+      fail("speech feature file '{}' is corrupt: its {} split counts {} utterances, more than "
+           "{} bytes can hold (prepare it again)", path, speech_split_name(SpeechSplit(s)),
+           info_.utterances[s], size_);
+    }
     total += info_.utterances[s];
   }
   for (uint32_t i = 0; i < vocabulary_size; ++i) info_.vocabulary.push_back(cursor.take_string());

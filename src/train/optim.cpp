@@ -182,6 +182,7 @@ void check_optimizer_state_entries(const std::vector<TensorEntry>& weights,
   std::map<std::string, const TensorEntry*> by_name;
   for (const auto& entry : state) by_name[entry.name] = &entry;
   for (const auto& weight : weights) {
+    if (roles(weight.name, weight.shape) == ParameterRole::State) continue;  // a buffer: no optimizer state
     for (const auto& suffix : state_entry_names(train, weight, roles)) {
       const std::string name = weight.name + "." + suffix;
       const auto it = by_name.find(name);

@@ -24,7 +24,8 @@ bool periodic_checkpoint_due(const Config& config, int64_t done);
 // (the single-process trainer is rank 0): "kill" (default) = SIGKILL itself; "term" = SIGTERM
 // to the launcher (`launched`, and to itself, so the run stops after this very step) or itself,
 // as a user stopping the run would; "int" = SIGINT to itself only (a user signalling one
-// worker); "hang" = SIGSTOP itself, a worker that stops responding.
+// worker); "hang" = SIGSTOP itself, a worker that stops responding. STEP = train.steps: after
+// the last step, before the final checkpoint and the sample.
 void maybe_inject_fault(int rank, int64_t step, bool launched);
 
 // A resumed run continues metrics.jsonl: lines after `step` (written after that checkpoint)

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/stop_signal.h"
+
 namespace pipetrain {
 
 namespace {
@@ -28,6 +30,10 @@ std::string sample_of(StageModule& whole, const Config& config, const TextCodec*
   whole.eval();
   const auto tokens = generator->generate(codec->encode(config.sample.prompt), config.sample.tokens,
                                           config.sample.temperature, uint64_t(config.train.seed));
+  if (int64_t(tokens.size()) < config.sample.tokens && stop_signal() != 0) {
+    fmt::print(stderr, "pipetrain: sampling stopped by a signal after {} of {} tokens\n", tokens.size(),
+               config.sample.tokens);
+  }
   return codec->sample_text(config.sample.prompt, tokens);
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/stop_signal.h"
 #include "device/placement.h"
 #include "model/registry.h"
 #include "model/token_batch.h"
@@ -64,6 +65,8 @@ Validation Trainer::evaluate() {
   const int64_t batch_size = config_.train.batch_size;
   MeasureMeans means;
   for (int64_t i = 0; i < config_.eval.batches; ++i) {
+    // A stop (SIGINT/SIGTERM) cuts a long validation short: the loop checkpoints right after.
+    if (i > 0 && stop_signal() != 0) break;
     const Microbatch batch = on_device(batches_->val_batch(i, batch_size), device_);
     means.add(*model_, model_->forward(batch.inputs), batch.labels);
   }

@@ -155,6 +155,7 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
     }
   }
   report.finish_progress();
+  maybe_inject_fault(session.rank(), config.train.steps, settings.launched);  // the fault tests' "end"
   TrainingSession::Finished finished = session.finish(validation.loss);
   if (!reports) return std::nullopt;
   RunSummary& summary = report.summary;

@@ -13,6 +13,7 @@
 #include "core/files.h"
 #include "../pipetrain_run.h"
 #include "io/crc32c.h"
+#include "io/safetensors.h"
 
 namespace pipetrain {
 namespace {
@@ -121,7 +122,7 @@ TEST(BadInput, RunsThatCannotFitInMemoryAreRefusedBeforeAllocating) {
                                  "--stages 1 --model.d_model 2147483648",
                                  "--stages 1 --model.vocab_size 1000000000",
                                  "--stages 2 --model.vocab_size 1000000000",
-                                 "--stages 1 --train.batch_size 1099511627776",
+                                 "--stages 1 --train.batch_size 2000000000",
                                  // 100001 processes (each loads libtorch) on one machine
                                  "--stages 100000 --model.layers 200000"}) {
     expect_one_line_error(kTiny + " " + args + " --run-dir " + dir.string(),
@@ -202,10 +203,32 @@ TEST(BadInput, UnknownModelKindNamesTheKnownOnes) {
   }
 }
 
+// A training split shaped unlike the validation split (rows of 12 tokens for a model of 16, its
+// validation rows of 16): one line before anything runs. Only a validation row was checked, and a
+// pipeline then aborted inside Gloo while one process trained on the wrong rows.
+TEST(BadInput, ATrainingSplitShapedUnlikeTheValidationSplitIsNamed) {
+  const fs::path dir = testing::fresh_dir("split_shapes");
+  fs::create_directories(dir);
+  const auto tokens = [](int64_t rows, int64_t length) {
+    return std::string(size_t(rows * length * 8), '\0');  // int64 zeros
+  };
+  const std::vector<TensorEntry> tensors = {{"train_inputs", "I64", {4, 12}, tokens(4, 12)},
+                                            {"train_labels", "I64", {4, 12}, tokens(4, 12)},
+                                            {"val_inputs", "I64", {4, 8}, tokens(4, 8)},
+                                            {"val_labels", "I64", {4, 8}, tokens(4, 8)}};
+  const std::string file = (dir / "data.safetensors").string();
+  write_file_atomically(file, encode_safetensors(tensors));
+  for (const std::string stages : {"1", "2"}) {
+    expect_one_line_error(kTiny + " --stages " + stages + " --data.format safetensors --data.path " + file,
+                          "brings training inputs Long [1, 12] for one row, but model.kind 'gpt' takes Long [1, 8]");
+  }
+  fs::remove_all(dir);
+}
+
 TEST(BadInput, ModelAndDataThatDoNotFitAreNamedTogether) {
   for (const std::string stages : {"1", "2"}) {
     expect_one_line_error(kTiny + " --stages " + stages + " --model.kind cnn",
-                          "data.format 'bytes' brings inputs Long [1, 8] for one row, but model.kind "
+                          "data.format 'bytes' brings validation inputs Long [1, 8] for one row, but model.kind "
                           "'cnn' takes Float [1, 1, 28, 28]");
   }
 }

@@ -205,7 +205,7 @@ TEST(Config, UpperBoundsAreChecked) {
   EXPECT_EQ(override_error("pipeline.master_port", "70000"),
             "--pipeline.master_port: pipeline.master_port must be <= 65535, got 70000");
   EXPECT_EQ(override_error("pipeline.timeout_s", "1e300"),
-            "--pipeline.timeout_s: pipeline.timeout_s must be <= 1e+06, got 1e+300");
+            "--pipeline.timeout_s: pipeline.timeout_s must be <= 1000000, got 1e+300");
   EXPECT_EQ(error_of([] { parse_config_toml("[pipeline]\nmaster_port = 65536\n", "t"); }),
             "t: pipeline.master_port must be <= 65535, got 65536");
   EXPECT_EQ(override_error("pipeline.master_port", "65535"), "<no error>");
@@ -288,6 +288,22 @@ TEST(Config, DecoderFieldsThatContradictEachOtherAreRefusedByName) {
       ADD_FAILURE() << "accepted: " << toml;
     } catch (const UserError& error) {
       EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
+    }
+  }
+}
+
+// Counts the runtime holds as int are bounded where they are read: a larger one used to pass
+// and wrap (train.steps 2^32 + 2 trained 2 steps' worth of schedule; sync_warmup_steps
+// 2^32 + 1 became 1).
+TEST(Config, CountsBeyondAnIntAreRefusedNotWrapped) {
+  for (const std::string key : {"train.steps", "pipeline.sync_warmup_steps", "train.microbatches"}) {
+    Config config;
+    try {
+      set_field_from_string(config, key, "4294967298");
+      ADD_FAILURE() << key << " accepted 2^32 + 2";
+    } catch (const UserError& error) {
+      EXPECT_NE(std::string(error.what()).find("must be <= 2147483647, got 4294967298"), std::string::npos)
+          << error.what();
     }
   }
 }

@@ -2,6 +2,7 @@
 // -> `pipetrain train` on the token files (one process and a 2-stage pipeline) -> a decoded
 // sample; and the bad input of token files, one line each.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +11,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "core/files.h"
 #include "../pipetrain_run.h"
@@ -60,6 +63,14 @@ std::string tiny_train(const std::string& run_dir) {
          "--train.steps 3 --train.warmup_steps 1 --eval.every 0 --eval.batches 1 --log.every 1 "
          "--sample.tokens 30 --quiet --run-dir " +
          run_dir;
+}
+
+// The names in `dir`, sorted.
+std::vector<std::string> test_files_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 double first_loss(const fs::path& run_dir) {
@@ -169,6 +180,122 @@ TEST(TokensCli, AnOutputThatIsTheInputIsRefusedAndTheTextSurvives) {
   expect_one_line_error("tokenize --tokenizer " + made.model + " " + text.string() + " --out " +
                             dir.string(), "is the input text");
   EXPECT_EQ(read_file(text.string()), before);
+}
+
+// Text that is not UTF-8 (here Latin-1's e-acute, a lone 0xE9, on line 3) is refused with its
+// place, before anything is written: the tokenizer would have turned it into U+FFFD and the token
+// files would not decode to the text (they did: exit 0, a lossy round trip). A multi-byte
+// character across tokenize's 64 KiB read blocks is valid and passes.
+TEST(TokensCli, TextThatIsNotUtf8IsRefusedWithItsPlace) {
+  const TokenFolder& made = folder();
+  ASSERT_EQ(made.trained.exit_code, 0) << made.trained.output;
+  const fs::path dir = made.dir / "latin1";
+  fs::create_directories(dir);
+  const fs::path text = dir / "text.txt";
+  std::ofstream(text, std::ios::binary) << "First line\nSecond line\nCaf\xE9 au lait\n" << std::string(2000, 'x') << "\n";
+  expect_one_line_error("tokenize --tokenizer " + made.model + " " + text.string() + " --out " +
+                            (dir / "tokens").string(), "is not valid UTF-8 at byte 26 (line 3)");
+  EXPECT_FALSE(fs::exists(dir / "tokens" / "train.bin"));
+  expect_one_line_error("tokenizer train --vocab 50 " + text.string() + " --out " + (dir / "t.model").string(),
+                        "is not valid UTF-8 at byte 26 (line 3)");
+  const fs::path straddling = dir / "straddling.txt";  // U+00E9 as 0xC3 0xA9 at bytes 65535-65536
+  std::string words;
+  for (int i = 0; i < 5000; ++i) words += "word ";
+  std::ofstream(straddling, std::ios::binary) << std::string(65535, 'a') << "\xC3\xA9 b\n" << words << "\n";
+  const auto ok = run("tokenize --tokenizer " + made.model + " " + straddling.string() + " --out " +
+                      (dir / "straddling").string());
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+}
+
+// A tokenizer with more ids than model.vocab_size is refused before the run, not when the
+// sample's prompt reaches an id without an embedding after the whole run ("internal error: index
+// out of range in self", summary.json lost).
+TEST(TokensCli, ATokenizerLargerThanTheModelsVocabularyIsRefusedUpFront) {
+  const TokenFolder& made = folder();
+  ASSERT_EQ(made.tokenized.exit_code, 0) << made.tokenized.output;
+  // Token files whose tokens.json records a tokenizer of 600 ids, their ids all below 500.
+  const fs::path tokens = made.dir / "larger_tokenizer";
+  fs::copy(made.tokens, tokens, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  auto info = nlohmann::json::parse(read_file((tokens / "tokens.json").string()));
+  info["tokenizer"]["vocab_size"] = 600;
+  std::ofstream(tokens / "tokens.json") << info.dump();
+  std::string args = tiny_train((made.dir / "small_vocab").string());
+  args.replace(args.find("--data.path " + made.tokens), 12 + made.tokens.size(), "--data.path " + tokens.string());
+  args.replace(args.find(" --data.tokenizer " + made.model), 18 + made.model.size(), "");
+  expect_one_line_error(args, "says its tokenizer has 600 ids but model.vocab_size is 500");
+}
+
+// A FIFO given as a data file used to hang the run in open() (no writer ever comes): token
+// files, speech features and safetensors data are refused at once, as a device is.
+TEST(TokensCli, AFifoAsADataFileIsRefusedNotWaitedOn) {
+  const fs::path dir = folder().dir / "fifos";
+  fs::create_directories(dir / "tokens");
+  for (const auto& name : {"tokens/train.bin", "tokens/val.bin", "features.bin", "data.safetensors"}) {
+    ASSERT_EQ(::mkfifo((dir / name).c_str(), 0600), 0) << name;
+  }
+  const std::string quick = " --train.steps 1 --quiet --run-dir " + (dir / "run").string();
+  testing::expect_one_line_error("train --data.format tokens --data.path " + (dir / "tokens").string() + quick,
+                                 "is not a token file (not a regular file)", 60);
+  testing::expect_one_line_error("train --model.kind transducer --data.format speech --data.path " +
+                                     (dir / "features.bin").string() + quick,
+                                 "is not a regular file", 60);
+  testing::expect_one_line_error("train --data.format safetensors --data.path " +
+                                     (dir / "data.safetensors").string() + quick,
+                                 "is not a regular file", 60);
+}
+
+// tokenize honours SIGINT even when started with it ignored (as `cmd &` in a script starts it):
+// it used to run to the end. It stops between blocks, exits 130 and leaves no token file and
+// no temporary. A temporary a killed tokenize left (its pid gone) is removed by the next one.
+TEST(TokensCli, TokenizeStopsOnSigintAndLeavesNothing) {
+  const TokenFolder& made = folder();
+  ASSERT_EQ(made.trained.exit_code, 0) << made.trained.output;
+  const fs::path dir = made.dir / "stopped";
+  fs::create_directories(dir / "out");
+  {  // 40 MB: several seconds of tokenizing
+    std::ofstream big(dir / "big.txt", std::ios::binary);
+    const std::string shakespeare = read_file(std::string(PIPETRAIN_SOURCE_DIR) + "/data/tinyshakespeare.txt");
+    for (int i = 0; i < 36; ++i) big << shakespeare;
+  }
+  const std::string out = (dir / "out").string();
+  std::ofstream(dir / "out" / "train.bin.tmp.4194303") << "left by a killed tokenize";
+  const std::string script =
+      "( trap '' INT; exec " + std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain tokenize --tokenizer " +
+      made.model + " " + (dir / "big.txt").string() + " --out " + out + " ) & pid=$!; "
+      "while ! ls " + out + "/val.bin.tmp.* >/dev/null 2>&1; do sleep 0.05; done; "
+      "kill -INT $pid; wait $pid; echo exit=$?";
+  std::ofstream(dir / "stop.sh") << script << "\n";
+  const auto run = testing::run_program("bash", (dir / "stop.sh").string(), "", 120);
+  EXPECT_NE(run.output.find("exit=130"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("tokenize stopped by SIGINT; no token files written"), std::string::npos) << run.output;
+  EXPECT_EQ(test_files_in(out), std::vector<std::string>{}) << run.output;
+}
+
+// A token file truncated while a run has it mapped (llm.c's scripts rewrite .bin files in place)
+// killed the run with SIGBUS and no word. Now: one error line naming the cause, exit 2, in one
+// process and through a pipeline's launcher.
+TEST(TokensCli, ATokenFileTruncatedUnderTheRunIsOneLine) {
+  const TokenFolder& made = folder();
+  ASSERT_EQ(made.tokenized.exit_code, 0) << made.tokenized.output;
+  for (const std::string stages : {"1", "2"}) {
+    const fs::path dir = made.dir / ("shrunk" + stages);
+    fs::create_directories(dir);
+    fs::copy(made.tokens, dir / "tokens", fs::copy_options::recursive);
+    std::string args = tiny_train((dir / "run").string());
+    args.replace(args.find("--data.path " + made.tokens), 12 + made.tokens.size(),
+                 "--data.path " + (dir / "tokens").string());
+    args.replace(args.find("--train.steps 3"), 15, "--train.steps 1000000 --pipeline.stages " + stages);
+    args.replace(args.find("--eval.every 0"), 14, "--eval.every 0 --log.every 1");
+    const std::string script = std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain " + args +
+                               " & pid=$!; while ! grep -q '\"step\":2' " + (dir / "run" / "metrics.jsonl").string() +
+                               " 2>/dev/null; do sleep 0.05; done; truncate -s 1024 " +
+                               (dir / "tokens" / "train.bin").string() + "; wait $pid; echo exit=$?";
+    std::ofstream(dir / "shrink.sh") << script << "\n";
+    const auto run = testing::run_program("bash", (dir / "shrink.sh").string(), "", 300);
+    EXPECT_NE(run.output.find("exit=2"), std::string::npos) << stages << " stages: " << run.output;
+    EXPECT_NE(run.output.find("a memory-mapped data file (token or speech feature file) shrank while the run read it"),
+              std::string::npos) << stages << " stages: " << run.output;
+  }
 }
 
 }  // namespace

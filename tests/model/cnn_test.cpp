@@ -222,7 +222,7 @@ TEST(ImageBatchSource, ATextFormatForTheCnnIsOneLineNamingBoth) {
     make_batch_source(c, PIPETRAIN_SOURCE_DIR);
     FAIL() << "no error";
   } catch (const UserError& error) {
-    EXPECT_STREQ(error.what(), "data.format 'bytes' brings inputs Long [1, 8] for one row, but "
+    EXPECT_STREQ(error.what(), "data.format 'bytes' brings validation inputs Long [1, 8] for one row, but "
                                "model.kind 'cnn' takes Float [1, 1, 28, 28]");
   }
 }

@@ -158,6 +158,122 @@ INSTANTIATE_TEST_SUITE_P(
                       TorchScriptCase{"1f1b", 2, 4, 1, 1, "all"}),
     torchscript_case_name);
 
+// The weights and buffers a finished run saved: model.safetensors of one process, the stage
+// files of a pipeline.
+std::map<std::string, torch::Tensor> saved_state(const fs::path& run_dir, int stages) {
+  if (stages == 1) return read_tensors(run_dir / "checkpoint" / "model.safetensors");
+  std::map<std::string, torch::Tensor> saved;
+  for (int s = 0; s < stages; ++s) {
+    for (auto& [name, tensor] : read_tensors(run_dir / "checkpoint" / fmt::format("stage{}.safetensors", s))) {
+      saved[name] = tensor;
+    }
+  }
+  return saved;
+}
+
+// A model with BatchNorm, its layers saved in eval mode (scripts/export_torchscript.py
+// --batchnorm, as torchvision's ResNet-18 exported after evaluation is): on 1 and 2 stages it
+// trains as PyTorch does in train mode (one microbatch a step: BatchNorm normalises each batch
+// by its own statistics), its running statistics are saved and equal PyTorch's, validation runs
+// in eval mode (PyTorch's eval-mode loss, not the train-mode one the layers gave before), and a
+// run stopped at step 2 and resumed ends with the same weights and statistics. Before: the
+// layers trained in eval mode, validation ran in train mode, and no checkpoint held the
+// statistics.
+TEST(TorchScriptBatchNorm, TrainsInTrainModeValidatesInEvalModeAndKeepsItsStatistics) {
+  const fs::path layers = testing::fresh_dir("torchscript_batchnorm");
+  const auto exported = testing::run_program(
+      PIPETRAIN_PYTHON, fmt::format("{}/scripts/export_torchscript.py --out {} --train-steps {} --batch-size {} --batchnorm",
+                                    PIPETRAIN_SOURCE_DIR, layers.string(), kSteps, kBatch), "", 300);
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  const auto reference = nlohmann::json::parse(read_file((layers / "reference.json").string()));
+  const auto expected = read_tensors(layers / "reference.safetensors");
+  ASSERT_EQ(expected.count("layer0.1.running_mean"), 1u);
+  for (const int stages : {1, 2}) {
+    const std::string args = torchscript_args(layers) +
+                             fmt::format(" --train.microbatches 1 --pipeline.stages {} --pipeline.schedule 1f1b", stages);
+    for (const bool resumed : {false, true}) {
+      const fs::path run_dir = layers / fmt::format("run{}{}", stages, resumed ? "_resumed" : "");
+      if (resumed) {  // 2 steps, then on to 4 from the checkpoint
+        const auto first = testing::run_pipetrain("train --quiet " + args + " --train.steps 2 --run-dir " + run_dir.string());
+        ASSERT_EQ(first.exit_code, 0) << first.output;
+        const auto rest = testing::run_pipetrain(fmt::format("train --quiet --resume {} --train.steps {}", run_dir.string(), kSteps));
+        ASSERT_EQ(rest.exit_code, 0) << rest.output;
+      } else {
+        const auto run = testing::run_pipetrain("train --quiet " + args + " --run-dir " + run_dir.string());
+        ASSERT_EQ(run.exit_code, 0) << run.output;
+      }
+      const auto records = read_metrics((run_dir / "metrics.jsonl").string());
+      ASSERT_EQ(records.size(), size_t(kSteps));
+      for (int step = 0; step < kSteps; ++step) {
+        EXPECT_TRUE(testing::exactly_close(records[step]["loss"].get<double>(), reference["losses"][step].get<double>()))
+            << stages << " stages, step " << step;
+      }
+      const double val_loss = records.back()["val_loss"].get<double>();
+      EXPECT_TRUE(testing::exactly_close(val_loss, reference["val_loss"].get<double>()))
+          << stages << " stages: validation loss " << val_loss << ", PyTorch's in eval mode " << reference["val_loss"];
+      const auto saved = saved_state(run_dir, stages);
+      EXPECT_EQ(saved.size(), expected.size());
+      for (const auto& [name, want] : expected) {
+        ASSERT_TRUE(saved.count(name)) << stages << " stages: " << name;
+        EXPECT_EQ(testing::elementwise_mismatch(saved.at(name), want), "") << stages << " stages: " << name;
+      }
+    }
+  }
+  fs::remove_all(layers);
+}
+
+// A layer that raises during training (here: refuses more than 3 rows; BatchNorm on one value
+// per channel is the usual case) is one line naming the layer and its own message. It was
+// "internal error: The following operation failed in the TorchScript interpreter." (the cause cut).
+TEST(TorchScriptBadInput, ALayerThatRaisesIsOneLineWithItsCause) {
+  const fs::path dir = testing::fresh_dir("torchscript_raises");
+  fs::create_directories(dir);
+  std::ofstream(dir / "make.py") << R"(import sys, torch
+from torch import nn
+class Picky(nn.Module):
+    def forward(self, x):
+        if x.size(0) > 3:
+            raise RuntimeError("picky layer: at most 3 rows")
+        return x
+out = sys.argv[1]
+torch.jit.script(Picky()).save(out + "/layer0.pt")
+torch.jit.script(nn.Linear(16, 4).double()).save(out + "/layer1.pt")
+)";
+  const auto made = testing::run_program(PIPETRAIN_PYTHON, (dir / "make.py").string() + " " + dir.string(), "", 300);
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  std::ofstream(dir / "model.json") << R"({"layers": 2, "loss": "cross_entropy",
+      "input": {"shape": [16], "dtype": "float64"}, "labels": {"shape": [], "dtype": "int64"}})";
+  const fs::path exported = testing::fresh_dir("torchscript_raises_data");
+  const auto data = testing::run_program(
+      PIPETRAIN_PYTHON, fmt::format("{}/scripts/export_torchscript.py --out {}", PIPETRAIN_SOURCE_DIR, exported.string()), "", 300);
+  ASSERT_EQ(data.exit_code, 0) << data.output;
+  // Rows of 16 signals (the exporter's data, [rows, 1, 16]) do not fit [16]: a file of our own.
+  std::ofstream(dir / "rows.py") << R"(import sys, torch
+sys.path.insert(0, sys.argv[2])
+from export_torchscript import write_safetensors
+g = torch.Generator().manual_seed(0)
+rows = lambda n: (torch.randn(n, 16, generator=g, dtype=torch.float64), torch.randint(0, 4, (n,), generator=g))
+tr, va = rows(16), rows(8)
+write_safetensors(sys.argv[1], {"train_inputs": tr[0], "train_labels": tr[1], "val_inputs": va[0], "val_labels": va[1]})
+)";
+  const auto rows = testing::run_program(PIPETRAIN_PYTHON, (dir / "rows.py").string() + " " +
+                                                               (dir / "data.safetensors").string() + " " +
+                                                               PIPETRAIN_SOURCE_DIR + "/scripts", "", 300);
+  ASSERT_EQ(rows.exit_code, 0) << rows.output;
+  // It fails while training (after the start-up lines): the run's last line, exit 2.
+  const auto run = testing::run_pipetrain(
+      "train --quiet --model.kind torchscript --model.torchscript " + dir.string() +
+      " --data.format safetensors --data.path " + (dir / "data.safetensors").string() +
+      " --model.dtype float64 --train.batch_size 8 --train.microbatches 1 --train.steps 1 "
+      "--pipeline.stages 1 --sample.tokens 0 --run-dir " + (dir / "run").string());
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  const std::string last = run.output.substr(run.output.rfind('\n', run.output.size() - 2) + 1);
+  EXPECT_EQ(last, "pipetrain: error: model.torchscript: layer0.pt failed on a microbatch of 8 rows: "
+                  "picky layer: at most 3 rows\n") << run.output;
+  fs::remove_all(dir);
+  fs::remove_all(exported);
+}
+
 void write_text(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
 
 constexpr const char* kTwoLayerJson =

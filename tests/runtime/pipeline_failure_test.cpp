@@ -127,6 +127,25 @@ TEST(PipelineFailure, UnsupportedReplicaOrChunkCombinationsAreOneLine) {
   }
 }
 
+// A stop after the last step, while a huge sample is drawn (sample.tokens 1e9), ends the run at
+// once with its summary: sampling used to ignore SIGINT and SIGTERM. One process (SIGINT to
+// itself) and a pipeline (SIGTERM to the launcher, forwarded to the sampling last stage).
+TEST(PipelineFailure, AStopDuringTheSampleEndsTheRunWithItsSummary) {
+  for (const auto& [stages, fault] : {std::pair{"1", "0:2:int"}, std::pair{"2", "0:2:term"}}) {
+    const auto dir = testing::fresh_dir(std::string("stop_sample_") + stages);
+    const auto run = testing::run_pipetrain(
+        "train --quiet --model.layers 1 --model.d_model 16 --model.heads 1 --model.seq_len 8 "
+        "--train.batch_size 4 --train.microbatches 2 --train.steps 2 --eval.every 0 "
+        "--sample.tokens 1000000000 --stages " + std::string(stages) + " --run-dir " + dir.string(),
+        std::string("PIPETRAIN_FAULT=") + fault, 120);
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_NE(run.output.find("sampling stopped by a signal after"), std::string::npos) << run.output;
+    EXPECT_TRUE(fs::exists(dir / "summary.json")) << run.output;
+    EXPECT_TRUE(fs::exists(dir / "checkpoint" / "checkpoint.json")) << run.output;
+    fs::remove_all(dir);
+  }
+}
+
 // SIGINT to one worker of a 2BW pipeline (not to the launcher): every worker stops after the
 // checkpoint of the step after the vote (runtime/stop_votes.h: step 3's vote is counted at the
 // end of step 4), and the run reports the signal that was sent (it said SIGTERM).

@@ -5,7 +5,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include <cstring>
+
 #include "core/error.h"
+#include "io/crc32c.h"
 #include "speech/feature_file.h"
 
 namespace pipetrain::speech {
@@ -158,6 +161,24 @@ TEST(SpeechFeatureFile, FlippedBitIsACrcMismatch) {
   bytes[bytes.size() - 20] ^= 0x10;  // inside the last utterance's features
   write_bytes(path, bytes);
   expect_speech_file_error(path, "is corrupt: CRC32C");
+}
+
+// Split counts crafted so their sum wraps to the true total, with the CRC recomputed: the file
+// passed every check and indexed past its entries (a segfault). Each count is checked alone.
+TEST(SpeechFeatureFile, SplitCountsThatWrapAreCorruptNotACrash) {
+  const auto path = speech_file_dir("wrap") / "corpus.bin";
+  write_speech_features(path.string(), small_corpus_info(), small_corpus());
+  std::string bytes = read_bytes(path);
+  constexpr size_t kCounts = 8 + 4 + 8 + 7 * 4;  // magic, version, size, 7 uint32 fields
+  uint64_t counts[kSpeechSplitCount];
+  std::memcpy(counts, bytes.data() + kCounts, sizeof counts);
+  ASSERT_EQ(counts[0], 3u);  // the layout this test edits
+  const uint64_t wrapped[kSpeechSplitCount] = {UINT64_MAX, counts[0] + counts[1] + 1, counts[2], counts[3]};
+  std::memcpy(bytes.data() + kCounts, wrapped, sizeof wrapped);
+  const uint32_t crc = crc32c(std::string_view(bytes.data(), bytes.size() - 4));
+  std::memcpy(bytes.data() + bytes.size() - 4, &crc, 4);
+  write_bytes(path, bytes);
+  expect_speech_file_error(path, "is corrupt: its train split counts 18446744073709551615 utterances");
 }
 
 TEST(SpeechFeatureFile, LabelOutsideTheVocabularyIsOneLine) {
