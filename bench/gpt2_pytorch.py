@@ -128,10 +128,21 @@ def measure(args, batch, mode, device):
 
     times, losses, start = [], [], time.perf_counter()
     sync()
+    profiled = range(args.warmup, args.warmup + args.profile_steps)  # the first timed steps
     for i in range(args.warmup + args.steps):
+        if i == args.warmup and args.profile_steps:
+            profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU] +
+                                              ([torch.profiler.ProfilerActivity.CUDA] if cuda else []))
+            profiler.__enter__()
         t0 = time.perf_counter()
         loss = step(i)
         sync()  # the step boundary: the only synchronize
+        if args.profile_steps and i == profiled[-1]:
+            profiler.__exit__(None, None, None)
+            sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+            print(f"profile of {mode} batch {batch}, {args.profile_steps} step(s):\n" +
+                  profiler.key_averages().table(sort_by=sort, row_limit=25, max_name_column_width=70),
+                  flush=True)
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())  # already computed: costs no GPU time inside the timed step
         if i + 1 == args.warmup:
@@ -168,6 +179,10 @@ def main():
     p.add_argument("--steps", type=int, default=20, help="timed steps")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--compile", action="store_true", help="also measure torch.compile(model)")
+    p.add_argument("--compile-batches", type=lambda text: [int(b) for b in text.split(",")],
+                   help="the batches measured compiled (default: --batches); each compiles afresh")
+    p.add_argument("--profile-steps", type=int, default=0,
+                   help="profile this many steps after the warm-up (torch.profiler; they are timed too)")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="for MFU; 989 = H100/H200 dense bf16")
     p.add_argument("--json", help="append one JSON object per measured config")
     args = p.parse_args()
@@ -175,11 +190,11 @@ def main():
         print("gpt2_pytorch: --device cuda but torch sees no GPU", file=sys.stderr)
         sys.exit(2)
     if min(args.batches) < 1 or args.steps < 1 or args.warmup < 0 or \
-            any(b % args.microbatches for b in args.batches):
+            any(b % args.microbatches for b in args.batches + (args.compile_batches or [])):
         p.error("--batches must be > 0, --steps >= 1, --warmup >= 0; --microbatches must divide every batch")
     results = []
     for mode in ["eager"] + (["compile"] if args.compile else []):
-        for batch in args.batches:
+        for batch in args.compile_batches or args.batches if mode == "compile" else args.batches:
             print(f"{mode} {args.dtype} batch {batch} x {args.context} on {args.device}", file=sys.stderr)
             try:
                 r = measure(args, batch, mode, torch.device(args.device))

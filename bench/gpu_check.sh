@@ -11,39 +11,50 @@
 #      (1e-9); the sample-wise loss at the paper's scale (B = 1024 utterances, T = 1000 frames,
 #      U = 100, V = 1024, joint 512; float32 and bfloat16): peak GPU memory and time, beside
 #      torchaudio's rnnt_loss at the largest batch that fits;
+#      the recognizer's step time on the GPU (1 process, 2 workers) vs the CPU (all its cores);
 #   5. throughput, GPT-2 small, context 1024, bfloat16, AdamW, 2/4/16 sequences a step: pipetrain
 #      in one process and on 2 workers sharing the GPU vs bench/gpt2_pytorch.py (eager, compile),
 #      median step time, tokens/s, MFU; the tables last.
 # Logs and run folders under $OUT. GPU_CHECK_DEVICE=cpu GPU_CHECK_SMOKE=1 runs it here (tiny
 # throughput shapes) to test the script itself.
+# GPU_CHECK_PHASES=4 runs only phase 4 (the others: their numbers).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-OUT=${OUT:-/tmp/gpu_check}
+# What comes back (a device call returns at most 8 files from $OUT): the verdicts, the progress log,
+# the two tables' rows, the version and a tarball of every log; run folders stay in a scratch folder.
+RET=${OUT:-/tmp/gpu_check}
+OUT=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check_runs.XXXXXX")
 DEVICE=${GPU_CHECK_DEVICE:-cuda}
 SMOKE=${GPU_CHECK_SMOKE:-0}
 PY=${PYTHON:-$(command -v python3)}
-mkdir -p "$OUT"
+mkdir -p "$RET"
 BIN=$ROOT/build-gpu/pipetrain
 [ -x "$BIN" ] || BIN=$ROOT/build/pipetrain  # here, without a bundle
 TORCH_LIB=$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
 export LD_LIBRARY_PATH="$TORCH_LIB:$ROOT/build-gpu/lib:${LD_LIBRARY_PATH:-}"
-RESULTS=$OUT/results.txt
-: >"$RESULTS"
-log() { echo "gpu_check: $*" | tee -a "$OUT/progress.log" >&2; }
+# GPU_CHECK_PHASES (default 1234L5): the phases to run, e.g. 4 to rerun the transducer's
+# exactness and step time alone, L for its loss at the paper's scale (about 2 minutes).
+PHASES=${GPU_CHECK_PHASES:-1234L5}
+phase() { [[ "$PHASES" == *"$1"* ]]; }
+RESULTS=$RET/results.txt LOSSES=$RET/transducer.jsonl RECOGNIZER=$RET/recognizer.jsonl
+THROUGHPUT=$RET/throughput.jsonl
+: >"$RESULTS"; : >"$LOSSES"; : >"$RECOGNIZER"; : >"$THROUGHPUT"
+CONTEXT=1024; [ "$SMOKE" = 1 ] && CONTEXT=64
+log() { echo "gpu_check: [${SECONDS}s] $*" | tee -a "$RET/progress.log" >&2; }
 verdict() { echo "$*" | tee -a "$RESULTS"; }
 
-"$BIN" --version | tee "$OUT/version.txt"
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee -a "$OUT/version.txt"
+"$BIN" --version | tee "$RET/version.txt"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee -a "$RET/version.txt"
 
 # A tiny GPT: 3 blocks, width 32, 16 tokens, 6 sequences in 3 microbatches, lr 1e-2 (clipping on).
 TINY="--model.layers 3 --model.d_model 32 --model.heads 2 --model.seq_len 16 --train.batch_size 6
   --train.microbatches 3 --train.steps 3 --train.warmup_steps 1 --train.lr 1e-2 --train.threads 1
-  --log.every 1 --eval.every 0 --eval.batches 1 --sample.tokens 0 --pipeline.timeout_s 120 --quiet"
+  --log.every 1 --eval.every 0 --eval.batches 1 --sample.tokens 0 --pipeline.timeout_s 60 --quiet"
 train() {  # name, then fields; the run folder is $OUT/name
   local name=$1; shift
   rm -rf "${OUT:?}/$name"
-  if timeout 300 "$BIN" train $TINY --run-dir "$OUT/$name" "$@" >"$OUT/$name.log" 2>&1; then
+  if timeout 90 "$BIN" train $TINY --run-dir "$OUT/$name" "$@" >"$OUT/$name.log" 2>&1; then
     log "$name: trained"
   else
     verdict "FAIL $name: pipetrain exited $? (log $OUT/$name.log)"; tail -3 "$OUT/$name.log" >&2
@@ -51,6 +62,7 @@ train() {  # name, then fields; the run folder is $OUT/name
 }
 compare() { "$PY" bench/compare_runs.py "$@" | tee -a "$RESULTS"; }
 
+if phase 1; then
 log "1. float64 exactness on $DEVICE"
 train f64_cpu --model.dtype float64 --train.device cpu --pipeline.stages 1
 train f64_dev --model.dtype float64 --train.device "$DEVICE" --pipeline.stages 1
@@ -58,18 +70,22 @@ train f64_dev_p2 --model.dtype float64 --train.device "$DEVICE" --pipeline.stage
 train f64_dev_p3 --model.dtype float64 --train.device "$DEVICE" --pipeline.stages 3 --pipeline.schedule gpipe
 compare --label float64 --rtol 1e-9 --weights "$OUT/f64_dev" "$OUT/f64_cpu" "$OUT/f64_dev_p2" "$OUT/f64_dev_p3"
 
+fi
+if phase 2; then
 log "2. bfloat16 pipeline vs bfloat16 single process on $DEVICE"
 train bf16_dev --model.dtype bfloat16 --train.device "$DEVICE" --pipeline.stages 1
 train bf16_dev_p2 --model.dtype bfloat16 --train.device "$DEVICE" --pipeline.stages 2
 compare --label bfloat16 --rtol 0.000244140625 "$OUT/bf16_dev" "$OUT/bf16_dev_p2"
 
+fi
+if phase 3; then
 log "3. resume across devices (constant learning rate: a 4-step run is the 6-step run's start)"
 CONSTANT="--model.dtype float64 --pipeline.stages 2 --train.warmup_steps 0 --train.min_lr 1e-2"
 train whole6 $CONSTANT --train.steps 6 --train.device cpu
 train dev4 $CONSTANT --train.steps 4 --train.device "$DEVICE"
 train cpu4 $CONSTANT --train.steps 4 --train.device cpu
 resume() {  # folder, device: continue the 4-step run to 6 steps there
-  if timeout 300 "$BIN" train --resume "$OUT/$1" --train.steps 6 --train.device "$2" --quiet >"$OUT/$1.resume.log" 2>&1; then
+  if timeout 90 "$BIN" train --resume "$OUT/$1" --train.steps 6 --train.device "$2" --quiet >"$OUT/$1.resume.log" 2>&1; then
     log "$1 resumed on $2"
   else
     verdict "FAIL resume $1 on $2 (log $OUT/$1.resume.log)"; tail -3 "$OUT/$1.resume.log" >&2
@@ -79,48 +95,86 @@ resume dev4 cpu
 resume cpu4 "$DEVICE"
 compare --label resume --rtol 1e-9 --weights "$OUT/whole6" "$OUT/dev4" "$OUT/cpu4"
 
+fi
+if phase 4; then
 log "4. the transducer on $DEVICE"
 SPEECH_FILE=$ROOT/build-gpu/pipetrain_tiny_speech_v1.bin
 [ -f "$SPEECH_FILE" ] || SPEECH_FILE=${TMPDIR:-/tmp}/pipetrain_tiny_speech_v1.bin
+# Plain SGD: AdamW divides by the root of each gradient's square, so an element whose gradient is
+# all rounding (near zero) moves by lr x its relative rounding error; two CPU runs at 1 and 2
+# threads differ by 2.3e-9 in the weights that way (6.5e-16 with SGD), a GPU run likewise. SGD's
+# weights are a linear function of the gradients: the 1e-9 bound then holds them.
 SPEECH="--model.kind transducer --model.d_model 8 --model.seq_len 40 --model.max_labels 6
-  --data.format speech --data.path $SPEECH_FILE --model.dtype float64"
+  --data.format speech --data.path $SPEECH_FILE --model.dtype float64 --train.optimizer sgd"
 train rnnt_cpu $SPEECH --train.device cpu --pipeline.stages 1
 train rnnt_dev $SPEECH --train.device "$DEVICE" --pipeline.stages 1
 train rnnt_dev_p2 $SPEECH --train.device "$DEVICE" --pipeline.stages 2
-compare --label transducer --rtol 1e-9 --weights "$OUT/rnnt_cpu" "$OUT/rnnt_dev" "$OUT/rnnt_dev_p2"
+compare --label transducer --rtol 1e-9 --weights "$OUT/rnnt_cpu" "$OUT/rnnt_dev"
+compare --label transducer --rtol 1e-9 --weights "$OUT/rnnt_dev" "$OUT/rnnt_dev_p2"
+fi
+if phase L; then
+log "4a. the sample-wise loss at the paper's scale beside torchaudio"
 TM=$ROOT/build-gpu/transducer_memory
 [ -x "$TM" ] || TM=$ROOT/build/bench/transducer_memory
-LOSSES=$OUT/transducer.jsonl
-: >"$LOSSES"
 if [ "$SMOKE" = 1 ]; then RNNT="--frames 100 --labels 10 --vocab 64 --joint 32"; BIG=16; else RNNT="--frames 1000 --labels 100 --vocab 1024 --joint 512"; BIG=1024; fi
 sample_wise() {  # batch, then extra flags
   local batch=$1; shift
-  timeout 240 "$TM" --headline --device "$DEVICE" --batch "$batch" $RNNT --budget-mb 2048 "$@" \
+  timeout 150 "$TM" --headline --device "$DEVICE" --batch "$batch" $RNNT --budget-mb 2048 "$@" \
     >"$OUT/transducer_b$batch$*.log" 2>&1 || verdict "FAIL transducer_memory batch $batch $* (log $OUT/transducer_b$batch$*.log)"
   grep '^RESULT ' "$OUT/transducer_b$batch$*.log" | cut -d' ' -f2- >>"$LOSSES"
 }
 sample_wise "$BIG"
 sample_wise "$BIG" --dtype bfloat16
 if [ "$DEVICE" = cuda ]; then
-  timeout 240 "$PY" bench/transducer_torchaudio.py --batches 8,16,32,64 $RNNT >"$OUT/torchaudio.log" 2>&1
+  timeout 120 "$PY" bench/transducer_torchaudio.py --batches 8,16,32,64 $RNNT >"$OUT/torchaudio.log" 2>&1
   grep '^RESULT ' "$OUT/torchaudio.log" | cut -d' ' -f2- >>"$LOSSES"
   largest=$(grep '^RESULT ' "$OUT/torchaudio.log" | tail -1 | "$PY" -c 'import json,sys; l=sys.stdin.read().split(" ",1); print(json.loads(l[1])["batch"] if len(l) > 1 else "")')
   [ -n "$largest" ] && sample_wise "$largest"
 fi
 
+fi
+if phase 4; then
+log "4b. the recognizer's step time (examples/speech.toml's model, float32, 64 utterances a step)"
+CORPUS=$ROOT/build-gpu/speech.bin
+[ -f "$CORPUS" ] || CORPUS=${TMPDIR:-/tmp}/pipetrain_gpu_speech_v1.bin
+RSTEPS=$([ "$SMOKE" = 1 ] && echo 3 || echo 20)
+recognizer_speed() {  # label, device, stages, threads
+  local name="recognizer_$1"
+  rm -rf "${OUT:?}/$name"
+  if timeout 120 "$BIN" train examples/speech.toml --data.path "$CORPUS" --model.seq_len 800 \
+      --train.device "$2" --pipeline.stages "$3" --train.threads "$4" --train.batch_size 64 \
+      --train.microbatches 4 --train.steps "$RSTEPS" --train.warmup_steps 1 --log.every 1 \
+      --eval.every 0 --eval.batches 1 --sample.tokens 0 --checkpoint.every 0 --quiet \
+      --run-dir "$OUT/$name" >"$OUT/$name.log" 2>&1; then
+    "$PY" - "$OUT/$name" "$1" >>"$RECOGNIZER" <<'PYEOF'
+import json, statistics, sys
+steps = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl") if '"step_seconds"' in l]
+times = [s["step_seconds"] for s in steps[len(steps) // 5:]]
+print(json.dumps({"mode": sys.argv[2], "median_ms": 1e3 * statistics.median(times), "final_loss": steps[-1]["loss"]}))
+PYEOF
+    log "$name: done"
+  else
+    verdict "FAIL $name (log $OUT/$name.log)"; tail -3 "$OUT/$name.log" >&2
+  fi
+}
+CPU_THREADS=$(nproc)
+recognizer_speed "cpu-1proc-${CPU_THREADS}threads" cpu 1 "$CPU_THREADS"
+recognizer_speed "$DEVICE-1proc" "$DEVICE" 1 1
+recognizer_speed "$DEVICE-2workers" "$DEVICE" 2 1
+
+fi
+if phase 5; then
 log "5. throughput: GPT-2 small, bfloat16"
 if [ "$SMOKE" = 1 ]; then
   SHAPE="--model.layers 2 --model.d_model 64 --model.heads 4 --model.seq_len 64 --model.vocab_size 256"
-  PY_SHAPE="--layers 2 --d-model 64 --heads 4 --context 64 --vocab 256"; CONTEXT=64; STEPS=4; BATCHES="2 4"
+  PY_SHAPE="--layers 2 --d-model 64 --heads 4 --context 64 --vocab 256"; STEPS=4; BATCHES="2 4"
 else
-  SHAPE="--model.preset gpt2-small"; PY_SHAPE=""; CONTEXT=1024; STEPS=25; BATCHES="2 4 16"
+  SHAPE="--model.preset gpt2-small"; PY_SHAPE=""; STEPS=25; BATCHES="2 4 16"
 fi
-THROUGHPUT=$OUT/throughput.jsonl
-: >"$THROUGHPUT"
 pipetrain_speed() {  # label, batch, stages, microbatches
   local name="speed_$1_b$2" stages=$3 micro=$4
   rm -rf "${OUT:?}/$name"
-  if timeout 240 "$BIN" train $SHAPE --model.dtype bfloat16 --train.device "$DEVICE" \
+  if timeout 120 "$BIN" train $SHAPE --model.dtype bfloat16 --train.device "$DEVICE" \
       --train.batch_size "$2" --train.microbatches "$micro" --pipeline.stages "$stages" \
       --train.steps "$STEPS" --log.every 1 --eval.every 0 --eval.batches 1 --sample.tokens 0 \
       --checkpoint.every 0 --quiet --run-dir "$OUT/$name" >"$OUT/$name.log" 2>&1; then
@@ -142,13 +196,20 @@ for b in $BATCHES; do pipetrain_speed pipetrain-1proc "$b" 1 1; done
 for b in $BATCHES; do pipetrain_speed pipetrain-2workers "$b" 2 2; done
 PY_DEVICE=$([ "$DEVICE" = cuda ] && echo cuda || echo cpu)
 rm -f "$OUT/pytorch.jsonl"
-timeout 420 "$PY" bench/gpt2_pytorch.py --device "$PY_DEVICE" --dtype bfloat16 $PY_SHAPE \
-  --batches "$(echo $BATCHES | tr ' ' ,)" --steps "$STEPS" --warmup 5 --compile \
+# torch.compile costs about a minute a shape: compiled at the largest batch only, and only when time is left.
+COMPILE=""; [ "$SECONDS" -lt 400 ] && COMPILE="--compile --compile-batches ${BATCHES##* }"
+log "pytorch baseline (${COMPILE:-eager only})"
+timeout 200 "$PY" bench/gpt2_pytorch.py --device "$PY_DEVICE" --dtype bfloat16 $PY_SHAPE \
+  --batches "$(echo $BATCHES | tr ' ' ,)" --steps "$STEPS" --warmup 5 $COMPILE \
   --json "$OUT/pytorch.jsonl" >"$OUT/pytorch.log" 2>&1 || verdict "FAIL pytorch baseline (log $OUT/pytorch.log)"
 cat "$OUT/pytorch.jsonl" >>"$THROUGHPUT" 2>/dev/null
+fi
+log "done"
+(cd "$OUT" && find . -name '*.log' -o -name metrics.jsonl | tar czf "$RET/logs.tar.gz" -T -)
 
 echo
-echo "== GPU check: $(head -1 "$OUT/version.txt"); $(sed -n 3p "$OUT/version.txt")"
+cat "$RET/progress.log"
+echo "== GPU check: $(head -1 "$RET/version.txt"); $(sed -n 3p "$RET/version.txt")"
 cat "$RESULTS"
 "$PY" - "$LOSSES" <<'PYEOF'
 import json, sys
@@ -156,6 +217,12 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print(f"{'transducer loss + gradients':<32} {'batch':>5} {'peak GB':>8} {'seconds':>8} {'ms/utt':>8}")
 for r in sorted(rows, key=lambda r: (r["batch"], r["mode"])):
     print(f"{r['mode']:<32} {r['batch']:>5} {r['peak_gb']:>8.2f} {r['seconds']:>8.2f} {r['ms_per_utterance']:>8.2f}")
+PYEOF
+"$PY" - "$RECOGNIZER" <<'PYEOF'
+import json, sys
+print(f"{'recognizer step (64 utt)':<32} {'median ms':>10} {'final loss':>11}")
+for r in (json.loads(l) for l in open(sys.argv[1]) if l.strip()):
+    print(f"{r['mode']:<32} {r['median_ms']:>10.1f} {r['final_loss']:>11.4f}")
 PYEOF
 "$PY" - "$THROUGHPUT" "$CONTEXT" <<'PYEOF'
 import json, sys

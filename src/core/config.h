@@ -72,6 +72,8 @@ struct EvalConfig {
 
 struct LogConfig {
   int64_t every = 10;     // metrics.jsonl line every N steps (progress line updates every step)
+  int64_t profile_step = 0;   // the first step under the profiler (1-based); 0 = none
+  int64_t profile_steps = 1;  // how many steps from it
 };
 
 struct SampleConfig {

@@ -26,4 +26,18 @@ std::string format_bytes(double bytes);         // "512 B", "3.2 MiB"
 // "2GiB", "1.5 GB", "800MiB", "1048576" (bytes): nullopt for anything else or a negative size.
 std::optional<double> parse_bytes(const std::string& text);
 
+// UTF-8, the one rule the config reader and tokenize share: the length of the sequence a lead
+// byte starts (0: no sequence starts with it), and whether `length` bytes at `bytes` (all there)
+// are that sequence (continuation bytes 10xxxxxx).
+inline size_t utf8_sequence_length(unsigned char lead) {
+  return lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 0;
+}
+inline bool utf8_sequence_valid(const char* bytes, size_t length) {
+  if (length == 0) return false;
+  for (size_t k = 1; k < length; ++k) {
+    if ((static_cast<unsigned char>(bytes[k]) & 0xC0) != 0x80) return false;
+  }
+  return true;
+}
+
 }  // namespace pipetrain

@@ -8,6 +8,7 @@
 #include <toml++/toml.h>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace pipetrain {
 
@@ -16,11 +17,8 @@ inline std::pair<int, int> first_invalid_utf8(const std::string& text) {
   int line = 1, column = 1;
   for (size_t i = 0; i < text.size(); ++column) {
     const auto byte = static_cast<unsigned char>(text[i]);
-    const size_t length = byte < 0x80 ? 1 : (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xE ? 3 : (byte >> 3) == 0x1E ? 4 : 0;
-    if (length == 0 || i + length > text.size()) return {line, column};
-    for (size_t k = 1; k < length; ++k) {
-      if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) return {line, column};
-    }
+    const size_t length = utf8_sequence_length(byte);
+    if (i + length > text.size() || !utf8_sequence_valid(text.data() + i, length)) return {line, column};
     if (byte == '\n') line += 1, column = 0;
     i += length;
   }

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "core/stop_signal.h"
 #include "data/sha256.h"
 #include "data/token_file.h"
@@ -85,11 +86,6 @@ struct Encoder {
   }
 };
 
-// The length of the UTF-8 sequence `byte` starts, 0 if it starts none.
-size_t utf8_length(unsigned char byte) {
-  return byte < 0x80 ? 1 : (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xE ? 3 : (byte >> 3) == 0x1E ? 4 : 0;
-}
-
 // The whole text is UTF-8, checked before anything is written: SentencePiece replaces invalid
 // bytes with U+FFFD, so their token files would not decode to the text (docs/data.md promises
 // they do). One line naming the first bad byte's offset and line.
@@ -105,11 +101,9 @@ void refuse_invalid_utf8(std::ifstream& in, int64_t size, const std::string& pat
     size_t i = 0;
     while (i < filled) {
       const auto byte = static_cast<unsigned char>(block[i]);
-      const size_t length = utf8_length(byte);
+      const size_t length = utf8_sequence_length(byte);
       if (length != 0 && i + length > filled && !last) break;  // completed by the next block
-      bool valid = length != 0 && i + length <= filled;
-      for (size_t k = 1; valid && k < length; ++k) valid = (static_cast<unsigned char>(block[i + k]) & 0xC0) == 0x80;
-      if (!valid) {
+      if (i + length > filled || !utf8_sequence_valid(block.data() + i, length)) {
         fail("'{}' is not valid UTF-8 at byte {} (line {}): tokenize reads UTF-8 text, and the "
              "tokenizer would turn those bytes into U+FFFD, so the token files would not decode to "
              "the text; convert it first (e.g. iconv -f LATIN1 -t UTF-8)",

@@ -34,7 +34,7 @@ struct SampleWiseOptions {
   Reduction reduction = Reduction::Mean;  // Mean or Sum (None is not supported: see below)
   // Joint activations allowed at once. 0: one sample at a time (least memory). Otherwise
   // samples, sorted by T*(U+1), are grouped while the padded group's estimated footprint,
-  // positions * (2V + 4J) * element size, stays within the budget.
+  // positions * (2V * logit size + 4J * input size), stays within the budget.
   int64_t memory_budget_bytes = 0;
   std::function<void(int64_t samples_done, int64_t samples_total)> on_progress;
 };

@@ -223,7 +223,8 @@ TransducerLengths check_transducer_batch(int64_t batch, int64_t max_frames, int6
     check_integer_tensor(*lengths, "lengths");
   }
   TransducerLengths out{to_vector(logit_lengths), to_vector(target_lengths)};
-  const at::Tensor y = targets.to(at::kLong).contiguous();
+  // Read on the host: the labels may live on a GPU.
+  const at::Tensor y = targets.to(at::Device(at::kCPU), at::kLong).contiguous();
   const int64_t* yp = y.data_ptr<int64_t>();
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t T = out.logit_lengths[b], U = out.target_lengths[b];

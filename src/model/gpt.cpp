@@ -39,12 +39,14 @@ TokenEmbedding::TokenEmbedding(const GptConfig& config, torch::Generator& genera
       "position_weight", torch::empty({config.position_rows(), config.d_model}).normal_(0.0, kInitStd, generator));
 }
 
-torch::Tensor TokenEmbedding::forward(const torch::Tensor& tokens) {
-  LayerKv unused;
-  return forward_slice(tokens, 0, unused);
+torch::Tensor TokenEmbedding::forward(const torch::Tensor& tokens) { return embed(tokens, 0); }
+
+// The embedding keeps no cache: a slice needs only its position offset.
+torch::Tensor TokenEmbedding::forward_slice(const torch::Tensor& tokens, int64_t start, LayerKv&) {
+  return embed(tokens, start);
 }
 
-torch::Tensor TokenEmbedding::forward_slice(const torch::Tensor& tokens, int64_t start, LayerKv&) {
+torch::Tensor TokenEmbedding::embed(const torch::Tensor& tokens, int64_t start) {
   if (!position_weight.defined()) return torch::embedding(token_weight, tokens);
   // The position slice's node first: the backward then runs the token embedding's (its dense
   // [V, D] gradient) before the positions', the order the memory model measured (GptLayerMemory).
@@ -94,7 +96,28 @@ torch::Tensor TransformerBlock::forward_slice(const torch::Tensor& x, int64_t st
   return mlp(x + attention(ln1_->forward(x), &kv));
 }
 
-LmHead::LmHead(const GptConfig& config, torch::Generator& generator) {
+int64_t aligned_head_rows(int64_t vocab_size) {
+  return vocab_size < 4096 ? vocab_size : (vocab_size + 63) / 64 * 64;
+}
+
+namespace {
+
+// Mixed precision: the product runs on a low-precision copy of the weight (autocast would make
+// one anyway); made here with aligned_head_rows' zero rows, and the logits of those rows cut
+// off again, so the result is the unpadded product's (no extra memory: the copy replaces
+// autocast's). Zero rows get zero gradient.
+torch::Tensor aligned_head_product(const torch::Tensor& h, const torch::Tensor& weight,
+                                   c10::ScalarType compute) {
+  const int64_t vocab = weight.size(0), rows = aligned_head_rows(vocab);
+  if (rows == vocab) return torch::matmul(h, weight.t());
+  auto padded = torch::zeros({rows, weight.size(1)}, weight.options().dtype(compute));
+  padded.narrow(0, 0, vocab).copy_(weight);
+  return torch::matmul(h.to(compute), padded.t()).narrow(-1, 0, vocab);
+}
+
+}  // namespace
+
+LmHead::LmHead(const GptConfig& config, torch::Generator& generator) : precision_(config.precision) {
   const int64_t d = config.d_model;
   if (config.family == DecoderFamily::Llama) {
     auto norm = register_module("norm", RmsNorm(d, config.norm_eps));
@@ -112,7 +135,8 @@ LmHead::LmHead(const GptConfig& config, torch::Generator& generator) {
 
 torch::Tensor LmHead::forward(const torch::Tensor& x) {
   if (!tied_weight_.defined()) throw std::logic_error("LmHead used before tie_to/own_copy_of");
-  return torch::matmul(normalize(x), tied_weight_.t());
+  if (!precision_.mixed()) return torch::matmul(normalize(x), tied_weight_.t());
+  return aligned_head_product(normalize(x), tied_weight_, precision_.activation_dtype());
 }
 
 torch::Tensor LmHead::normalize(const torch::Tensor& x) { return normalize_(x); }

@@ -78,6 +78,9 @@ class TokenEmbedding : public GptLayer {
   torch::Tensor forward_slice(const torch::Tensor& tokens, int64_t start, LayerKv& kv) override;
   torch::Tensor token_weight;     // [V, D], tied to the head unless config.tied_head is false
   torch::Tensor position_weight;  // GPT-2: [positions, D]; Llama: none (rotary positions)
+
+ private:
+  torch::Tensor embed(const torch::Tensor& tokens, int64_t start);  // tokens at positions start..
 };
 
 class TransformerBlock : public GptLayer {
@@ -95,6 +98,13 @@ class TransformerBlock : public GptLayer {
   torch::nn::Linear qkv_{nullptr}, attn_out_{nullptr}, fc_{nullptr}, fc_out_{nullptr};
 };
 
+// The rows of the head's weight as its low-precision product computes them: a vocabulary of
+// 4096 or more padded with zero rows to a multiple of 64. GPT-2's 50257 leaves the logits' rows
+// unaligned and cuBLAS falls back to slow kernels: measured on an H200 (bench/gpu_profile.sh),
+// the head's three products took 30.8 ms of an 85 ms bfloat16 step of GPT-2 small at 16 x 1024
+// tokens. Smaller vocabularies keep their size (padding would cost more than it saves).
+int64_t aligned_head_rows(int64_t vocab_size);
+
 class LmHead : public GptLayer {
  public:
   // An untied head (config.tied_head false) owns "head_weight" [V, D], drawn from `generator`.
@@ -110,6 +120,7 @@ class LmHead : public GptLayer {
  private:
   std::function<torch::Tensor(const torch::Tensor&)> normalize_;  // LayerNorm (GPT-2) or RmsNorm (Llama)
   torch::Tensor tied_weight_;
+  device::Precision precision_;
 };
 
 // The layers [first, last) of a GPT, registered as "layer<i>" so parameter names are the same

@@ -136,7 +136,7 @@ LayerWork GptModel::head_work(int64_t rows) const {
     // cross_entropy keeps log_softmax's output; the logits, then the gradients of both, are
     // transient. Mixed: log_softmax's output is float32, and the logits' product keeps the
     // bfloat16 copy of the head weight.
-    work.stashed_values += wide * n * v + (mixed ? v * h : 0);
+    work.stashed_values += wide * n * v + (mixed ? double(aligned_head_rows(config_.vocab_size)) * h : 0);
     work.workspace_values = wide * 2 * n * v;
   }
   return work;

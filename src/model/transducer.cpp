@@ -25,7 +25,7 @@ torch::Generator transducer_layer_generator(uint64_t seed, int64_t layer) {
 // Row `row` of labels [rows, 1 + max_labels]: its reference labels.
 std::vector<int64_t> reference_of(const torch::Tensor& labels, int64_t row) {
   const auto count = labels[row][0].item<int64_t>();
-  const auto values = labels[row].narrow(0, 1, count).contiguous();
+  const auto values = labels[row].narrow(0, 1, count).to(torch::kCPU).contiguous();
   return {values.data_ptr<int64_t>(), values.data_ptr<int64_t>() + count};
 }
 

@@ -1,6 +1,8 @@
 #include "train/hf_export.h"
 
 #include <filesystem>
+#include <stdexcept>
+#include <utility>
 
 #include "core/error.h"
 #include "core/files.h"
@@ -16,23 +18,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The dtypes an export writes, by transformers' names (config.json "dtype", --dtype).
+constexpr std::pair<const char*, torch::ScalarType> kExportDtypes[] = {
+    {"float32", torch::kFloat32}, {"float64", torch::kFloat64},
+    {"bfloat16", torch::kBFloat16}, {"float16", torch::kFloat16}};
+
 torch::ScalarType export_dtype(const std::string& name, const Config& config) {
   if (name.empty()) return compute_dtype(config.model);  // the weights' own (bfloat16 runs: float32)
-  if (name == "float32") return torch::kFloat32;
-  if (name == "float64") return torch::kFloat64;
-  if (name == "bfloat16") return torch::kBFloat16;
-  if (name == "float16") return torch::kFloat16;
+  for (const auto& [known, dtype] : kExportDtypes) {
+    if (name == known) return dtype;
+  }
   fail("export: --dtype must be float32, float64, bfloat16 or float16, got '{}'", name);
 }
 
-// transformers' name of the dtype (config.json "dtype")
 std::string dtype_name(torch::ScalarType dtype) {
-  switch (dtype) {
-    case torch::kFloat64: return "float64";
-    case torch::kBFloat16: return "bfloat16";
-    case torch::kFloat16: return "float16";
-    default: return "float32";
+  for (const auto& [name, known] : kExportDtypes) {
+    if (dtype == known) return name;
   }
+  throw std::logic_error("hf export: no transformers name for this dtype");
 }
 
 void prepare_out_dir(const std::string& dir) {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <csignal>
 #include <filesystem>
 
@@ -11,6 +12,7 @@
 #include "core/progress.h"
 #include "core/stop_signal.h"
 #include "core/text.h"
+#include "device/step_profiler.h"
 #include "io/metrics.h"
 #include "io/plot.h"
 #include "train/run_control.h"
@@ -71,6 +73,36 @@ void report_step(Report& report, const StepResult& result, nlohmann::json fields
   report.summary.tokens_per_s = tokens_per_s;
 }
 
+// log.profile_step: starts the profiler before the first profiled step and writes its files
+// after the last (RUN_DIR/profile/rankN.*); the reporting worker says where they are.
+class ProfiledSteps {
+ public:
+  ProfiledSteps(const LogConfig& log, const fs::path& dir, int rank)
+      : first_(log.profile_step), last_(log.profile_step + log.profile_steps - 1),
+        prefix_((dir / "profile" / fmt::format("rank{}", rank)).string()) {}
+
+  void before(int64_t done) {
+    if (first_ > 0 && done == first_) {
+      fs::create_directories(fs::path(prefix_).parent_path());
+      profiler_.start();
+    }
+  }
+  void after(int64_t done, bool reports) {
+    if (!profiler_.running() || done != last_) return;
+    profiler_.stop_and_write(prefix_, last_ - first_ + 1);
+    if (reports) {
+      std::fprintf(stderr, "pipetrain: steps %ld-%ld profiled: %s.txt (where the time went), "
+                   "%s.trace.json (ui.perfetto.dev)\n", long(first_), long(last_), prefix_.c_str(),
+                   prefix_.c_str());
+    }
+  }
+
+ private:
+  int64_t first_, last_;
+  std::string prefix_;
+  device::StepProfiler profiler_;
+};
+
 }  // namespace
 
 std::string validation_progress(const Validation& validation) {
@@ -107,13 +139,16 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
   Validation validation;
   const auto start = Clock::now();
   int deferred_signal = 0;  // a stop waiting one step for what its checkpoint must hold
+  ProfiledSteps profiled(config.log, dir, session.rank());
   for (int64_t step = settings.first_step; step < config.train.steps; ++step) {
     maybe_inject_fault(session.rank(), step, settings.launched);
     session.prepare_step(deferred_signal != 0 || periodic_checkpoint_due(config, step + 1));
+    profiled.before(step + 1);
     const auto step_start = Clock::now();
     const StepResult result = session.train_step(step);
     const double step_seconds = seconds_from(step_start);
     const int64_t done = step + 1;
+    profiled.after(done, reports);
     const bool final_step = done == config.train.steps;
     const bool validate = final_step || (config.eval.every > 0 && done % config.eval.every == 0);
     const bool logged = validate || done % config.log.every == 0 || done == 1;

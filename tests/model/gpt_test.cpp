@@ -171,3 +171,49 @@ TEST(Gpt, GenerationIsSeededAndStaysInVocabulary) {
 
 }  // namespace
 }  // namespace pipetrain
+
+namespace pipetrain {
+namespace {
+
+// Mixed precision pads a large vocabulary's head to aligned rows (GPU kernels), invisibly: the
+// logits and every gradient are the unpadded bfloat16 product's.
+TEST(LmHead, PaddedLowPrecisionProductEqualsTheUnpaddedOne) {
+  EXPECT_EQ(aligned_head_rows(50257), 50304);
+  EXPECT_EQ(aligned_head_rows(4095), 4095);
+  EXPECT_EQ(aligned_head_rows(128256), 128256);
+  GptConfig c = tiny();
+  c.vocab_size = 4097;  // padded to 4160
+  c.tied_head = false;
+  c.precision = device::precision_of(device::PrecisionKind::BFloat16Mixed);
+  torch::Generator generator = at::detail::createCPUGenerator(7);
+  LmHead head(c, generator);
+  const auto x = torch::randn({2, 3, c.d_model}, generator).requires_grad_();
+  const auto weights = torch::randn({2, 3, c.vocab_size}, generator);
+  torch::Tensor logits, reference;
+  {
+    device::ComputeScope scope(c.precision, torch::kCPU);
+    logits = head.forward(x);
+    reference = torch::matmul(head.normalize(x).to(torch::kBFloat16),
+                              head.tied_weight().to(torch::kBFloat16).t());
+  }
+  ASSERT_EQ(logits.sizes(), reference.sizes());
+  EXPECT_EQ(logits.scalar_type(), torch::kBFloat16);
+  EXPECT_FALSE(logits.is_contiguous());  // a view of the 4160-column product
+  // The same products of the same bfloat16 values, accumulated in float32: equal to a few
+  // float32 roundings, far below bfloat16's 2^-8.
+  EXPECT_LE((logits.to(torch::kFloat) - reference.to(torch::kFloat)).abs().max().item<double>(),
+            1e-2 * reference.abs().max().item<double>() * std::ldexp(1.0, -8));
+  const auto grad_of = [&](const torch::Tensor& out) {
+    const auto grads = torch::autograd::grad({(out.to(torch::kFloat) * weights).sum()},
+                                             {x, head.tied_weight()});
+    return std::make_pair(grads[0], grads[1]);
+  };
+  const auto [dx, dw] = grad_of(logits);
+  const auto [dx_ref, dw_ref] = grad_of(reference);
+  EXPECT_TRUE(torch::allclose(dx, dx_ref, 1e-2, 1e-3)) << (dx - dx_ref).abs().max();
+  EXPECT_TRUE(torch::allclose(dw, dw_ref, 1e-2, 1e-3)) << (dw - dw_ref).abs().max();
+  EXPECT_GT(dw.abs().min().item<double>(), 0.0);  // every real row learns
+}
+
+}  // namespace
+}  // namespace pipetrain

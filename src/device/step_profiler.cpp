@@ -1,0 +1,112 @@
+#include "device/step_profiler.h"
+
+#include <kineto/ActivityType.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/files.h"
+#include "device/placement.h"
+
+namespace pipetrain::device {
+namespace {
+
+namespace profiler = torch::autograd::profiler;
+using torch::profiler::impl::ActivityType;
+using torch::profiler::impl::ProfilerConfig;
+using torch::profiler::impl::ProfilerState;
+
+std::set<ActivityType> activities() {
+  std::set<ActivityType> kinds{ActivityType::CPU};
+  if (this_hardware().gpus > 0) kinds.insert(ActivityType::CUDA);
+  return kinds;
+}
+
+// Work the GPU itself did: kernels, copies, fills (not host operators that merely name a CUDA
+// tensor, such as Gloo's send of one).
+bool on_the_gpu(const profiler::KinetoEvent& e) {
+  const auto type = static_cast<libkineto::ActivityType>(e.activityType());
+  return type == libkineto::ActivityType::CONCURRENT_KERNEL ||
+         type == libkineto::ActivityType::GPU_MEMCPY || type == libkineto::ActivityType::GPU_MEMSET;
+}
+
+struct Total {
+  uint64_t ns = 0;
+  int64_t count = 0;
+};
+
+// The `top` largest totals, largest first, as table rows; names cut to stay on one line.
+std::string rows_of(const std::map<std::string, Total>& totals, uint64_t whole_ns, double steps,
+                    size_t top) {
+  std::vector<std::pair<std::string, Total>> sorted(totals.begin(), totals.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+  std::string text;
+  for (size_t i = 0; i < std::min(top, sorted.size()); ++i) {
+    const auto& [name, total] = sorted[i];
+    const std::string shown = name.size() > 90 ? name.substr(0, 87) + "..." : name;
+    text += fmt::format("  {:>10.3f} {:>6.1f}% {:>8.0f}  {}\n", 1e-6 * double(total.ns) / steps,
+                        whole_ns ? 100.0 * double(total.ns) / double(whole_ns) : 0.0,
+                        double(total.count) / steps, shown);
+  }
+  return text;
+}
+
+// Per step: wall time, the GPU's busy time (kernels and copies), the costliest kernels and
+// operators. Operator times are inclusive (an aten::linear holds its aten::addmm).
+std::string table_of(const std::vector<profiler::KinetoEvent>& events, int64_t steps) {
+  std::map<std::string, Total> kernels, operators;
+  uint64_t first = UINT64_MAX, last = 0, gpu_ns = 0;
+  for (const auto& e : events) {
+    first = std::min(first, e.startNs());
+    last = std::max(last, e.endNs());
+    const bool gpu = on_the_gpu(e);
+    auto& total = gpu ? kernels[e.name()] : operators[e.name()];
+    total.ns += e.durationNs();
+    total.count += 1;
+    if (gpu) gpu_ns += e.durationNs();
+  }
+  const uint64_t wall_ns = last > first ? last - first : 0;
+  const double n = double(std::max<int64_t>(1, steps));
+  std::string text = fmt::format("{} step(s) profiled: {:.3f} ms per step (first to last event)\n",
+                                 steps, 1e-6 * double(wall_ns) / n);
+  if (!kernels.empty()) {
+    text += fmt::format("GPU busy {:.3f} ms per step ({:.1f}% of it; kernels and copies, "
+                        "overlaps counted twice)\n\nGPU kernels and copies: ms/step, share of "
+                        "GPU time, calls/step\n",
+                        1e-6 * double(gpu_ns) / n, wall_ns ? 100.0 * double(gpu_ns) / double(wall_ns) : 0.0);
+    text += rows_of(kernels, gpu_ns, n, 25);
+  }
+  text += "\nOperators (host, inclusive): ms/step, share of the step, calls/step\n";
+  text += rows_of(operators, wall_ns, n, 25);
+  return text;
+}
+
+}  // namespace
+
+StepProfiler::~StepProfiler() {
+  if (running_) profiler::disableProfiler();
+}
+
+void StepProfiler::start() {
+  const ProfilerConfig config(ProfilerState::KINETO);
+  profiler::prepareProfiler(config, activities());
+  profiler::enableProfiler(config, activities());
+  running_ = true;
+}
+
+std::string StepProfiler::stop_and_write(const std::string& prefix, int64_t steps) {
+  running_ = false;
+  const std::unique_ptr<profiler::ProfilerResult> result = profiler::disableProfiler();
+  result->save(prefix + ".trace.json");
+  const std::string table = table_of(result->events(), steps);
+  write_file_atomically(prefix + ".txt", table);
+  return table;
+}
+
+}  // namespace pipetrain::device
