@@ -22,7 +22,6 @@ mkdir -p "$work/ro" && touch "$work/file"
 "$bin" train $tiny --stages 1 --checkpoint.every 1 --run-dir "$work/done" >/dev/null 2>&1
 "$bin" train $tiny --stages 1 --train.steps 4 --checkpoint.every 1 --run-dir "$work/base" >/dev/null 2>&1
 "$bin" train $tiny --stages 2 --train.steps 4 --checkpoint.every 1 --run-dir "$work/pipe" >/dev/null 2>&1
-"$bin" train $tiny --stages 2 --schedule pipedream --run-dir "$work/pipedream" >/dev/null 2>&1
 "$bin" train $tiny --stages 2 --schedule 2bw --train.steps 4 --checkpoint.every 1 --run-dir "$work/twobw" >/dev/null 2>&1
 cp -r "$work/pipe" "$work/otherstage"
 rm "$(echo "$work/pipe/checkpoints/$(cat "$work/pipe/checkpoints/latest")")/stage1.safetensors"
@@ -155,7 +154,6 @@ run_case "token slices that do not sum to seq_len" "" "train $tiny --stages 2 --
 run_case "several nodes without a fixed port" "" "train $tiny --stages 2 --nnodes 2 --node-rank 0"
 run_case "node rank outside the nodes" "" "train $tiny --stages 2 --nnodes 2 --node-rank 2 --master-port 29500"
 run_case "unreachable rendezvous address" "" "train $tiny --stages 2 --pipeline.master_addr 203.0.113.1 --pipeline.timeout_s 3 --run-dir $work/addr"
-run_case "resume: a PipeDream run's final checkpoint to more steps" "" "train --resume $work/pipedream --train.steps 4"
 run_case "resume: 2BW stashed-version file missing" "" "train --resume $work/twobw --train.steps 6"
 tokens="--data.format tokens --model.vocab_size 400"
 run_case "token file: wrong magic" "" "train $tiny $tokens --data.path $work/badmagic"

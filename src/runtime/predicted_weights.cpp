@@ -19,11 +19,12 @@ std::vector<torch::Tensor> copies_of(const std::vector<torch::Tensor>& tensors) 
 }  // namespace
 
 PredictedWeights::PredictedWeights(int forward_ahead, int backward_ahead, PredictionKind kind,
-                                   std::vector<torch::Tensor> params)
+                                   std::vector<torch::Tensor> params, std::vector<int> continued_versions)
     : MasterWeights(std::move(params)),
       forward_ahead_(forward_ahead),
       backward_ahead_(backward_ahead),
-      kind_(kind) {}
+      kind_(kind),
+      continued_versions_(continued_versions.begin(), continued_versions.end()) {}
 
 void PredictedWeights::before_compute(const schedule::Action& action,
                                       torch::optim::Optimizer& optimizer) {
@@ -82,9 +83,26 @@ void PredictedWeights::before_step() {
   note_peak();
 }
 
-void PredictedWeights::after_step(torch::optim::Optimizer&) {
+void PredictedWeights::after_step(torch::optim::Optimizer& optimizer) {
   finish_update();
+  // A version a longer run's next forwards would read: predicted now, as that forward would
+  // (same weights, optimizer state and learning rate: no update comes between), for the final
+  // checkpoint.
+  if (continued_versions_.count(master_version_)) {
+    continued_reads_[master_version_] = forward_prediction(optimizer);
+  }
   note_peak();
+}
+
+// What predict() shows a forward, as a copy: the same additions, so the same bits.
+std::vector<torch::Tensor> PredictedWeights::forward_prediction(torch::optim::Optimizer& optimizer) const {
+  std::vector<torch::Tensor> copies = copies_of(masters_);
+  if (forward_ahead_ == 0) return copies;
+  const double lr = current_learning_rate(optimizer);
+  for (size_t i = 0; i < masters_.size(); ++i) {
+    apply_prediction(copies[i], prediction_direction(optimizer, masters_[i], kind_), lr, forward_ahead_);
+  }
+  return copies;
 }
 
 void PredictedWeights::begin_step(int64_t step, bool checkpoint_may_follow) {
@@ -94,11 +112,11 @@ void PredictedWeights::begin_step(int64_t step, bool checkpoint_may_follow) {
 }
 
 const std::vector<torch::Tensor>& PredictedWeights::stashed(int version) const {
-  const auto it = ahead_reads_.find(version);
-  if (it == ahead_reads_.end()) {
-    throw std::logic_error(fmt::format("no forward ahead of its step read weight version {}", version));
+  for (const auto* reads : {&ahead_reads_, &continued_reads_}) {
+    const auto found = reads->find(version);
+    if (found != reads->end()) return found->second;
   }
-  return it->second;
+  throw std::logic_error(fmt::format("no forward ahead of its step read weight version {}", version));
 }
 
 void PredictedWeights::resume(const std::vector<schedule::Action>& remaining, int, int updates,
@@ -123,13 +141,14 @@ void PredictedWeights::resume(const std::vector<schedule::Action>& remaining, in
 
 int PredictedWeights::live_copies() const {
   // The masters, the original kept aside, and the copies a checkpoint would hold.
-  return 1 + (saved_original_.empty() ? 0 : 1) + int(ahead_reads_.size() + resumed_reads_.size());
+  return 1 + (saved_original_.empty() ? 0 : 1) +
+         int(ahead_reads_.size() + resumed_reads_.size() + continued_reads_.size());
 }
 
 std::vector<torch::Tensor> PredictedWeights::held_tensors() const {
   std::vector<torch::Tensor> held = MasterWeights::held_tensors();
   held.insert(held.end(), saved_original_.begin(), saved_original_.end());
-  for (const auto* reads : {&ahead_reads_, &resumed_reads_}) {
+  for (const auto* reads : {&ahead_reads_, &resumed_reads_, &continued_reads_}) {
     for (const auto& [version, tensors] : *reads) held.insert(held.end(), tensors.begin(), tensors.end());
   }
   return held;

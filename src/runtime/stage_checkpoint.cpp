@@ -61,10 +61,12 @@ void check_version_files(const std::string& dir, const CheckpointInfo& info, con
     for (const int version : schedule::checkpointed_versions(config, int(stage), info.step)) {
       const std::string name = version_file(int(stage), version);
       if (std::find(listed.begin(), listed.end(), name) == listed.end()) {
-        // Only the latest weights: a final checkpoint of a policy whose pipeline drains at the end.
+        // Only the latest weights: a final checkpoint of an older pipetrain, which let the
+        // pipeline drain without keeping what a continuation reads.
         const std::string drained = listed.size() == 1
-                                        ? "; a final checkpoint holds none (the pipeline drained): "
-                                          "continue from a checkpoint taken before the last step"
+                                        ? "; this final checkpoint holds none (written by a pipetrain "
+                                          "that let the pipeline drain): continue from a checkpoint "
+                                          "taken before the last step"
                                         : "";
         fail("{}: lists no weight version {} of stage {}, which a '{}' run reads after step {}{}",
              dir, version, stage, info.policy, info.step, drained);

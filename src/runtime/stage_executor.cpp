@@ -76,7 +76,8 @@ StageExecutor::StageExecutor(const Config& config, const RunSpec& spec, const Ba
     model->to(device_);  // before the weight versions and the optimizer hold its parameters
     // No-flush policies: the optimizer updates the masters, graphs read the module's tensors.
     std::shared_ptr<WeightVersions> weights =
-        make_weight_versions(schedule_, layout_.worker(), stage, model->parameters());
+        make_weight_versions(schedule_, layout_.worker(), stage, model->parameters(),
+                             schedule::checkpointed_versions(config_, stage, config_.train.steps));
     const std::vector<torch::Tensor>& updated = weights->optimized();
     size_t index = 0;
     for (const auto& item : model->named_parameters()) {

@@ -36,6 +36,7 @@ void StashedWeights::count_readers(const std::vector<schedule::Action>& actions,
     ++readers_left_[iterations - 1];
     ++readers_left_[iterations];
   }
+  for (const int version : options_.continued_versions) ++readers_left_[version];
 }
 
 bool StashedWeights::aliases_masters(int version) const {

@@ -2,6 +2,7 @@
 // The no-flush weight policies behind WeightVersions (see weight_versions.h for why they keep
 // views and masters). Internal to the runtime: make_weight_versions picks one.
 #include <map>
+#include <set>
 #include <vector>
 
 #include "runtime/weight_versions.h"
@@ -41,6 +42,9 @@ class StashedWeights : public MasterWeights {
   struct Options {
     bool keep_final_versions = false;  // 2BW: the final checkpoint continues too
     int predict_ahead = 0;             // 2bw-predict: each new version extrapolated this far
+    // PipeDream: the versions a final checkpoint holds so that it continues (what the forwards
+    // ahead of the next step would read, schedule::checkpointed_versions), kept to the end.
+    std::vector<int> continued_versions;
   };
   // `actions`: this worker's list, `iterations` long (the readers of each version).
   StashedWeights(const std::vector<schedule::Action>& actions, int iterations, int stage,
@@ -76,8 +80,10 @@ class StashedWeights : public MasterWeights {
 // again.
 class PredictedWeights : public MasterWeights {
  public:
+  // `continued_versions`: the versions whose predictions a final checkpoint holds (what the next
+  // step's forwards would read), made right after the update that makes each.
   PredictedWeights(int forward_ahead, int backward_ahead, PredictionKind kind,
-                   std::vector<torch::Tensor> params);
+                   std::vector<torch::Tensor> params, std::vector<int> continued_versions = {});
   void before_compute(const schedule::Action& action, torch::optim::Optimizer& optimizer) override;
   void after_compute(const schedule::Action& action) override;
   void before_step() override;
@@ -93,6 +99,7 @@ class PredictedWeights : public MasterWeights {
   int live_copies() const override;
   void predict(const schedule::Action& action, torch::optim::Optimizer& optimizer);
   void write_into_masters(const std::vector<torch::Tensor>& weights);
+  std::vector<torch::Tensor> forward_prediction(torch::optim::Optimizer& optimizer) const;
 
   int forward_ahead_, backward_ahead_;
   PredictionKind kind_;
@@ -102,6 +109,8 @@ class PredictedWeights : public MasterWeights {
   std::map<int, std::vector<torch::Tensor>> ahead_reads_;    // version -> what forwards ahead read
   std::map<int, std::vector<torch::Tensor>> resumed_reads_;  // the same, from a checkpoint
   std::map<int, int> resumed_readers_;                       // version -> forwards left to read it
+  std::set<int> continued_versions_;
+  std::map<int, std::vector<torch::Tensor>> continued_reads_;  // version -> its forward prediction
 };
 
 }  // namespace pipetrain::runtime

@@ -33,15 +33,17 @@ void WeightVersions::resume(const std::vector<schedule::Action>&, int, int,
 }
 
 std::unique_ptr<WeightVersions> make_weight_versions(const schedule::Schedule& schedule, int worker,
-                                                     int stage, std::vector<torch::Tensor> params) {
+                                                     int stage, std::vector<torch::Tensor> params,
+                                                     std::vector<int> continued_versions) {
   const schedule::WeightPolicy& policy = schedule.policy;
   switch (policy.kind) {
     case WeightPolicyKind::Sync:
       return std::make_unique<SyncWeights>(std::move(params));
     case WeightPolicyKind::DoubleBuffer:
     case WeightPolicyKind::Stash: {
-      const StashedWeights::Options options{policy.kind == WeightPolicyKind::DoubleBuffer,
-                                            policy.predict_ahead};
+      StashedWeights::Options options{policy.kind == WeightPolicyKind::DoubleBuffer,
+                                      policy.predict_ahead, {}};
+      if (policy.kind == WeightPolicyKind::Stash) options.continued_versions = std::move(continued_versions);
       return std::make_unique<StashedWeights>(schedule.actions.at(size_t(worker)),
                                               schedule.iterations, stage, options,
                                               std::move(params));
@@ -55,7 +57,8 @@ std::unique_ptr<WeightVersions> make_weight_versions(const schedule::Schedule& s
                                                 : PredictionKind::OptimizerUpdate;
       return std::make_unique<PredictedWeights>(
           ahead(policy.forward_staleness),
-          policy.predict_backward ? ahead(policy.backward_staleness) : 0, kind, std::move(params));
+          policy.predict_backward ? ahead(policy.backward_staleness) : 0, kind, std::move(params),
+          std::move(continued_versions));
     }
   }
   throw std::logic_error("unknown weight policy");

@@ -82,7 +82,11 @@ class WeightVersions {
 
 // The policy of the chunk holding pipeline `stage` on `worker` (whose actions tell how many
 // compute actions read each stashed version). `params`: the chunk module's parameters.
+// `continued_versions`: what a final checkpoint holds besides the latest weights
+// (schedule::checkpointed_versions after the last step), kept until the end by the policies
+// that would otherwise drop them.
 std::unique_ptr<WeightVersions> make_weight_versions(const schedule::Schedule& schedule, int worker,
-                                                     int stage, std::vector<torch::Tensor> params);
+                                                     int stage, std::vector<torch::Tensor> params,
+                                                     std::vector<int> continued_versions = {});
 
 }  // namespace pipetrain::runtime

@@ -26,7 +26,8 @@ std::string resume_refusal(const std::string& policy) {
 std::vector<int> checkpointed_versions(const Config& config, int stage, int64_t step) {
   const ScheduleEntry& entry = schedule_entry(config.pipeline.schedule);
   const bool double_buffer = entry.policy == WeightPolicyKind::DoubleBuffer;
-  if (entry.flushes() || step == 0 || (!double_buffer && step >= config.train.steps)) return {};
+  // After the last step too: the cut as if more steps followed, so a final checkpoint continues.
+  if (entry.flushes() || step == 0) return {};
   const int p = int(config.pipeline.stages * config.pipeline.chunks);
   const int m = int(config.train.microbatches);
   const int64_t updates = entry.updates_per_microbatch() ? step * m : step;

@@ -20,8 +20,9 @@ std::string resume_refusal(const std::string& policy);
 // stage `stage`, newest first (by the catalogue's closed forms): a checkpoint is the cut
 // "iterations < step done", and the actions of later iterations that ran before it (forwards
 // ahead of their step) run again on resume from the weights they read then. A version counts
-// updates (per microbatch for PipeDream's family). 2BW also keeps what a group reads after the
-// final step; the other policies' pipelines drain at the end, so their final checkpoint holds none.
+// updates (per microbatch for PipeDream's family). After the final step it is what the next
+// step would read, kept (predicting policies: predicted) to the end of the run by the weight
+// policies, so a final checkpoint continues to more steps.
 std::vector<int> checkpointed_versions(const Config& config, int stage, int64_t step);
 
 // One line suggesting the schedule's recommended recipe when the run uses another ("" if it

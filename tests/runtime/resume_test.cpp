@@ -175,20 +175,30 @@ TEST(Resume, TwoBWSigtermStopsWithACheckpointAndResumesExactly) {
   sigterm_then_resume(kTiny + " --stages 2 --schedule 2bw --checkpoint.every 0", 1, "twobw_sigterm");
 }
 
-// The final checkpoint of a 2BW run keeps the version the next group would read: with a
-// learning rate that does not depend on train.steps (min_lr = lr), 4 steps then --resume to 8
-// equal 8 steps.
-TEST(Resume, TwoBWFinalCheckpointContinuesToMoreSteps) {
-  const std::string args = kTiny + " --stages 2 --schedule 2bw --train.min_lr 0.001 --train.lr 0.001";
-  const auto dir = testing::fresh_dir("twobw_extend");
-  const auto first = testing::run_pipetrain(args + " --train.steps 4 --run-dir " + dir.string());
-  ASSERT_EQ(first.exit_code, 0) << first.output;
-  const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string());
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find("resuming at step 4"), std::string::npos) << resumed.output;
-  expect_same_final_state(dir, reference_run(args));
-  fs::remove_all(dir);
+// A final checkpoint keeps what the next step's forwards would read (2BW: the version the next
+// group reads; PipeDream: the stashed versions the last step's updates made, read by nothing in the run;
+// PipeOptim, SpecTrain: those versions predicted right after their update, as the forwards would
+// have): 4 steps then --resume to 8 equal 8 steps, at 2 and 3 stages (constant learning rate).
+void expect_final_checkpoint_continues(const std::string& schedule) {
+  for (const std::string shape : {" --stages 2", " --stages 3 --train.microbatches 4"}) {
+    SCOPED_TRACE(schedule + shape);
+    const std::string args = kTiny + shape + " --schedule " + schedule +
+                             " --train.min_lr 0.001 --train.lr 0.001";
+    const auto dir = testing::fresh_dir("extend_" + schedule);
+    const auto first = testing::run_pipetrain(args + " --train.steps 4 --run-dir " + dir.string());
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+    const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string());
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("resuming at step 4"), std::string::npos) << resumed.output;
+    expect_same_final_state(dir, reference_run(args));
+    fs::remove_all(dir);
+  }
 }
+
+TEST(Resume, TwoBWFinalCheckpointContinuesToMoreSteps) { expect_final_checkpoint_continues("2bw"); }
+TEST(Resume, PipeDreamFinalCheckpointContinuesToMoreSteps) { expect_final_checkpoint_continues("pipedream"); }
+TEST(Resume, PipeOptimFinalCheckpointContinuesToMoreSteps) { expect_final_checkpoint_continues("pipeoptim"); }
+TEST(Resume, SpecTrainFinalCheckpointContinuesToMoreSteps) { expect_final_checkpoint_continues("spectrain"); }
 
 // PipeDream's family updates after every microbatch: a checkpoint holds the stashed versions
 // (PipeDream) or the predicted weights (PipeOptim, SpecTrain) that the forwards run ahead of
