@@ -20,19 +20,12 @@
 # GPU_CHECK_PHASES=4 runs only phase 4 (the others: their numbers).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
+source bench/gpu_env.sh  # ROOT, PY, BIN, DEVICE, SMOKE, SHAPE, PY_SHAPE, CONTEXT, LD_LIBRARY_PATH
 # What comes back (a device call returns at most 8 files from $OUT): the verdicts, the progress log,
 # the two tables' rows, the version and a tarball of every log; run folders stay in a scratch folder.
 RET=${OUT:-/tmp/gpu_check}
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check_runs.XXXXXX")
-DEVICE=${GPU_CHECK_DEVICE:-cuda}
-SMOKE=${GPU_CHECK_SMOKE:-0}
-PY=${PYTHON:-$(command -v python3)}
 mkdir -p "$RET"
-BIN=$ROOT/build-gpu/pipetrain
-[ -x "$BIN" ] || BIN=$ROOT/build/pipetrain  # here, without a bundle
-TORCH_LIB=$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
-export LD_LIBRARY_PATH="$TORCH_LIB:$ROOT/build-gpu/lib:${LD_LIBRARY_PATH:-}"
 # GPU_CHECK_PHASES (default 1234L5): the phases to run, e.g. 4 to rerun the transducer's
 # exactness and step time alone, L for its loss at the paper's scale (about 2 minutes).
 PHASES=${GPU_CHECK_PHASES:-1234L5}
@@ -40,7 +33,6 @@ phase() { [[ "$PHASES" == *"$1"* ]]; }
 RESULTS=$RET/results.txt LOSSES=$RET/transducer.jsonl RECOGNIZER=$RET/recognizer.jsonl
 THROUGHPUT=$RET/throughput.jsonl
 : >"$RESULTS"; : >"$LOSSES"; : >"$RECOGNIZER"; : >"$THROUGHPUT"
-CONTEXT=1024; [ "$SMOKE" = 1 ] && CONTEXT=64
 log() { echo "gpu_check: [${SECONDS}s] $*" | tee -a "$RET/progress.log" >&2; }
 verdict() { echo "$*" | tee -a "$RESULTS"; }
 
@@ -165,12 +157,7 @@ recognizer_speed "$DEVICE-2workers" "$DEVICE" 2 1
 fi
 if phase 5; then
 log "5. throughput: GPT-2 small, bfloat16"
-if [ "$SMOKE" = 1 ]; then
-  SHAPE="--model.layers 2 --model.d_model 64 --model.heads 4 --model.seq_len 64 --model.vocab_size 256"
-  PY_SHAPE="--layers 2 --d-model 64 --heads 4 --context 64 --vocab 256"; STEPS=4; BATCHES="2 4"
-else
-  SHAPE="--model.preset gpt2-small"; PY_SHAPE=""; STEPS=25; BATCHES="2 4 16"
-fi
+if [ "$SMOKE" = 1 ]; then STEPS=4; BATCHES="2 4"; else STEPS=25; BATCHES="2 4 16"; fi
 pipetrain_speed() {  # label, batch, stages, microbatches
   local name="speed_$1_b$2" stages=$3 micro=$4
   rm -rf "${OUT:?}/$name"

@@ -10,19 +10,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 RET=${OUT:-/tmp/gpu_profile}
 mkdir -p "$RET"
-DEVICE=${GPU_CHECK_DEVICE:-cuda}
-PY=${PYTHON:-$(command -v python3)}
-BIN=$PWD/build-gpu/pipetrain
-[ -x "$BIN" ] || BIN=$PWD/build/pipetrain
-TORCH_LIB=$("$PY" -c 'import os, torch; print(os.path.dirname(torch.__file__) + "/lib")')
-export LD_LIBRARY_PATH="$TORCH_LIB:$PWD/build-gpu/lib:${LD_LIBRARY_PATH:-}"
+source bench/gpu_env.sh  # PY, BIN, DEVICE, SHAPE, PY_SHAPE, LD_LIBRARY_PATH
 BATCH=${BATCH:-16}
-if [ "${GPU_CHECK_SMOKE:-0}" = 1 ]; then
-  SHAPE="--model.layers 2 --model.d_model 64 --model.heads 4 --model.seq_len 64 --model.vocab_size 256"
-  PY_SHAPE="--layers 2 --d-model 64 --heads 4 --context 64 --vocab 256"
-else
-  SHAPE="--model.preset gpt2-small"; PY_SHAPE=""
-fi
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/gpu_profile.XXXXXX")
 # One process, then 2 workers sharing the GPU (1F1B, 2 microbatches): steps 10-12 of 14.
 for stages in ${PROFILE_STAGES:-1 2}; do

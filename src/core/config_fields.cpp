@@ -150,7 +150,7 @@ std::vector<FieldSpec> make_fields() {
       spec("log.profile_step", "profile steps from this one (1-based) with libtorch's profiler: "
        "RUN_DIR/profile/rankN.trace.json (ui.perfetto.dev) and rankN.txt (the costliest GPU "
        "kernels and operators per step); 0 = off", at(&C::log, &LogConfig::profile_step), 0, {}, kMaxCount),
-      spec("log.profile_steps", "how many steps log.profile_step profiles",
+      spec("log.profile_steps", "how many steps log.profile_step profiles (fewer if the run ends first)",
        at(&C::log, &LogConfig::profile_steps), 1, {}, kMaxCount),
       spec("sample.tokens", "characters to generate from the trained model at the end; 0 = none",
        at(&C::sample, &SampleConfig::tokens), 0),

@@ -95,8 +95,9 @@ StepProfiler::~StepProfiler() {
 
 void StepProfiler::start() {
   const ProfilerConfig config(ProfilerState::KINETO);
-  profiler::prepareProfiler(config, activities());
-  profiler::enableProfiler(config, activities());
+  const auto kinds = activities();
+  profiler::prepareProfiler(config, kinds);
+  profiler::enableProfiler(config, kinds);
   running_ = true;
 }
 

@@ -1,5 +1,6 @@
 #include "train/training_loop.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -74,11 +75,13 @@ void report_step(Report& report, const StepResult& result, nlohmann::json fields
 }
 
 // log.profile_step: starts the profiler before the first profiled step and writes its files
-// after the last (RUN_DIR/profile/rankN.*); the reporting worker says where they are.
+// after the last (RUN_DIR/profile/rankN.*), or after the run's last step if that comes first;
+// the reporting worker says where they are.
 class ProfiledSteps {
  public:
-  ProfiledSteps(const LogConfig& log, const fs::path& dir, int rank)
-      : first_(log.profile_step), last_(log.profile_step + log.profile_steps - 1),
+  ProfiledSteps(const Config& config, const fs::path& dir, int rank)
+      : first_(config.log.profile_step),
+        last_(std::min(config.train.steps, config.log.profile_step + config.log.profile_steps - 1)),
         prefix_((dir / "profile" / fmt::format("rank{}", rank)).string()) {}
 
   void before(int64_t done) {
@@ -139,7 +142,7 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
   Validation validation;
   const auto start = Clock::now();
   int deferred_signal = 0;  // a stop waiting one step for what its checkpoint must hold
-  ProfiledSteps profiled(config.log, dir, session.rank());
+  ProfiledSteps profiled(config, dir, session.rank());
   for (int64_t step = settings.first_step; step < config.train.steps; ++step) {
     maybe_inject_fault(session.rank(), step, settings.launched);
     session.prepare_step(deferred_signal != 0 || periodic_checkpoint_due(config, step + 1));

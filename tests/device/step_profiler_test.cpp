@@ -75,3 +75,18 @@ TEST(StepProfiler, ARunProfilesTheAskedStepsOnEveryWorker) {
   }
   fs::remove_all(dir);
 }
+
+// A range past the run's end profiles the steps that exist and still writes its files.
+TEST(StepProfiler, ARangePastTheEndProfilesTheLastSteps) {
+  const fs::path dir = pipetrain::testing::fresh_dir("profiled_tail");
+  const auto result = pipetrain::testing::run_pipetrain(
+      "train --quiet --pipeline.stages 1 --model.layers 1 --model.d_model 16 --model.heads 2 "
+      "--model.seq_len 16 --train.batch_size 2 --train.microbatches 1 --train.steps 4 "
+      "--train.threads 1 --eval.every 0 --eval.batches 1 --sample.tokens 0 --log.profile_step 3 "
+      "--log.profile_steps 5 --run-dir " + dir.string());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("steps 3-4 profiled"), std::string::npos) << result.output;
+  const std::string table = read_text(dir / "profile" / "rank0.txt");
+  EXPECT_EQ(table.rfind("2 step(s) profiled: ", 0), 0u) << table;
+  fs::remove_all(dir);
+}
