@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "../pipetrain_run.h"
@@ -57,13 +58,23 @@ TEST(StepProfiler, TableCountsTheOperatorsPerStepAndTheTraceNamesThem) {
   fs::remove_all(dir);
 }
 
+namespace {
+
+// A 4-step run of a tiny GPT on `stages` workers with log.profile_step `first` and
+// log.profile_steps `count`; its output.
+pipetrain::testing::ProcessResult profiled_run(const fs::path& dir, int stages, int first, int count) {
+  return pipetrain::testing::run_pipetrain(fmt::format(
+      "train --quiet --pipeline.stages {} --model.layers 2 --model.d_model 16 --model.heads 2 "
+      "--model.seq_len 16 --train.batch_size 4 --train.microbatches 2 --train.steps 4 "
+      "--train.threads 1 --eval.every 0 --eval.batches 1 --sample.tokens 0 --log.profile_step {} "
+      "--log.profile_steps {} --run-dir {}", stages, first, count, dir.string()));
+}
+
+}  // namespace
+
 TEST(StepProfiler, ARunProfilesTheAskedStepsOnEveryWorker) {
   const fs::path dir = pipetrain::testing::fresh_dir("profiled_run");
-  const auto result = pipetrain::testing::run_pipetrain(
-      "train --quiet --pipeline.stages 2 --model.layers 2 --model.d_model 16 --model.heads 2 "
-      "--model.seq_len 16 --train.batch_size 4 --train.microbatches 2 --train.steps 4 "
-      "--train.threads 1 --eval.every 0 --eval.batches 1 --sample.tokens 0 --log.profile_step 2 "
-      "--log.profile_steps 2 --run-dir " + dir.string());
+  const auto result = profiled_run(dir, 2, 2, 2);
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("steps 2-3 profiled"), std::string::npos) << result.output;
   for (const char* rank : {"rank0", "rank1"}) {
@@ -79,11 +90,7 @@ TEST(StepProfiler, ARunProfilesTheAskedStepsOnEveryWorker) {
 // A range past the run's end profiles the steps that exist and still writes its files.
 TEST(StepProfiler, ARangePastTheEndProfilesTheLastSteps) {
   const fs::path dir = pipetrain::testing::fresh_dir("profiled_tail");
-  const auto result = pipetrain::testing::run_pipetrain(
-      "train --quiet --pipeline.stages 1 --model.layers 1 --model.d_model 16 --model.heads 2 "
-      "--model.seq_len 16 --train.batch_size 2 --train.microbatches 1 --train.steps 4 "
-      "--train.threads 1 --eval.every 0 --eval.batches 1 --sample.tokens 0 --log.profile_step 3 "
-      "--log.profile_steps 5 --run-dir " + dir.string());
+  const auto result = profiled_run(dir, 1, 3, 5);
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("steps 3-4 profiled"), std::string::npos) << result.output;
   const std::string table = read_text(dir / "profile" / "rank0.txt");
