@@ -1,9 +1,11 @@
-// ZB-H1 and looped breadth-first vs 1F1B and interleaved on real workers, at the same model and
-// global batch: tokens/s, measured bubble vs the simulator's, peak memory per stage. Rounds run
-// the schedules in turn (round-robin) and the table gives medians, since this machine drifts.
+// 1F1B, interleaved, looped breadth-first, ZB-H1, ZB-H2, ZB-V and DualPipeV on real workers, at
+// the same model and global batch: tokens/s, measured bubble vs the simulator's, peak memory per
+// worker. Rounds run the schedules in turn (round-robin) and the table gives medians, since this
+// machine drifts.
 // The simulated bubble replays the schedule with the per-stage forward, backward (B and W for
 // zero-bubble) and optimizer times measured in the same run's trace, and the measured p2p link.
 //   ./build/bench/schedule_compare [--steps 20] [--rounds 3] [--microbatch 4] [--workers 2,4]
+//                                  [--schedules 1f1b,interleaved,bfs,zb-h1,zb-h2,zb-v,dualpipev]
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -151,20 +153,20 @@ std::string per_worker(const std::vector<Result>& rounds, std::vector<double> Re
 int main(int argc, char** argv) {
   keep_freed_memory_in_process();
   int steps = 20, rounds = 3, microbatch = 4;
-  std::string workers = "2,4";
+  std::string workers = "2,4", schedules = "1f1b,interleaved,bfs,zb-h1,zb-h2,zb-v,dualpipev";
   for (int i = 1; i + 1 < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--steps") steps = std::atoi(argv[i + 1]);
     if (flag == "--rounds") rounds = std::atoi(argv[i + 1]);
     if (flag == "--microbatch") microbatch = std::atoi(argv[i + 1]);
     if (flag == "--workers") workers = argv[i + 1];
+    if (flag == "--schedules") schedules = argv[i + 1];
   }
   std::vector<Setup> setups;
   for (const auto& p_text : split(workers, ',')) {
-    const int p = std::stoi(p_text), m = 2 * p;  // m % p == 0 for interleaved
-    for (const auto& [name, v] : std::vector<std::pair<std::string, int>>{
-             {"1f1b", 1}, {"interleaved", 2}, {"bfs", 2}, {"zb-h1", 1}}) {
-      setups.push_back({name, p, v, m});
+    const int p = std::stoi(p_text), m = 2 * p;  // interleaved: m % p == 0; DualPipeV: m >= 2p
+    for (const auto& name : split(schedules, ',')) {
+      setups.push_back({name, p, schedule::schedule_entry(name).parameters.chunks ? 2 : 1, m});
     }
   }
   const auto links = profile::measure_local_links(25);

@@ -55,16 +55,20 @@ double held_bytes(const plan::PlanRequest::ModelVariant& variant) {
 }
 
 // The config as given and, when it changes the model's memory, with chunked cross-entropy
-// (the planner chooses).
-std::vector<plan::PlanRequest::ModelVariant> model_variants(const Config& config,
-                                                            const plan::ClusterSpec& cluster) {
+// (the planner chooses). Each carries the command line's `overrides` into the plan file, so
+// `train RUN.toml --plan plan.json` runs the model that was planned.
+std::vector<plan::PlanRequest::ModelVariant> model_variants(
+    const Config& config, const plan::ClusterSpec& cluster,
+    const std::vector<std::pair<std::string, std::string>>& overrides) {
   constexpr int64_t kLossChunkTokens = 1024;
-  std::vector<plan::PlanRequest::ModelVariant> variants = {model_variant("as configured", config, {}, cluster)};
+  std::vector<plan::PlanRequest::ModelVariant> variants = {
+      model_variant("as configured", config, overrides, cluster)};
   if (config.model.loss_chunk_tokens == 0) {
     Config chunked = config;
     chunked.model.loss_chunk_tokens = kLossChunkTokens;
-    auto variant = model_variant("chunked CE", chunked,
-                                 {{"model.loss_chunk_tokens", std::to_string(kLossChunkTokens)}}, cluster);
+    auto fields = overrides;
+    fields.emplace_back("model.loss_chunk_tokens", std::to_string(kLossChunkTokens));
+    auto variant = model_variant("chunked CE", chunked, fields, cluster);
     // A model without a chunked loss holds the same either way: no second variant.
     if (held_bytes(variant) != held_bytes(variants.front())) variants.push_back(std::move(variant));
   }
@@ -111,6 +115,7 @@ void add_plan_command(CLI::App& app) {
   cmd->callback([cmd] {
     plan::PlanRequest request;
     std::optional<Config> run_config;
+    std::vector<std::pair<std::string, std::string>> overrides;  // of the run config
     const auto extras = cmd->remaining();
     if (!extras.empty() && config_path.empty()) {
       fail("plan: unexpected argument '{}' (config overrides need --config RUN.toml)", extras.front());
@@ -127,6 +132,12 @@ void add_plan_command(CLI::App& app) {
       }
       arguments.config_path = config_path;
       run_config = resolve_config(arguments);
+      // What the plan itself decides (pipeline.*, the batch split) is not carried over.
+      for (const auto& [key, value] : arguments.overrides) {
+        if (key.rfind("pipeline.", 0) != 0 && key != "train.microbatches" && key != "train.batch_size") {
+          overrides.emplace_back(key, value);
+        }
+      }
       request.model = plan::GptShape{};  // layers = 0: planned from its own layer costs
       request.model.name = run_config->model.preset.empty() ? run_config->model.kind : run_config->model.preset;
       request.for_pipetrain_runtime = true;  // a plan for this run config
@@ -156,7 +167,7 @@ void add_plan_command(CLI::App& app) {
       request.cluster.device_memory_bytes = *budget;
       for (int workers = 1; workers <= max_workers; ++workers) request.worker_counts.push_back(workers);
     }
-    if (run_config) request.model_variants = model_variants(*run_config, request.cluster);
+    if (run_config) request.model_variants = model_variants(*run_config, request.cluster, overrides);
     if (!memory_per_worker.empty()) {  // the run keeps to it: pipeline.memory_budget_mb
       for (auto& variant : request.model_variants) {
         variant.config_fields.push_back(

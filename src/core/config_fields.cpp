@@ -162,7 +162,8 @@ std::vector<FieldSpec> make_fields() {
       spec("pipeline.schedule", "pipeline schedule: one that runs on workers in the catalogue of "
        "docs/schedules.md (`pipetrain train --help` lists them)",
        at(&C::pipeline, &PipelineConfig::schedule)),
-      spec("pipeline.partition", "\"balanced\" (exact partitioner over the layers' analytic compute) or layer counts per stage over "
+      spec("pipeline.partition", "\"balanced\" (exact partitioner over the layers' analytic compute; under a V "
+       "placement each worker's two stages balanced together) or layer counts per stage over "
        "the model's layers, e.g. \"3,3\"", at(&C::pipeline, &PipelineConfig::partition)),
       spec("pipeline.dp_width", "data-parallel replicas of every stage",
        at(&C::pipeline, &PipelineConfig::dp_width), 1, {}, kMaxCount),

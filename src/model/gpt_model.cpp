@@ -124,6 +124,13 @@ LayerWork GptModel::head_work(int64_t rows) const {
   // LayerNorm keeps its mean and 1/std (float32); RMSNorm (explicit ops) its 1/rms and
   // the normalised input.
   work.stashed_values += wide * 2 * n + (llama ? wide * n * h : 0);
+  // The W pass needs the final norm's output gradient and, with full logits, the logits' (the
+  // padded rows' too under mixed precision); chunked cross-entropy computes its weight gradient
+  // inside B.
+  work.weight_pass_values = n * h;
+  if (config_.loss_chunk_tokens == 0) {
+    work.weight_pass_values += n * double(mixed ? aligned_head_rows(config_.vocab_size) : config_.vocab_size);
+  }
   if (config_.loss_chunk_tokens > 0) {
     // Chunked cross-entropy keeps one log-sum-exp per token. Forward: a chunk's logits and
     // logsumexp's shifted copy of them; backward: a chunk's logits turned into their
@@ -166,6 +173,9 @@ LayerWork GptModel::gpt2_block_work(int64_t rows) const {
   // read so far freed) and N D + 2 D F (its start: fc_out's float32 weight gradient).
   work.workspace_values = mixed ? std::max(3 * n * f - h * f, n * h + 2 * h * f)
                                 : n * h + n * f + h * f;
+  // The W pass: the output gradients of q/k/v (3 D), the projection (D), fc (F) and fc_out (D),
+  // once at each matmul and once at each bias add, and the two norms' (D each).
+  work.weight_pass_values = n * (2 * (5 * h + f) + 2 * h);
   return work;
 }
 
@@ -193,6 +203,9 @@ LayerWork GptModel::llama_block_work(int64_t rows) const {
   // Backward peaks in the MLP: the gradients of the gate's and up's outputs (2 N F) beside the
   // incoming gradient (N D).
   work.workspace_values = n * h + 2 * n * f;
+  // The W pass: the output gradients of the two norms' gains, q, o and down (D each), k and v
+  // (the key/value width), gate and up (F each).
+  work.weight_pass_values = n * (5 * h + 2 * kv + 2 * f);
   return work;
 }
 

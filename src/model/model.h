@@ -59,6 +59,10 @@ struct LayerWork {
   // Its largest parameter tensor (0 = all its parameters): the optimizer's step makes
   // temporaries of that size (AdamW: two).
   double largest_parameter_values = 0;
+  // Zero-bubble's split backward: the output gradients its B pass records at the weights'
+  // junctions for the W pass (runtime::SplitBackward::held_gradient_bytes), held from one to the
+  // other; 0 = unknown or none.
+  double weight_pass_values = 0;
 };
 
 // Capability: TeraPipe token slices. Inputs, labels and every boundary activation hold the

@@ -80,6 +80,13 @@ double stage_memory(const std::vector<LayerCost>& layers, int first, int last, i
 // nullopt when no partition fits in memory.
 std::optional<Partition> balanced_partition(const std::vector<LayerCost>& layers, int stages,
                                             const StageLimits& limits);
+// A V placement's cut (v_partition.cpp): 2 x `workers` stages, worker w holding stages w and
+// 2p-1-w, chosen so that the slowest worker's two stages together take the least time, each
+// worker's two stages together within memory_bytes; nullopt when no cut fits. Its bottleneck_s
+// is the slowest worker's (v_worker_bottleneck of its stage times).
+std::optional<Partition> v_balanced_partition(const std::vector<LayerCost>& layers, int workers,
+                                              const StageLimits& limits);
+double v_worker_bottleneck(const std::vector<double>& stage_times);
 // Scores a given partition with the same model (for comparisons and the planner).
 Partition evaluate_partition(const std::vector<LayerCost>& layers,
                              const std::vector<int>& layer_counts, const StageLimits& limits);

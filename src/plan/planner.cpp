@@ -309,16 +309,18 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
     costs.stages.push_back(stage);
   }
   if (chunks > 1) {
-    // Interleaved runs d x v model stages (stage = chunk x d + device), cut by the balanced
+    // Interleaved and the V placements run d x v model stages, cut by the balanced
     // partitioner as the runtime cuts them: time them as such, not as even splits of the d
     // stages above (whose memory check stands).
     StageLimits timing = limits;
     timing.memory_bytes = 1e300;
     timing.in_flight.clear();  // per device, not per model stage: memory is not checked here
+    // A V placement balances each device's two stages together (v_balanced_partition).
     const int model_stages = stages * chunks;
-    const auto cut = model_stages <= int(layers.size())
-                         ? balanced_partition(layers, model_stages, timing)
-                         : std::nullopt;
+    const bool v = lists.placement == schedule::Placement::V;
+    const auto cut = model_stages > int(layers.size()) ? std::nullopt
+                     : v ? v_balanced_partition(layers, stages, timing)
+                         : balanced_partition(layers, model_stages, timing);
     if (!cut) {
       c.fits = false;
       c.peak_memory_bytes = 0;  // a rule, not memory: not listed among the misfits

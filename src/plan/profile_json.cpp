@@ -29,7 +29,8 @@ nlohmann::json to_json(const ModelProfile& profile) {
     for (const auto& m : layer.by_microbatch) {
       sizes.push_back({{"microbatch", m.microbatch}, {"forward_s", m.forward_s},
                        {"backward_s", m.backward_s}, {"weight_s", m.weight_s},
-                       {"activation_bytes", m.activation_bytes}, {"output_bytes", m.output_bytes}});
+                       {"activation_bytes", m.activation_bytes}, {"output_bytes", m.output_bytes},
+                       {"weight_pass_bytes", m.weight_pass_bytes}});
     }
     layers.push_back({{"name", layer.name}, {"param_bytes", layer.param_bytes},
                       {"optimizer_s", layer.optimizer_s}, {"by_microbatch", sizes}});
@@ -68,7 +69,8 @@ ModelProfile model_profile_from_json(const nlohmann::json& json, const std::stri
         parsed.by_microbatch.push_back({m.at("microbatch").get<int64_t>(), m.at("forward_s").get<double>(),
                                         m.at("backward_s").get<double>(), m.at("weight_s").get<double>(),
                                         m.at("activation_bytes").get<double>(),
-                                        m.at("output_bytes").get<double>()});
+                                        m.at("output_bytes").get<double>(),
+                                        m.value("weight_pass_bytes", 0.0)});
       }
       profile.layers.push_back(std::move(parsed));
     }
@@ -97,6 +99,7 @@ std::vector<LayerCost> layer_costs(const ModelProfile& profile, int64_t microbat
                      optimizer_bytes_per_param_byte * layer.param_bytes, found->activation_bytes,
                      found->output_bytes, layer.optimizer_s});
     if (found->weight_s > 0) costs.back().weight_s = found->weight_s;
+    costs.back().weight_pass_bytes = found->weight_pass_bytes;
   }
   return costs;
 }

@@ -16,6 +16,9 @@ struct LayerMeasurement {
   int64_t microbatch = 1;
   double forward_s = 0, backward_s = 0, weight_s = 0;  // weight_s is part of backward_s
   double activation_bytes = 0, output_bytes = 0;
+  // Zero-bubble: the output gradients its split backward holds from B to W (measured; older
+  // profiles: 0, counted as none).
+  double weight_pass_bytes = 0;
 };
 
 struct LayerProfile {

@@ -13,6 +13,7 @@
 #include "device/placement.h"
 #include "model/batch_source.h"
 #include "model/registry.h"
+#include "runtime/split_backward.h"
 #include "train/optim.h"
 
 namespace pipetrain::profile {
@@ -31,6 +32,7 @@ std::function<void()> synced(const c10::Device& device, std::function<void()> wo
 
 struct LayerTiming {
   double forward_s, backward_s, input_backward_s;
+  double weight_pass_bytes;  // what a zero-bubble B pass records for its W pass
 };
 
 // Forward builds the autograd graph as in training; "input backward" asks autograd for the
@@ -67,6 +69,9 @@ LayerTiming time_layer(StageModule& layer, const Model& model, int64_t index, in
   timing.input_backward_s = median_seconds(repeats, synced(device, fresh_graph), synced(device, [&] {
     torch::autograd::grad({output}, {input}, {grad});
   }));
+  fresh_graph();
+  const runtime::SplitBackward split({output}, {grad}, input, layer.parameters());
+  timing.weight_pass_bytes = double(split.held_gradient_bytes());
   return timing;
 }
 
@@ -98,6 +103,7 @@ double time_whole_model(StageModule& whole, const Model& model, int64_t batch, i
 // Timings of one (layer, microbatch size), one sample per round.
 struct LayerSamples {
   std::vector<double> forward, backward, input_backward;
+  double weight_pass_bytes = 0;
 };
 
 // Layers timed one at a time run slower than inside the chain (measured here: ~10% at 16 x 128
@@ -180,6 +186,7 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
         entry.forward.push_back(t.forward_s);
         entry.backward.push_back(t.backward_s);
         entry.input_backward.push_back(t.input_backward_s);
+        entry.weight_pass_bytes = t.weight_pass_bytes;  // the same every round
       }
     }
     for (size_t k = 0; k < sizes.size(); ++k) {
@@ -205,6 +212,7 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
       m.forward_s = median_of(entry.forward);
       m.backward_s = median_of(entry.backward);
       m.weight_s = std::max(0.0, m.backward_s - median_of(entry.input_backward));
+      m.weight_pass_bytes = entry.weight_pass_bytes;
       // Bytes from the model's own memory model (Model::layer_work, checked against the
       // counting allocator: GptLayerMemory.*): what the layer sends on and what it keeps.
       const LayerWork work = definition->layer_work(i, b);

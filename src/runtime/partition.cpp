@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "runtime/model_costs.h"
+#include "schedule/catalogue.h"
 
 namespace pipetrain::runtime {
 
@@ -52,8 +53,12 @@ std::vector<StageRange> stage_ranges(const Model& model, const PipelineConfig& p
   }
   std::vector<int64_t> counts;
   if (pipeline.partition == "balanced") {
-    const auto partition = plan::balanced_partition(model_layer_costs(model, microbatch_rows),
-                                                    int(stages), plan::StageLimits{});
+    // A V placement (worker w: stages w and 2p-1-w) balances each worker's two stages together.
+    const auto costs = model_layer_costs(model, microbatch_rows);
+    const bool v = schedule::schedule_entry(pipeline.schedule).placement() == schedule::Placement::V;
+    const plan::StageLimits unlimited;
+    const auto partition = v ? plan::v_balanced_partition(costs, int(pipeline.stages), unlimited)
+                             : plan::balanced_partition(costs, int(stages), unlimited);
     counts.assign(partition->layer_counts.begin(), partition->layer_counts.end());
   } else {
     counts = parse_counts(pipeline.partition);

@@ -149,7 +149,7 @@ RunSpec make_run_spec(const Config& config) {
   RunSpec spec;
   spec.schedule = &schedule::runtime_schedule(p.schedule, "");
   spec.slices = parse_token_slices(p.slices, config.model.seq_len);
-  spec.layout = Layout::of(config, 0);
+  spec.layout = Layout::of(config, 0, spec.schedule->placement());
   spec.pipelined = runs_on_pipeline_workers(config);
   const auto model = make_model(config);
   if (!spec.pipelined) check_single_process(config, *model);

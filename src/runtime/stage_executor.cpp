@@ -277,13 +277,17 @@ void StageExecutor::run_action(const schedule::Action& action, const Microbatch&
         auto& sum = loss_by_iteration_[action.iteration];
         const auto& value = in_flight_.at(key).loss_value;
         sum = sum.defined() ? sum + value : value;
+      } else if (layout_.holds_stage(stage + 1)) {
+        hand_activation_over(key);
       }
       break;
     case ActionKind::Backward:
       backward(key);
+      if (!is_first_stage(stage) && layout_.holds_stage(stage - 1)) hand_gradient_over(key);
       break;
     case ActionKind::BackwardInput:
       backward_input(key);
+      if (!is_first_stage(stage) && layout_.holds_stage(stage - 1)) hand_gradient_over(key);
       break;
     case ActionKind::BackwardWeight:
       backward_weight(key);
@@ -323,6 +327,28 @@ void StageExecutor::run_action(const schedule::Action& action, const Microbatch&
            schedule::kind_name(action.kind), schedule_.name);
   }
   weights.after_compute(action);
+}
+
+// A V placement's turn (stages p-1 and p both on worker p-1): the next stage is this worker's
+// other chunk, whose input is this output, as a fresh leaf like a received one; the schedule has
+// no send for it. (Recomputed chunks rebuild their output in backward.)
+void StageExecutor::hand_activation_over(const Key& key) {
+  const auto [chunk, microbatch, slice] = key;
+  InFlight& state = in_flight_.at(key);
+  const int next_chunk = layout_.chunk_of_stage(layout_.stage_of(chunk) + 1);
+  in_flight_[{next_chunk, microbatch, slice}].input = state.output.detach();
+  if (recompute_.at(size_t(chunk))) state.output = torch::Tensor();
+}
+
+// The turn backwards: the input gradient is the previous stage's (this worker's other chunk)
+// output gradient; this microbatch's activations can go as after a SendGrad.
+void StageExecutor::hand_gradient_over(const Key& key) {
+  const auto [chunk, microbatch, slice] = key;
+  InFlight& state = in_flight_.at(key);
+  const int previous_chunk = layout_.chunk_of_stage(layout_.stage_of(chunk) - 1);
+  in_flight_.at({previous_chunk, microbatch, slice}).output_grad = state.input.grad();
+  state.grad_sent = true;
+  drop_if_done(key);
 }
 
 // key's microbatch counts over the whole action list; `microbatch` is its index in its step.
@@ -451,19 +477,22 @@ Validation StageExecutor::evaluate() {
   for (int64_t i = 0; i < config_.eval.batches; ++i) {
     Microbatch batch;
     if (data_ != nullptr) batch = on_device(data_->val_batch(i, rows), device_);
-    // The chunks in stage order: with looping placement the batch visits this worker v times.
+    // The chunks in stage order: the batch visits this worker v times (a V's turn stays here).
+    torch::Tensor output;
     for (const auto& chunk : chunks_) {
       const int s = chunk.stage;
       const int tag_before = kEvalTagBase + int(i) * stages + s - 1;
       const TensorSpec spec = activation_spec(s, rows);
-      auto input = is_first_stage(s) ? batch.inputs
-                                     : comm_.recv(spec.shape, spec.dtype,
-                                                  peer_rank((s - 1) % layout_.workers), tag_before);
-      auto output = chunk.model->forward(input);
+      const auto input =
+          is_first_stage(s)            ? batch.inputs
+          : layout_.holds_stage(s - 1) ? output
+                                       : comm_.recv(spec.shape, spec.dtype,
+                                                    peer_rank(layout_.worker_of_stage(s - 1)), tag_before);
+      output = chunk.model->forward(input);
       if (is_last_stage(s)) {
         means.add(*chunk.model, output, batch.labels);
-      } else {
-        comm_.send(output, peer_rank((s + 1) % layout_.workers), tag_before + 1);
+      } else if (!layout_.holds_stage(s + 1)) {
+        comm_.send(output, peer_rank(layout_.worker_of_stage(s + 1)), tag_before + 1);
         if (flushes()) comm_.wait_sends();  // no-flush: the next step waits for it
       }
     }

@@ -444,7 +444,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
     groups.pipeline = comm.join_group(fmt::format("pipeline{}", layout.replica()),
                                       layout.pipeline_group());
   }
-  const auto holders = workers_holding_shared(*make_model(config), ranges, layout.workers);
+  const auto holders = workers_holding_shared(*make_model(config), ranges, layout.workers, layout.placement);
   groups.shared.assign(holders.size(), -1);
   for (size_t g = 0; g < holders.size(); ++g) {
     const auto& workers = holders[g];

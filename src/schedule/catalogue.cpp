@@ -90,6 +90,7 @@ std::vector<ScheduleEntry> entries() {
                     "by 2r B-passes; up to 2p-1 microbatches in flight; parallelograms that "
                     "interlock across iterations without an update barrier.");
   zb_h2.interlocks_iterations = true;
+  zb_h2.runtime = runs_fully();
   zb_h2.planner.plans = true;
 
   auto& zb_v = add("zb-v", make_zb_v_schedule, K::Sync,
@@ -97,6 +98,7 @@ std::vector<ScheduleEntry> entries() {
                    "(worker w: stages w and 2p-1-w), split backward, 1F1B's peak memory.");
   zb_v.parameters.chunks = zb_v.parameters.v_shape = true;
   zb_v.interlocks_iterations = true;
+  zb_v.runtime = runs_fully();
   zb_v.planner = {true, false, 2};
 
   auto& dualpipev = add("dualpipev", make_dualpipev_schedule, K::Sync,
@@ -104,6 +106,7 @@ std::vector<ScheduleEntry> entries() {
                         "chunk and the full backward of the other run as a pair; m >= 2p.");
   dualpipev.parameters.chunks = dualpipev.parameters.v_shape = true;
   dualpipev.parameters.microbatches_per_worker = 2;
+  dualpipev.runtime = runs_fully();
   dualpipev.planner = {true, false, 2};
 
   auto& two_bw_entry = add("2bw", make_2bw_schedule, K::DoubleBuffer,

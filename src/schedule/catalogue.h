@@ -89,6 +89,7 @@ struct ScheduleEntry {
   } recommended;
 
   bool flushes() const { return schedule::flushes(policy); }
+  Placement placement() const { return parameters.v_shape ? Placement::V : Placement::Looping; }
   bool updates_per_microbatch() const { return schedule::updates_per_microbatch(policy); }
   // Its iterations interlock when updates need no synchronisation across stages (the zero-bubble
   // paper's optimizer post-validation): each worker starts the next iteration after its own

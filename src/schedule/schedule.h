@@ -50,6 +50,17 @@ inline int double_buffer_version(int group, int sync_groups) {
 enum class Placement { Looping, V };
 std::string_view placement_name(Placement placement);
 bool parse_placement(std::string_view name, Placement* placement);
+// The stage that chunk `chunk` of worker `worker` holds among `workers`, and the worker that holds
+// stage `stage`: the one rule of both placements (the runtime's Layout asks it too).
+inline int stage_at(Placement placement, int workers, int worker, int chunk) {
+  const bool upward = placement == Placement::V && chunk % 2 == 1;
+  return chunk * workers + (upward ? workers - 1 - worker : worker);
+}
+inline int worker_at(Placement placement, int workers, int stage) {
+  const int offset = stage % workers;
+  const bool upward = placement == Placement::V && (stage / workers) % 2 == 1;
+  return upward ? workers - 1 - offset : offset;
+}
 
 struct Schedule {
   std::string name;       // generator name ("1f1b", "2bw", ...)
@@ -64,16 +75,9 @@ struct Schedule {
   std::vector<std::vector<Action>> actions;  // [worker][position]
 
   int stages() const { return workers * chunks; }
-  int stage_of(int worker, int chunk) const {
-    const bool upward = placement == Placement::V && chunk % 2 == 1;
-    return chunk * workers + (upward ? workers - 1 - worker : worker);
-  }
+  int stage_of(int worker, int chunk) const { return stage_at(placement, workers, worker, chunk); }
   int chunk_of_stage(int stage) const { return stage / workers; }
-  int worker_of_stage(int stage) const {
-    const int offset = stage % workers;
-    const bool upward = placement == Placement::V && chunk_of_stage(stage) % 2 == 1;
-    return upward ? workers - 1 - offset : offset;
-  }
+  int worker_of_stage(int stage) const { return worker_at(placement, workers, stage); }
   int stage_of(int worker, const Action& a) const { return stage_of(worker, a.chunk); }
   int total_microbatches() const { return iterations * microbatches; }
   int global_microbatch(const Action& a) const { return a.iteration * microbatches + a.microbatch; }

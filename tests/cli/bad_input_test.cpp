@@ -166,7 +166,7 @@ TEST(BadInput, ZeroOneWithAPredictingScheduleIsRefused) {
     expect_one_line_error(kTiny + " --stages 2 --train.microbatches 2 --dp-width 2 --zero1 --schedule " +
                               schedule + " --train.batch_size 4",
                           "pipeline.zero1 = 1 runs with the schedules gpipe, 1f1b, interleaved, bfs, "
-                          "zb-h1, 2bw, pipedream, pipedream-nostash only; pipeline.schedule '" +
+                          "zb-h1, zb-h2, zb-v, dualpipev, 2bw, pipedream, pipedream-nostash only; pipeline.schedule '" +
                               schedule + "' extrapolates its weights");
   }
 }

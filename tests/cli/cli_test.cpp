@@ -166,6 +166,47 @@ TEST(Cli, PlannersDataParallelTwoBWPlanTrains) {
   fs::remove_all(dir);
 }
 
+// The planner chooses among 1F1B, ZB-H2 and ZB-V for the runtime by memory (analytic costs of the
+// config's model on this machine's cluster description, so the ranking is deterministic): with
+// memory for the zero-bubble schedules' extra activations and held weight-pass gradients (and
+// ZB-V's worker 0 holding the embedding and the head's copy) it picks one of them, and that plan
+// trains; with memory for 1F1B and not for them, 1F1B.
+TEST(Cli, PlanPicksZeroBubbleWhereMemoryAllowsAnd1F1BWhereNotAndThePickTrains) {
+  const auto dir = temp_dir("plan_zero_bubble");
+  fs::create_directories(dir);
+  std::ifstream machine(std::string(PIPETRAIN_SOURCE_DIR) + "/clusters/this-machine.toml");
+  std::string cluster((std::istreambuf_iterator<char>(machine)), std::istreambuf_iterator<char>());
+  cluster = std::regex_replace(cluster, std::regex("worker_overhead_gb = [0-9.]+"), "worker_overhead_gb = 0");
+  const auto plan_with = [&](const std::string& memory_gb) {
+    const std::string name = "cluster" + memory_gb + ".toml";
+    std::ofstream(dir / name) << std::regex_replace(cluster, std::regex("device_memory_gb = [0-9.]+"),
+                                                    "device_memory_gb = " + memory_gb);
+    const auto out = dir / ("plan" + memory_gb + ".json");
+    const Result planned = run("plan --config " + std::string(PIPETRAIN_SOURCE_DIR) +
+                               "/examples/default.toml --model.layers 6 --model.d_model 192 "
+                               "--model.seq_len 64 --model.vocab_size 2048 --global-batch 8 "
+                               "--schedules 1f1b,zb-h2,zb-v --cluster " + (dir / name).string() +
+                               " --out " + out.string());
+    EXPECT_EQ(planned.exit_code, 0) << planned.output;
+    return std::make_pair(out, nlohmann::json::parse(std::ifstream(out))["schedule"].get<std::string>());
+  };
+  EXPECT_EQ(plan_with("0.036").second, "1f1b");  // 34.3 MiB per worker
+  const auto [roomy, pick] = plan_with("0.052");  // 49.6 MiB: not enough for data parallelism
+  EXPECT_TRUE(pick == "zb-h2" || pick == "zb-v") << pick;
+  const auto run_dir = dir / "run";
+  // The plan carries the model overrides given to `plan --config`.
+  const Result trained = run("train " + std::string(PIPETRAIN_SOURCE_DIR) +
+                             "/examples/default.toml --plan " + roomy.string() + " --train.steps 2 --eval.every 2 "
+                             "--eval.batches 1 --sample.tokens 0 --quiet --run-dir " + run_dir.string());
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const auto summary = nlohmann::json::parse(std::ifstream(run_dir / "summary.json"));
+  EXPECT_EQ(summary["schedule"], pick);
+  EXPECT_EQ(summary["stages"], pick == "zb-v" ? 4 : 2);  // model stages: 2 workers x its chunks
+  EXPECT_EQ(summary["steps"], 2);
+  EXPECT_TRUE(std::isfinite(summary["final_val_loss"].get<double>()));
+  fs::remove_all(dir);
+}
+
 // `pipetrain simulate` as a user runs it: the grid, the closed-form numbers, and both pictures.
 TEST(Cli, SimulatePrintsTheGridAndWritesTraceAndSvg) {
   const auto dir = temp_dir("simulate");

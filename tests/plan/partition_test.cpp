@@ -37,6 +37,21 @@ std::vector<LayerCost> random_layers(std::mt19937& rng, int n) {
   return layers;
 }
 
+// The partitioner's answer against the brute-force optimum (infinity: nothing fits, counted in
+// `infeasible`); true when there is a partition to check further.
+bool expect_brute_force_optimum(const std::optional<Partition>& dp, double brute, int trial,
+                                int& infeasible) {
+  if (brute == std::numeric_limits<double>::infinity()) {
+    EXPECT_FALSE(dp.has_value()) << "trial " << trial;
+    ++infeasible;
+    return false;
+  }
+  EXPECT_TRUE(dp.has_value()) << "trial " << trial;
+  if (!dp) return false;
+  EXPECT_NEAR(dp->bottleneck_s, brute, 1e-12) << "trial " << trial;
+  return true;
+}
+
 TEST(BalancedPartition, MatchesBruteForceOnRandomInstances) {
   std::mt19937 rng(7);
   int infeasible = 0;
@@ -61,16 +76,60 @@ TEST(BalancedPartition, MatchesBruteForceOnRandomInstances) {
       if (fits) brute = std::min(brute, p.bottleneck_s);
     }
     const auto dp = balanced_partition(layers, stages, limits);
-    if (brute == std::numeric_limits<double>::infinity()) {
-      EXPECT_FALSE(dp.has_value()) << "trial " << trial;
-      ++infeasible;
-      continue;
-    }
-    ASSERT_TRUE(dp.has_value()) << "trial " << trial;
-    EXPECT_NEAR(dp->bottleneck_s, brute, 1e-12) << "trial " << trial;
+    if (!expect_brute_force_optimum(dp, brute, trial, infeasible)) continue;
     for (double memory : dp->stage_memory_bytes) EXPECT_LE(memory, limits.memory_bytes);
   }
   EXPECT_GT(infeasible, 0);  // the memory limit really bites in some trials
+}
+
+// The V placement's cut (worker w: stages w and 2p-1-w) against every cut into 2p stages: the
+// slowest worker's two stages together, each worker's two stages within memory together.
+TEST(VBalancedPartition, MatchesBruteForceOnRandomInstances) {
+  std::mt19937 rng(11);
+  int infeasible = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const int workers = 1 + trial % 3, n = 2 * workers + trial % 6;
+    const auto layers = random_layers(rng, n);
+    StageLimits limits;
+    limits.link_bandwidth = 50;
+    limits.link_latency_s = 0.05;
+    limits.microbatches = 1 + trial % 4;
+    limits.memory_bytes = trial % 3 == 0 ? 1e300 : 500 + 100 * (trial % 5);
+    std::vector<std::vector<int>> all;
+    std::vector<int> prefix;
+    compositions(n, 2 * workers, prefix, all);
+    double brute = std::numeric_limits<double>::infinity();
+    for (const auto& counts : all) {
+      const Partition p = evaluate_partition(layers, counts, limits);
+      bool fits = true;
+      for (int w = 0; w < workers; ++w) {
+        fits &= p.stage_memory_bytes[size_t(w)] + p.stage_memory_bytes[size_t(2 * workers - 1 - w)] <=
+                limits.memory_bytes;
+      }
+      if (fits) brute = std::min(brute, v_worker_bottleneck(p.stage_time_s));
+    }
+    const auto dp = v_balanced_partition(layers, workers, limits);
+    if (!expect_brute_force_optimum(dp, brute, trial, infeasible)) continue;
+    EXPECT_DOUBLE_EQ(dp->bottleneck_s, v_worker_bottleneck(dp->stage_time_s));
+  }
+  EXPECT_GT(infeasible, 0);  // the memory limit really bites in some trials
+}
+
+// Light ends (an embedding and a head cheaper than a block) sit on the same worker in a V: the
+// stage-balanced cut gives worker 0 two light stages, the V cut gives it more blocks.
+TEST(VBalancedPartition, WorkerHoldingBothEndsGetsMoreBlocks) {
+  std::vector<LayerCost> layers(8);  // embedding, 6 blocks, head
+  for (auto& layer : layers) layer.forward_s = 1, layer.backward_s = 2;
+  layers.front().forward_s = layers.back().forward_s = 0.1;
+  layers.front().backward_s = layers.back().backward_s = 0.2;
+  const auto v = v_balanced_partition(layers, 2, StageLimits{});
+  ASSERT_TRUE(v.has_value());
+  // Worker 0: the embedding, the head and 3 blocks; worker 1: 3 blocks.
+  EXPECT_EQ(v->layer_counts[0] + v->layer_counts[3], 5);
+  EXPECT_DOUBLE_EQ(v->bottleneck_s, 9.0 + 0.6);
+  const auto even = balanced_partition(layers, 4, StageLimits{});
+  EXPECT_GT(v_worker_bottleneck(even->stage_time_s), v->bottleneck_s);
+  EXPECT_THROW(v_balanced_partition(layers, 5, StageLimits{}), UserError);  // 10 stages, 8 layers
 }
 
 TEST(BalancedPartition, TiedHeadGetsFewerBlocksThanEqualCounts) {

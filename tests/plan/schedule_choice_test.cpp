@@ -53,13 +53,15 @@ TEST(ScheduleChoice, MemoryThatAllowsZeroBubblePicksItAndTightMemoryPicks1F1B) {
   const std::string pick = roomy.ranked.front().schedule;
   EXPECT_TRUE(pick == "zb-h2" || pick == "zb-v") << format_plan_report(gpt_request(1000), roomy, 8);
 
-  // Memory for 1F1B at d = 4 and not a byte more: ZB-H2 (2p-1 in flight), ZB-V and ZB-H1 (the
-  // held weight-pass gradients), interleaved and breadth-first (more chunks in flight) and every
-  // shallower pipeline (more weights per device) need more.
+  // Memory for 1F1B at d = 4 and not a byte more: ZB-H2 (2p-1 in flight), ZB-H1 (the held
+  // weight-pass gradients), interleaved and breadth-first (more chunks in flight) and every
+  // shallower pipeline (more weights per device) need more. (The V placements hold 1F1B's
+  // activations, the paper's point, and with their cut balancing each device's two stages the
+  // device holding the head holds fewer blocks: they fit, and lose on time.)
   const double one_f_one_b = evaluate_candidate(gpt_request(1000), "1f1b", 4, 1, false).peak_memory_bytes;
   const PlanRequest tight = gpt_request(one_f_one_b * 1.0001 / 1e9);
   for (const std::string& name : tight.schedules) {
-    if (name == "1f1b") continue;
+    if (name == "1f1b" || name == "zb-v" || name == "dualpipev") continue;
     const PlanCandidate c = evaluate_candidate(gpt_request(1000), name, 4, 1, false);
     EXPECT_GT(c.peak_memory_bytes, tight.cluster.device_memory_bytes) << name;
   }

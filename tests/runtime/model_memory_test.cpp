@@ -7,6 +7,7 @@
 
 #include "model/registry.h"
 #include "runtime/model_costs.h"
+#include "runtime/split_backward.h"
 #include "stage_memory.h"
 #include "train/optim.h"
 
@@ -27,38 +28,67 @@ void PrintTo(const LayerCase& c, std::ostream* out) { *out << c.name; }
 
 class GptLayerMemory : public ::testing::TestWithParam<LayerCase> {};
 
+// A 2-block model of the case's shape, one layer of it as a stage, and that stage's input (2
+// rows: tokens for the embedding, a random activation that wants its gradient otherwise).
+struct LayerUnderTest {
+  explicit LayerUnderTest(const LayerCase& c) : layer(c.layer) {
+    config.model.layers = 2;
+    config.model.d_model = c.d_model;
+    config.model.heads = 4;
+    config.model.seq_len = c.seq_len;
+    config.model.vocab_size = c.vocab_size;
+    config.model.loss_chunk_tokens = c.loss_chunk_tokens;
+    config.model.dtype = c.dtype;
+    config.model.kind = c.kind;
+    if (c.kind == "llama") config.model.kv_heads = 2;
+    model = make_model(config);
+    stage = model->make_stage(c.layer, c.layer + 1);
+    torch::manual_seed(7);
+    last = c.layer == model->layer_count() - 1;
+    tokens = torch::randint(0, config.model.vocab_size, {rows, config.model.seq_len});
+    const TensorSpec received = model->boundary_spec(std::max<int64_t>(c.layer, 1), rows);
+    input = c.layer == 0 ? tokens : torch::randn(received.shape).to(received.dtype).requires_grad_(true);
+  }
+  plan::LayerCost predicted() const {
+    return model_plan_costs(*model, rows, model_cost_options(config)).at(size_t(layer));
+  }
+
+  static constexpr int64_t rows = 2;
+  int64_t layer;
+  Config config;
+  std::shared_ptr<const Model> model;
+  std::shared_ptr<StageModule> stage;
+  bool last = false;
+  torch::Tensor tokens, input;
+};
+
 TEST_P(GptLayerMemory, StashAndPeakMatchTheCountingAllocator) {
   CountingAllocator::install();
   // One compute thread: the CPU flash attention keeps a scratch buffer per thread (bfloat16 at
   // T = 64 on 2 threads: 17 KB more on an AMD EPYC than on a Xeon), which the model leaves out;
   // the test must give the same answer on any machine.
   torch::set_num_threads(1);
-  Config config;
-  config.model.layers = 2;
-  config.model.d_model = GetParam().d_model;
-  config.model.heads = 4;
-  config.model.seq_len = GetParam().seq_len;
-  config.model.vocab_size = GetParam().vocab_size;
-  config.model.loss_chunk_tokens = GetParam().loss_chunk_tokens;
-  config.model.dtype = GetParam().dtype;
-  config.model.kind = GetParam().kind;
-  if (GetParam().kind == "llama") config.model.kv_heads = 2;
-  const int64_t rows = 2, layer = GetParam().layer;
-  const auto model = make_model(config);
-  auto stage = model->make_stage(layer, layer + 1);
-  torch::manual_seed(7);
-  const bool first = layer == 0, last = layer == model->layer_count() - 1;
-  const auto tokens = torch::randint(0, config.model.vocab_size, {rows, config.model.seq_len});
-  const TensorSpec received = model->boundary_spec(std::max<int64_t>(layer, 1), rows);
-  const auto input = first ? tokens
-                           : torch::randn(received.shape).to(received.dtype).requires_grad_(true);
-  const MeasuredStageMemory measured = measure_stage_memory(*stage, input, tokens, last);
+  const LayerUnderTest t(GetParam());
+  const MeasuredStageMemory measured = measure_stage_memory(*t.stage, t.input, t.tokens, t.last);
 
-  const auto costs = model_plan_costs(*model, rows, model_cost_options(config));
-  const auto& predicted = costs.at(size_t(layer));
+  const auto predicted = t.predicted();
   const double predicted_peak = predicted.activation_bytes + predicted.workspace_bytes;
   EXPECT_NEAR(measured.stashed, predicted.activation_bytes, 0.01 * predicted.activation_bytes);
   EXPECT_NEAR(measured.peak, predicted_peak, 0.01 * predicted_peak);
+}
+
+// Zero-bubble's split backward: the output gradients its B pass records for the W pass (held
+// until W runs), as runtime::SplitBackward holds them, against the costs' weight_pass_bytes.
+TEST_P(GptLayerMemory, WeightPassHoldsWhatThePlannerCounts) {
+  torch::set_num_threads(1);
+  const LayerUnderTest t(GetParam());
+  torch::Tensor root = t.stage->forward(t.input);
+  if (t.last) root = t.stage->loss(root, t.tokens);
+  SplitBackward pass({root}, {t.last ? torch::ones_like(root) : torch::randn_like(root)}, t.input,
+                     t.stage->parameters());
+  const double measured = double(pass.held_gradient_bytes());
+  // (Chunked cross-entropy's B also records one scalar: 4 bytes.)
+  EXPECT_NEAR(measured, t.predicted().weight_pass_bytes, 4.0);
 }
 
 // Llama's layers at the same two shapes (float32): RMSNorm, rotary positions, grouped-query

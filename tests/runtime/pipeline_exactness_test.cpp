@@ -48,6 +48,9 @@ struct Case {
 
   // 6 rows as before; otherwise the smallest batch every replica's microbatches divide evenly.
   int batch_size() const { return 6 % (microbatches * dp_width) == 0 ? 6 : 2 * microbatches * dp_width; }
+  // Several chunks per worker also validate after the last step: the batch visits a worker more
+  // than once (twice in a row at a V's turn).
+  bool validates() const { return chunks > 1; }
   int model_stages() const { return stages * chunks; }
 };
 
@@ -130,7 +133,7 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
           {"train.warmup_steps", "1"},  {"train.lr", "1e-2"},          {"train.threads", "1"},
           {"train.microbatches", std::to_string(c.microbatches)},
           {"train.grad_clip", "1.0"},  // active: the norm is above 1 at the start
-          {"log.every", "1"},           {"eval.every", "0"},          {"eval.batches", "1"},
+          {"log.every", "1"},           {"eval.every", c.validates() ? "3" : "0"},          {"eval.batches", "1"},
           {"sample.tokens", "0"},       {"pipeline.schedule", c.schedule},
           {"pipeline.stages", std::to_string(c.stages)}, {"pipeline.partition", c.partition},
           {"pipeline.dp_width", std::to_string(c.dp_width)},
@@ -201,6 +204,10 @@ TEST_P(PipelineExactness, MatchesTheSingleProcessTrainer) {
         << "step " << step << ": loss " << loss << " vs " << expected.loss;
     EXPECT_TRUE(testing::exactly_close(grad_norm, expected.grad_norm))
         << "step " << step << ": grad norm " << grad_norm << " vs " << expected.grad_norm;
+  }
+  if (c.validates()) {
+    const double val_loss = records.back()["val_loss"].get<double>(), want = reference.evaluate().loss;
+    EXPECT_TRUE(testing::exactly_close(val_loss, want)) << "validation " << val_loss << " vs " << want;
   }
 
   // Final weights: the launcher's assembled model, and the head's own copy of the tied weight.
@@ -311,6 +318,39 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"bfs", 2, 4, "balanced", 1, 2, "1,2"},
                       Case{"bfs", 2, 2, "balanced", 2, 2},
                       Case{"bfs", 2, 2, "1,1,2,1", 2, 2, "none", 1, "adam"}),
+    case_name);
+
+// ZB-H2 (2p-1 microbatches in flight, W deferred), and the V placements ZB-V and DualPipeV (two
+// chunks per worker, stages w and 2p-1-w: worker 0 holds the embedding and the loss, and the turn
+// at worker p-1 hands activations and gradients over without a transfer): p in {2, 4}, m in
+// {p, 2p, 3p} where valid (DualPipeV: m >= 2p), uneven partitions, recomputation, w = 2
+// replicas, ZeRO-1, and a Llama with its untied head.
+INSTANTIATE_TEST_SUITE_P(
+    ZeroBubbleH2AndVShapes, PipelineExactness,
+    ::testing::Values(Case{"zb-h2", 2, 2, "balanced"}, Case{"zb-h2", 2, 4, "1,4"},
+                      Case{"zb-h2", 2, 6, "balanced"}, Case{"zb-h2", 4, 4, "2,1,1,1"},
+                      Case{"zb-h2", 4, 8, "balanced"}, Case{"zb-h2", 4, 12, "1,1,2,1"},
+                      Case{"zb-h2", 2, 4, "balanced", 1, 1, "all"},
+                      Case{"zb-h2", 4, 8, "balanced", 1, 1, "1,3"},
+                      Case{"zb-h2", 2, 2, "balanced", 2},
+                      Case{"zb-h2", 2, 4, "4,1", 2, 1, "none", 1, "adam"},
+                      Case{"zb-v", 2, 2, "balanced", 1, 2}, Case{"zb-v", 2, 4, "1,1,2,1", 1, 2},
+                      Case{"zb-v", 2, 6, "balanced", 1, 2},
+                      Case{"zb-v", 4, 4, "balanced", 1, 2, "none", 0, "adamw", "1", 0, 6},
+                      Case{"zb-v", 4, 8, "2,1,1,1,1,1,1,1", 1, 2, "none", 0, "adamw", "1", 0, 7},
+                      Case{"zb-v", 4, 12, "balanced", 1, 2, "none", 0, "adamw", "1", 0, 6},
+                      Case{"zb-v", 2, 4, "balanced", 1, 2, "1,2"},
+                      Case{"zb-v", 2, 2, "balanced", 2, 2},
+                      Case{"zb-v", 2, 4, "1,1,2,1", 2, 2, "none", 1, "adam"},
+                      Case{"dualpipev", 2, 4, "balanced", 1, 2},
+                      Case{"dualpipev", 2, 6, "2,1,1,1", 1, 2},
+                      Case{"dualpipev", 4, 8, "balanced", 1, 2, "none", 0, "adamw", "1", 0, 6},
+                      Case{"dualpipev", 4, 12, "1,1,1,1,1,1,1,2", 1, 2, "none", 0, "adamw", "1", 0, 7},
+                      Case{"dualpipev", 2, 4, "balanced", 1, 2, "0,3"},
+                      Case{"dualpipev", 2, 4, "balanced", 2, 2},
+                      Case{"dualpipev", 2, 4, "1,2,1,1", 2, 2, "none", 1, "adam"},
+                      llama_case(Case{"zb-v", 2, 4, "balanced", 1, 2}),
+                      llama_case(Case{"dualpipev", 2, 4, "balanced", 1, 2}, "llama_tied")),
     case_name);
 
 // TeraPipe token slicing (GPipe over slices): uneven slices, one to four stages, several

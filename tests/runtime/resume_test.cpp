@@ -100,6 +100,13 @@ TEST(Resume, GpipeKilledAndResumedIsBitwiseIdentical) {
   kill_and_resume(kTiny + " --stages 2 --schedule gpipe", 1, 4, "gpipe_kill");
 }
 
+// A V placement: worker 0 holds the first and the last stage and writes the checkpoints.
+TEST(Resume, VPlacementsKilledAndResumedAreBitwiseIdentical) {
+  kill_and_resume(kTiny + " --stages 2 --pipeline.chunks 2 --schedule zb-v", 0, 5, "zb_v_kill");
+  kill_and_resume(kTiny + " --stages 2 --pipeline.chunks 2 --schedule dualpipev --train.microbatches 4",
+                  1, 4, "dualpipev_kill");
+}
+
 // 2BW keeps microbatches in flight across steps; a checkpoint at step k holds the masters and
 // the stashed version group k reads, and the resumed run redoes iteration k's early forwards.
 // Kill points (rank, step) from fixed seeds, resuming at steps 2, 4 and 6: 2 stages m=2, and
