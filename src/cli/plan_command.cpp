@@ -132,12 +132,7 @@ void add_plan_command(CLI::App& app) {
       }
       arguments.config_path = config_path;
       run_config = resolve_config(arguments);
-      // What the plan itself decides (pipeline.*, the batch split) is not carried over.
-      for (const auto& [key, value] : arguments.overrides) {
-        if (key.rfind("pipeline.", 0) != 0 && key != "train.microbatches" && key != "train.batch_size") {
-          overrides.emplace_back(key, value);
-        }
-      }
+      overrides = arguments.overrides;  // (what the plan decides wins over them: plan_file.cpp)
       request.model = plan::GptShape{};  // layers = 0: planned from its own layer costs
       request.model.name = run_config->model.preset.empty() ? run_config->model.kind : run_config->model.preset;
       request.for_pipetrain_runtime = true;  // a plan for this run config

@@ -39,6 +39,12 @@ std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlo
                 {"model.seq_len", text(shape.at("seq_len").get<int64_t>())},
                 {"model.vocab_size", text(shape.at("vocab").get<int64_t>())}};
     }
+    // The planned config's own fields (`plan --config` overrides, chunked cross-entropy) first:
+    // what the plan decides below wins over them.
+    const nlohmann::json config_fields = plan.value("config_fields", nlohmann::json::object());
+    for (const auto& field : config_fields.items()) {
+      fields.push_back({field.key(), field.value().get<std::string>()});
+    }
     const std::vector<std::pair<std::string, std::string>> run_fields = {
         {"pipeline.schedule", schedule},
         {"pipeline.stages", text(stages)},
@@ -47,10 +53,6 @@ std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlo
         {"train.batch_size", text(micro * microbatches * width)},
         {"pipeline.recompute", plan.at("recompute").get<bool>() ? "all" : "none"}};
     fields.insert(fields.end(), run_fields.begin(), run_fields.end());
-    const nlohmann::json config_fields = plan.value("config_fields", nlohmann::json::object());
-    for (const auto& field : config_fields.items()) {
-      fields.push_back({field.key(), field.value().get<std::string>()});
-    }
     const int64_t chunks = entry->planner.chunks;
     if (chunks > 1) {
       // The runtime takes the p x v model stages' counts (older plans: its balanced cut).

@@ -60,11 +60,12 @@ class VPartitioner {
   void fill(int k, int i, int j) {
     double& best = best_[size_t(k)][index(i, j)];
     auto& choice = choice_[size_t(k)][index(i, j)];
+    const bool last_worker = k == p_ - 1;
     const int inner_segments = 2 * (p_ - 1 - k);
     for (int a = i + 1; a < j && time(i, a) < best; ++a) {
-      for (int b = j - 1; b >= a + inner_segments && time(i, a) + time(b, j) < best; --b) {
-        if (inner_segments == 0 && b != a) continue;
-        const double inner = inner_segments == 0 ? 0 : best_[size_t(k + 1)][index(a, b)];
+      const int lowest_b = a + inner_segments;
+      for (int b = last_worker ? a : j - 1; b >= lowest_b && time(i, a) + time(b, j) < best; --b) {
+        const double inner = last_worker ? 0 : best_[size_t(k + 1)][index(a, b)];
         const double value = std::max(time(i, a) + time(b, j), inner);
         if (value < best && fits(k, i, a, b, j)) best = value, choice = {a, b};
       }

@@ -32,14 +32,14 @@ std::function<void()> synced(const c10::Device& device, std::function<void()> wo
 
 struct LayerTiming {
   double forward_s, backward_s, input_backward_s;
-  double weight_pass_bytes;  // what a zero-bubble B pass records for its W pass
+  double weight_pass_bytes;  // what a zero-bubble B pass records for its W pass (if measured)
 };
 
 // Forward builds the autograd graph as in training; "input backward" asks autograd for the
 // input gradient only, which skips the weight-gradient GEMMs. `layer` is the one-layer stage
 // [index, index + 1) of `model`; the last layer's time includes the loss.
 LayerTiming time_layer(StageModule& layer, const Model& model, int64_t index, int64_t batch,
-                       int repeats, const c10::Device& device) {
+                       int repeats, const c10::Device& device, bool measure_weight_pass) {
   auto generator = at::detail::createCPUGenerator(uint64_t(index));
   const Microbatch example = on_device(model.example(batch, generator), device);
   const bool is_last = index == model.layer_count() - 1;
@@ -69,9 +69,11 @@ LayerTiming time_layer(StageModule& layer, const Model& model, int64_t index, in
   timing.input_backward_s = median_seconds(repeats, synced(device, fresh_graph), synced(device, [&] {
     torch::autograd::grad({output}, {input}, {grad});
   }));
-  fresh_graph();
-  const runtime::SplitBackward split({output}, {grad}, input, layer.parameters());
-  timing.weight_pass_bytes = double(split.held_gradient_bytes());
+  if (measure_weight_pass) {  // bytes, the same every time: once
+    fresh_graph();
+    const runtime::SplitBackward split({output}, {grad}, input, layer.parameters());
+    timing.weight_pass_bytes = double(split.held_gradient_bytes());
+  }
   return timing;
 }
 
@@ -181,12 +183,12 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
     for (int64_t i = 0; i < count; ++i) {
       auto& layer = *layers[size_t(i)];
       for (size_t k = 0; k < sizes.size(); ++k) {
-        const LayerTiming t = time_layer(layer, *definition, i, sizes[k], 1, device);
+        const LayerTiming t = time_layer(layer, *definition, i, sizes[k], 1, device, round == 0);
         auto& entry = samples[size_t(i)][k];
         entry.forward.push_back(t.forward_s);
         entry.backward.push_back(t.backward_s);
         entry.input_backward.push_back(t.input_backward_s);
-        entry.weight_pass_bytes = t.weight_pass_bytes;  // the same every round
+        if (round == 0) entry.weight_pass_bytes = t.weight_pass_bytes;
       }
     }
     for (size_t k = 0; k < sizes.size(); ++k) {

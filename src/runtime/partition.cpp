@@ -7,7 +7,6 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "runtime/model_costs.h"
-#include "schedule/catalogue.h"
 
 namespace pipetrain::runtime {
 
@@ -41,7 +40,7 @@ std::vector<int64_t> parse_counts(const std::string& text) {
 }  // namespace
 
 std::vector<StageRange> stage_ranges(const Model& model, const PipelineConfig& pipeline,
-                                     int64_t microbatch_rows) {
+                                     int64_t microbatch_rows, schedule::Placement placement) {
   const int64_t layers = model.layer_count();
   const std::string layer_list =
       fmt::format("{} .. {}", model.layer_name(0), model.layer_name(layers - 1));
@@ -55,7 +54,7 @@ std::vector<StageRange> stage_ranges(const Model& model, const PipelineConfig& p
   if (pipeline.partition == "balanced") {
     // A V placement (worker w: stages w and 2p-1-w) balances each worker's two stages together.
     const auto costs = model_layer_costs(model, microbatch_rows);
-    const bool v = schedule::schedule_entry(pipeline.schedule).placement() == schedule::Placement::V;
+    const bool v = placement == schedule::Placement::V;
     const plan::StageLimits unlimited;
     const auto partition = v ? plan::v_balanced_partition(costs, int(pipeline.stages), unlimited)
                              : plan::balanced_partition(costs, int(stages), unlimited);

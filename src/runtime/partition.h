@@ -8,6 +8,7 @@
 
 #include "core/config.h"
 #include "plan/partition.h"
+#include "schedule/schedule.h"
 
 namespace pipetrain {
 class Model;
@@ -26,10 +27,11 @@ struct StageRange {
 std::vector<plan::LayerCost> model_layer_costs(const Model& model, int64_t microbatch);
 
 // The stage ranges of `pipeline` (partition, stages x chunks) over the model's layers, balanced
-// for microbatches of `microbatch_rows` rows (UserError for a malformed or impossible partition).
-// A run asks its RunSpec (runtime/run_spec.h), which calls this once.
+// for microbatches of `microbatch_rows` rows (under a V `placement`, each worker's two stages
+// together; UserError for a malformed or impossible partition). A run asks its RunSpec
+// (runtime/run_spec.h), which calls this once.
 std::vector<StageRange> stage_ranges(const Model& model, const PipelineConfig& pipeline,
-                                     int64_t microbatch_rows);
+                                     int64_t microbatch_rows, schedule::Placement placement);
 
 // pipeline.recompute: "none", "all", or stage indices "0,2", as a flag per model stage.
 // UserError for anything else.

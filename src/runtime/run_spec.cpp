@@ -155,7 +155,7 @@ RunSpec make_run_spec(const Config& config) {
   if (!spec.pipelined) check_single_process(config, *model);
   spec.microbatch_rows =
       std::max<int64_t>(1, config.train.batch_size / (config.train.microbatches * p.dp_width));
-  spec.ranges = stage_ranges(*model, p, spec.microbatch_rows);
+  spec.ranges = stage_ranges(*model, p, spec.microbatch_rows, spec.layout.placement);
   const int64_t workers = spec.pipelined ? p.stages * p.dp_width : 1;
   const int64_t nodes = std::max<int64_t>(1, p.nnodes);
   spec.execution = device::decide_execution_here(config.train.device, config.model.dtype,

@@ -277,17 +277,17 @@ void StageExecutor::run_action(const schedule::Action& action, const Microbatch&
         auto& sum = loss_by_iteration_[action.iteration];
         const auto& value = in_flight_.at(key).loss_value;
         sum = sum.defined() ? sum + value : value;
-      } else if (layout_.holds_stage(stage + 1)) {
+      } else {
         hand_activation_over(key);
       }
       break;
     case ActionKind::Backward:
       backward(key);
-      if (!is_first_stage(stage) && layout_.holds_stage(stage - 1)) hand_gradient_over(key);
+      hand_gradient_over(key);
       break;
     case ActionKind::BackwardInput:
       backward_input(key);
-      if (!is_first_stage(stage) && layout_.holds_stage(stage - 1)) hand_gradient_over(key);
+      hand_gradient_over(key);
       break;
     case ActionKind::BackwardWeight:
       backward_weight(key);
@@ -334,8 +334,10 @@ void StageExecutor::run_action(const schedule::Action& action, const Microbatch&
 // no send for it. (Recomputed chunks rebuild their output in backward.)
 void StageExecutor::hand_activation_over(const Key& key) {
   const auto [chunk, microbatch, slice] = key;
+  const int next_stage = layout_.stage_of(chunk) + 1;
+  if (!layout_.holds_stage(next_stage)) return;  // it is sent
   InFlight& state = in_flight_.at(key);
-  const int next_chunk = layout_.chunk_of_stage(layout_.stage_of(chunk) + 1);
+  const int next_chunk = layout_.chunk_of_stage(next_stage);
   in_flight_[{next_chunk, microbatch, slice}].input = state.output.detach();
   if (recompute_.at(size_t(chunk))) state.output = torch::Tensor();
 }
@@ -344,8 +346,10 @@ void StageExecutor::hand_activation_over(const Key& key) {
 // output gradient; this microbatch's activations can go as after a SendGrad.
 void StageExecutor::hand_gradient_over(const Key& key) {
   const auto [chunk, microbatch, slice] = key;
+  const int stage = layout_.stage_of(chunk);
+  if (is_first_stage(stage) || !layout_.holds_stage(stage - 1)) return;  // none, or it is sent
   InFlight& state = in_flight_.at(key);
-  const int previous_chunk = layout_.chunk_of_stage(layout_.stage_of(chunk) - 1);
+  const int previous_chunk = layout_.chunk_of_stage(stage - 1);
   in_flight_.at({previous_chunk, microbatch, slice}).output_grad = state.input.grad();
   state.grad_sent = true;
   drop_if_done(key);

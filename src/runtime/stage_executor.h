@@ -136,7 +136,8 @@ class StageExecutor {
   void backward_roots(const Key& key, InFlight& state, std::vector<torch::Tensor>& roots,
                       std::vector<torch::Tensor>& grads);
   void drop_if_done(const Key& key);
-  // Where the neighbouring stage is this worker's other chunk (a V's turn): no transfer.
+  // Where the neighbouring stage is this worker's other chunk (a V's turn): handed over without
+  // a transfer; elsewhere nothing.
   void hand_activation_over(const Key& key);
   void hand_gradient_over(const Key& key);
   void split_into_steps(int64_t first_step);
