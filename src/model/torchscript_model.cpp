@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "model/op_flops.h"
 #include "model/registry.h"
 
 namespace pipetrain {
@@ -38,6 +39,7 @@ struct TorchScriptLayout {
   TensorSpec input_row, label_row;          // one row's shape (no rows dimension)
   std::vector<TensorSpec> output_rows;      // each layer's output, one row
   std::vector<double> parameter_counts;     // per layer
+  std::vector<double> flops_per_row;        // per layer: its counted forward FLOPs (op_flops.h)
 };
 
 std::string layer_path(const std::string& folder, int64_t layer) {
@@ -98,42 +100,61 @@ Microbatch torchscript_example(const TorchScriptLayout& layout, int64_t rows, to
   return {draw(layout.input_row, 2), draw(layout.label_row, classes)};
 }
 
-// Runs an example of 2 rows through every layer: each output must be a tensor with the rows
-// in dimension 0 that the next layer takes, and the last one the loss takes.
-void probe_layers(TorchScriptLayout& layout, torch::ScalarType dtype) {
+// Runs an example of `rows` rows through every layer: each output must be a tensor with the
+// rows in dimension 0 that the next layer takes, and the last one the loss takes. Returns each
+// layer's output row (its shape without the rows), which must be `same_rows`' where given.
+std::vector<TensorSpec> probe_layers(TorchScriptLayout& layout, torch::ScalarType dtype, int64_t rows,
+                                     const std::vector<TensorSpec>& same_rows = {}) {
   torch::NoGradGuard no_grad;
   auto generator = at::detail::createCPUGenerator(0);
-  const Microbatch example = torchscript_example(layout, 2, generator);
+  const Microbatch example = torchscript_example(layout, rows, generator);
   torch::Tensor x = example.inputs;
   std::string from = fmt::format("the input [{}] (model.json)", fmt::join(x.sizes(), ", "));
+  std::vector<TensorSpec> output_rows;
   for (int64_t i = 0; i < layout.layers; ++i) {
     auto layer = load_torchscript_layer(layout.folder, i, dtype);
     double count = 0;
     for (const auto& p : layer.parameters()) count += double(p.numel());
-    layout.parameter_counts.push_back(count);
+    if (layout.parameter_counts.size() < size_t(layout.layers)) layout.parameter_counts.push_back(count);
     c10::IValue output;
     try {
-      output = layer.forward({x});
+      const double flops = counted_flops([&] { output = layer.forward({x}); });
+      if (same_rows.empty()) layout.flops_per_row.push_back(flops / double(rows));
     } catch (const std::exception& error) {
       fail("model.torchscript: layer{}.pt does not take {} ({})", i, from,
            interpreter_error_cause(error.what()));
     }
-    if (!output.isTensor() || output.toTensor().dim() == 0 || output.toTensor().size(0) != 2) {
+    if (!output.isTensor() || output.toTensor().dim() == 0 || output.toTensor().size(0) != rows) {
       fail("model.torchscript: layer{}.pt must return one tensor with the rows in dimension 0", i);
     }
     x = output.toTensor();
-    layout.output_rows.push_back({x.sizes().vec(), x.scalar_type()});
-    layout.output_rows.back().shape.erase(layout.output_rows.back().shape.begin());
+    output_rows.push_back({x.sizes().vec(), x.scalar_type()});
+    output_rows.back().shape.erase(output_rows.back().shape.begin());
+    if (!same_rows.empty() && same_rows.at(size_t(i)).shape != output_rows.back().shape) {
+      fail("model.torchscript: layer{}.pt's output rows depend on how many rows it is given ([{}] "
+           "each for {} rows, [{}] each for {}): a row's output must depend on that row alone",
+           i, fmt::join(same_rows.at(size_t(i)).shape, ", "), rows - 1,
+           fmt::join(output_rows.back().shape, ", "), rows);
+    }
     from = fmt::format("layer{}.pt's output [{}]", i, fmt::join(x.sizes(), ", "));
   }
+  layout.output_rows = output_rows;
   // Labels drawn now that the last output is known (a class index below its width).
-  const torch::Tensor labels = torchscript_example(layout, 2, generator).labels;
+  const torch::Tensor labels = torchscript_example(layout, rows, generator).labels;
   try {
     torchscript_loss(layout.loss, x, labels);
   } catch (const std::exception& error) {
     fail("model.torchscript: the {} loss does not take {} with labels [{}] ({})", layout.loss, from,
          fmt::join(labels.sizes(), ", "), interpreter_error_cause(error.what()));
   }
+  return output_rows;
+}
+
+// Probes with 2 and with 3 rows: the stages' boundary shapes are a row's shape times the rows, so
+// a layer whose rows depend on how many there are is refused here, not met as a wrong size in a
+// transfer or a wrong loss later.
+void probe_row_shapes(TorchScriptLayout& layout, torch::ScalarType dtype) {
+  probe_layers(layout, dtype, 3, probe_layers(layout, dtype, 2));
 }
 
 TorchScriptLayout read_torchscript_layout(const Config& config) {
@@ -161,7 +182,7 @@ TorchScriptLayout read_torchscript_layout(const Config& config) {
   if (layout.loss != "cross_entropy" && layout.loss != "mse") {
     fail("{}: \"loss\" must be cross_entropy or mse, got '{}'", origin, layout.loss);
   }
-  probe_layers(layout, dtype);
+  probe_row_shapes(layout, dtype);
   return layout;
 }
 
@@ -274,13 +295,14 @@ class TorchScriptModel : public Model {
     const TensorSpec& row = layout_.output_rows.at(boundary - 1);
     return {with_rows(rows, row.shape), row.dtype};
   }
-  // Not known from a TorchScript file: an estimate of one multiply-add per parameter and row.
+  // Not written in a TorchScript file: its convolutions' and matrix products' FLOPs counted in
+  // the probe, plus one per output value (what an elementwise layer costs).
   LayerWork layer_work(int64_t layer, int64_t rows) const override {
     LayerWork work;
     work.parameters = layout_.parameter_counts.at(layer);
-    work.forward_flops = 2 * double(rows) * work.parameters;
     work.output_values = double(rows);
     for (int64_t size : layout_.output_rows.at(layer).shape) work.output_values *= double(size);
+    work.forward_flops = double(rows) * layout_.flops_per_row.at(layer) + work.output_values;
     return work;
   }
   Microbatch example(int64_t rows, torch::Generator& generator) const override {

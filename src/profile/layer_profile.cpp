@@ -64,8 +64,9 @@ LayerTiming time_layer(StageModule& layer, const Model& model, int64_t index, in
                                     synced(device, [&] { output = output_of(input); }));
   timing.backward_s = median_seconds(repeats, synced(device, fresh_graph),
                                      synced(device, [&] { output.backward(grad); }));
-  // Integer inputs (token ids) have no gradient: all of it is weight gradient.
-  if (!example.inputs.is_floating_point() && index == 0) return timing;
+  // The first layer's input is the data (token ids, images): training never asks for its
+  // gradient, so all of the backward is weight gradient.
+  if (index == 0) return timing;
   timing.input_backward_s = median_seconds(repeats, synced(device, fresh_graph), synced(device, [&] {
     torch::autograd::grad({output}, {input}, {grad});
   }));

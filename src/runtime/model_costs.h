@@ -29,8 +29,8 @@ struct ModelCostOptions {
   double optimizer_values_per_parameter = 3;
   // Tensors of its largest parameter's size the optimizer's step makes (optimizer_step_temporaries).
   double optimizer_step_temporaries = 2;
-  // Before the step, the global gradient norm squares a float64 copy of each gradient in turn
-  // (train/optim.cpp squared_grad_norm): 8 bytes per value of the largest, whatever the dtype.
+  // Before the step, the global gradient norm reads each gradient in float64 (train/optim.cpp
+  // squared_grad_norm): a float64 copy of the largest (8 bytes per value) unless it is float64.
   double norm_bytes_per_value = 8;
 };
 

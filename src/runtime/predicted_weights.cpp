@@ -119,12 +119,12 @@ const std::vector<torch::Tensor>& PredictedWeights::stashed(int version) const {
   throw std::logic_error(fmt::format("no forward ahead of its step read weight version {}", version));
 }
 
-void PredictedWeights::resume(const std::vector<schedule::Action>& remaining, int, int updates,
+void PredictedWeights::resume(const std::vector<schedule::Action>& ahead, int updates,
                               std::map<int, std::vector<torch::Tensor>> saved) {
   master_version_ = updates;
   resumed_reads_ = std::move(saved);
   resumed_readers_.clear();
-  for (const auto& a : remaining) {
+  for (const auto& a : ahead) {
     if (a.kind == schedule::ActionKind::Forward && resumed_reads_.count(a.version)) {
       ++resumed_readers_[a.version];
     }

@@ -6,6 +6,7 @@
 #include "core/text.h"
 #include "device/placement.h"
 #include "model/registry.h"
+#include "schedule/step_lists.h"
 
 namespace pipetrain::runtime {
 namespace {
@@ -127,6 +128,7 @@ void check_pipeline_run(const Config& config, const Model& model, RunSpec& spec)
   if (const std::string refusal = spec.schedule->check(spec.schedule_spec); !refusal.empty()) {
     fail("{}", refusal);
   }
+  schedule::StepLists{spec.schedule_spec};  // what the workers will make: its refusals, here
   if (spec.slices.count() > 1 && model.sliceable_length() == 0) {
     fail("pipeline.slices: model.kind '{}' cannot run token slices", model.kind());
   }

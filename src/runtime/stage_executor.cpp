@@ -7,9 +7,11 @@
 #include <optional>
 
 #include <ATen/Parallel.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "model/registry.h"
+#include "runtime/stop_votes.h"
 #include "schedule/run_rules.h"
 #include "schedule/steps.h"
 #include "train/evaluation.h"
@@ -51,7 +53,7 @@ void overwrite_buffer(const torch::Tensor& buffer, const torch::Tensor& value) {
 
 StageExecutor::StageExecutor(const Config& config, const RunSpec& spec, const BatchSource* data,
                              Comm& comm, const c10::Device& device, Layout layout, CommGroups groups,
-                             schedule::Schedule schedule)
+                             schedule::StepLists lists)
     : config_(config),
       model_(make_model(config)),
       ranges_(spec.ranges),
@@ -60,7 +62,7 @@ StageExecutor::StageExecutor(const Config& config, const RunSpec& spec, const Ba
       device_(device),
       layout_(layout),
       groups_(groups),
-      schedule_(std::move(schedule)),
+      lists_(std::move(lists)),
       slices_(spec.slices),
       clock_(std::make_unique<device::EventClock>(device)) {
   std::vector<torch::Tensor> params;
@@ -76,7 +78,7 @@ StageExecutor::StageExecutor(const Config& config, const RunSpec& spec, const Ba
     model->to(device_);  // before the weight versions and the optimizer hold its parameters
     // No-flush policies: the optimizer updates the masters, graphs read the module's tensors.
     std::shared_ptr<WeightVersions> weights =
-        make_weight_versions(schedule_, layout_.worker(), stage, model->parameters(),
+        make_weight_versions(lists_.schedule().policy, lists_.iterations(), stage, model->parameters(),
                              schedule::checkpointed_versions(config_, stage, config_.train.steps));
     const std::vector<torch::Tensor>& updated = weights->optimized();
     size_t index = 0;
@@ -106,16 +108,34 @@ StageExecutor::StageExecutor(const Config& config, const RunSpec& spec, const Ba
     optimizer_ = make_optimizer(named_params, config.train, roles_of(*model_));
   }
   step_params_ = params;
-  split_into_steps(0);
-}
-
-// The bounds of this worker's steps (schedule/steps.h: no-flush steps run on past their update
-// to overlap its reductions). A resumed list starts at `first_step`: the steps before it are empty.
-void StageExecutor::split_into_steps(int64_t first_step) {
-  microbatches_per_update_ = schedule::updates_per_microbatch(schedule_.policy.kind)
+  microbatches_per_update_ = schedule::updates_per_microbatch(lists_.schedule().policy.kind)
                                  ? 1
                                  : int(config_.train.microbatches);
-  steps_ = schedule::step_bounds(schedule_, layout_.worker(), int(first_step));
+  if (2LL * layout_.stages() * tag_window() >= kEvalTagBase) {
+    fail("{} stages x {} microbatches x {} token slices: too many messages in flight to tag",
+         layout_.stages(), config_.train.microbatches, slices_.count());
+  }
+  count_readers_through(0);
+}
+
+std::vector<schedule::Action> StageExecutor::actions_of(int64_t step) const {
+  const int worker = layout_.worker(), k = int(step - list_start(step));
+  return step == resumed_at_ && step > 0 ? lists_.resumed_step(worker, k) : lists_.step(worker, k);
+}
+
+void StageExecutor::count_readers_through(int64_t step) {
+  if (flushes()) return;  // one version: nothing to count
+  const int64_t last = std::min<int64_t>(step + lists_.reader_span(), lists_.iterations() - 1);
+  for (int64_t k = readers_counted_to_ + 1; k <= last; ++k) {
+    const auto actions = actions_of(k);
+    for (int c = 0; c < layout_.chunks; ++c) {
+      std::vector<schedule::Action> own;
+      std::copy_if(actions.begin(), actions.end(), std::back_inserter(own),
+                   [&](const schedule::Action& a) { return a.chunk == c; });
+      chunks_.at(size_t(c)).weights->count_readers(own);
+    }
+  }
+  readers_counted_to_ = std::max(readers_counted_to_, last);
 }
 
 const Microbatch& StageExecutor::batch_of(int64_t step) {
@@ -154,14 +174,16 @@ StepResult StageExecutor::train_step(int64_t step) {
     chunk.weights->release_held();  // the checkpoint, if any, is done
     chunk.weights->begin_step(step, checkpoint_may_follow_);
   }
-  const auto& actions = schedule_.actions.at(size_t(layout_.worker()));
-  const auto [begin, end] = steps_.at(size_t(step - list_start(step)));
+  count_readers_through(step);
+  const std::vector<schedule::Action> actions = actions_of(step);
+  const size_t end = actions.size();
+  const bool list_done = flushes() || step + 1 == lists_.iterations();
   const size_t earlier_sends = comm_.pending_sends();
   size_t last_update = end;  // the run-on follows it (no-flush)
-  for (size_t k = begin; k < end; ++k) {
+  for (size_t k = 0; k < end; ++k) {
     if (actions[k].kind == ActionKind::OptimizerStep) last_update = k;
   }
-  for (size_t k = begin; k < end; ++k) {
+  for (size_t k = 0; k < end; ++k) {
     const auto& action = actions[k];
     if (comm_.matches_by_tag()) post_next_receive(actions, k + 1, end);  // (NCCL: in list order)
     const int stage = layout_.stage_of(action.chunk);
@@ -185,14 +207,14 @@ StepResult StageExecutor::train_step(int64_t step) {
   // (A no-flush run-on may end with the next update's replica sum posted: it stays in flight.)
   for (int c = 0; c < layout_.chunks; ++c) finish_running_statistics(c, layout_.stage_of(c));
   resolve_trace();
-  if (end == actions.size()) {  // the list is done (a flush: its sends were done at the update)
+  if (list_done) {  // (a flush: its sends were done at the update)
     comm_.wait_sends();
     point_at_latest_weights();
   } else {
     // No-flush: not at each update, nor this step's sends: their receivers may still be behind.
     comm_.wait_oldest_sends(earlier_sends);
   }
-  if (end == actions.size() && (!in_flight_.empty() || !kv_caches_.empty()))
+  if (list_done && (!in_flight_.empty() || !kv_caches_.empty()))
     throw std::logic_error("schedule left microbatches in flight");
   if (steps_pending_ != 0) throw std::logic_error("schedule left a chunk without its update");
   const auto losses = loss_by_iteration_.extract(int(step - list_start(step)));
@@ -203,6 +225,25 @@ StepResult StageExecutor::train_step(int64_t step) {
   result_.loss = last ? replicas_loss / double(train.microbatches * layout_.replicas)
                       : std::numeric_limits<double>::quiet_NaN();
   return result_;
+}
+
+// What a stage sends must be what its receiver expects (Model::boundary_spec): a transfer of
+// another size would fail inside the transport or fill the receiver's tensor with other rows.
+void StageExecutor::check_sent_shape(const torch::Tensor& output, int stage, int64_t rows, int slice) const {
+  const TensorSpec expected = activation_spec(stage + 1, rows, slice);
+  if (output.sizes().vec() == expected.shape && output.scalar_type() == expected.dtype) return;
+  const StageRange range = ranges_.at(size_t(stage));
+  fail("stage {} (layers {}-{}) gave an output of shape [{}] ({}) for a microbatch of {} rows, where "
+       "stage {} takes [{}] ({}): the model's layers must give each row an output of one shape",
+       stage, range.first, range.last - 1, fmt::join(output.sizes(), ", "), c10::toString(output.scalar_type()),
+       rows, stage + 1, fmt::join(expected.shape, ", "), c10::toString(expected.dtype));
+}
+
+// Units are counted modulo a window of stages + 4 iterations: more than a pair of workers ever
+// has in flight (a step runs at most `stages` iterations ahead), so a long run's tags stay small.
+int StageExecutor::tag_window() const {
+  const int per_iteration = int(config_.train.microbatches) * slices_.count();
+  return std::min(lists_.total_microbatches() * slices_.count(), per_iteration * (layout_.stages() + 4));
 }
 
 size_t StageExecutor::trace_mark() { return current_step_ < traced_steps ? clock_->mark() : 0; }
@@ -225,9 +266,8 @@ void StageExecutor::resolve_trace() {
 }
 
 StageExecutor::RecvRequest StageExecutor::recv_request(const schedule::Action& action) const {
-  const int m = schedule_.total_microbatches(), stage = layout_.stage_of(action.chunk);
-  const int unit = schedule_.global_microbatch(action) * slices_.count() + action.slice;
-  const int units = m * slices_.count();
+  const int stage = layout_.stage_of(action.chunk), units = tag_window();
+  const int unit = (lists_.schedule().global_microbatch(action) * slices_.count() + action.slice) % units;
   const int tag = action.kind == ActionKind::RecvActivation ? activation_tag(stage - 1, unit, units)
                                                             : gradient_tag(stage, unit, units);
   const int receiver = action.kind == ActionKind::RecvActivation ? stage : stage + 1;
@@ -261,12 +301,11 @@ torch::Tensor StageExecutor::receive(const schedule::Action& action) {
 
 void StageExecutor::run_action(const schedule::Action& action, const Microbatch& batch) {
   // Keys and tags count microbatches over the whole list (no-flush lists span every step).
-  const int mb = schedule_.global_microbatch(action), chunk = action.chunk;
-  const int m = schedule_.total_microbatches();
+  const int mb = lists_.schedule().global_microbatch(action), chunk = action.chunk;
   const int stage = layout_.stage_of(chunk);
   const Key key{chunk, mb, action.slice};
   // Token slices travel as units of their own: (microbatch, slice) numbered slice-minor.
-  const int unit = mb * slices_.count() + action.slice, units = m * slices_.count();
+  const int units = tag_window(), unit = (mb * slices_.count() + action.slice) % units;
   WeightVersions& weights = *chunks_.at(size_t(chunk)).weights;
   if (schedule::is_compute(action.kind)) weights.before_compute(action, optimizer());
   switch (action.kind) {
@@ -293,6 +332,7 @@ void StageExecutor::run_action(const schedule::Action& action, const Microbatch&
       backward_weight(key);
       break;
     case ActionKind::SendActivation:
+      check_sent_shape(in_flight_.at(key).output, stage, micro_rows(), action.slice);
       comm_.send(in_flight_.at(key).output, peer_rank(action.peer), activation_tag(stage, unit, units));
       // Recomputed chunks rebuild their output in backward; the send keeps its own reference.
       if (recompute_.at(size_t(chunk))) in_flight_.at(key).output = torch::Tensor();
@@ -324,7 +364,7 @@ void StageExecutor::run_action(const schedule::Action& action, const Microbatch&
       return;
     default:
       fail("the runtime cannot execute {} actions yet (schedule '{}')",
-           schedule::kind_name(action.kind), schedule_.name);
+           schedule::kind_name(action.kind), lists_.schedule().name);
   }
   weights.after_compute(action);
 }
@@ -478,7 +518,9 @@ Validation StageExecutor::evaluate() {
   const int64_t rows = config_.train.batch_size;
   const int stages = layout_.stages();
   point_at_latest_weights();
+  BatchStopVotes stop(comm_, groups_.validation, stages);  // a stop cuts a long validation short
   for (int64_t i = 0; i < config_.eval.batches; ++i) {
+    if (stop.stop_before(i)) break;
     Microbatch batch;
     if (data_ != nullptr) batch = on_device(data_->val_batch(i, rows), device_);
     // The chunks in stage order: the batch visits this worker v times (a V's turn stays here).
@@ -496,11 +538,13 @@ Validation StageExecutor::evaluate() {
       if (is_last_stage(s)) {
         means.add(*chunk.model, output, batch.labels);
       } else if (!layout_.holds_stage(s + 1)) {
+        check_sent_shape(output, s, rows);
         comm_.send(output, peer_rank(layout_.worker_of_stage(s + 1)), tag_before + 1);
         if (flushes()) comm_.wait_sends();  // no-flush: the next step waits for it
       }
     }
   }
+  stop.drain();
   return layout_.holds_last_stage() ? means.result() : Validation{};
 }
 

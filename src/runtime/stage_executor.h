@@ -30,6 +30,7 @@
 #include "runtime/weight_versions.h"
 #include "schedule/catalogue.h"
 #include "schedule/schedule.h"
+#include "schedule/step_lists.h"
 #include "sim/timeline.h"
 #include "train/checkpoint.h"
 #include "train/step_result.h"
@@ -43,6 +44,7 @@ struct CommGroups {
   // Per shared parameter (Model::shared_parameters): this replica's workers holding its copies;
   // -1: not a member, or a single worker holds them all.
   std::vector<int> shared;
+  int validation = -1;  // replica 0's workers, which validate (their stop votes); -1 elsewhere
 };
 
 // Writes `value` into `buffer` without bumping its version: graphs of microbatches still in
@@ -59,7 +61,7 @@ class StageExecutor {
   // Its chunks, their optimizer state and every activation live on `device`.
   StageExecutor(const Config& config, const RunSpec& spec, const BatchSource* data, Comm& comm,
                 const c10::Device& device, Layout layout, CommGroups groups,
-                schedule::Schedule schedule);
+                schedule::StepLists lists);
   // One optimizer step. loss is the global batch mean on the last stage, NaN elsewhere;
   // grad_norm (global, before clipping) and lr are the same on every worker.
   StepResult train_step(int64_t step);
@@ -86,7 +88,7 @@ class StageExecutor {
   // The tensors the optimizer updates for the chunk (the masters of a no-flush policy), named as
   // the module's parameters.
   std::vector<std::pair<std::string, torch::Tensor>> optimized_tensors(const Chunk& chunk) const;
-  const schedule::WeightPolicy& weight_policy() const { return schedule_.policy; }
+  const schedule::WeightPolicy& weight_policy() const { return lists_.schedule().policy; }
   void point_at_latest_weights();  // the modules show the latest weights (checkpoints)
   // Exact resume of a no-flush run (see WeightVersions): the versions a checkpoint after `step`
   // steps holds for the chunk; one of them, named as its parameters; and the continuation at
@@ -140,7 +142,10 @@ class StageExecutor {
   // a transfer; elsewhere nothing.
   void hand_activation_over(const Key& key);
   void hand_gradient_over(const Key& key);
-  void split_into_steps(int64_t first_step);
+  // This worker's actions of `step` (a resumed run's first step: with those run ahead of it).
+  std::vector<schedule::Action> actions_of(int64_t step) const;
+  // The stashing policies count each version's readers this far ahead of the running step.
+  void count_readers_through(int64_t step);
   // The real-run timeline of the first traced_steps steps, as the device ran it
   // (device::EventClock): a mark before an action, its event from that mark to now, resolved
   // into clock times at the step's end.
@@ -149,8 +154,9 @@ class StageExecutor {
   void resolve_trace();
   const Microbatch& batch_of(int64_t step);  // the global batch of a step (kept for two steps)
   // Flush schedules run one iteration's list again at every step and finish their sends before
-  // each update; no-flush lists cover the whole run, step k being its k-th part.
-  bool flushes() const { return schedule::flushes(schedule_.policy.kind); }
+  // each update; no-flush lists cover the whole run, step k being its k-th part (made step by
+  // step: schedule::StepLists).
+  bool flushes() const { return schedule::flushes(lists_.schedule().policy.kind); }
   int64_t list_start(int64_t step) const { return flushes() ? step : 0; }  // step of iteration 0
   // AllReduceGrads: the chunk's gradients and running statistics summed over its replicas,
   // posted; a flush schedule waits for them at once, a no-flush one where they are needed.
@@ -183,6 +189,8 @@ class StageExecutor {
     int peer = 0, tag = 0;
   };
   RecvRequest recv_request(const schedule::Action& action) const;
+  int tag_window() const;  // training tags count (microbatch, slice) units modulo this
+  void check_sent_shape(const torch::Tensor& output, int stage, int64_t rows, int slice = -1) const;
   void post_next_receive(const std::vector<schedule::Action>& actions, size_t from, size_t end);
   torch::Tensor receive(const schedule::Action& action);
 
@@ -194,13 +202,14 @@ class StageExecutor {
   c10::Device device_;
   Layout layout_;
   CommGroups groups_;
-  schedule::Schedule schedule_;
+  schedule::StepLists lists_;
   std::vector<Chunk> chunks_;
   std::vector<bool> recompute_;  // per chunk: activation recomputation (pipeline.recompute)
   std::unique_ptr<torch::optim::Optimizer> optimizer_;  // null with ZeRO-1
   std::unique_ptr<Zero1Optimizer> zero1_;               // pipeline.zero1 = 1
   std::vector<torch::Tensor> step_params_;                 // what the optimizer updates
-  std::vector<std::pair<size_t, size_t>> steps_;           // per step: [begin, end) of actions (schedule/steps.h)
+  int64_t resumed_at_ = 0;          // the first step of a resumed run
+  int64_t readers_counted_to_ = -1;  // the last step whose readers the weights counted
   int microbatches_per_update_ = 1;
   std::map<int64_t, Microbatch> batches_;
   // Per shared parameter: the copies this worker holds (e.g. the embedding on the first stage,

@@ -74,24 +74,21 @@ std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::stashed_versio
 void StageExecutor::resume_at(int64_t step,
                               std::vector<std::map<int, std::vector<torch::Tensor>>> stashed) {
   if (flushes() || step == 0) return;  // one iteration's list, the same at every step
-  auto& actions = schedule_.actions.at(size_t(layout_.worker()));
-  std::vector<schedule::Action> remaining;
-  for (const auto& a : actions) {
-    if (a.iteration >= step) remaining.push_back(a);
-  }
-  actions = remaining;
-  split_into_steps(step);
+  resumed_at_ = step;
   // Predictions before the first update read the learning rate of the last one.
   set_learning_rate(optimizer(), learning_rate_at(config_.train, step - 1));
-  const int updates = int(step) * (schedule::updates_per_microbatch(schedule_.policy.kind)
+  const int updates = int(step) * (schedule::updates_per_microbatch(lists_.schedule().policy.kind)
                                        ? int(config_.train.microbatches)
                                        : 1);
+  // The readers ahead are counted again, from the resumed step on.
+  const int64_t last = std::min<int64_t>(step + lists_.reader_span(), lists_.iterations() - 1);
+  std::vector<std::vector<schedule::Action>> ahead(chunks_.size());
+  for (int64_t k = step; k <= last; ++k) {
+    for (const auto& a : actions_of(k)) ahead.at(size_t(a.chunk)).push_back(a);
+  }
+  readers_counted_to_ = last;
   for (size_t c = 0; c < chunks_.size(); ++c) {
-    std::vector<schedule::Action> own;
-    for (const auto& a : remaining) {
-      if (size_t(a.chunk) == c) own.push_back(a);
-    }
-    chunks_[c].weights->resume(own, schedule_.iterations, updates, std::move(stashed.at(c)));
+    chunks_[c].weights->resume(ahead[c], updates, std::move(stashed.at(c)));
   }
 }
 

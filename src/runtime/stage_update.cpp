@@ -28,7 +28,7 @@ void StageExecutor::post_replica_sums(int chunk) {
   // same model.
   const auto statistics = running_statistics(chunk);
   if (!statistics.empty()) posted_statistics_.emplace(chunk, PostedFlatSum(comm_, groups_.replicas, statistics));
-  if (!schedule::posts_replica_sums(schedule_)) {  // a flush waits here anyway
+  if (!schedule::posts_replica_sums(lists_.schedule())) {  // a flush waits here anyway
     land_replica_sums(posted_gradient_sums_);
     finish_running_statistics(chunk, -1);
   }

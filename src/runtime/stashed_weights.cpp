@@ -18,25 +18,30 @@ std::vector<torch::Tensor> aliases_of(const std::vector<torch::Tensor>& tensors)
 
 }  // namespace
 
-StashedWeights::StashedWeights(const std::vector<schedule::Action>& actions, int iterations,
-                               int stage, Options options, std::vector<torch::Tensor> params)
-    : MasterWeights(std::move(params)), options_(options), stage_(stage) {
-  count_readers(actions, iterations);
-  if (readers_left_.count(0)) versions_[0] = aliases_of(masters_);
+StashedWeights::StashedWeights(int iterations, int stage, Options options,
+                               std::vector<torch::Tensor> params)
+    : MasterWeights(std::move(params)), options_(options), iterations_(iterations), stage_(stage) {
+  count_final_readers();
+  count_readers({});
 }
 
-void StashedWeights::count_readers(const std::vector<schedule::Action>& actions, int iterations) {
-  readers_left_.clear();
+// The final checkpoint continues too (with more train.steps): 2BW keeps the versions that groups
+// `iterations` and `iterations` + 1 would read (at most its 2 copies), PipeDream the
+// `continued_versions`; never read, never released.
+void StashedWeights::count_final_readers() {
+  if (options_.keep_final_versions) {
+    ++readers_left_[iterations_ - 1];
+    ++readers_left_[iterations_];
+  }
+  for (const int version : options_.continued_versions) ++readers_left_[version];
+}
+
+void StashedWeights::count_readers(const std::vector<schedule::Action>& actions) {
   for (const auto& a : actions) {
     if (schedule::is_compute(a.kind)) ++readers_left_[a.version];
   }
-  // The final checkpoint continues too (with more train.steps): keep the versions that groups
-  // `iterations` and `iterations` + 1 would read, never released (at most the 2 copies of 2BW).
-  if (options_.keep_final_versions) {
-    ++readers_left_[iterations - 1];
-    ++readers_left_[iterations];
-  }
-  for (const int version : options_.continued_versions) ++readers_left_[version];
+  // The initial weights are a version too, until the first update.
+  if (master_version_ == 0 && readers_left_.count(0)) versions_.emplace(0, aliases_of(masters_));
 }
 
 bool StashedWeights::aliases_masters(int version) const {
@@ -53,10 +58,14 @@ const std::vector<torch::Tensor>& StashedWeights::stashed(int version) const {
   return it->second;
 }
 
-void StashedWeights::resume(const std::vector<schedule::Action>& remaining, int iterations,
-                            int updates, std::map<int, std::vector<torch::Tensor>> saved) {
+void StashedWeights::resume(const std::vector<schedule::Action>& ahead, int updates,
+                            std::map<int, std::vector<torch::Tensor>> saved) {
   master_version_ = updates;
-  count_readers(remaining, iterations);
+  readers_left_.clear();
+  count_final_readers();
+  for (const auto& a : ahead) {
+    if (schedule::is_compute(a.kind)) ++readers_left_[a.version];
+  }
   versions_.clear();
   for (const auto& entry : readers_left_) {
     const int version = entry.first;
@@ -80,7 +89,14 @@ void StashedWeights::before_compute(const schedule::Action& action, torch::optim
 }
 
 void StashedWeights::after_compute(const schedule::Action& action) {
-  if (--readers_left_.at(action.version) == 0 && !holding_) {
+  const auto readers = readers_left_.find(action.version);
+  if (readers == readers_left_.end()) {
+    throw std::logic_error(fmt::format("stage {}: weight version {} was read by more actions than "
+                                       "were counted", stage_, action.version));
+  }
+  if (--readers->second > 0) return;
+  readers_left_.erase(readers);  // (a long run's map stays as short as the versions alive)
+  if (!holding_) {
     versions_.erase(action.version);
     point_views_at(masters_);  // the views must not keep a dropped version alive
   }
@@ -89,8 +105,7 @@ void StashedWeights::after_compute(const schedule::Action& action) {
 void StashedWeights::release_held() {
   holding_ = false;
   for (auto it = versions_.begin(); it != versions_.end();) {
-    const auto readers = readers_left_.find(it->first);
-    it = readers != readers_left_.end() && readers->second == 0 ? versions_.erase(it) : std::next(it);
+    it = readers_left_.count(it->first) == 0 ? versions_.erase(it) : std::next(it);
   }
   point_views_at(masters_);
 }

@@ -50,4 +50,21 @@ StopVerdict StopVotes::drain() {
   return verdict;
 }
 
+BatchStopVotes::BatchStopVotes(Comm& comm, int group, int lag) : comm_(comm), group_(group), lag_(lag) {}
+
+bool BatchStopVotes::stop_before(int64_t batch) {
+  auto& [vote, handle] = posted_.emplace_back(at::full({1}, stop_signal() != 0 ? 1.0 : 0.0, at::kDouble), -1);
+  handle = comm_.post_all_reduce_sum(vote, group_);
+  if (batch < lag_) return false;
+  auto [oldest, oldest_handle] = posted_.front();
+  posted_.pop_front();
+  comm_.wait_all_reduce(oldest_handle);
+  return oldest.item<double>() > 0;
+}
+
+void BatchStopVotes::drain() {
+  for (auto& [vote, handle] : posted_) comm_.wait_all_reduce(handle);
+  posted_.clear();
+}
+
 }  // namespace pipetrain::runtime

@@ -6,6 +6,7 @@
 // them, costing up to an action's time per step). A stop therefore lands one step after the
 // vote, on the same step on every worker.
 #include <cstdint>
+#include <deque>
 
 #include <ATen/core/Tensor.h>
 
@@ -30,6 +31,23 @@ class StopVotes {
   int handle_ = -1;
   int64_t pending_step_ = 0;
   double pending_loss_ = 0;
+};
+
+// A pipeline's validation stops between batches, at the same batch on every worker: each
+// batch's vote (a signal seen here) is posted before the batch and counted `lag` batches later
+// (the pipeline's depth), so waiting for it never holds the first stages back. `group`: the
+// validating workers only, posting nothing else.
+class BatchStopVotes {
+ public:
+  BatchStopVotes(Comm& comm, int group, int lag);
+  // Posts batch `batch`'s vote; true when the vote of `lag` batches before says stop.
+  bool stop_before(int64_t batch);
+  void drain();  // waits for the votes still in flight (the same number on every member)
+
+ private:
+  Comm& comm_;
+  int group_, lag_;
+  std::deque<std::pair<at::Tensor, int>> posted_;  // (vote, handle), oldest first
 };
 
 }  // namespace pipetrain::runtime

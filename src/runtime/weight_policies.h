@@ -46,9 +46,10 @@ class StashedWeights : public MasterWeights {
     // ahead of the next step would read, schedule::checkpointed_versions), kept to the end.
     std::vector<int> continued_versions;
   };
-  // `actions`: this worker's list, `iterations` long (the readers of each version).
-  StashedWeights(const std::vector<schedule::Action>& actions, int iterations, int stage,
-                 Options options, std::vector<torch::Tensor> params);
+  // `iterations`: the run's (its final versions). Readers are counted as the steps come
+  // (count_readers).
+  StashedWeights(int iterations, int stage, Options options, std::vector<torch::Tensor> params);
+  void count_readers(const std::vector<schedule::Action>& actions) override;
   void before_compute(const schedule::Action& action, torch::optim::Optimizer&) override;
   void after_compute(const schedule::Action& action) override;
   void hold_releases() override { holding_ = true; }
@@ -56,20 +57,21 @@ class StashedWeights : public MasterWeights {
   void before_step() override;
   void after_step(torch::optim::Optimizer& optimizer) override;
   const std::vector<torch::Tensor>& stashed(int version) const override;
-  void resume(const std::vector<schedule::Action>& remaining, int iterations, int updates,
+  void resume(const std::vector<schedule::Action>& ahead, int updates,
               std::map<int, std::vector<torch::Tensor>> saved) override;
   std::vector<torch::Tensor> held_tensors() const override;
 
  private:
   int live_copies() const override;
   bool aliases_masters(int version) const;
-  void count_readers(const std::vector<schedule::Action>& actions, int iterations);
+  void count_final_readers();  // the versions kept to the end, never read
   std::vector<torch::Tensor> new_version(torch::optim::Optimizer& optimizer) const;
 
   Options options_;
+  int iterations_;
   int stage_;
   std::map<int, std::vector<torch::Tensor>> versions_;  // version -> its storage
-  std::map<int, int> readers_left_;                     // version -> compute actions
+  std::map<int, int> readers_left_;  // version -> compute actions counted and not yet run
   bool holding_ = false;                                // versions without readers stay
 };
 
@@ -91,7 +93,7 @@ class PredictedWeights : public MasterWeights {
   void begin_step(int64_t step, bool checkpoint_may_follow) override;
   bool keeps_checkpoint_state() const override { return keep_ahead_reads_; }
   const std::vector<torch::Tensor>& stashed(int version) const override;
-  void resume(const std::vector<schedule::Action>& remaining, int iterations, int updates,
+  void resume(const std::vector<schedule::Action>& ahead, int updates,
               std::map<int, std::vector<torch::Tensor>> saved) override;
   std::vector<torch::Tensor> held_tensors() const override;
 

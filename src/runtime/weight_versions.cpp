@@ -27,15 +27,15 @@ const std::vector<torch::Tensor>& WeightVersions::stashed(int version) const {
   throw std::logic_error(fmt::format("this weight policy stashes no version {}", version));
 }
 
-void WeightVersions::resume(const std::vector<schedule::Action>&, int, int,
+void WeightVersions::resume(const std::vector<schedule::Action>&, int,
                             std::map<int, std::vector<torch::Tensor>>) {
   throw std::logic_error("this weight policy cannot resume mid-run");
 }
 
-std::unique_ptr<WeightVersions> make_weight_versions(const schedule::Schedule& schedule, int worker,
-                                                     int stage, std::vector<torch::Tensor> params,
+std::unique_ptr<WeightVersions> make_weight_versions(const schedule::WeightPolicy& policy,
+                                                     int iterations, int stage,
+                                                     std::vector<torch::Tensor> params,
                                                      std::vector<int> continued_versions) {
-  const schedule::WeightPolicy& policy = schedule.policy;
   switch (policy.kind) {
     case WeightPolicyKind::Sync:
       return std::make_unique<SyncWeights>(std::move(params));
@@ -44,9 +44,7 @@ std::unique_ptr<WeightVersions> make_weight_versions(const schedule::Schedule& s
       StashedWeights::Options options{policy.kind == WeightPolicyKind::DoubleBuffer,
                                       policy.predict_ahead, {}};
       if (policy.kind == WeightPolicyKind::Stash) options.continued_versions = std::move(continued_versions);
-      return std::make_unique<StashedWeights>(schedule.actions.at(size_t(worker)),
-                                              schedule.iterations, stage, options,
-                                              std::move(params));
+      return std::make_unique<StashedWeights>(iterations, stage, options, std::move(params));
     }
     case WeightPolicyKind::Predicted: {
       const auto ahead = [&](const std::vector<int>& staleness) {

@@ -43,6 +43,9 @@ class WeightVersions {
   // supplies a prediction's direction.
   virtual void before_compute(const schedule::Action&, torch::optim::Optimizer&) {}
   virtual void after_compute(const schedule::Action&) {}
+  // The chunk's actions of a step ahead (schedule::StepLists::reader_span steps at most): the
+  // readers of the versions they name, so that a version lives until its last reader is done.
+  virtual void count_readers(const std::vector<schedule::Action>&) {}
 
   // Around one optimizer step.
   virtual void before_step() {}
@@ -66,10 +69,10 @@ class WeightVersions {
   // names, the weights that actions of iterations >= k read before the cut (stashing: the stash;
   // prediction: the predicted weights a forward ahead of its step read). One of them:
   virtual const std::vector<torch::Tensor>& stashed(int version) const;
-  // Continues after `updates` updates on `remaining` (this worker's actions of the iterations
-  // >= k, `iterations` in the whole list): the masters already hold version `updates`, and
-  // `saved` gives the checkpointed versions (the readers of each are counted again).
-  virtual void resume(const std::vector<schedule::Action>& remaining, int iterations, int updates,
+  // Continues after `updates` updates: the masters already hold version `updates`, `saved`
+  // gives the checkpointed versions, and `ahead` is the chunk's actions of the resumed steps as
+  // far as readers are counted ahead (the readers are counted again from them).
+  virtual void resume(const std::vector<schedule::Action>& ahead, int updates,
                       std::map<int, std::vector<torch::Tensor>> saved);
 
   // Most distinct weight copies (storages) held at once: the master, stashed versions, a
@@ -80,13 +83,14 @@ class WeightVersions {
   virtual std::vector<torch::Tensor> held_tensors() const { return {}; }
 };
 
-// The policy of the chunk holding pipeline `stage` on `worker` (whose actions tell how many
-// compute actions read each stashed version). `params`: the chunk module's parameters.
+// The policy of the chunk holding pipeline `stage` in a run of `iterations` (whose readers of
+// each stashed version come through count_readers). `params`: the chunk module's parameters.
 // `continued_versions`: what a final checkpoint holds besides the latest weights
 // (schedule::checkpointed_versions after the last step), kept until the end by the policies
 // that would otherwise drop them.
-std::unique_ptr<WeightVersions> make_weight_versions(const schedule::Schedule& schedule, int worker,
-                                                     int stage, std::vector<torch::Tensor> params,
+std::unique_ptr<WeightVersions> make_weight_versions(const schedule::WeightPolicy& policy,
+                                                     int iterations, int stage,
+                                                     std::vector<torch::Tensor> params,
                                                      std::vector<int> continued_versions = {});
 
 }  // namespace pipetrain::runtime

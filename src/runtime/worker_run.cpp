@@ -407,7 +407,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
   const fs::path dir(launched ? launch->run_dir : options.run_dir);
   const bool progress_wanted = launched ? launch->progress : options.progress;
   const auto& ranges = spec.ranges;
-  const auto schedule = schedule::make_schedule(spec.schedule_spec);
+  schedule::StepLists lists(spec.schedule_spec);  // step by step: a long run holds a short list
   const Layout layout = Layout::of_rank(spec.layout, env.rank);
   const int stages = layout.stages();
   const bool first = layout.holds_first_stage(), last = layout.holds_last_stage();
@@ -444,6 +444,10 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
     groups.pipeline = comm.join_group(fmt::format("pipeline{}", layout.replica()),
                                       layout.pipeline_group());
   }
+  // The validating workers' own group: their per-batch stop votes (BatchStopVotes).
+  if (layout.replica() == 0) {
+    groups.validation = comm.join_group("validation-stop-votes", layout.pipeline_group());
+  }
   const auto holders = workers_holding_shared(*make_model(config), ranges, layout.workers, layout.placement);
   groups.shared.assign(holders.size(), -1);
   for (size_t g = 0; g < holders.size(); ++g) {
@@ -453,7 +457,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
     for (const int worker : workers) ranks.push_back(layout.rank_of(layout.replica(), worker));
     groups.shared[g] = comm.join_group(fmt::format("shared{}-replica{}", g, layout.replica()), ranks);
   }
-  StageExecutor executor(config, spec, batches.get(), comm, device, layout, groups, schedule);
+  StageExecutor executor(config, spec, batches.get(), comm, device, layout, groups, std::move(lists));
   MemoryReport run_memory;  // field-wise maximum over the steps
   if (reports) {
     fmt::print(stderr, "pipetrain: pipeline of {} stages ({}) on {} worker(s) x {} replica(s), "

@@ -12,7 +12,7 @@ std::string names_joined(const std::function<bool(const ScheduleEntry&)>& keep,
   return join(schedule_names_where(keep), separator);
 }
 
-// Checks every generator shares: sizes that make no sense, or lists too long to simulate.
+// Checks every generator shares: sizes that make no sense.
 std::string check_common(const ScheduleSpec& spec, const std::string& name) {
   if (spec.stages < 1) return fmt::format("schedule {}: stages must be >= 1 (got {})", name, spec.stages);
   if (spec.microbatches < 1)
@@ -66,11 +66,6 @@ std::string ScheduleEntry::check(const ScheduleSpec& spec) const {
                        spec.slices);
   }
   if (auto warmup = sync_warmup_refusal(spec.sync_iterations); !warmup.empty()) return warmup;
-  // Keeps the value sizes sane: these lists are simulated and drawn.
-  const long long actions = 1LL * spec.stages * spec.chunks * spec.microbatches * spec.slices *
-                            spec.iterations;
-  if (actions > 2'000'000)
-    return fmt::format("schedule {}: {} compute actions is too many to simulate", name, actions);
   if (parameters.v_shape && spec.chunks != 2) {
     return fmt::format("schedule {}: places exactly 2 chunks per worker in a V (--chunks 2, got {})",
                        name, spec.chunks);
@@ -135,6 +130,14 @@ Schedule make_schedule(const ScheduleSpec& spec) {
   const ScheduleEntry& entry = schedule_entry(spec.name);
   const std::string refusal = entry.check(spec);
   if (!refusal.empty()) throw UserError(refusal);
+  // Keeps whole lists sane: they are simulated and drawn. (A run's lists are made step by step,
+  // schedule::StepLists, of any length.)
+  const long long actions = 1LL * spec.stages * spec.chunks * spec.microbatches * spec.slices *
+                            spec.iterations;
+  if (actions > 2'000'000) {
+    throw UserError(fmt::format("schedule {}: {} compute actions is too many to simulate", spec.name,
+                                actions));
+  }
   return entry.generate(spec);
 }
 

@@ -9,9 +9,10 @@
 // update) or the receive that feeds it, so the update's reductions are posted at its
 // OptimizerStep and waited for only there. (After a synchronous warm-up step, the run-on is
 // empty: every action of the next iteration reads the new version.)
-// The run-on never leaves iteration k+1: a peer's step ends before its first action of k+2, so no
-// receive in a run-on waits for a peer's later step (StepBounds.NoStepWaitsForAPeersLaterStep
-// checks this for every catalogue schedule).
+// A run-on never waits for a peer's later step: a receive in it whose send lies in the peer's
+// next step (PipeDream's drain, where no forward stops the run-on before the last backwards) ends
+// the run-on there, and so on until no such receive is left (StepBounds.NoStepWaitsForAPeersLaterStep
+// checks this for every catalogue schedule, with fewer microbatches than stages too).
 #include <cstddef>
 #include <utility>
 #include <vector>
@@ -22,8 +23,10 @@ namespace pipetrain::schedule {
 
 using StepBounds = std::vector<std::pair<size_t, size_t>>;  // per step: [begin, end) of actions
 
-// The bounds of `worker`'s steps first_step.. (earlier steps are empty); its list is the
+// The bounds of every worker's steps first_step.. (earlier steps are empty); the lists are the
 // schedule's, already cut to the iterations >= first_step on a resume.
+std::vector<StepBounds> step_bounds(const Schedule& schedule, int first_step);
+// The same, of one worker.
 StepBounds step_bounds(const Schedule& schedule, int worker, int first_step);
 
 // Whether `action` may run only after the update that produces `produced_version` is done.

@@ -16,6 +16,7 @@
 
 #include "io/metrics.h"
 #include "../pipetrain_run.h"
+#include "../tiny_images.h"
 #include "schedule/catalogue.h"
 
 namespace {
@@ -163,6 +164,26 @@ TEST(Cli, PlannersDataParallelTwoBWPlanTrains) {
   EXPECT_EQ(summary["schedule"], "2bw");
   EXPECT_EQ(summary["steps"], 3);
   EXPECT_TRUE(std::isfinite(summary["final_loss"].get<double>()));
+  fs::remove_all(dir);
+}
+
+// `pipetrain profile` of a model whose first layer takes images (the CNN): every layer is timed
+// and the input backward is measured from the second layer on (the data have no gradient). It
+// used to stop at layer 0 with "element 0 of the input tensors does not require grad".
+TEST(Cli, ProfileTimesAModelThatTakesImages) {
+  const auto dir = temp_dir("profile_cnn");
+  fs::create_directories(dir);
+  const Result profiled = run("profile --model.kind cnn --model.d_model 2 --model.heads 1 --data.format fashion-mnist "
+                              "--data.path " + pipetrain::testing::tiny_image_folder() +
+                              " --microbatch-sizes 2 --repeats 1 --out " + (dir / "profile.json").string());
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
+  const auto profile = nlohmann::json::parse(std::ifstream(dir / "profile.json"));
+  ASSERT_EQ(profile["layers"].size(), 6u) << profile.dump();  // stem, 4 blocks, head
+  for (const auto& layer : profile["layers"]) {
+    const auto& timing = layer["by_microbatch"].at(0);
+    EXPECT_GT(timing["forward_s"].get<double>(), 0) << layer.dump();
+    EXPECT_GT(timing["backward_s"].get<double>(), 0) << layer.dump();
+  }
   fs::remove_all(dir);
 }
 

@@ -45,6 +45,7 @@ struct Case {
   int dp_width = 1;  // replicas, each taking batch_size / w rows
   bool zero1 = false;  // pipeline.zero1: the optimizer state sharded over the replicas
   int sync_warmup_steps = 0;  // pipeline.sync_warmup_steps: steps trained synchronously first
+  int steps = 4;  // train.steps
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
@@ -56,6 +57,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   if (info.param.dp_width > 1) name += "_w" + std::to_string(info.param.dp_width);
   if (info.param.zero1) name += "_zero1";
   if (info.param.sync_warmup_steps > 0) name += "_sync" + std::to_string(info.param.sync_warmup_steps);
+  if (info.param.steps != 4) name += "_steps" + std::to_string(info.param.steps);
   if (info.param.model != "gpt") name = info.param.model + "_" + name;
   for (auto& c : name) if (c == '-') c = '_';
   return name;
@@ -65,7 +67,8 @@ void PrintTo(const Case& c, std::ostream* out) {
   *out << c.schedule << " p=" << c.stages << " " << c.optimizer
        << " m=" << (c.microbatches > 0 ? c.microbatches : c.stages)
        << " loss_chunk_tokens=" << c.loss_chunk_tokens << " delay_correction=" << c.delay_correction
-       << " w=" << c.dp_width << (c.zero1 ? " zero1" : "") << " sync_warmup_steps=" << c.sync_warmup_steps;
+       << " w=" << c.dp_width << (c.zero1 ? " zero1" : "") << " sync_warmup_steps=" << c.sync_warmup_steps
+       << " steps=" << c.steps;
 }
 
 // m = p microbatches of 2 rows (the smallest 2BW allows) unless the case says more; 4 steps reach
@@ -74,7 +77,7 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
   const int m = c.microbatches > 0 ? c.microbatches : c.stages;
   std::vector<std::pair<std::string, std::string>> fields = {{"model.layers", "3"},       {"model.d_model", "32"},     {"model.heads", "2"},
           {"model.seq_len", "16"},     {"train.batch_size", std::to_string(2 * m)},
-          {"train.steps", "4"},        {"train.warmup_steps", "1"}, {"train.lr", "1e-2"},
+          {"train.steps", std::to_string(c.steps)}, {"train.warmup_steps", "1"}, {"train.lr", "1e-2"},
           {"train.threads", "1"},      {"train.microbatches", std::to_string(m)},
           {"train.optimizer", c.optimizer},
           {"train.weight_decay", "0.01"},  // AdamW's decoupled decay is exercised too
@@ -363,6 +366,21 @@ INSTANTIATE_TEST_SUITE_P(Transducer, AsyncExactness,
                          ::testing::Values(Case{"2bw", 2, "adamw", 0, 0, "none", "transducer"},
                                            Case{"2bw", 3, "adamw", 0, 0, "none", "transducer"}),
                          case_name);
+
+// Runs long enough that the workers' lists are a short list pumped (schedule::StepLists): the
+// steady steps repeated, shifted, and (with a warm-up of more than 6 steps) the flushed ones too.
+Case long_run(Case c, int steps) {
+  c.steps = steps;
+  return c;
+}
+INSTANTIATE_TEST_SUITE_P(
+    LongRun, AsyncExactness,
+    ::testing::Values(long_run({"2bw", 2, "adam"}, 24), long_run({"pipedream", 2, "sgd"}, 24),
+                      long_run({"pipedream", 4, "sgd", 2}, 24), long_run({"pipeoptim", 3, "adam"}, 24),
+                      long_run({"spectrain", 2, "sgd"}, 24), long_run({"2bw-predict", 2, "adamw"}, 24),
+                      long_run(warmed_up({"2bw", 2, "adamw"}, 9), 26),
+                      long_run({"2bw", 2, "sgd", 0, 0, "none", "gpt", 2}, 24)),
+    case_name);
 
 }  // namespace
 }  // namespace pipetrain

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -142,6 +143,30 @@ TEST(PipelineFailure, AStopDuringTheSampleEndsTheRunWithItsSummary) {
     EXPECT_NE(run.output.find("sampling stopped by a signal after"), std::string::npos) << run.output;
     EXPECT_TRUE(fs::exists(dir / "summary.json")) << run.output;
     EXPECT_TRUE(fs::exists(dir / "checkpoint" / "checkpoint.json")) << run.output;
+    fs::remove_all(dir);
+  }
+}
+
+// A stop during a pipeline's long validation (eval.batches 1e8) stops it between batches, at the
+// same batch on every worker, and the run stops with a checkpoint: the validation used to run to
+// its end (here: far past the 120 s this test allows). 1F1B and 2BW (whose run-on sends are still in flight during it).
+TEST(PipelineFailure, AStopDuringAPipelinesValidationStopsTheRun) {
+  for (const char* schedule : {"1f1b", "2bw"}) {
+    const auto dir = testing::fresh_dir(std::string("stop_validation_") + schedule);
+    const auto run = testing::run_pipetrain(
+        "train --quiet --model.layers 2 --model.d_model 16 --model.heads 1 --model.seq_len 8 "
+        "--train.batch_size 4 --train.microbatches 2 --train.threads 1 --train.steps 6 "
+        "--eval.every 2 --eval.batches 100000000 --sample.tokens 0 --stages 2 --schedule " +
+            std::string(schedule) + " --run-dir " + dir.string(),
+        "PIPETRAIN_FAULT=0:1:term", 120);
+    EXPECT_EQ(run.exit_code, 128 + SIGTERM) << schedule << "\n" << run.output;
+    // The signal lands in step 1 on rank 0 at once and on rank 1 when the launcher forwards it,
+    // so the stop is at step 2 or 3 (runtime/stop_votes.h), with its checkpoint.
+    std::smatch stop;
+    ASSERT_TRUE(std::regex_search(run.output, stop, std::regex("stopped by SIGTERM after step ([23]);")))
+        << run.output;
+    EXPECT_TRUE(fs::exists(dir / "checkpoints" / fmt::format("step-{:06d}", std::stoi(stop[1])) /
+                           "checkpoint.json")) << run.output;
     fs::remove_all(dir);
   }
 }

@@ -132,6 +132,15 @@ TEST(Resume, TwoBWKilledAtRandomAndResumedIsBitwiseIdentical) {
   }
 }
 
+// Long enough that the workers run a short list pumped (schedule::StepLists): killed in its
+// repeated steady steps, the resumed run's first step is made from the pumped steps too.
+TEST(Resume, LongNoFlushRunsKilledInTheirRepeatedStepsAreBitwiseIdentical) {
+  const std::string longer = " --train.steps 24";
+  kill_and_resume(kTiny + longer + " --stages 2 --schedule 2bw", 1, 15, "twobw_long_kill");
+  kill_and_resume(kTiny + longer + " --stages 2 --schedule pipedream", 0, 13, "pipedream_long_kill");
+  kill_and_resume(kTiny + longer + " --stages 2 --schedule pipeoptim", 1, 17, "pipeoptim_long_kill");
+}
+
 // 2bw-predict checkpoints both predicted versions (k-1 and k) besides the masters.
 TEST(Resume, TwoBWPredictKilledAndResumedIsBitwiseIdentical) {
   kill_and_resume(kTiny + " --stages 2 --schedule 2bw-predict", 0, 5, "twobw_predict_kill");

@@ -19,6 +19,13 @@ schedule::Schedule schedule_of(const std::string& name, int stages, int microbat
   return schedule::make_schedule(spec);
 }
 
+// The policy of worker 0's only chunk, its readers counted over the whole list at once.
+std::unique_ptr<WeightVersions> weights_of(const schedule::Schedule& s, const torch::Tensor& param) {
+  auto weights = make_weight_versions(s.policy, s.iterations, 0, {param});
+  weights->count_readers(s.actions.at(0));
+  return weights;
+}
+
 torch::Tensor parameter(double value) {
   return torch::full({3}, value, torch::kFloat64).requires_grad_(true);
 }
@@ -27,7 +34,7 @@ double value_of(const torch::Tensor& t) { return t.detach()[0].item<double>(); }
 
 TEST(WeightVersions, SyncUpdatesTheModuleParametersThemselves) {
   const auto param = parameter(1.0);
-  auto weights = make_weight_versions(schedule_of("1f1b", 1, 2, 1), 0, 0, {param});
+  auto weights = weights_of(schedule_of("1f1b", 1, 2, 1), param);
   ASSERT_EQ(weights->optimized().size(), 1u);
   EXPECT_TRUE(weights->optimized()[0].is_same(param));
   EXPECT_TRUE(weights->held_tensors().empty());
@@ -45,7 +52,7 @@ struct OneStageRun {
 
 OneStageRun run_one_stage(const schedule::Schedule& s) {
   const auto param = parameter(10.0);
-  auto weights = make_weight_versions(s, 0, 0, {param});
+  auto weights = weights_of(s, param);
   torch::optim::SGD sgd(weights->optimized(), torch::optim::SGDOptions(1.0));
   OneStageRun run;
   for (const auto& a : s.actions.at(0)) {
@@ -94,7 +101,7 @@ TEST(WeightVersions, PredictionIsAppliedForTheForwardAndUndoneAfterIt) {
   for (const bool checkpoint_may_follow : {true, false}) {
     SCOPED_TRACE(checkpoint_may_follow ? "a checkpoint may follow every step" : "no checkpoint");
     const auto param = parameter(10.0);
-    auto weights = make_weight_versions(s, 0, 0, {param});
+    auto weights = weights_of(s, param);
     const torch::Tensor master = weights->optimized().at(0);
     EXPECT_FALSE(master.is_same(param));  // graphs never read the optimizer's tensor directly
     torch::optim::SGD sgd(weights->optimized(), torch::optim::SGDOptions(0.5).momentum(0.9));
