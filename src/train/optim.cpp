@@ -88,10 +88,6 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
   for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
 }
 
-// Squared in place in a float64 copy: one temporary of 8 bytes per value of the largest
-// gradient (what the planner's memory model counts), not a float32 gradient's copy and its square.
-// The sum stays on the gradients' device until the end: one synchronisation per step on a GPU,
-// not one per parameter (float64 additions in the same order as a host double's).
 namespace {
 
 std::vector<torch::Tensor> defined_grads(const std::vector<torch::Tensor>& params) {
@@ -102,15 +98,32 @@ std::vector<torch::Tensor> defined_grads(const std::vector<torch::Tensor>& param
   return grads;
 }
 
+// One foreach kernel for every gradient's norm (in float64) instead of a few per parameter: on a
+// GPU each is a launch, and a step of GPT-2 small has ~150 gradients. A gradient that is not
+// float64 is read through a float64 copy, one at a time (8 bytes per value of the largest: what
+// the planner's memory model counts); the sum stays on the device until it is read.
+torch::Tensor squared_norms_summed(const std::vector<torch::Tensor>& grads) {
+  return torch::stack(at::_foreach_norm(grads, 2, torch::kFloat64)).pow(2).sum();
+}
+
 }  // namespace
 
-// One foreach kernel for every gradient's norm (in float64) instead of a few per parameter: on a
-// GPU each is a launch, and a step of GPT-2 small has ~150 gradients.
 double squared_grad_norm(const std::vector<torch::Tensor>& params) {
   const auto grads = defined_grads(params);
-  if (grads.empty()) return 0.0;
-  const auto norms = at::_foreach_norm(grads, 2, torch::kFloat64);
-  return torch::stack(norms).to(torch::kCPU).pow(2).sum().item<double>();
+  return grads.empty() ? 0.0 : squared_norms_summed(grads).item<double>();
+}
+
+torch::Tensor grad_norm_on_device(const std::vector<torch::Tensor>& params) {
+  const auto grads = defined_grads(params);
+  return grads.empty() ? torch::zeros({}, torch::kFloat64) : squared_norms_summed(grads).sqrt();
+}
+
+void clip_grads_to_norm(const std::vector<torch::Tensor>& params, const torch::Tensor& norm,
+                        double max_norm) {
+  if (max_norm <= 0) return;
+  torch::NoGradGuard no_grad;
+  const auto grads = defined_grads(params);
+  if (!grads.empty()) at::_foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp_max(1.0));
 }
 
 void scale_grads_to_norm(const std::vector<torch::Tensor>& params, double global_norm,

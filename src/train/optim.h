@@ -34,6 +34,12 @@ double squared_grad_norm(const std::vector<torch::Tensor>& params);
 // the global norm (which a pipeline sums over stages). Same formula as torch's clip_grad_norm_.
 void scale_grads_to_norm(const std::vector<torch::Tensor>& params, double global_norm,
                          double max_norm);
+// The same two without waiting for the device (one process): the global norm as a float64
+// scalar on the gradients' device, and the clipping with its coefficient computed there. The
+// host reads the norm once the step's work is queued.
+torch::Tensor grad_norm_on_device(const std::vector<torch::Tensor>& params);
+void clip_grads_to_norm(const std::vector<torch::Tensor>& params, const torch::Tensor& norm,
+                        double max_norm);
 
 // Optimizer state as named tensors ("<param name>.<state>") for checkpoints.
 std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(

@@ -50,13 +50,15 @@ StepResult Trainer::train_step(int64_t step) {
   }
   StepResult result;
   const auto params = parameters();
-  result.grad_norm = std::sqrt(squared_grad_norm(params));  // the step's one wait for the device
-  scale_grads_to_norm(params, result.grad_norm, train.grad_clip);
+  // The norm and the clipping stay on the device: the host queues the update right behind the
+  // backward instead of waiting for the norm.
+  const torch::Tensor norm = grad_norm_on_device(params);
+  clip_grads_to_norm(params, norm, train.grad_clip);
   result.lr = learning_rate_at(train, step);
   set_learning_rate(*optimizer_, result.lr);
   optimizer_->step();
-  // Read after the update is queued: a GPU computes the norm's kernels right behind the backward
-  // instead of idling while the host launches them after a second wait.
+  // The step's one wait for the device, after the update is queued.
+  result.grad_norm = norm.item<double>();
   result.loss = loss_sum.item<double>() / static_cast<double>(train.microbatches);
   return result;
 }

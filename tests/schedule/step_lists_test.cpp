@@ -153,6 +153,21 @@ TEST(StepLists, ALongNoFlushRunIsMadeFromAShortList) {
   EXPECT_EQ(warmed.step(0, 69999).back().version, 70000);
 }
 
+// A synchronous warm-up as long as the run or longer: every step flushes, as generated.
+TEST(StepLists, AWarmUpLongerThanTheRunIsTheWholeRun) {
+  for (const int iterations : {5, 12, 40}) {
+    const Case c{"2bw", 3, 4, 1, iterations + 3};
+    const StepLists lists(spec_of(c, iterations));
+    const Schedule whole = make_schedule(spec_of(c, iterations));
+    for (int w = 0; w < 3; ++w) {
+      const auto expected = whole_steps(whole, w, 0);
+      for (int k = 0; k < iterations; ++k) {
+        ASSERT_EQ(lists.step(w, k), expected.at(size_t(k))) << label_of(c, iterations) << " step " << k;
+      }
+    }
+  }
+}
+
 TEST(StepLists, AFlushScheduleRunsItsOneIterationEveryStep) {
   ScheduleSpec spec;
   spec.name = "1f1b", spec.stages = 3, spec.microbatches = 6;

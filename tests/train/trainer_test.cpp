@@ -190,5 +190,28 @@ TEST(Optim, ClippingMatchesTorch) {
   EXPECT_NEAR(std::sqrt(squared_grad_norm({a, b})), norm / (norm + 1e-6), 1e-13);
 }
 
+// The one-process form keeps the norm and the coefficient on the device: the same norm (bitwise:
+// the same float64 operations), the same clipped gradients, and gradients under the limit
+// multiplied by exactly 1 (bitwise unchanged). Closed form: [3, 4] and [12] have norm 13.
+TEST(Optim, ClippingOnTheDeviceEqualsTheHostForm) {
+  const auto f64 = torch::kFloat64;
+  auto a = torch::zeros({2}, f64), b = torch::zeros({1}, f64), c = torch::zeros({3}, f64);
+  a.mutable_grad() = torch::tensor({3.0, 4.0}, f64);
+  b.mutable_grad() = torch::tensor({12.0}, f64);
+  const torch::Tensor norm = grad_norm_on_device({a, b, c});  // c has no gradient
+  EXPECT_EQ(norm.item<double>(), 13.0);
+  EXPECT_EQ(norm.item<double>(), std::sqrt(squared_grad_norm({a, b})));
+  clip_grads_to_norm({a, b}, norm, 20.0);  // under the limit
+  EXPECT_TRUE(torch::equal(a.grad(), torch::tensor({3.0, 4.0}, f64)));
+  auto a2 = a.clone(), b2 = b.clone();
+  a2.mutable_grad() = a.grad().clone();
+  b2.mutable_grad() = b.grad().clone();
+  clip_grads_to_norm({a, b}, norm, 6.5);
+  scale_grads_to_norm({a2, b2}, 13.0, 6.5);
+  EXPECT_TRUE(torch::equal(a.grad(), a2.grad()));
+  EXPECT_TRUE(torch::equal(b.grad(), b2.grad()));
+  EXPECT_NEAR(b.grad().item<double>(), 12.0 * 6.5 / (13.0 + 1e-6), 1e-15);
+}
+
 }  // namespace
 }  // namespace pipetrain
