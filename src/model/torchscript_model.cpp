@@ -113,13 +113,15 @@ std::vector<TensorSpec> probe_layers(TorchScriptLayout& layout, torch::ScalarTyp
   std::vector<TensorSpec> output_rows;
   for (int64_t i = 0; i < layout.layers; ++i) {
     auto layer = load_torchscript_layer(layout.folder, i, dtype);
-    double count = 0;
-    for (const auto& p : layer.parameters()) count += double(p.numel());
-    if (layout.parameter_counts.size() < size_t(layout.layers)) layout.parameter_counts.push_back(count);
     c10::IValue output;
     try {
       const double flops = counted_flops([&] { output = layer.forward({x}); });
-      if (same_rows.empty()) layout.flops_per_row.push_back(flops / double(rows));
+      if (same_rows.empty()) {  // the first probe's: what a layer costs
+        double count = 0;
+        for (const auto& p : layer.parameters()) count += double(p.numel());
+        layout.parameter_counts.push_back(count);
+        layout.flops_per_row.push_back(flops / double(rows));
+      }
     } catch (const std::exception& error) {
       fail("model.torchscript: layer{}.pt does not take {} ({})", i, from,
            interpreter_error_cause(error.what()));

@@ -6,7 +6,6 @@
 #include "core/text.h"
 #include "device/placement.h"
 #include "model/registry.h"
-#include "schedule/step_lists.h"
 
 namespace pipetrain::runtime {
 namespace {
@@ -125,10 +124,7 @@ void check_pipeline_run(const Config& config, const Model& model, RunSpec& spec)
   spec.recompute = recomputed_stages(config.pipeline.recompute, spec.layout.stages());
   check_runtime_support(config, *spec.schedule);
   spec.schedule_spec = schedule_spec_of(config, spec);
-  if (const std::string refusal = spec.schedule->check(spec.schedule_spec); !refusal.empty()) {
-    fail("{}", refusal);
-  }
-  schedule::StepLists{spec.schedule_spec};  // what the workers will make: its refusals, here
+  spec.lists = std::make_shared<const schedule::StepLists>(spec.schedule_spec);  // (its refusals)
   if (spec.slices.count() > 1 && model.sliceable_length() == 0) {
     fail("pipeline.slices: model.kind '{}' cannot run token slices", model.kind());
   }

@@ -4,6 +4,7 @@
 // each worker and its StageExecutor. Workers build it from the same config the same way, so a
 // torchrun worker and a worker our launcher spawned hold the same spec. No libtorch.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/config.h"
@@ -12,6 +13,7 @@
 #include "runtime/partition.h"
 #include "runtime/token_slices.h"
 #include "schedule/catalogue.h"
+#include "schedule/step_lists.h"
 
 namespace pipetrain::runtime {
 
@@ -19,6 +21,8 @@ struct RunSpec {
   const schedule::ScheduleEntry* schedule = nullptr;  // pipeline.schedule's catalogue entry
   // What every worker generates its action list from (for the whole run when it never flushes).
   schedule::ScheduleSpec schedule_spec;
+  // Pipeline runs: the workers' steps made from it (schedule::StepLists), made once here.
+  std::shared_ptr<const schedule::StepLists> lists;
   Layout layout;                   // p workers x w replicas x v chunks; rank 0 (Layout::of_rank)
   std::vector<StageRange> ranges;  // per model stage (p * v of them): the layers it holds
   TokenSlices slices;              // pipeline.slices

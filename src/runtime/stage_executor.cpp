@@ -123,19 +123,20 @@ std::vector<schedule::Action> StageExecutor::actions_of(int64_t step) const {
   return step == resumed_at_ && step > 0 ? lists_.resumed_step(worker, k) : lists_.step(worker, k);
 }
 
-void StageExecutor::count_readers_through(int64_t step) {
-  if (flushes()) return;  // one version: nothing to count
+std::vector<std::vector<schedule::Action>> StageExecutor::readers_ahead_of(int64_t step) {
+  std::vector<std::vector<schedule::Action>> by_chunk(chunks_.size());
   const int64_t last = std::min<int64_t>(step + lists_.reader_span(), lists_.iterations() - 1);
-  for (int64_t k = readers_counted_to_ + 1; k <= last; ++k) {
-    const auto actions = actions_of(k);
-    for (int c = 0; c < layout_.chunks; ++c) {
-      std::vector<schedule::Action> own;
-      std::copy_if(actions.begin(), actions.end(), std::back_inserter(own),
-                   [&](const schedule::Action& a) { return a.chunk == c; });
-      chunks_.at(size_t(c)).weights->count_readers(own);
-    }
+  for (int64_t k = std::max(step, readers_counted_to_ + 1); k <= last; ++k) {
+    for (const auto& a : actions_of(k)) by_chunk.at(size_t(a.chunk)).push_back(a);
   }
   readers_counted_to_ = std::max(readers_counted_to_, last);
+  return by_chunk;
+}
+
+void StageExecutor::count_readers_through(int64_t step) {
+  if (flushes()) return;  // one version: nothing to count
+  const auto by_chunk = readers_ahead_of(step);
+  for (size_t c = 0; c < chunks_.size(); ++c) chunks_[c].weights->count_readers(by_chunk[c]);
 }
 
 const Microbatch& StageExecutor::batch_of(int64_t step) {
@@ -231,7 +232,7 @@ StepResult StageExecutor::train_step(int64_t step) {
 // another size would fail inside the transport or fill the receiver's tensor with other rows.
 void StageExecutor::check_sent_shape(const torch::Tensor& output, int stage, int64_t rows, int slice) const {
   const TensorSpec expected = activation_spec(stage + 1, rows, slice);
-  if (output.sizes().vec() == expected.shape && output.scalar_type() == expected.dtype) return;
+  if (output.sizes() == c10::IntArrayRef(expected.shape) && output.scalar_type() == expected.dtype) return;
   const StageRange range = ranges_.at(size_t(stage));
   fail("stage {} (layers {}-{}) gave an output of shape [{}] ({}) for a microbatch of {} rows, where "
        "stage {} takes [{}] ({}): the model's layers must give each row an output of one shape",

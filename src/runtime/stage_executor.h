@@ -144,7 +144,9 @@ class StageExecutor {
   void hand_gradient_over(const Key& key);
   // This worker's actions of `step` (a resumed run's first step: with those run ahead of it).
   std::vector<schedule::Action> actions_of(int64_t step) const;
-  // The stashing policies count each version's readers this far ahead of the running step.
+  // The stashing policies count each version's readers reader_span() steps ahead of `step`:
+  // the chunks' actions of the steps not counted yet up to there (and they count as counted).
+  std::vector<std::vector<schedule::Action>> readers_ahead_of(int64_t step);
   void count_readers_through(int64_t step);
   // The real-run timeline of the first traced_steps steps, as the device ran it
   // (device::EventClock): a mark before an action, its event from that mark to now, resolved

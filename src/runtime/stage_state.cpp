@@ -81,12 +81,8 @@ void StageExecutor::resume_at(int64_t step,
                                        ? int(config_.train.microbatches)
                                        : 1);
   // The readers ahead are counted again, from the resumed step on.
-  const int64_t last = std::min<int64_t>(step + lists_.reader_span(), lists_.iterations() - 1);
-  std::vector<std::vector<schedule::Action>> ahead(chunks_.size());
-  for (int64_t k = step; k <= last; ++k) {
-    for (const auto& a : actions_of(k)) ahead.at(size_t(a.chunk)).push_back(a);
-  }
-  readers_counted_to_ = last;
+  readers_counted_to_ = step - 1;
+  const auto ahead = readers_ahead_of(step);
   for (size_t c = 0; c < chunks_.size(); ++c) {
     chunks_[c].weights->resume(ahead[c], updates, std::move(stashed.at(c)));
   }

@@ -63,10 +63,8 @@ void StashedWeights::resume(const std::vector<schedule::Action>& ahead, int upda
   master_version_ = updates;
   readers_left_.clear();
   count_final_readers();
-  for (const auto& a : ahead) {
-    if (schedule::is_compute(a.kind)) ++readers_left_[a.version];
-  }
-  versions_.clear();
+  count_readers(ahead);
+  versions_.clear();  // (made again below, from the masters and `saved`)
   for (const auto& entry : readers_left_) {
     const int version = entry.first;
     if (version > master_version_) break;  // made by a later update

@@ -37,7 +37,6 @@
 #include "runtime/stage_executor.h"
 #include "runtime/stop_votes.h"
 #include "schedule/catalogue.h"
-#include "schedule/generators.h"
 #include "schedule/run_rules.h"
 #include "train/optim.h"
 #include "train/run_control.h"
@@ -407,7 +406,6 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
   const fs::path dir(launched ? launch->run_dir : options.run_dir);
   const bool progress_wanted = launched ? launch->progress : options.progress;
   const auto& ranges = spec.ranges;
-  schedule::StepLists lists(spec.schedule_spec);  // step by step: a long run holds a short list
   const Layout layout = Layout::of_rank(spec.layout, env.rank);
   const int stages = layout.stages();
   const bool first = layout.holds_first_stage(), last = layout.holds_last_stage();
@@ -457,7 +455,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
     for (const int worker : workers) ranks.push_back(layout.rank_of(layout.replica(), worker));
     groups.shared[g] = comm.join_group(fmt::format("shared{}-replica{}", g, layout.replica()), ranks);
   }
-  StageExecutor executor(config, spec, batches.get(), comm, device, layout, groups, std::move(lists));
+  StageExecutor executor(config, spec, batches.get(), comm, device, layout, groups, *spec.lists);
   MemoryReport run_memory;  // field-wise maximum over the steps
   if (reports) {
     fmt::print(stderr, "pipetrain: pipeline of {} stages ({}) on {} worker(s) x {} replica(s), "

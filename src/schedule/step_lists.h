@@ -30,7 +30,6 @@ class StepLists {
   const Schedule& schedule() const { return short_; }
   int iterations() const { return iterations_; }  // of the run's list (1 for a flush schedule)
   int total_microbatches() const { return iterations_ * short_.microbatches; }
-  int steps() const { return iterations_; }
 
   // `worker`'s actions of step `step`, numbered as in the whole run's list.
   std::vector<Action> step(int worker, int step) const;
