@@ -3,8 +3,9 @@
 # root, with build-gpu/ (bench/gpu_bundle.sh) carried along. At most ~8 minutes:
 #   1. float64 exactness on the GPU: one process on the GPU == one on the CPU, and 2 and 3 workers
 #      sharing the GPU == one process on the GPU (losses, gradient norms, final weights, 1e-9);
+#      one process replaying a captured step (train.cuda_graphs) == eager;
 #   2. bfloat16: 2 workers sharing the GPU vs the bfloat16 single process (2^-12, the bound of
-#      tests/runtime/mixed_precision_test.cpp);
+#      tests/runtime/mixed_precision_test.cpp); CUDA graphs == eager;
 #   3. resume across devices: 4 steps on the GPU resumed to 6 on the CPU, and the reverse, against
 #      6 steps in one go (1e-9);
 #   4. the transducer: the recognizer in float64 on the GPU (1 process, 2 workers) == on the CPU
@@ -12,8 +13,11 @@
 #      U = 100, V = 1024, joint 512; float32 and bfloat16): peak GPU memory and time, beside
 #      torchaudio's rnnt_loss at the largest batch that fits;
 #      the recognizer's step time on the GPU (1 process, 2 workers) vs the CPU (all its cores);
+#   P. `pipetrain profile` of GPT-2 small's layers on the GPU (bfloat16), then `plan --profile`
+#      on clusters/hgx-h200-x2.toml;
 #   5. throughput, GPT-2 small, context 1024, bfloat16, AdamW, 2/4/16 sequences a step: pipetrain
-#      in one process and on 2 workers sharing the GPU vs bench/gpt2_pytorch.py (eager, compile),
+#      in one process (eager and CUDA graphs) and on 2 workers sharing the GPU vs
+#      bench/gpt2_pytorch.py (eager, compile),
 #      median step time, tokens/s, MFU; the tables last.
 # Logs and run folders under $OUT. GPU_CHECK_DEVICE=cpu GPU_CHECK_SMOKE=1 runs it here (tiny
 # throughput shapes) to test the script itself.
@@ -26,9 +30,10 @@ source bench/gpu_env.sh  # ROOT, PY, BIN, DEVICE, SMOKE, SHAPE, PY_SHAPE, CONTEX
 RET=${OUT:-/tmp/gpu_check}
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check_runs.XXXXXX")
 mkdir -p "$RET"
-# GPU_CHECK_PHASES (default 1234L5): the phases to run, e.g. 4 to rerun the transducer's
-# exactness and step time alone, L for its loss at the paper's scale (about 2 minutes).
-PHASES=${GPU_CHECK_PHASES:-1234L5}
+# GPU_CHECK_PHASES (default 1234LP5): the phases to run, e.g. 4 to rerun the transducer's
+# exactness and step time alone, L for its loss at the paper's scale (about 2 minutes), P for
+# the planner from a profile measured on the GPU.
+PHASES=${GPU_CHECK_PHASES:-1234LP5}
 phase() { [[ "$PHASES" == *"$1"* ]]; }
 RESULTS=$RET/results.txt LOSSES=$RET/transducer.jsonl RECOGNIZER=$RET/recognizer.jsonl
 THROUGHPUT=$RET/throughput.jsonl
@@ -53,6 +58,9 @@ train() {  # name, then fields; the run folder is $OUT/name
   fi
 }
 compare() { "$PY" bench/compare_runs.py "$@" | tee -a "$RESULTS"; }
+said() {  # run name, text its log must hold
+  if grep -q "$2" "$OUT/$1.log"; then verdict "PASS $1 says '$2'"; else verdict "FAIL $1 does not say '$2'"; fi
+}
 
 if phase 1; then
 log "1. float64 exactness on $DEVICE"
@@ -61,6 +69,18 @@ train f64_dev --model.dtype float64 --train.device "$DEVICE" --pipeline.stages 1
 train f64_dev_p2 --model.dtype float64 --train.device "$DEVICE" --pipeline.stages 2 --pipeline.schedule 1f1b
 train f64_dev_p3 --model.dtype float64 --train.device "$DEVICE" --pipeline.stages 3 --pipeline.schedule gpipe
 compare --label float64 --rtol 1e-9 --weights "$OUT/f64_dev" "$OUT/f64_cpu" "$OUT/f64_dev_p2" "$OUT/f64_dev_p3"
+if [ "$DEVICE" = cuda ]; then  # a captured step (step 4 on) replays the eager step's kernels
+  train f64_dev6 --model.dtype float64 --train.device cuda --pipeline.stages 1 --train.steps 6
+  train f64_dev6_graphs --model.dtype float64 --train.device cuda --pipeline.stages 1 --train.steps 6 --train.cuda_graphs 1
+  compare --label "float64 CUDA graphs" --rtol 1e-9 --weights "$OUT/f64_dev6" "$OUT/f64_dev6_graphs"
+  # Chunked cross-entropy reads its token count on the host: not capturable, so the run goes on
+  # eagerly, says so, and equals the eager run.
+  CHUNKED="--model.dtype float64 --train.device cuda --pipeline.stages 1 --train.steps 6 --model.loss_chunk_tokens 16"
+  train f64_chunked6 $CHUNKED
+  train f64_chunked6_graphs $CHUNKED --train.cuda_graphs 1
+  compare --label "float64 CUDA graphs, chunked loss (eager)" --rtol 1e-9 --weights "$OUT/f64_chunked6" "$OUT/f64_chunked6_graphs"
+  said f64_chunked6_graphs "could not be captured"
+fi
 
 fi
 if phase 2; then
@@ -68,6 +88,11 @@ log "2. bfloat16 pipeline vs bfloat16 single process on $DEVICE"
 train bf16_dev --model.dtype bfloat16 --train.device "$DEVICE" --pipeline.stages 1
 train bf16_dev_p2 --model.dtype bfloat16 --train.device "$DEVICE" --pipeline.stages 2
 compare --label bfloat16 --rtol 0.000244140625 "$OUT/bf16_dev" "$OUT/bf16_dev_p2"
+if [ "$DEVICE" = cuda ]; then
+  train bf16_dev6 --model.dtype bfloat16 --train.device cuda --pipeline.stages 1 --train.steps 6
+  train bf16_dev6_graphs --model.dtype bfloat16 --train.device cuda --pipeline.stages 1 --train.steps 6 --train.cuda_graphs 1
+  compare --label "bfloat16 CUDA graphs" --rtol 1e-9 --weights "$OUT/bf16_dev6" "$OUT/bf16_dev6_graphs"
+fi
 
 fi
 if phase 3; then
@@ -103,6 +128,12 @@ train rnnt_dev $SPEECH --train.device "$DEVICE" --pipeline.stages 1
 train rnnt_dev_p2 $SPEECH --train.device "$DEVICE" --pipeline.stages 2
 compare --label transducer --rtol 1e-9 --weights "$OUT/rnnt_cpu" "$OUT/rnnt_dev"
 compare --label transducer --rtol 1e-9 --weights "$OUT/rnnt_dev" "$OUT/rnnt_dev_p2"
+if [ "$DEVICE" = cuda ]; then  # its loss reads label counts on the host: eager after step 3
+  train rnnt_dev6 $SPEECH --train.device cuda --pipeline.stages 1 --train.steps 6
+  train rnnt_dev6_graphs $SPEECH --train.device cuda --pipeline.stages 1 --train.steps 6 --train.cuda_graphs 1
+  compare --label "transducer CUDA graphs (eager)" --rtol 1e-9 --weights "$OUT/rnnt_dev6" "$OUT/rnnt_dev6_graphs"
+  said rnnt_dev6_graphs "could not be captured"
+fi
 fi
 if phase L; then
 log "4a. the sample-wise loss at the paper's scale beside torchaudio"
@@ -115,6 +146,22 @@ sample_wise() {  # batch, then extra flags
     >"$OUT/transducer_b$batch$*.log" 2>&1 || verdict "FAIL transducer_memory batch $batch $* (log $OUT/transducer_b$batch$*.log)"
   grep '^RESULT ' "$OUT/transducer_b$batch$*.log" | cut -d' ' -f2- >>"$LOSSES"
 }
+if [ "$DEVICE" = cuda ]; then  # 2 utterances of the headline shape on the CPU and the GPU: same inputs
+  for d in cpu cuda; do
+    timeout 100 "$TM" --headline --device $d --batch 2 $RNNT --budget-mb 2048 >"$OUT/transducer_check_$d.log" 2>&1
+  done
+  "$PY" - "$OUT/transducer_check_cpu.log" "$OUT/transducer_check_cuda.log" <<'PYEOF' | tee -a "$RESULTS"
+import sys
+def values(path):  # loss, |d(enc)|, |d(pred)|, |d(W)|
+    line = next((l for l in open(path) if l.startswith("loss ")), "")
+    return [float(w) for w in line.split()[1::2]]
+cpu, gpu = values(sys.argv[1]), values(sys.argv[2])
+worst = max((abs(g - c) / abs(c) for c, g in zip(cpu, gpu)), default=float("inf")) if len(cpu) == len(gpu) == 4 else float("inf")
+# float32 joint products on two devices: relative rounding ~1e-6 per value; the lattice is float64
+print(f"{'PASS' if worst <= 1e-4 else 'FAIL'} transducer loss at the headline shape, B=2, GPU vs CPU: "
+      f"loss and gradient norms within {worst:.2e} (bound 1e-4)")
+PYEOF
+fi
 sample_wise "$BIG"
 sample_wise "$BIG" --dtype bfloat16
 if [ "$DEVICE" = cuda ]; then
@@ -155,17 +202,31 @@ recognizer_speed "$DEVICE-1proc" "$DEVICE" 1 1
 recognizer_speed "$DEVICE-2workers" "$DEVICE" 2 1
 
 fi
+if phase P; then
+log "P. the planner from layers measured on $DEVICE (GPT-2 small, bfloat16), on clusters/hgx-h200-x2.toml"
+PSIZES=$([ "$SMOKE" = 1 ] && echo 1,2 || echo 1,2,4,8)
+if timeout 150 "$BIN" profile $SHAPE --model.dtype bfloat16 --train.device "$DEVICE" --microbatch-sizes "$PSIZES" \
+    --repeats 5 --out "$OUT/gpu_profile.json" >"$OUT/profile.log" 2>&1 &&
+   timeout 60 "$BIN" plan --profile "$OUT/gpu_profile.json" --cluster clusters/hgx-h200-x2.toml \
+    --global-batch 64 --top 6 >"$RET/plan.txt" 2>&1; then
+  log "profile and plan: done"
+else
+  verdict "FAIL profile/plan on $DEVICE (logs $OUT/profile.log, $RET/plan.txt)"; tail -3 "$OUT/profile.log" "$RET/plan.txt" >&2
+fi
+
+fi
 if phase 5; then
 log "5. throughput: GPT-2 small, bfloat16"
 if [ "$SMOKE" = 1 ]; then STEPS=4; BATCHES="2 4"; else STEPS=25; BATCHES="2 4 16"; fi
-pipetrain_speed() {  # label, batch, stages, microbatches
-  local name="speed_$1_b$2" stages=$3 micro=$4
+pipetrain_speed() {  # label, batch, stages, microbatches, then extra fields
+  local name="speed_$1_b$2" stages=$3 micro=$4 label=$1 batch=$2
+  shift 4
   rm -rf "${OUT:?}/$name"
-  if timeout 120 "$BIN" train $SHAPE --model.dtype bfloat16 --train.device "$DEVICE" \
-      --train.batch_size "$2" --train.microbatches "$micro" --pipeline.stages "$stages" \
+  if timeout 120 "$BIN" train $SHAPE --model.dtype bfloat16 --train.device "$DEVICE" "$@" \
+      --train.batch_size "$batch" --train.microbatches "$micro" --pipeline.stages "$stages" \
       --train.steps "$STEPS" --log.every 1 --eval.every 0 --eval.batches 1 --sample.tokens 0 \
       --checkpoint.every 0 --quiet --run-dir "$OUT/$name" >"$OUT/$name.log" 2>&1; then
-    "$PY" - "$OUT/$name" "$1" "$2" "$CONTEXT" >>"$THROUGHPUT" <<'PYEOF'
+    "$PY" - "$OUT/$name" "$label" "$batch" "$CONTEXT" >>"$THROUGHPUT" <<'PYEOF'
 import json, statistics, sys
 run, label, batch, context = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 steps = [json.loads(l) for l in open(run + "/metrics.jsonl") if '"step_seconds"' in l]
@@ -180,6 +241,7 @@ PYEOF
   fi
 }
 for b in $BATCHES; do pipetrain_speed pipetrain-1proc "$b" 1 1; done
+[ "$DEVICE" = cuda ] && for b in $BATCHES; do pipetrain_speed pipetrain-1proc-graphs "$b" 1 1 --train.cuda_graphs 1; done
 for b in $BATCHES; do pipetrain_speed pipetrain-2workers "$b" 2 2; done
 PY_DEVICE=$([ "$DEVICE" = cuda ] && echo cuda || echo cpu)
 rm -f "$OUT/pytorch.jsonl"
@@ -192,7 +254,7 @@ timeout 200 "$PY" bench/gpt2_pytorch.py --device "$PY_DEVICE" --dtype bfloat16 $
 cat "$OUT/pytorch.jsonl" >>"$THROUGHPUT" 2>/dev/null
 fi
 log "done"
-(cd "$OUT" && find . -name '*.log' -o -name metrics.jsonl | tar czf "$RET/logs.tar.gz" -T -)
+(cd "$OUT" && find . -name '*.log' -o -name metrics.jsonl -o -name gpu_profile.json | tar czf "$RET/logs.tar.gz" -T -)
 
 echo
 cat "$RET/progress.log"
@@ -211,6 +273,7 @@ print(f"{'recognizer step (64 utt)':<32} {'median ms':>10} {'final loss':>11}")
 for r in (json.loads(l) for l in open(sys.argv[1]) if l.strip()):
     print(f"{r['mode']:<32} {r['median_ms']:>10.1f} {r['final_loss']:>11.4f}")
 PYEOF
+[ -s "$RET/plan.txt" ] && { echo "== plan from the GPU profile"; grep -v '^profile:' "$RET/plan.txt" | head -14; }
 "$PY" - "$THROUGHPUT" "$CONTEXT" <<'PYEOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

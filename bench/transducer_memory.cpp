@@ -154,7 +154,7 @@ int headline(const Config& c, int64_t budget_mb, const c10::Device& device, bool
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   std::fprintf(stderr, "\n");
-  std::printf("loss %.4f  |d(enc)| %.4g  |d(pred)| %.4g  |d(W)| %.4g\n", loss.item<double>(),
+  std::printf("loss %.10g  |d(enc)| %.10g  |d(pred)| %.10g  |d(W)| %.10g\n", loss.item<double>(),
               in.enc.grad().norm().item<double>(), in.pred.grad().norm().item<double>(),
               joint->output->weight.grad().norm().item<double>());
   std::printf("time %.1f s (loss + joint gradients %.1f s, hand-off %.1f s), %.2f s/sample\n",

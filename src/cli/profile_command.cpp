@@ -42,12 +42,19 @@ void add_profile_command(CLI::App& app) {
     options.threads = static_cast<int>(*threads);
     const auto report = [](const std::string& line) { fmt::print(stderr, "profile: {}\n", line); };
     auto measured = profile::profile_gpt_layers(config, options, report);
-    measured.links = profile::measure_local_links(std::max(options.repeats, 25));
-    for (const auto& [name, fit] : {std::pair{"p2p send/recv", measured.links.p2p},
-                                    std::pair{"2-worker all-reduce", measured.links.all_reduce},
-                                    std::pair{"send post (sender busy)", measured.links.send_post}}) {
-      report(fmt::format("{}: latency {:.1f} us, {:.2f} GB/s (fit within {:.0f}%)", name,
-                         1e6 * fit.latency_s, fit.bandwidth / 1e9, 100 * fit.max_error));
+    // Links between this machine's processes (Gloo over loopback) describe a cluster of such
+    // workers; a GPU pipeline's sends go over NCCL and NVLink, which processes sharing one GPU
+    // cannot measure: its plans take the cluster file's links.
+    if (measured.device == "cpu") {
+      measured.links = profile::measure_local_links(std::max(options.repeats, 25));
+      for (const auto& [name, fit] : {std::pair{"p2p send/recv", measured.links.p2p},
+                                      std::pair{"2-worker all-reduce", measured.links.all_reduce},
+                                      std::pair{"send post (sender busy)", measured.links.send_post}}) {
+        report(fmt::format("{}: latency {:.1f} us, {:.2f} GB/s (fit within {:.0f}%)", name,
+                           1e6 * fit.latency_s, fit.bandwidth / 1e9, 100 * fit.max_error));
+      }
+    } else {
+      report(fmt::format("links not measured on {}: plans take the cluster file's", measured.device));
     }
     write_file_atomically(out, plan::to_json(measured).dump(2) + "\n");
     fmt::print("wrote {} ({} layers x {} microbatch sizes)\n", out, measured.layers.size(),

@@ -44,6 +44,20 @@ Execution decide_execution(const std::string& train_device, const std::string& m
   return execution;
 }
 
+Execution with_graphed_steps(Execution execution, int64_t cuda_graphs) {
+  if (cuda_graphs == 0) return execution;
+  if (execution.device != DeviceKind::Cuda) {
+    fail("train.cuda_graphs = 1 replays steps on a GPU, but this run computes on the CPU "
+         "(train.device); use train.cuda_graphs = 0");
+  }
+  if (execution.workers_per_node > 1) {
+    fail("train.cuda_graphs = 1 is for one process (pipeline.stages = 1, pipeline.dp_width = 1); "
+         "pipeline workers launch their kernels eagerly");
+  }
+  execution.graphed_steps = true;
+  return execution;
+}
+
 int gpu_of(const Execution& execution, int local_rank) {
   if (execution.device == DeviceKind::Cpu) return -1;
   return local_rank % execution.gpus;
@@ -79,7 +93,8 @@ std::string describe(const Execution& execution) {
       w == 1 ? "1 GPU"
       : w <= g ? fmt::format("{} workers, a GPU each", w)
                : fmt::format("{} workers sharing {} GPU{}", w, g, g == 1 ? "" : "s");
-  return fmt::format("cuda: {}{}, {}", gpus, transport, name_of(execution.precision));
+  return fmt::format("cuda: {}{}, {}{}", gpus, transport, name_of(execution.precision),
+                     execution.graphed_steps ? ", CUDA graphs" : "");
 }
 
 }  // namespace pipetrain::device

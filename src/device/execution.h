@@ -4,6 +4,7 @@
 // the run spec to every worker. Nothing else in pipetrain looks at train.device or asks how many
 // GPUs there are; stage code reads this value (or the tensors' own devices), never branches on
 // `cuda` itself. No libtorch in this header: the run spec includes it.
+#include <cstdint>
 #include <string>
 
 namespace pipetrain::device {
@@ -30,6 +31,9 @@ struct Execution {
   int workers_per_node = 1; // worker processes on one node
   Transport transport = Transport::Gloo;
   PrecisionKind precision = PrecisionKind::Float32;
+  // train.cuda_graphs: the one process captures a step's forward and backward as a CUDA graph
+  // once and replays it (device/step_runner.h); else every kernel is launched from the host.
+  bool graphed_steps = false;
 };
 
 // The hardware a decision reads: passed in, so the decision is a pure function (tests give
@@ -44,6 +48,10 @@ struct Hardware {
 Execution decide_execution(const std::string& train_device, const std::string& model_dtype,
                            int workers_per_node, const Hardware& hardware);
 
+// `execution` with train.cuda_graphs (0 or 1) decided: UserError (one line) unless it is one
+// process on a GPU (capture needs a CUDA stream; pipeline workers launch eagerly).
+Execution with_graphed_steps(Execution execution, int64_t cuda_graphs);
+
 // model.dtype as a precision kind; UserError naming the known ones.
 PrecisionKind precision_named(const std::string& model_dtype);
 
@@ -53,7 +61,8 @@ int gpu_of(const Execution& execution, int local_rank);
 
 const char* name_of(Transport transport);      // "gloo", "gloo (host-staged)", "nccl"
 const char* name_of(PrecisionKind precision);  // "float32", "float64", "bfloat16 mixed"
-// "cuda: 2 workers sharing 1 GPU, gloo (host-staged), bfloat16 mixed" / "cpu, gloo, float32"
+// "cuda: 2 workers sharing 1 GPU, gloo (host-staged), bfloat16 mixed" / "cpu, gloo, float32" /
+// "cuda: 1 GPU, bfloat16 mixed, CUDA graphs"
 std::string describe(const Execution& execution);
 
 }  // namespace pipetrain::device

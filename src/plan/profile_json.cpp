@@ -41,6 +41,7 @@ nlohmann::json to_json(const ModelProfile& profile) {
           {"shape", {{"name", shape.name}, {"layers", shape.layers}, {"hidden", shape.hidden},
                      {"heads", shape.heads}, {"seq_len", shape.seq_len}, {"vocab", shape.vocab}}},
           {"threads", profile.threads},
+          {"device", profile.device},
           {"layers", layers}};
   if (profile.links.measured) {
     json["links"] = {{"p2p", link_json(profile.links.p2p)},
@@ -56,6 +57,7 @@ ModelProfile model_profile_from_json(const nlohmann::json& json, const std::stri
     if (json.at("format") != "pipetrain-profile-1") fail("{}: not a pipetrain profile", origin);
     profile.description = json.at("description").get<std::string>();
     profile.threads = json.at("threads").get<int>();
+    profile.device = json.value("device", std::string("cpu"));
     const auto& shape = json.at("shape");
     profile.shape = {shape.at("name").get<std::string>(), shape.at("layers").get<int64_t>(),
                      shape.at("hidden").get<int64_t>(), shape.at("heads").get<int64_t>(),

@@ -46,6 +46,7 @@ struct ModelProfile {
   std::string description;  // model shape and machine
   GptShape shape;
   int threads = 1;
+  std::string device = "cpu";  // where the layers were timed ("cpu", "cuda"); older profiles: cpu
   std::vector<LayerProfile> layers;
   LinkProfile links;  // absent from profiles written before links were measured
 };

@@ -168,8 +168,10 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
   }
   plan::ModelProfile profile;
   profile.threads = options.threads;
+  profile.device = c10::DeviceTypeName(device.type(), /*lower_case=*/true);
   profile.shape = {"profiled", shape.layers, shape.d_model, shape.heads, shape.seq_len, shape.vocab_size};
-  profile.description = fmt::format("{}; {} thread(s)", definition->describe(), options.threads);
+  profile.description = fmt::format("{}; {}, {} thread(s)", definition->describe(), profile.device,
+                                    options.threads);
   const int64_t count = definition->layer_count();
   // Warm the allocator and BLAS at the largest size first: otherwise the first layer timed
   // pays for it (block 0 measured 2.7x its peers).

@@ -67,7 +67,9 @@ CheckpointEvaluation evaluate_checkpoint(const Config& config, const std::string
   result.step = info.step;
   const auto batches = make_batch_source(config, data_root);
   result.data = batches->describe();
-  Trainer trainer(config, batches);
+  Config evaluating = config;
+  evaluating.train.cuda_graphs = 0;  // graphs replay training steps; a run's evaluation takes none
+  Trainer trainer(evaluating, batches);
   load_module_entries(trainer.model(), weights_of(checkpoint_dir, info), checkpoint_dir);
   result.validation = trainer.evaluate();
   torch::NoGradGuard no_grad;

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/stop_signal.h"
 #include "device/placement.h"
+#include "device/step_runner.h"
 #include "model/registry.h"
 #include "model/token_batch.h"
 #include "train/evaluation.h"
@@ -27,17 +28,36 @@ Trainer::Trainer(const Config& config, const Dataset& data)
 
 Trainer::Trainer(const Config& config, std::shared_ptr<const BatchSource> batches)
     : config_(config),
-      execution_(device::decide_execution_here(config.train.device, config.model.dtype, 1)),
+      execution_(device::with_graphed_steps(
+          device::decide_execution_here(config.train.device, config.model.dtype, 1),
+          config.train.cuda_graphs)),
       device_(device::worker_device(execution_, 0)),
       batches_(std::move(batches)),
       definition_(make_model(config)),
       model_(placed(definition_->make_whole(), device_)),
-      optimizer_(make_optimizer(named_tensors(*model_), config.train, roles_of(*definition_))) {}
+      optimizer_(make_optimizer(named_tensors(*model_), config.train, roles_of(*definition_))),
+      steps_(device::make_step_runner(execution_, device_)) {}
 
 StepResult Trainer::train_step(int64_t step) {
   const auto& train = config_.train;
   const Microbatch batch = on_device(
       batches_->train_batch(static_cast<uint64_t>(train.seed), step, train.batch_size), device_);
+  const auto outputs = steps_->run({batch.inputs, batch.labels}, [this](const auto& inputs) {
+    return forward_backward({inputs[0], inputs[1]});
+  });
+  const torch::Tensor &loss_sum = outputs[0], &norm = outputs[1];
+  StepResult result;
+  result.lr = learning_rate_at(train, step);
+  set_learning_rate(*optimizer_, result.lr);
+  optimizer_->step();
+  // The step's one wait for the device, after the update is queued.
+  result.grad_norm = norm.item<double>();
+  result.loss = loss_sum.item<double>() / static_cast<double>(train.microbatches);
+  return result;
+}
+
+std::vector<torch::Tensor> Trainer::forward_backward(const Microbatch& batch) {
+  const auto& train = config_.train;
   const int64_t micro_size = train.batch_size / train.microbatches;
   optimizer_->zero_grad();
   torch::Tensor loss_sum;  // float64 on the device: read once, after the last microbatch
@@ -48,19 +68,12 @@ StepResult Trainer::train_step(int64_t step) {
     const auto value = loss.detach().to(torch::kFloat64);
     loss_sum = loss_sum.defined() ? loss_sum + value : value;
   }
-  StepResult result;
   const auto params = parameters();
   // The norm and the clipping stay on the device: the host queues the update right behind the
   // backward instead of waiting for the norm.
   const torch::Tensor norm = grad_norm_on_device(params);
   clip_grads_to_norm(params, norm, train.grad_clip);
-  result.lr = learning_rate_at(train, step);
-  set_learning_rate(*optimizer_, result.lr);
-  optimizer_->step();
-  // The step's one wait for the device, after the update is queued.
-  result.grad_norm = norm.item<double>();
-  result.loss = loss_sum.item<double>() / static_cast<double>(train.microbatches);
-  return result;
+  return {loss_sum, norm};
 }
 
 Validation Trainer::evaluate() {

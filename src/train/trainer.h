@@ -9,6 +9,7 @@
 #include "core/config.h"
 #include "data/dataset.h"
 #include "device/execution.h"
+#include "device/step_runner.h"
 #include "model/batch_source.h"
 #include "model/model.h"
 #include "train/step_result.h"
@@ -32,6 +33,10 @@ class Trainer {
   const c10::Device& device() const { return device_; }
 
  private:
+  // Zeroed gradients, then every microbatch's forward and backward, the norm and the clipping:
+  // what a graphed step replays. {loss summed over the microbatches (float64), gradient norm}.
+  std::vector<torch::Tensor> forward_backward(const Microbatch& batch);
+
   Config config_;
   device::Execution execution_;  // train.device and model.dtype for one worker
   c10::Device device_;
@@ -39,6 +44,7 @@ class Trainer {
   std::shared_ptr<const Model> definition_;
   std::shared_ptr<StageModule> model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<device::StepRunner> steps_;  // eager, or replays of a captured step
 };
 
 }  // namespace pipetrain

@@ -47,6 +47,9 @@ TEST(Cli, BadInputGetsOneClearLine) {
   expect_one_line_error("train --bogus", "unknown option '--bogus'");
   expect_one_line_error("train --train.steps", "--train.steps needs a value");
   expect_one_line_error("train --stages 2 --zero1", "needs pipeline.dp_width >= 2");
+  // No GPU here (the CPU test machines): graphs replay steps on a GPU only.
+  expect_one_line_error("train --pipeline.stages 1 --train.device cpu --train.cuda_graphs 1",
+                        "replays steps on a GPU, but this run computes on the CPU");
 }
 
 TEST(Cli, MalformedAndMistypedConfigFiles) {

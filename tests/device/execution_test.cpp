@@ -43,6 +43,17 @@ TEST(Execution, WorkersTakeGpusRoundRobinByLocalRank) {
   EXPECT_EQ(gpu_of(e, 4), 0);
 }
 
+TEST(Execution, GraphedStepsNeedOneProcessOnAGpu) {
+  const Execution one_gpu = with_graphed_steps(decide_execution("cuda", "bfloat16", 1, Hardware{1}), 1);
+  EXPECT_TRUE(one_gpu.graphed_steps);
+  EXPECT_EQ(describe(one_gpu), "cuda: 1 GPU, bfloat16 mixed, CUDA graphs");
+  EXPECT_FALSE(with_graphed_steps(decide_execution("cuda", "float32", 1, Hardware{1}), 0).graphed_steps);
+  // "auto" on a machine without a GPU computes on the CPU: no stream to capture on.
+  EXPECT_THROW(with_graphed_steps(decide_execution("auto", "float32", 1, Hardware{0}), 1), UserError);
+  EXPECT_THROW(with_graphed_steps(decide_execution("cuda", "float32", 2, Hardware{2}), 1), UserError);
+  EXPECT_FALSE(with_graphed_steps(decide_execution("cpu", "float32", 1, Hardware{0}), 0).graphed_steps);
+}
+
 TEST(Execution, CudaWithoutAGpuAndUnknownNamesAreOneLineErrors) {
   try {
     decide_execution("cuda", "float32", 1, Hardware{0});

@@ -71,6 +71,10 @@ TEST(LayerProfile, JsonRoundTripAndLayerCosts) {
   const auto parsed = plan::model_profile_from_json(plan::to_json(profile), "mem");
   EXPECT_EQ(plan::to_json(parsed), plan::to_json(profile));
   EXPECT_EQ(parsed.shape.layers, 2);
+  EXPECT_EQ(parsed.device, "cpu");  // where tiny_profile timed its layers
+  auto older = plan::to_json(profile);
+  older.erase("device");  // profiles written before the field: timed on the CPU
+  EXPECT_EQ(plan::model_profile_from_json(older, "old").device, "cpu");
   const auto costs = plan::layer_costs(parsed, 4);
   ASSERT_EQ(costs.size(), 4u);
   EXPECT_DOUBLE_EQ(costs[1].forward_s, profile.layers[1].by_microbatch[1].forward_s);
@@ -92,6 +96,25 @@ TEST(LayerProfile, PlannerRunsOnAMeasuredProfile) {
   const auto result = plan::plan_training(request);
   ASSERT_FALSE(result.ranked.empty());
   for (const auto& c : result.ranked) EXPECT_EQ(c.stages * c.dp_width, 2);
+}
+
+// A GPU node's description (bench/gpu_check.sh plans from a GPU profile on it): 16 devices of
+// 141 GB, NVLink inside (3600 Gbit/s = 450 GB/s), InfiniBand between nodes; the planner uses them
+// all when the batch allows.
+TEST(LayerProfile, PlansOnTheH200ClusterUseItsLinks) {
+  const auto cluster = plan::load_cluster("hgx-h200-x2", std::string(PIPETRAIN_SOURCE_DIR) + "/clusters");
+  EXPECT_EQ(cluster.nodes * cluster.devices_per_node, 16);
+  EXPECT_DOUBLE_EQ(cluster.device_memory_bytes, 141e9);
+  EXPECT_DOUBLE_EQ(cluster.intra_node_bandwidth, 450e9);
+  plan::PlanRequest request;
+  request.profile = tiny_profile();
+  request.model = request.profile->shape;
+  request.cluster = cluster;
+  request.global_batch = 16;
+  request.microbatch_sizes = {1};
+  const auto result = plan::plan_training(request);
+  ASSERT_FALSE(result.ranked.empty());
+  EXPECT_EQ(result.ranked.front().stages * result.ranked.front().dp_width, 16);
 }
 
 }  // namespace
