@@ -146,20 +146,20 @@ sample_wise() {  # batch, then extra flags
     >"$OUT/transducer_b$batch$*.log" 2>&1 || verdict "FAIL transducer_memory batch $batch $* (log $OUT/transducer_b$batch$*.log)"
   grep '^RESULT ' "$OUT/transducer_b$batch$*.log" | cut -d' ' -f2- >>"$LOSSES"
 }
-if [ "$DEVICE" = cuda ]; then  # 2 utterances of the headline shape on the CPU and the GPU: same inputs
-  for d in cpu cuda; do
-    timeout 100 "$TM" --headline --device $d --batch 2 $RNNT --budget-mb 2048 >"$OUT/transducer_check_$d.log" 2>&1
-  done
-  "$PY" - "$OUT/transducer_check_cpu.log" "$OUT/transducer_check_cuda.log" <<'PYEOF' | tee -a "$RESULTS"
+if [ "$DEVICE" = cuda ]; then  # 2 utterances of the headline shape: the GPU (float32) against float64 on the CPU
+  timeout 100 "$TM" --headline --device cpu --dtype float64 --batch 2 $RNNT --budget-mb 4096 >"$OUT/transducer_check_cpu64.log" 2>&1
+  timeout 100 "$TM" --headline --device cuda --batch 2 $RNNT --budget-mb 2048 >"$OUT/transducer_check_cuda.log" 2>&1
+  "$PY" - "$OUT/transducer_check_cpu64.log" "$OUT/transducer_check_cuda.log" <<'PYEOF' | tee -a "$RESULTS"
 import sys
 def values(path):  # loss, |d(enc)|, |d(pred)|, |d(W)|
     line = next((l for l in open(path) if l.startswith("loss ")), "")
     return [float(w) for w in line.split()[1::2]]
-cpu, gpu = values(sys.argv[1]), values(sys.argv[2])
-worst = max((abs(g - c) / abs(c) for c, g in zip(cpu, gpu)), default=float("inf")) if len(cpu) == len(gpu) == 4 else float("inf")
-# float32 joint products on two devices: relative rounding ~1e-6 per value; the lattice is float64
-print(f"{'PASS' if worst <= 1e-4 else 'FAIL'} transducer loss at the headline shape, B=2, GPU vs CPU: "
-      f"loss and gradient norms within {worst:.2e} (bound 1e-4)")
+ref, gpu = values(sys.argv[1]), values(sys.argv[2])
+worst = max((abs(g - r) / abs(r) for r, g in zip(ref, gpu)), default=float("inf")) if len(ref) == len(gpu) == 4 else float("inf")
+# Measured 2026-11-27: the GPU within 4.7e-7 of float64 (the CPU's float32 path: 2.5e-4 on the
+# joint weight's gradient, so float64 is the reference, not the CPU's float32).
+print(f"{'PASS' if worst <= 1e-5 else 'FAIL'} transducer loss at the headline shape, B=2, GPU float32 vs CPU float64: "
+      f"loss and gradient norms within {worst:.2e} (bound 1e-5)")
 PYEOF
 fi
 sample_wise "$BIG"

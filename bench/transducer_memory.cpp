@@ -4,7 +4,8 @@
 //   transducer_memory --headline [--batch B] [--frames T] [--labels U] [--vocab V] [--joint J]
 //                     [--budget-mb M]  the paper's headline: B=1024, T=1000, U=100, V=256, J=256
 //                     [--device cuda] [--dtype bfloat16]  on a GPU (peak: the CUDA allocator's),
-//                     the joint in bfloat16 (autocast; loss and gradients accumulate in float32)
+//                     the joint in bfloat16 (autocast; loss and gradients accumulate in float32),
+//                     or everything in float64 (the reference a float32 run's gradients are off by)
 //
 // Every run computes the loss and all gradients (encoder output, predictor output, joint).
 #include <malloc.h>
@@ -111,18 +112,20 @@ at::Tensor leaf_on(const at::Tensor& tensor, const c10::Device& device) {
   return tensor.detach().to(device).requires_grad_(tensor.requires_grad());
 }
 
-int headline(const Config& c, int64_t budget_mb, const c10::Device& device, bool bfloat16) {
+int headline(const Config& c, int64_t budget_mb, const c10::Device& device, const std::string& dtype) {
+  const bool bfloat16 = dtype == "bfloat16", float64 = dtype == "float64";
   std::printf("sample-wise transducer loss + gradients: B=%ld T=%ld U=%ld V=%ld J=%ld, %s, joint in %s, %d threads\n",
               c.batch, c.frames, c.labels, c.vocab, c.joint, device.str().c_str(),
-              bfloat16 ? "bfloat16" : "float32", at::get_num_threads());
+              dtype.c_str(), at::get_num_threads());
   const double batched_gb = double(c.batch) * c.frames * (c.labels + 1) * (c.vocab + c.joint) * 4 / 1e9;
   std::printf("(a batched joint would hold [B,T,U+1,V+J] = %.0f GB per copy)\n", batched_gb);
   Inputs in = make_inputs(c);
+  if (float64) in.enc = in.enc.to(at::kDouble), in.pred = in.pred.to(at::kDouble);  // the reference
   in.enc = leaf_on(in.enc, device), in.pred = leaf_on(in.pred, device);
   in.targets = in.targets.to(device), in.t_len = in.t_len.to(device), in.u_len = in.u_len.to(device);
   torch::manual_seed(1);
   JointNetwork joint(c.joint, c.vocab);
-  joint->to(device);
+  joint->to(device, float64 ? at::kDouble : at::kFloat);
   const auto precision = pipetrain::device::precision_of(
       bfloat16 ? pipetrain::device::PrecisionKind::BFloat16Mixed : pipetrain::device::PrecisionKind::Float32);
   pipetrain::device::synchronize(device);
@@ -204,7 +207,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr, "usage: %s [--headline [--batch B] [--frames T] [--labels U] "
                            "[--vocab V] [--joint J] [--budget-mb M] [--device cuda] "
-                           "[--dtype bfloat16]]\n", argv[0]);
+                           "[--dtype bfloat16|float64]]\n", argv[0]);
       return 2;
     }
   }
@@ -216,8 +219,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: --device must be cpu or cuda\n");
     return 2;
   }
-  if (dtype != "float32" && dtype != "bfloat16") {
-    std::fprintf(stderr, "error: --dtype must be float32 or bfloat16\n");
+  if (dtype != "float32" && dtype != "bfloat16" && dtype != "float64") {
+    std::fprintf(stderr, "error: --dtype must be float32, bfloat16 or float64\n");
     return 2;
   }
   if (device == "cuda" && pipetrain::device::this_hardware().gpus == 0) {
@@ -225,6 +228,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   return run_headline ? headline(c, budget_mb, c10::Device(device == "cuda" ? "cuda:0" : "cpu"),
-                                 dtype == "bfloat16")
+                                 dtype)
                       : sweep();
 }

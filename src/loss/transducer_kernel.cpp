@@ -11,18 +11,12 @@
 
 #include "core/error.h"
 #include "loss/transducer.h"
+#include "loss/transducer_lattice.h"
 
 namespace pipetrain::loss {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-inline double log_add(double a, double b) {
-  if (a == kNegInf) return b;
-  if (b == kNegInf) return a;
-  const double hi = std::max(a, b);
-  return hi + std::log1p(std::exp(-std::fabs(a - b)));
-}
 
 // Rows of logits processed per vectorised ATen call: bounds the temporaries of logsumexp to
 // about 1M elements while keeping each call large enough to vectorise and parallelise.
@@ -30,22 +24,11 @@ int64_t frames_per_block(int64_t labels_plus_one, int64_t vocab) {
   return std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(1, labels_plus_one * vocab));
 }
 
-// A [T, U+1] double tensor's values on the host (the lattice's inputs and outputs).
-std::vector<double> host_values(const at::Tensor& tensor) {
-  const at::Tensor host = tensor.to(at::Device(at::kCPU), at::kDouble).contiguous();
-  return std::vector<double>(host.data_ptr<double>(), host.data_ptr<double>() + host.numel());
-}
-
-// `values` (host, double) as a tensor like `like` (its device and dtype), shaped `shape`.
-at::Tensor device_values(std::vector<double>& values, at::IntArrayRef shape, const at::TensorOptions& like) {
-  return at::from_blob(values.data(), shape, at::kDouble).to(like.device(), like.dtype().toScalarType());
-}
-
 // Runs wherever the logits live, CPU or GPU: the V-wide work (log-softmax denominators, the
 // gradient written over the logits) is ATen ops on the logits' device, block by block; the
-// (T, U+1) lattice (alpha and beta, a sequential recursion of T*U steps) runs on the host in
-// double, from two [T, U+1] tensors brought over and back: O(T*U) bytes moved against O(T*U*V)
-// computed. Low-precision logits (bfloat16, float16) are widened to float32 block by block, so
+// (T, U+1) lattice (alpha and beta, a sequential recursion of T*U steps) runs there too, in
+// double (transducer_lattice: a loop on the host, one thread block on a GPU), and only the loss
+// comes back to the host. Low-precision logits (bfloat16, float16) are widened to float32 block by block, so
 // the denominators and the lattice never round to them; only the gradient written back does.
 double fused_loss_and_grad(const at::Tensor& logits, const at::Tensor& y_device, int64_t blank,
                            bool want_grad, double grad_scale) {
@@ -64,47 +47,22 @@ double fused_loss_and_grad(const at::Tensor& logits, const at::Tensor& y_device,
     at::logsumexp_out(out, block_of(logits, t0).to(wide), {2}, false);
   }
 
-  // 2. log-probabilities of the two transitions out of every (t, u), in double on the host.
+  // 2. log-probabilities of the two transitions out of every (t, u), in double.
+  const at::TensorOptions doubles = lse.options().dtype(at::kDouble);
   const at::Tensor lse_double = lse.to(at::kDouble);
-  const std::vector<double> blank_lp = host_values(logits.select(2, blank).to(at::kDouble) - lse_double);
-  std::vector<double> emit_lp(T * U1, kNegInf);
+  const at::Tensor blank_lp = (logits.select(2, blank).to(at::kDouble) - lse_double).contiguous();
+  at::Tensor emit_lp = at::full({T, U1}, kNegInf, doubles);  // no label after the last
   at::Tensor label_index;  // [T, U, 1]: y_u at every frame
   if (U1 > 1) {
     label_index = y_device.reshape({1, U1 - 1, 1}).expand({T, U1 - 1, 1});
-    const auto emit = host_values(logits.narrow(1, 0, U1 - 1).gather(2, label_index).squeeze(2).to(at::kDouble) -
-                                  lse_double.narrow(1, 0, U1 - 1));
-    for (int64_t t = 0; t < T; ++t) {
-      std::copy_n(emit.begin() + t * (U1 - 1), U1 - 1, emit_lp.begin() + t * U1);
-    }
+    emit_lp.narrow(1, 0, U1 - 1).copy_(logits.narrow(1, 0, U1 - 1).gather(2, label_index).squeeze(2).to(at::kDouble) -
+                                       lse_double.narrow(1, 0, U1 - 1));
   }
 
-  // 3. forward (alpha) and backward (beta) variables, in double: O(T*U), negligible next to V.
-  std::vector<double> alpha(T * U1), beta(T * U1);
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t u = 0; u < U1; ++u) {
-      if (t == 0 && u == 0) {
-        alpha[0] = 0.0;
-        continue;
-      }
-      double a = kNegInf;
-      if (t > 0) a = alpha[(t - 1) * U1 + u] + blank_lp[(t - 1) * U1 + u];
-      if (u > 0) a = log_add(a, alpha[t * U1 + u - 1] + emit_lp[t * U1 + u - 1]);
-      alpha[t * U1 + u] = a;
-    }
-  }
-  for (int64_t t = T - 1; t >= 0; --t) {
-    for (int64_t u = U1 - 1; u >= 0; --u) {
-      if (t == T - 1 && u == U1 - 1) {
-        beta[t * U1 + u] = blank_lp[t * U1 + u];
-        continue;
-      }
-      double b = kNegInf;
-      if (t < T - 1) b = beta[(t + 1) * U1 + u] + blank_lp[t * U1 + u];
-      if (u < U1 - 1) b = log_add(b, beta[t * U1 + u + 1] + emit_lp[t * U1 + u]);
-      beta[t * U1 + u] = b;
-    }
-  }
-  const double loss = -beta[0];
+  // 3. forward (alpha) and backward (beta) variables, in double where the logits are: O(T*U).
+  at::Tensor alpha = at::empty({T, U1}, doubles), beta = at::empty({T, U1}, doubles);
+  transducer_lattice(blank_lp, emit_lp, alpha, beta);
+  const double loss = -beta[0][0].item<double>();  // the utterance's one wait
   if (!want_grad) return loss;
 
   // 4. d(loss)/dz[t,u,k] = softmax(z)[k] * occupancy(t,u) - (transition terms at blank and y_u).
@@ -115,10 +73,7 @@ double fused_loss_and_grad(const at::Tensor& logits, const at::Tensor& y_device,
     return loss;
   }
   const double log_scale = std::log(std::fabs(grad_scale));
-  std::vector<double> coef_values(T * U1);
-  for (int64_t i = 0; i < T * U1; ++i) coef_values[i] = alpha[i] + beta[i] + loss + log_scale;
-  const at::Tensor coef =
-      device_values(coef_values, {T, U1}, lse.options()).sub_(lse).unsqueeze(2);
+  const at::Tensor coef = (alpha + beta).add_(loss).add_(log_scale).to(lse.scalar_type()).sub_(lse).unsqueeze(2);
   for (int64_t t0 = 0; t0 < T; t0 += block) {
     at::Tensor rows = block_of(logits, t0);
     if (wide == logits.scalar_type()) {
@@ -129,23 +84,21 @@ double fused_loss_and_grad(const at::Tensor& logits, const at::Tensor& y_device,
   }
   if (grad_scale < 0) logits.neg_();
 
-  //    Then subtract the transition terms: blank moves to (t+1, u), label y_u moves to (t, u+1).
-  std::vector<double> blank_term(T * U1, 0.0), emit_term(T * (U1 - 1), 0.0);
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t u = 0; u < U1; ++u) {
-      const int64_t i = t * U1 + u;
-      const double base = alpha[i] + loss;
-      double next_blank = kNegInf;
-      if (t < T - 1) next_blank = beta[i + U1];
-      else if (u == U1 - 1) next_blank = 0.0;  // final blank ends the alignment
-      if (next_blank != kNegInf) blank_term[i] = grad_scale * std::exp(blank_lp[i] + base + next_blank);
-      if (u < U1 - 1) emit_term[t * (U1 - 1) + u] = -grad_scale * std::exp(emit_lp[i] + base + beta[i + 1]);
-    }
-  }
-  logits.select(2, blank).sub_(device_values(blank_term, {T, U1}, logits.options()));
+  //    Then subtract the transition terms: blank moves to (t+1, u) (the final blank ends the
+  //    alignment: beta 0 after (T-1, U)), label y_u moves to (t, u+1).
+  const at::Tensor reach = alpha.add_(loss);  // alpha is not needed any more
+  at::Tensor after_blank = at::full({T, U1}, kNegInf, doubles);
+  after_blank.narrow(0, 0, T - 1).copy_(beta.narrow(0, 1, T - 1));
+  after_blank[T - 1][U1 - 1] = 0.0;
+  const at::Tensor blank_term = (blank_lp + reach).add_(after_blank).exp_().mul_(grad_scale);
+  logits.select(2, blank).sub_(blank_term.to(logits.scalar_type()));
   if (U1 > 1) {
+    const at::Tensor emit_term = (emit_lp.narrow(1, 0, U1 - 1) + reach.narrow(1, 0, U1 - 1))
+                                     .add_(beta.narrow(1, 1, U1 - 1))
+                                     .exp_()
+                                     .mul_(-grad_scale);
     logits.narrow(1, 0, U1 - 1)
-        .scatter_add_(2, label_index, device_values(emit_term, {T, U1 - 1, 1}, logits.options()));
+        .scatter_add_(2, label_index, emit_term.unsqueeze(2).to(logits.scalar_type()));
   }
   return loss;
 }
