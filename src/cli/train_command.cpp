@@ -5,6 +5,7 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "cli/measured_partition.h"
 #include "cli/preflight.h"
 #include "core/error.h"
 #include "core/machine.h"
@@ -180,7 +181,7 @@ void run_train(const std::vector<std::string>& raw_args) {
   const auto resume = arguments.options.find("--resume");
   options.resume = resume != arguments.options.end();
   if (options.resume) use_resumed_config(arguments, resume->second);
-  const Config config = resolve_config(arguments);
+  Config config = resolve_config(arguments);
   if (config.pipeline.memory_budget_mb > 0) return_freed_memory_to_system();
   const auto run_dir = arguments.options.find("--run-dir");
   options.run_dir = options.resume                         ? resume->second
@@ -191,10 +192,12 @@ void run_train(const std::vector<std::string>& raw_args) {
   options.data_root = PIPETRAIN_SOURCE_DIR;  // so data/... works from any folder
   // Before the model is built: an absurd size is refused, not allocated.
   check_run_fits_machine(config, options.data_root, processes_here(config));
+  std::vector<std::string> worker_args = raw_args;
+  resolve_measured_partition(config, worker_args);  // before the spec: it cuts the layers
   const runtime::RunSpec spec = runtime::make_run_spec(config);  // every cross-field check
   if (spec.pipelined) {
     const auto pipeline_summary =
-        runtime::run_pipeline(config, spec, options, raw_args, launch_file);
+        runtime::run_pipeline(config, spec, options, worker_args, launch_file);
     if (!pipeline_summary) return;  // a worker: the launcher or the last stage reports
     report(*pipeline_summary, options);
     return;

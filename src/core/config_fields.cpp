@@ -168,8 +168,11 @@ std::vector<FieldSpec> make_fields() {
        "docs/schedules.md (`pipetrain train --help` lists them)",
        at(&C::pipeline, &PipelineConfig::schedule)),
       spec("pipeline.partition", "\"balanced\" (exact partitioner over the layers' analytic compute; under a V "
-       "placement each worker's two stages balanced together) or layer counts per stage over "
-       "the model's layers, e.g. \"3,3\"", at(&C::pipeline, &PipelineConfig::partition)),
+       "placement each worker's two stages balanced together), \"measured\" (the same partitioner "
+       "over each layer's forward+backward time, measured by the launcher before the workers "
+       "start, at the run's microbatch rows on its device; the counts go to config.toml) or "
+       "layer counts per stage over the model's layers, e.g. \"3,3\"",
+       at(&C::pipeline, &PipelineConfig::partition)),
       spec("pipeline.dp_width", "data-parallel replicas of every stage",
        at(&C::pipeline, &PipelineConfig::dp_width), 1, {}, kMaxCount),
       spec("pipeline.chunks", "model chunks per worker (interleaved schedule): stages x chunks "

@@ -30,7 +30,8 @@ std::vector<int64_t> parse_counts(const std::string& text) {
       if (used != item.size() || value < 1) throw std::invalid_argument(item);
       counts.push_back(value);
     } catch (const std::exception&) {
-      fail("pipeline.partition: expected \"balanced\" or positive layer counts like \"3,3\", got '{}'",
+      fail("pipeline.partition: expected \"balanced\", \"measured\" or positive layer counts like "
+           "\"3,3\", got '{}'",
            text);
     }
   }
@@ -38,6 +39,16 @@ std::vector<int64_t> parse_counts(const std::string& text) {
 }
 
 }  // namespace
+
+std::vector<int64_t> balanced_layer_counts(const std::vector<plan::LayerCost>& costs, int64_t stages,
+                                           schedule::Placement placement) {
+  // A V placement (worker w: stages w and 2p-1-w) balances each worker's two stages together.
+  const plan::StageLimits unlimited;
+  const auto partition = placement == schedule::Placement::V
+                             ? plan::v_balanced_partition(costs, int(stages / 2), unlimited)
+                             : plan::balanced_partition(costs, int(stages), unlimited);
+  return {partition->layer_counts.begin(), partition->layer_counts.end()};
+}
 
 std::vector<StageRange> stage_ranges(const Model& model, const PipelineConfig& pipeline,
                                      int64_t microbatch_rows, schedule::Placement placement) {
@@ -50,15 +61,14 @@ std::vector<StageRange> stage_ranges(const Model& model, const PipelineConfig& p
     fail("pipeline.stages x pipeline.chunks ({}) exceeds the model's {} layers ({})", stages,
          layers, layer_list);
   }
+  if (pipeline.partition == "measured" && stages > 1) {
+    fail("pipeline.partition = \"measured\" is decided by pipetrain's launcher before it starts "
+         "the workers; under torchrun give layer counts (pipetrain profile, then plan --profile, "
+         "measures them) or \"balanced\"");
+  }
   std::vector<int64_t> counts;
-  if (pipeline.partition == "balanced") {
-    // A V placement (worker w: stages w and 2p-1-w) balances each worker's two stages together.
-    const auto costs = model_layer_costs(model, microbatch_rows);
-    const bool v = placement == schedule::Placement::V;
-    const plan::StageLimits unlimited;
-    const auto partition = v ? plan::v_balanced_partition(costs, int(pipeline.stages), unlimited)
-                             : plan::balanced_partition(costs, int(stages), unlimited);
-    counts.assign(partition->layer_counts.begin(), partition->layer_counts.end());
+  if (pipeline.partition == "balanced" || pipeline.partition == "measured") {
+    counts = balanced_layer_counts(model_layer_costs(model, microbatch_rows), stages, placement);
   } else {
     counts = parse_counts(pipeline.partition);
     int64_t total = 0;

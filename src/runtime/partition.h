@@ -26,9 +26,16 @@ struct StageRange {
 // full-resolution block, count with their true weight.
 std::vector<plan::LayerCost> model_layer_costs(const Model& model, int64_t microbatch);
 
+// Layer counts per model stage that balance `costs` over `stages` stages (BaPipe's exact
+// partitioner; under a V `placement` over `stages` / 2 workers, each worker's two stages together).
+std::vector<int64_t> balanced_layer_counts(const std::vector<plan::LayerCost>& costs, int64_t stages,
+                                           schedule::Placement placement);
+
 // The stage ranges of `pipeline` (partition, stages x chunks) over the model's layers, balanced
 // for microbatches of `microbatch_rows` rows (under a V `placement`, each worker's two stages
-// together; UserError for a malformed or impossible partition). A run asks its RunSpec
+// together; UserError for a malformed or impossible partition). "measured" is "balanced" for
+// one stage; for several, pipetrain's launcher resolves it to counts first (cli/train_command),
+// so reaching here with it (a worker under torchrun) is a UserError. A run asks its RunSpec
 // (runtime/run_spec.h), which calls this once.
 std::vector<StageRange> stage_ranges(const Model& model, const PipelineConfig& pipeline,
                                      int64_t microbatch_rows, schedule::Placement placement);

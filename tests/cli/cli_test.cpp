@@ -126,6 +126,31 @@ TEST(Cli, TrainRunsAPlanFile) {
   fs::remove_all(dir);
 }
 
+// pipeline.partition = "measured": the launcher times the layers once, says what it measured and
+// chose, the workers run that cut, and config.toml holds the counts (a resume cuts the same way).
+TEST(Cli, MeasuredPartitionIsTimedOnceAndKeptAsCounts) {
+  const auto dir = temp_dir("measured_partition");
+  const Result result = run("train --model.layers 3 --model.d_model 32 --model.heads 2 --model.seq_len 16 "
+                            "--train.batch_size 4 --train.microbatches 2 --train.steps 2 --stages 2 "
+                            "--pipeline.partition measured --eval.every 0 --eval.batches 1 "
+                            "--sample.tokens 0 --quiet --run-dir " + dir.string());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("timing the model's layers at 2 rows a microbatch"), std::string::npos)
+      << result.output;
+  const auto chosen = result.output.find("-> partition ");
+  ASSERT_NE(chosen, std::string::npos) << result.output;
+  const std::string counts = result.output.substr(chosen + 13, result.output.find('\n', chosen) - chosen - 13);
+  const auto comma = counts.find(',');
+  ASSERT_NE(comma, std::string::npos) << counts;
+  EXPECT_EQ(std::stoi(counts.substr(0, comma)) + std::stoi(counts.substr(comma + 1)), 5) << counts;
+  // The workers cut there: stage 0 holds the first count's layers.
+  const std::string stage0 = "stage 0: layers 0-" + std::to_string(std::stoi(counts.substr(0, comma)) - 1);
+  EXPECT_NE(result.output.find(stage0), std::string::npos) << stage0 << "\n" << result.output;
+  const Result shown = run("config " + (dir / "config.toml").string());
+  EXPECT_NE(shown.output.find("partition = \"" + counts + "\""), std::string::npos) << shown.output;
+  fs::remove_all(dir);
+}
+
 // The planner's d x w 2BW plans run: `pipetrain plan` on a profile of a small model and a
 // 4-device cluster writes every plan that fits; a 2BW plan of 2 stages x 2 replicas (the
 // ranking follows measured timings, the candidates do not) trains with `train --plan`, and every

@@ -80,5 +80,22 @@ TEST(Partition, BadPartitionsAreUserErrors) {
   EXPECT_THROW(make_run_spec(config_with(1, 4, "balanced")), UserError);  // 3 layers, 4 stages
 }
 
+// "measured" reaches the run spec unresolved only in a worker nobody resolved it for (torchrun):
+// refused there, since every worker would time its own layers; one stage has nothing to cut.
+TEST(Partition, MeasuredIsTheLaunchersToResolve) {
+  try {
+    make_run_spec(config_with(4, 2, "measured"));
+    FAIL() << "an unresolved measured partition was accepted";
+  } catch (const UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("decided by pipetrain's launcher"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(make_run_spec(config_with(4, 1, "measured")).ranges.size(), 1u);
+  // Balancing given costs: the cut that evens the stages' sums (1 | 1 1 | 3 over 3 stages).
+  std::vector<plan::LayerCost> costs(4);
+  for (size_t i = 0; i < costs.size(); ++i) costs[i].forward_s = i == 3 ? 3.0 : 1.0;
+  EXPECT_EQ(balanced_layer_counts(costs, 3, schedule::Placement::Looping), (std::vector<int64_t>{1, 2, 1}));
+}
+
 }  // namespace
 }  // namespace pipetrain::runtime
