@@ -7,6 +7,8 @@
 
 #include "core/error.h"
 #include "core/machine.h"
+#include "model/model.h"
+#include "model/registry.h"
 #include "plan/profile_json.h"
 #include "profile/layer_profile.h"
 #include "runtime/partition.h"
@@ -28,9 +30,12 @@ void resolve_measured_partition(Config& config, std::vector<std::string>& worker
          "own layers and cut them differently; measure once (pipetrain profile, then plan "
          "--profile) and give every node the counts", p.nnodes);
   }
+  // More stages than layers: the run spec's check says so, without a measurement first.
+  if (stages > make_model(config)->layer_count()) return;
   const int64_t workers = p.stages * p.dp_width;
+  const int64_t rows = config.train.batch_size / (config.train.microbatches * p.dp_width);
   profile::ProfileOptions options;
-  options.microbatch_sizes = {std::max<int64_t>(1, config.train.batch_size / (config.train.microbatches * p.dp_width))};
+  options.microbatch_sizes = {std::max<int64_t>(1, rows)};
   options.repeats = 3;
   options.threads = int(config.train.threads > 0 ? config.train.threads
                                                   : std::max<int64_t>(1, cpu_cores() / workers));
@@ -40,10 +45,13 @@ void resolve_measured_partition(Config& config, std::vector<std::string>& worker
   const auto costs = plan::layer_costs(measured, options.microbatch_sizes[0]);
   const auto placement = schedule::runtime_schedule(p.schedule, "").placement();
   const auto counts = runtime::balanced_layer_counts(costs, stages, placement);
-  std::string times;
-  for (const auto& layer : costs) times += fmt::format("{}{:.2f}", times.empty() ? "" : " ", 1e3 * (layer.forward_s + layer.backward_s));
+  std::vector<std::string> times;
+  for (const auto& layer : costs) {
+    times.push_back(fmt::format("{:.2f}", 1e3 * (layer.forward_s + layer.backward_s)));
+  }
   p.partition = fmt::format("{}", fmt::join(counts, ","));
-  fmt::print(stderr, "pipetrain: layer forward+backward ms: {} -> partition {}\n", times, p.partition);
+  fmt::print(stderr, "pipetrain: layer forward+backward ms: {} -> partition {}\n",
+             fmt::join(times, " "), p.partition);
   worker_args.insert(worker_args.end(), {"--pipeline.partition", p.partition});
 }
 

@@ -57,7 +57,9 @@ class GraphedSteps : public StepRunner {
                            "fixed shapes", step, shape_of(inputs), other));
       return body(inputs);
     } else {
-      for (size_t i = 0; i < inputs.size(); ++i) static_inputs_[i].copy_(inputs[i], /*non_blocking=*/true);
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        static_inputs_[i].copy_(inputs[i], /*non_blocking=*/true);
+      }
     }
     graph_->replay();
     return outputs_;
@@ -108,7 +110,9 @@ class GraphedSteps : public StepRunner {
   // "" when `inputs` have the captured step's shapes, else those shapes.
   std::string other_shapes(const std::vector<at::Tensor>& inputs) const {
     bool same = inputs.size() == static_inputs_.size();
-    for (size_t i = 0; same && i < inputs.size(); ++i) same = inputs[i].sizes() == static_inputs_[i].sizes();
+    for (size_t i = 0; same && i < inputs.size(); ++i) {
+      same = inputs[i].sizes() == static_inputs_[i].sizes();
+    }
     return same ? std::string() : shape_of(static_inputs_);
   }
 

@@ -28,8 +28,9 @@ int64_t frames_per_block(int64_t labels_plus_one, int64_t vocab) {
 // gradient written over the logits) is ATen ops on the logits' device, block by block; the
 // (T, U+1) lattice (alpha and beta, a sequential recursion of T*U steps) runs there too, in
 // double (transducer_lattice: a loop on the host, one thread block on a GPU), and only the loss
-// comes back to the host. Low-precision logits (bfloat16, float16) are widened to float32 block by block, so
-// the denominators and the lattice never round to them; only the gradient written back does.
+// comes back to the host. Low-precision logits (bfloat16, float16) are widened to float32 block
+// by block, so the denominators and the lattice never round to them; only the gradient written
+// back does.
 double fused_loss_and_grad(const at::Tensor& logits, const at::Tensor& y_device, int64_t blank,
                            bool want_grad, double grad_scale) {
   const int64_t T = logits.size(0), U1 = logits.size(1), V = logits.size(2);
@@ -55,8 +56,8 @@ double fused_loss_and_grad(const at::Tensor& logits, const at::Tensor& y_device,
   at::Tensor label_index;  // [T, U, 1]: y_u at every frame
   if (U1 > 1) {
     label_index = y_device.reshape({1, U1 - 1, 1}).expand({T, U1 - 1, 1});
-    emit_lp.narrow(1, 0, U1 - 1).copy_(logits.narrow(1, 0, U1 - 1).gather(2, label_index).squeeze(2).to(at::kDouble) -
-                                       lse_double.narrow(1, 0, U1 - 1));
+    const at::Tensor label_logits = logits.narrow(1, 0, U1 - 1).gather(2, label_index).squeeze(2);
+    emit_lp.narrow(1, 0, U1 - 1).copy_(label_logits.to(at::kDouble) - lse_double.narrow(1, 0, U1 - 1));
   }
 
   // 3. forward (alpha) and backward (beta) variables, in double where the logits are: O(T*U).
@@ -73,7 +74,8 @@ double fused_loss_and_grad(const at::Tensor& logits, const at::Tensor& y_device,
     return loss;
   }
   const double log_scale = std::log(std::fabs(grad_scale));
-  const at::Tensor coef = (alpha + beta).add_(loss).add_(log_scale).to(lse.scalar_type()).sub_(lse).unsqueeze(2);
+  const at::Tensor coef =
+      (alpha + beta).add_(loss).add_(log_scale).to(lse.scalar_type()).sub_(lse).unsqueeze(2);
   for (int64_t t0 = 0; t0 < T; t0 += block) {
     at::Tensor rows = block_of(logits, t0);
     if (wide == logits.scalar_type()) {

@@ -49,10 +49,11 @@ void host_lattice(const double* blank, const double* emit, double* alpha, double
 
 void transducer_lattice(const at::Tensor& blank_lp, const at::Tensor& emit_lp, at::Tensor& alpha,
                         at::Tensor& beta) {
-  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&blank_lp, &emit_lp, &alpha, &beta}) {
+  const std::initializer_list<const at::Tensor*> all = {&blank_lp, &emit_lp, &alpha, &beta};
+  for (const at::Tensor* t : all) {
     if (t->scalar_type() != at::kDouble || !t->is_contiguous() || t->dim() != 2 ||
         t->sizes() != blank_lp.sizes() || t->device() != blank_lp.device()) {
-      throw std::logic_error("transducer_lattice: four contiguous [T, U+1] double tensors on one device");
+      throw std::logic_error("transducer_lattice: four contiguous [T, U+1] doubles on one device");
     }
   }
   const int64_t T = blank_lp.size(0), U1 = blank_lp.size(1);
