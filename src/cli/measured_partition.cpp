@@ -33,9 +33,8 @@ void resolve_measured_partition(Config& config, std::vector<std::string>& worker
   // More stages than layers: the run spec's check says so, without a measurement first.
   if (stages > make_model(config)->layer_count()) return;
   const int64_t workers = p.stages * p.dp_width;
-  const int64_t rows = config.train.batch_size / (config.train.microbatches * p.dp_width);
   profile::ProfileOptions options;
-  options.microbatch_sizes = {std::max<int64_t>(1, rows)};
+  options.microbatch_sizes = {runtime::microbatch_rows_of(config)};
   options.repeats = 3;
   options.threads = int(config.train.threads > 0 ? config.train.threads
                                                   : std::max<int64_t>(1, cpu_cores() / workers));

@@ -203,10 +203,6 @@ void validate(const Config& c) {
     fail("train.optimizer = \"muon\" cannot run with pipeline.zero1 = 1 (Muon orthogonalises "
          "whole matrices; ZeRO-1 shards a flat buffer): use pipeline.zero1 = 0");
   }
-  if (c.train.cuda_graphs == 1 && (c.pipeline.stages > 1 || c.pipeline.dp_width > 1)) {
-    fail("train.cuda_graphs = 1 is for one process (pipeline.stages = 1, pipeline.dp_width = 1); "
-         "pipeline workers launch their kernels eagerly");
-  }
   if (c.pipeline.zero1 > 1) fail("pipeline.zero1 must be 0 (off) or 1 (on), got {}", c.pipeline.zero1);
   if (c.pipeline.zero1 == 1 && c.pipeline.dp_width < 2) {
     fail("pipeline.zero1 = 1 shards the optimizer state over data-parallel replicas: it needs "

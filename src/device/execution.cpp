@@ -44,15 +44,16 @@ Execution decide_execution(const std::string& train_device, const std::string& m
   return execution;
 }
 
-Execution with_graphed_steps(Execution execution, int64_t cuda_graphs) {
+Execution with_graphed_steps(Execution execution, int64_t cuda_graphs, bool pipeline_workers) {
   if (cuda_graphs == 0) return execution;
+  if (pipeline_workers) {
+    fail("train.cuda_graphs = 1 is for the single-process trainer (pipeline.stages = 1, "
+         "pipeline.dp_width = 1, a synchronous schedule, no token slices); pipeline workers "
+         "launch their kernels eagerly");
+  }
   if (execution.device != DeviceKind::Cuda) {
     fail("train.cuda_graphs = 1 replays steps on a GPU, but this run computes on the CPU "
          "(train.device); use train.cuda_graphs = 0");
-  }
-  if (execution.workers_per_node > 1) {
-    fail("train.cuda_graphs = 1 is for one process (pipeline.stages = 1, pipeline.dp_width = 1); "
-         "pipeline workers launch their kernels eagerly");
   }
   execution.graphed_steps = true;
   return execution;

@@ -48,9 +48,10 @@ struct Hardware {
 Execution decide_execution(const std::string& train_device, const std::string& model_dtype,
                            int workers_per_node, const Hardware& hardware);
 
-// `execution` with train.cuda_graphs (0 or 1) decided: UserError (one line) unless it is one
-// process on a GPU (capture needs a CUDA stream; pipeline workers launch eagerly).
-Execution with_graphed_steps(Execution execution, int64_t cuda_graphs);
+// `execution` with train.cuda_graphs (0 or 1) decided, for a run on `pipeline_workers` or on the
+// single-process trainer: UserError (one line) unless it is the single process on a GPU (capture
+// needs a CUDA stream; pipeline workers launch eagerly). The one place that rule lives.
+Execution with_graphed_steps(Execution execution, int64_t cuda_graphs, bool pipeline_workers);
 
 // model.dtype as a precision kind; UserError naming the known ones.
 PrecisionKind precision_named(const std::string& model_dtype);

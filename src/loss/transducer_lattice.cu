@@ -5,39 +5,25 @@
 #include <stdexcept>
 #include <string>
 
+#include "loss/transducer_lattice_cell.h"
 #include "loss/transducer_lattice_cuda.h"
 
 namespace pipetrain::loss {
 namespace {
 
-__device__ double log_add(double a, double b) {
-  if (a == -INFINITY) return b;
-  if (b == -INFINITY) return a;
-  const double hi = fmax(a, b);
-  return hi + log1p(exp(-fabs(a - b)));
-}
-
 __global__ void lattice_kernel(const double* blank, const double* emit, double* alpha,
                                double* beta, int64_t T, int64_t U1) {
   for (int64_t d = 0; d < T + U1 - 1; ++d) {  // alpha: from (0, 0) forwards
     for (int64_t u = threadIdx.x; u < U1; u += blockDim.x) {
-      const int64_t t = d - u, i = t * U1 + u;
-      if (t < 0 || t >= T) continue;
-      double a = (t == 0 && u == 0) ? 0.0 : -INFINITY;
-      if (t > 0) a = alpha[i - U1] + blank[i - U1];
-      if (u > 0) a = log_add(a, alpha[i - 1] + emit[i - 1]);
-      alpha[i] = a;
+      const int64_t t = d - u;
+      if (t >= 0 && t < T) alpha[t * U1 + u] = lattice::alpha_at(blank, emit, alpha, t, u, U1);
     }
     __syncthreads();
   }
   for (int64_t d = T + U1 - 2; d >= 0; --d) {  // beta: from (T-1, U) backwards
     for (int64_t u = threadIdx.x; u < U1; u += blockDim.x) {
-      const int64_t t = d - u, i = t * U1 + u;
-      if (t < 0 || t >= T) continue;
-      double b = (t == T - 1 && u == U1 - 1) ? blank[i] : -INFINITY;
-      if (t < T - 1) b = beta[i + U1] + blank[i];
-      if (u < U1 - 1) b = log_add(b, beta[i + 1] + emit[i]);
-      beta[i] = b;
+      const int64_t t = d - u;
+      if (t >= 0 && t < T) beta[t * U1 + u] = lattice::beta_at(blank, emit, beta, t, u, T, U1);
     }
     __syncthreads();
   }

@@ -142,6 +142,11 @@ bool runs_on_pipeline_workers(const Config& config) {
          schedule::runtime_schedule(p.schedule, "").rule != "sync";
 }
 
+int64_t microbatch_rows_of(const Config& config) {
+  return std::max<int64_t>(1, config.train.batch_size /
+                                  (config.train.microbatches * config.pipeline.dp_width));
+}
+
 RunSpec make_run_spec(const Config& config) {
   const auto& p = config.pipeline;
   RunSpec spec;
@@ -151,13 +156,14 @@ RunSpec make_run_spec(const Config& config) {
   spec.pipelined = runs_on_pipeline_workers(config);
   const auto model = make_model(config);
   if (!spec.pipelined) check_single_process(config, *model);
-  spec.microbatch_rows =
-      std::max<int64_t>(1, config.train.batch_size / (config.train.microbatches * p.dp_width));
+  spec.microbatch_rows = microbatch_rows_of(config);
   spec.ranges = stage_ranges(*model, p, spec.microbatch_rows, spec.layout.placement);
   const int64_t workers = spec.pipelined ? p.stages * p.dp_width : 1;
   const int64_t nodes = std::max<int64_t>(1, p.nnodes);
-  spec.execution = device::decide_execution_here(config.train.device, config.model.dtype,
-                                                 int((workers + nodes - 1) / nodes));
+  spec.execution = device::with_graphed_steps(
+      device::decide_execution_here(config.train.device, config.model.dtype,
+                                    int((workers + nodes - 1) / nodes)),
+      config.train.cuda_graphs, spec.pipelined);
   if (spec.pipelined) {
     check_pipeline_run(config, *model, spec);
   } else {

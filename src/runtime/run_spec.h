@@ -41,6 +41,9 @@ struct RunSpec {
 // is one UserError line.
 RunSpec make_run_spec(const Config& config);
 
+// Rows of one microbatch on one replica: train.batch_size / (microbatches x dp_width), at least 1.
+int64_t microbatch_rows_of(const Config& config);
+
 // RunSpec::pipelined without building the model or its partition: the memory preflight asks it
 // before anything of the model's size exists.
 bool runs_on_pipeline_workers(const Config& config);

@@ -30,7 +30,7 @@ Trainer::Trainer(const Config& config, std::shared_ptr<const BatchSource> batche
     : config_(config),
       execution_(device::with_graphed_steps(
           device::decide_execution_here(config.train.device, config.model.dtype, 1),
-          config.train.cuda_graphs)),
+          config.train.cuda_graphs, /*pipeline_workers=*/false)),
       device_(device::worker_device(execution_, 0)),
       batches_(std::move(batches)),
       definition_(make_model(config)),

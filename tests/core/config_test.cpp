@@ -87,9 +87,6 @@ TEST(Config, CrossFieldRules) {
             "matrices; ZeRO-1 shards a flat buffer): use pipeline.zero1 = 0");
   EXPECT_EQ(error_of([] { parse_config_toml("[train]\noptimizer = \"muon\"\nlr = 0\nmin_lr = 0\n", "t"); }),
             "train.optimizer = \"muon\" needs train.lr > 0 (Muon's learning rate follows its schedule)");
-  EXPECT_EQ(error_of([] { parse_config_toml("[train]\ncuda_graphs = 1\n", "t"); }),
-            "train.cuda_graphs = 1 is for one process (pipeline.stages = 1, pipeline.dp_width = 1); "
-            "pipeline workers launch their kernels eagerly");
   EXPECT_EQ(parse_config_toml("[train]\ncuda_graphs = 1\n[pipeline]\nstages = 1\n", "t").train.cuda_graphs, 1);
   // Error feedback is element-wise, so ZeRO-1's shards take it.
   EXPECT_EQ(parse_config_toml("[train]\ndelay_correction = \"error_feedback\"\n[pipeline]\nzero1 = 1\n"

@@ -44,14 +44,16 @@ TEST(Execution, WorkersTakeGpusRoundRobinByLocalRank) {
 }
 
 TEST(Execution, GraphedStepsNeedOneProcessOnAGpu) {
-  const Execution one_gpu = with_graphed_steps(decide_execution("cuda", "bfloat16", 1, Hardware{1}), 1);
+  const Execution one_gpu = with_graphed_steps(decide_execution("cuda", "bfloat16", 1, Hardware{1}), 1, false);
   EXPECT_TRUE(one_gpu.graphed_steps);
   EXPECT_EQ(describe(one_gpu), "cuda: 1 GPU, bfloat16 mixed, CUDA graphs");
-  EXPECT_FALSE(with_graphed_steps(decide_execution("cuda", "float32", 1, Hardware{1}), 0).graphed_steps);
+  EXPECT_FALSE(with_graphed_steps(decide_execution("cuda", "float32", 1, Hardware{1}), 0, false).graphed_steps);
   // "auto" on a machine without a GPU computes on the CPU: no stream to capture on.
-  EXPECT_THROW(with_graphed_steps(decide_execution("auto", "float32", 1, Hardware{0}), 1), UserError);
-  EXPECT_THROW(with_graphed_steps(decide_execution("cuda", "float32", 2, Hardware{2}), 1), UserError);
-  EXPECT_FALSE(with_graphed_steps(decide_execution("cpu", "float32", 1, Hardware{0}), 0).graphed_steps);
+  EXPECT_THROW(with_graphed_steps(decide_execution("auto", "float32", 1, Hardware{0}), 1, false), UserError);
+  // Pipeline workers, two of them or one (a no-flush schedule on one stage), launch eagerly.
+  EXPECT_THROW(with_graphed_steps(decide_execution("cuda", "float32", 2, Hardware{2}), 1, true), UserError);
+  EXPECT_THROW(with_graphed_steps(decide_execution("cuda", "float32", 1, Hardware{1}), 1, true), UserError);
+  EXPECT_FALSE(with_graphed_steps(decide_execution("cpu", "float32", 1, Hardware{0}), 0, true).graphed_steps);
 }
 
 TEST(Execution, CudaWithoutAGpuAndUnknownNamesAreOneLineErrors) {

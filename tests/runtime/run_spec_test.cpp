@@ -168,6 +168,16 @@ TEST(RunSpec, EveryCrossFieldRefusalIsOneLine) {
       {[](Config& c) { c.pipeline.nnodes = 2, c.pipeline.node_rank = 2, c.pipeline.master_port = 29999; },
        "pipeline.node_rank 2 outside 0..1"},
       {[](Config& c) { c.pipeline.nnodes = 2; }, "several nodes need a fixed rendezvous port"},
+      {[](Config& c) { c.train.cuda_graphs = 1; },
+       "train.cuda_graphs = 1 is for the single-process trainer (pipeline.stages = 1, "
+       "pipeline.dp_width = 1, a synchronous schedule, no token slices); pipeline workers launch "
+       "their kernels eagerly"},
+      // One stage, but a no-flush schedule runs on a pipeline worker: no graphs there either.
+      {[](Config& c) { c.pipeline.stages = 1, c.pipeline.schedule = "2bw", c.train.cuda_graphs = 1; },
+       "train.cuda_graphs = 1 is for the single-process trainer"},
+      // The single process on this machine's CPU: nothing to capture on.
+      {[](Config& c) { c.pipeline.stages = 1, c.train.device = "cpu", c.train.cuda_graphs = 1; },
+       "train.cuda_graphs = 1 replays steps on a GPU, but this run computes on the CPU"},
   };
   for (const auto& [change, message] : cases) {
     Config c = pipeline_config(2);
