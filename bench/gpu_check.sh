@@ -13,6 +13,9 @@
 #      U = 100, V = 1024, joint 512; float32 and bfloat16): peak GPU memory and time, beside
 #      torchaudio's rnnt_loss at the largest batch that fits;
 #      the recognizer's step time on the GPU (1 process, 2 workers) vs the CPU (all its cores);
+#   C. the LM head's loss at GPT-2 small's shape (V = 50257, 2048-16384 tokens): the fused
+#      softmax cross-entropy's kernels against ATen's cross_entropy (float64 to 1e-12, bfloat16
+#      within a bfloat16 unit), and both timed, with their peak memory;
 #   P. `pipetrain profile` of GPT-2 small's layers on the GPU (bfloat16), then `plan --profile`
 #      on clusters/hgx-h200-x2.toml;
 #   5. throughput, GPT-2 small, context 1024, bfloat16, AdamW, 2/4/16 sequences a step: pipetrain
@@ -30,10 +33,10 @@ source bench/gpu_env.sh  # ROOT, PY, BIN, DEVICE, SMOKE, SHAPE, PY_SHAPE, CONTEX
 RET=${OUT:-/tmp/gpu_check}
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check_runs.XXXXXX")
 mkdir -p "$RET"
-# GPU_CHECK_PHASES (default 1234LP5): the phases to run, e.g. 4 to rerun the transducer's
-# exactness and step time alone, L for its loss at the paper's scale (about 2 minutes), P for
-# the planner from a profile measured on the GPU.
-PHASES=${GPU_CHECK_PHASES:-1234LP5}
+# GPU_CHECK_PHASES (default 1234LCP5): the phases to run, e.g. 4 to rerun the transducer's
+# exactness and step time alone, L for its loss at the paper's scale (about 2 minutes), C for the
+# head's loss (seconds), P for the planner from a profile measured on the GPU.
+PHASES=${GPU_CHECK_PHASES:-1234LCP5}
 phase() { [[ "$PHASES" == *"$1"* ]]; }
 RESULTS=$RET/results.txt LOSSES=$RET/transducer.jsonl RECOGNIZER=$RET/recognizer.jsonl
 THROUGHPUT=$RET/throughput.jsonl
@@ -172,6 +175,27 @@ if [ "$DEVICE" = cuda ]; then
 fi
 
 fi
+if phase C; then
+log "C. the LM head's loss: fused softmax cross-entropy vs ATen's cross_entropy on $DEVICE"
+HL=$ROOT/build-gpu/head_loss
+[ -x "$HL" ] || HL=$ROOT/build/bench/head_loss
+if [ "$SMOKE" = 1 ]; then HTOKENS="--tokens 64 --vocab 5000"; else HTOKENS="--tokens 2048 --tokens 4096 --tokens 16384"; fi
+head_loss() {  # label, bound, then flags; the table goes to head_loss.md
+  local label=$1 bound=$2; shift 2  # (the table stays in the scratch folder: 8 files come back)
+  if timeout 120 "$HL" --device "$DEVICE" --check "$bound" "$@" >"$OUT/head_loss_$label.log" 2>&1; then
+    verdict "PASS head loss, $label: fused == ATen's within $bound"
+  else
+    verdict "FAIL head loss, $label (log $OUT/head_loss_$label.log)"
+  fi
+  cat "$OUT/head_loss_$label.log" >>"$OUT/head_loss.md"
+}
+: >"$OUT/head_loss.md"
+# float64: the same sums in another order (tests/loss/softmax_cross_entropy_test.cpp: 1e-15 on
+# the CPU); bfloat16: float32 arithmetic rounded once to bfloat16, so one bfloat16 unit (2^-7).
+head_loss float64 1e-12 --dtype float64 ${HTOKENS%% --tokens 4096*} --rounds 3
+head_loss bfloat16 0.0078125 --dtype bfloat16 $HTOKENS --rounds 10
+
+fi
 if phase 4; then
 log "4b. the recognizer's step time (examples/speech.toml's model, float32, 64 utterances a step)"
 CORPUS=$ROOT/build-gpu/speech.bin
@@ -273,6 +297,7 @@ print(f"{'recognizer step (64 utt)':<32} {'median ms':>10} {'final loss':>11}")
 for r in (json.loads(l) for l in open(sys.argv[1]) if l.strip()):
     print(f"{r['mode']:<32} {r['median_ms']:>10.1f} {r['final_loss']:>11.4f}")
 PYEOF
+[ -s "$OUT/head_loss.md" ] && { echo "== the LM head's loss"; head -1 "$OUT/head_loss.md"; grep -v -e '^|---' -e '^| tokens' "$OUT/head_loss.md"; }
 [ -s "$RET/plan.txt" ] && { echo "== plan from the GPU profile"; grep -v '^profile:' "$RET/plan.txt" | head -14; }
 "$PY" - "$THROUGHPUT" "$CONTEXT" <<'PYEOF'
 import json, sys

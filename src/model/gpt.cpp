@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/stop_signal.h"
 #include "loss/chunked_cross_entropy.h"
+#include "loss/softmax_cross_entropy.h"
 #include "model/attention.h"
 #include "model/llama_layers.h"
 
@@ -218,11 +219,11 @@ torch::Tensor GptStack::forward_slice(const torch::Tensor& x, int64_t start,
 }
 
 torch::Tensor GptStack::loss(const torch::Tensor& output, const torch::Tensor& targets) {
-  // The loss in the weights' precision (float32 under mixed precision): log-softmax over a
-  // vocabulary in bfloat16 would lose the small probabilities. The chunked loss then applies
-  // the head in float32 too.
+  // The loss in float32 at least (float32 under mixed precision): a log-softmax rounded to
+  // bfloat16 would lose the small probabilities. lm_loss accumulates in float32 from the
+  // bfloat16 logits themselves; the chunked loss applies the head in float32.
+  if (head_output() == HeadOutput::Logits) return lm_loss(output, targets);
   const torch::Tensor wide = device::at_least_float32(output);
-  if (head_output() == HeadOutput::Logits) return lm_loss(wide, targets);
   loss::ChunkedCrossEntropyOptions options;
   options.chunk_tokens = config_.loss_chunk_tokens;
   return loss::chunked_cross_entropy(wide.reshape({-1, wide.size(-1)}), head_weight(),
@@ -239,8 +240,7 @@ std::shared_ptr<GptStack> make_gpt(const GptConfig& config, uint64_t seed) {
 }
 
 torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                              targets.reshape({-1}));
+  return loss::softmax_cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
 }
 
 std::vector<int64_t> generate(GptStack& model, std::vector<int64_t> prompt, int64_t count,

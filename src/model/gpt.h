@@ -165,7 +165,8 @@ class GptStack : public StageModule, public TokenSlicedStage, public TextGenerat
 
 std::shared_ptr<GptStack> make_gpt(const GptConfig& config, uint64_t seed);
 
-// Mean next-token cross-entropy of logits [B, T, V] against targets [B, T].
+// Mean next-token cross-entropy of logits [B, T, V] against targets [B, T], accumulated in float32
+// at least (loss::softmax_cross_entropy: it keeps the logits, not a float32 log-softmax of them).
 torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets);
 
 // The whole model's GptStack::generate.

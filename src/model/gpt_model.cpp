@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "loss/softmax_cross_entropy.h"
 #include "model/hf_weights.h"
 #include "model/registry.h"
 
@@ -140,11 +141,14 @@ LayerWork GptModel::head_work(int64_t rows) const {
     work.stashed_values = wide * (n * h + 2 * n + 3.25 * n) + (llama ? wide * n * h : 0);
     work.workspace_values = wide * std::max(2 * chunk * v, chunk * v + v * h + n * h);
   } else {
-    // cross_entropy keeps log_softmax's output; the logits, then the gradients of both, are
-    // transient. Mixed: log_softmax's output is float32, and the logits' product keeps the
-    // bfloat16 copy of the head weight.
-    work.stashed_values += wide * n * v + (mixed ? double(aligned_head_rows(config_.vocab_size)) * h : 0);
-    work.workspace_values = wide * 2 * n * v;
+    // loss::softmax_cross_entropy keeps the logits (mixed: bfloat16, the padded rows' too, and the
+    // product keeps the bfloat16 copy of the head weight) and two float32 values a token. Its
+    // backward writes the logits' gradient while a block of rows is widened on the host (none on
+    // a GPU).
+    const double rows = mixed ? double(aligned_head_rows(config_.vocab_size)) : v;
+    const double block = std::min(n, double(loss::softmax_cross_entropy_block_rows(config_.vocab_size)));
+    work.stashed_values += n * rows + 2 * wide * n + (mixed ? rows * h : 0);
+    work.workspace_values = n * v + wide * block * v;
   }
   return work;
 }
