@@ -1,7 +1,7 @@
 // The LM head's loss over materialised logits: ATen's cross_entropy of the logits widened to
 // float32 (pipetrain's loss before 2026-11-27, and the eager script's) against the fused
 // loss::softmax_cross_entropy, forward + backward, on one device. GPT-2's head under mixed
-// precision: bfloat16 logits of a vocabulary padded to 64 and viewed back (model/gpt.cpp).
+// precision: bfloat16 logits of a vocabulary padded to 64 (aligned_head_rows) and viewed back.
 //
 //   head_loss [--device cpu|cuda] [--dtype bfloat16|float32|float64] [--tokens N]... [--vocab V]
 //             [--rounds R] [--check BOUND]
@@ -23,6 +23,7 @@
 #include "device/placement.h"
 #include "device/precision.h"
 #include "loss/softmax_cross_entropy.h"
+#include "model/gpt.h"
 #include "runtime/memory_accounting.h"
 
 namespace {
@@ -58,7 +59,8 @@ void run_once(bool fused, const at::Tensor& padded0, int64_t vocab, const at::Te
   const auto elapsed = std::chrono::steady_clock::now() - start;
   if (keep) timing.ms.push_back(std::chrono::duration<double, std::milli>(elapsed).count());
   const auto after = pipetrain::device::device_memory(device);
-  timing.peak_mb = double(after ? after->peak - before->allocated : host.peak_bytes() - host_before) / 1e6;
+  timing.peak_mb =
+      double(after ? after->peak - before->allocated : host.peak_bytes() - host_before) / 1e6;
   timing.loss = loss.detach();
   timing.grad = padded.grad();
 }
@@ -100,17 +102,19 @@ int main(int argc, char** argv) {
                                : dtype_name == "float64" ? at::kDouble
                                                          : at::kByte;
   if (dtype == at::kByte || vocab < 1 || rounds < 1) return usage(argv[0]);
+  if (device_name != "cpu" && device_name != "cuda") return usage(argv[0]);
   if (device_name == "cuda" && !torch::cuda::is_available()) {
     std::fprintf(stderr, "head_loss: --device cuda, but this machine has no usable GPU\n");
     return 2;
   }
   if (token_counts.empty()) token_counts = {2048, 4096, 16384};
   const c10::Device device(device_name);
-  // Padded as the mixed head pads (model/gpt.cpp, aligned_head_rows); other dtypes are unpadded.
-  const int64_t columns = dtype == at::kBFloat16 ? (vocab + 63) / 64 * 64 : vocab;
-  std::printf("| tokens | V | dtype | method | ms (median of %lld) | peak over logits (MB) | loss | "
-              "loss / ATen's - 1 | max |grad - ATen's| / max |grad| |\n",
-              static_cast<long long>(rounds));
+  // Padded as the mixed-precision head pads; other dtypes are unpadded.
+  const int64_t columns = dtype == at::kBFloat16 ? pipetrain::aligned_head_rows(vocab) : vocab;
+  std::printf(
+      "| tokens | V | dtype | method | ms (median of %lld) | peak over logits (MB) | loss | "
+      "loss / ATen's - 1 | max |grad - ATen's| / max |grad| |\n",
+      static_cast<long long>(rounds));
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   bool within = true;
   for (const int64_t tokens : token_counts) {
@@ -126,12 +130,13 @@ int main(int argc, char** argv) {
     }
     const double scale = aten.grad.abs().max().item<double>();
     const double loss_gap = std::abs(fused.loss.item<double>() / aten.loss.item<double>() - 1);
-    const double grad_gap = (fused.grad.to(at::kDouble) - aten.grad.to(at::kDouble)).abs().max().item<double>() / scale;
+    const double grad_gap =
+        (fused.grad.to(at::kDouble) - aten.grad.to(at::kDouble)).abs().max().item<double>() / scale;
     within = within && loss_gap <= bound && grad_gap <= bound;
     for (auto* row : {&aten, &fused}) {
       const bool is_fused = row == &fused;
-      std::printf("| %lld | %lld | %s | %s | %.3f | %.1f | %.6f | %s | %s |\n", static_cast<long long>(tokens),
-                  static_cast<long long>(vocab), dtype_name.c_str(),
+      std::printf("| %lld | %lld | %s | %s | %.3f | %.1f | %.6f | %s | %s |\n",
+                  static_cast<long long>(tokens), static_cast<long long>(vocab), dtype_name.c_str(),
                   is_fused ? "fused softmax_cross_entropy" : "ATen cross_entropy (float32 copy)",
                   row->median_ms(), row->peak_mb, row->loss.item<double>(),
                   is_fused ? gap(loss_gap).c_str() : "", is_fused ? gap(grad_gap).c_str() : "");

@@ -20,19 +20,23 @@ c10::ScalarType accumulator_of(const at::Tensor& logits) {
   return logits.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
 }
 
+LogitType logit_type_of(c10::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return LogitType::Float32;
+    case at::kDouble: return LogitType::Float64;
+    case at::kBFloat16: return LogitType::BFloat16;
+    case at::kHalf: return LogitType::Float16;
+    default: fail("softmax cross-entropy: logits of dtype {} are not supported", c10::toString(dtype));
+  }
+}
+
 LogitRows rows_of(const at::Tensor& logits) {
   LogitRows rows;
   rows.data = logits.const_data_ptr();
   rows.rows = logits.size(0);
   rows.columns = logits.size(1);
   rows.row_stride = logits.stride(0);
-  switch (logits.scalar_type()) {
-    case at::kFloat: rows.type = LogitType::Float32; break;
-    case at::kDouble: rows.type = LogitType::Float64; break;
-    case at::kBFloat16: rows.type = LogitType::BFloat16; break;
-    case at::kHalf: rows.type = LogitType::Float16; break;
-    default: fail("softmax cross-entropy: logits of dtype {} are not supported", c10::toString(logits.scalar_type()));
-  }
+  rows.type = logit_type_of(logits.scalar_type());
   return rows;
 }
 
@@ -55,10 +59,12 @@ struct RowStatistics {
 RowStatistics row_statistics(const at::Tensor& logits, const at::Tensor& targets) {
   const int64_t N = logits.size(0), V = logits.size(1);
   const auto options = logits.options().dtype(accumulator_of(logits));
-  RowStatistics s{at::empty({N, 1}, options), at::empty({N, 1}, options), at::empty({N, 1}, options)};
+  RowStatistics s{at::empty({N, 1}, options), at::empty({N, 1}, options),
+                  at::empty({N, 1}, options)};
   if (logits.is_cuda()) {
-    launch_softmax_row_statistics(rows_of(logits), targets.const_data_ptr<int64_t>(), s.top.data_ptr(),
-                                  s.log_sum.data_ptr(), s.picked.data_ptr(), stream_of(logits));
+    launch_softmax_row_statistics(rows_of(logits), targets.const_data_ptr<int64_t>(),
+                                  s.top.data_ptr(), s.log_sum.data_ptr(), s.picked.data_ptr(),
+                                  stream_of(logits));
     return s;
   }
   const int64_t block = softmax_cross_entropy_block_rows(V);
@@ -75,20 +81,24 @@ RowStatistics row_statistics(const at::Tensor& logits, const at::Tensor& targets
 }
 
 // (exp(x - top - log_sum) - onehot(target)) * scale, [N, V] contiguous in the logits' dtype.
-at::Tensor softmax_gradient(const at::Tensor& logits, const at::Tensor& targets, const at::Tensor& top,
-                            const at::Tensor& log_sum, const at::Tensor& scale) {
+at::Tensor softmax_gradient(const at::Tensor& logits, const at::Tensor& targets,
+                            const at::Tensor& top, const at::Tensor& log_sum,
+                            const at::Tensor& scale) {
   const int64_t N = logits.size(0), V = logits.size(1);
   at::Tensor grad = at::empty({N, V}, logits.options().memory_format(at::MemoryFormat::Contiguous));
   if (logits.is_cuda()) {
-    launch_softmax_cross_entropy_gradient(rows_of(logits), targets.const_data_ptr<int64_t>(),
-                                          top.const_data_ptr(), log_sum.const_data_ptr(),
-                                          scale.const_data_ptr(), grad.data_ptr(), stream_of(logits));
+    launch_softmax_cross_entropy_gradient(
+        rows_of(logits), targets.const_data_ptr<int64_t>(), top.const_data_ptr(),
+        log_sum.const_data_ptr(), scale.const_data_ptr(), grad.data_ptr(), stream_of(logits));
     return grad;
   }
   const int64_t block = softmax_cross_entropy_block_rows(V);
   for (int64_t r0 = 0; r0 < N; r0 += block) {
     const int64_t n = std::min(block, N - r0);
-    at::Tensor g = widened(logits.narrow(0, r0, n)).sub_(top.narrow(0, r0, n)).sub_(log_sum.narrow(0, r0, n)).exp_();
+    at::Tensor g = widened(logits.narrow(0, r0, n))
+                       .sub_(top.narrow(0, r0, n))
+                       .sub_(log_sum.narrow(0, r0, n))
+                       .exp_();
     g.scatter_add_(1, targets.narrow(0, r0, n).unsqueeze(1), at::full({n, 1}, -1.0, g.options()));
     grad.narrow(0, r0, n).copy_(g.mul_(scale));
   }
@@ -97,7 +107,8 @@ at::Tensor softmax_gradient(const at::Tensor& logits, const at::Tensor& targets,
 
 class SoftmaxCrossEntropyFunction : public torch::autograd::Function<SoftmaxCrossEntropyFunction> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& targets) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits,
+                            const at::Tensor& targets) {
     const RowStatistics s = row_statistics(logits, targets);
     ctx->save_for_backward({logits, targets});
     ctx->saved_data["top"] = s.top;
@@ -111,7 +122,8 @@ class SoftmaxCrossEntropyFunction : public torch::autograd::Function<SoftmaxCros
     const at::Tensor top = ctx->saved_data["top"].toTensor();
     const at::Tensor log_sum = ctx->saved_data["log_sum"].toTensor();
     // On the device: the upstream gradient is never read on the host (CUDA graphs capture this).
-    const at::Tensor scale = grad_outputs[0].to(top.scalar_type()) / double(std::max<int64_t>(logits.size(0), 1));
+    const at::Tensor scale =
+        grad_outputs[0].to(top.scalar_type()) / double(std::max<int64_t>(logits.size(0), 1));
     return {softmax_gradient(logits, saved[1], top, log_sum, scale), at::Tensor()};
   }
 };
@@ -129,14 +141,19 @@ at::Tensor softmax_cross_entropy(const at::Tensor& logits, const at::Tensor& tar
   if (!targets.defined() || targets.dim() != 1 || targets.size(0) != logits.size(0)) {
     fail("softmax cross-entropy: targets must be [N] = [{}]", logits.size(0));
   }
-  if (at::isFloatingType(targets.scalar_type())) fail("softmax cross-entropy: targets must be integers");
+  if (at::isFloatingType(targets.scalar_type())) {
+    fail("softmax cross-entropy: targets must be integers");
+  }
   if (targets.device() != logits.device()) {
-    fail("softmax cross-entropy: targets on {}, logits on {}", targets.device().str(), logits.device().str());
+    fail("softmax cross-entropy: targets on {}, logits on {}", targets.device().str(),
+         logits.device().str());
   }
   const at::Tensor t = targets.to(at::kLong).contiguous();
   if (!logits.is_cuda() && t.numel() > 0) {
     const int64_t V = logits.size(1);
-    if (((t < 0) | (t >= V)).any().item<bool>()) fail("softmax cross-entropy: a target is outside [0, {})", V);
+    if (((t < 0) | (t >= V)).any().item<bool>()) {
+      fail("softmax cross-entropy: a target is outside [0, {})", V);
+    }
   }
   // The kernels read rows of adjacent values; a view whose columns are strided is copied once.
   const at::Tensor rows = logits.stride(1) == 1 ? logits : logits.contiguous();

@@ -24,7 +24,8 @@ __device__ inline float widen(__half x) { return __half2float(x); }
 
 __device__ inline void store(float* to, float x) { *to = x; }
 __device__ inline void store(double* to, double x) { *to = x; }
-__device__ inline void store(__nv_bfloat16* to, float x) { *to = __float2bfloat16(x); }  // nearest even
+// To nearest, ties to even: as ATen's casts round.
+__device__ inline void store(__nv_bfloat16* to, float x) { *to = __float2bfloat16(x); }
 __device__ inline void store(__half* to, float x) { *to = __float2half(x); }
 
 __device__ inline float exp_of(float x) { return expf(x); }
@@ -116,23 +117,20 @@ __global__ void gradient_kernel(const In* logits, int64_t columns, int64_t row_s
 
 void check_launch(const char* what) {
   const cudaError_t error = cudaGetLastError();
-  if (error != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(error));
+  if (error != cudaSuccess) {
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(error));
+  }
 }
 
-template <typename In, typename Acc>
-void statistics(const LogitRows& l, const int64_t* targets, void* top, void* log_sum, void* picked,
-                cudaStream_t s) {
-  row_statistics_kernel<In, Acc><<<l.rows, kThreads, 0, s>>>(
-      static_cast<const In*>(l.data), l.columns, l.row_stride, targets, static_cast<Acc*>(top),
-      static_cast<Acc*>(log_sum), static_cast<Acc*>(picked));
-}
-
-template <typename In, typename Acc>
-void gradient(const LogitRows& l, const int64_t* targets, const void* top, const void* log_sum,
-              const void* scale, void* grad, cudaStream_t s) {
-  gradient_kernel<In, Acc><<<l.rows, kThreads, 0, s>>>(
-      static_cast<const In*>(l.data), l.columns, l.row_stride, targets, static_cast<const Acc*>(top),
-      static_cast<const Acc*>(log_sum), static_cast<const Acc*>(scale), static_cast<In*>(grad));
+// Calls launch(In{}, Acc{}): the logits' element type and its accumulator.
+template <typename Launch>
+void with_types(LogitType type, Launch&& launch) {
+  switch (type) {
+    case LogitType::Float32: return launch(float{}, float{});
+    case LogitType::Float64: return launch(double{}, double{});
+    case LogitType::BFloat16: return launch(__nv_bfloat16{}, float{});
+    case LogitType::Float16: return launch(__half{}, float{});
+  }
 }
 
 }  // namespace
@@ -140,13 +138,13 @@ void gradient(const LogitRows& l, const int64_t* targets, const void* top, const
 void launch_softmax_row_statistics(const LogitRows& logits, const int64_t* targets, void* top,
                                    void* log_sum, void* target_logit, void* stream) {
   if (logits.rows == 0) return;
-  const auto s = static_cast<cudaStream_t>(stream);
-  switch (logits.type) {
-    case LogitType::Float32: statistics<float, float>(logits, targets, top, log_sum, target_logit, s); break;
-    case LogitType::Float64: statistics<double, double>(logits, targets, top, log_sum, target_logit, s); break;
-    case LogitType::BFloat16: statistics<__nv_bfloat16, float>(logits, targets, top, log_sum, target_logit, s); break;
-    case LogitType::Float16: statistics<__half, float>(logits, targets, top, log_sum, target_logit, s); break;
-  }
+  with_types(logits.type, [&](auto in, auto acc) {
+    using In = decltype(in);
+    using Acc = decltype(acc);
+    row_statistics_kernel<In, Acc><<<logits.rows, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const In*>(logits.data), logits.columns, logits.row_stride, targets,
+        static_cast<Acc*>(top), static_cast<Acc*>(log_sum), static_cast<Acc*>(target_logit));
+  });
   check_launch("softmax cross-entropy statistics kernel");
 }
 
@@ -154,13 +152,14 @@ void launch_softmax_cross_entropy_gradient(const LogitRows& logits, const int64_
                                            const void* top, const void* log_sum, const void* scale,
                                            void* grad, void* stream) {
   if (logits.rows == 0) return;
-  const auto s = static_cast<cudaStream_t>(stream);
-  switch (logits.type) {
-    case LogitType::Float32: gradient<float, float>(logits, targets, top, log_sum, scale, grad, s); break;
-    case LogitType::Float64: gradient<double, double>(logits, targets, top, log_sum, scale, grad, s); break;
-    case LogitType::BFloat16: gradient<__nv_bfloat16, float>(logits, targets, top, log_sum, scale, grad, s); break;
-    case LogitType::Float16: gradient<__half, float>(logits, targets, top, log_sum, scale, grad, s); break;
-  }
+  with_types(logits.type, [&](auto in, auto acc) {
+    using In = decltype(in);
+    using Acc = decltype(acc);
+    gradient_kernel<In, Acc><<<logits.rows, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const In*>(logits.data), logits.columns, logits.row_stride, targets,
+        static_cast<const Acc*>(top), static_cast<const Acc*>(log_sum),
+        static_cast<const Acc*>(scale), static_cast<In*>(grad));
+  });
   check_launch("softmax cross-entropy gradient kernel");
 }
 

@@ -1,11 +1,11 @@
 #pragma once
 // Mean cross-entropy of materialised logits, fused: forward keeps the logits themselves (in their
 // own dtype, a view of a padded vocabulary included) and two values a row (max, log-sum-exp);
-// backward writes their gradient, (softmax - onehot) / N, straight in the logits' dtype. ATen's cross_entropy over
-// bfloat16 logits instead widens them to float32, keeps float32 log-probabilities and builds two
-// float32 gradients: several full [N, V] passes and copies, which at GPT-2's vocabulary are most
-// of the head's memory traffic. On a GPU two kernels (softmax_cross_entropy.cu); elsewhere ATen
-// operations a block of rows at a time.
+// backward writes their gradient, (softmax - onehot) / N, straight in the logits' dtype. ATen's
+// cross_entropy over bfloat16 logits instead widens them to float32, keeps float32
+// log-probabilities and builds two float32 gradients: several full [N, V] passes and copies, which
+// at GPT-2's vocabulary are most of the head's memory traffic. On a GPU two kernels
+// (softmax_cross_entropy.cu); elsewhere ATen operations a block of rows at a time.
 #include <cstdint>
 
 #include <ATen/core/Tensor.h>

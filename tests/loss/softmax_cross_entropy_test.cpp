@@ -45,13 +45,15 @@ TEST(SoftmaxCrossEntropy, EqualsCrossEntropyInFloat64) {
     const at::Tensor targets = torch::randint(0, vocab, {rows}, torch::kLong);
     const Result got = fused(logits, targets), want = reference(logits, targets);
     EXPECT_EQ(got.loss.scalar_type(), at::kDouble);
-    EXPECT_NEAR(got.loss.item<double>(), want.loss.item<double>(), 1e-13 * std::abs(want.loss.item<double>()) + 1e-15);
+    EXPECT_NEAR(got.loss.item<double>(), want.loss.item<double>(),
+                1e-13 * std::abs(want.loss.item<double>()) + 1e-15);
     EXPECT_LT(max_abs_difference(got.grad, want.grad), 1e-15) << rows << " x " << vocab;
   }
 }
 
 TEST(SoftmaxCrossEntropy, LargeLogitsDoNotOverflow) {
-  const at::Tensor logits = torch::tensor({{1000.0, 999.0, -1000.0}, {-800.0, -801.0, -802.0}}, torch::kDouble);
+  const at::Tensor logits =
+      torch::tensor({{1000.0, 999.0, -1000.0}, {-800.0, -801.0, -802.0}}, torch::kDouble);
   const at::Tensor targets = torch::tensor({1, 2}, torch::kLong);
   const Result got = fused(logits, targets), want = reference(logits, targets);
   EXPECT_NEAR(got.loss.item<double>(), want.loss.item<double>(), 1e-12);
@@ -70,7 +72,8 @@ TEST(SoftmaxCrossEntropy, BFloat16LogitsWithinTheirRounding) {
   EXPECT_EQ(got.loss.scalar_type(), at::kFloat);
   EXPECT_EQ(got.grad.scalar_type(), at::kBFloat16);
   EXPECT_NEAR(got.loss.item<double>(), want.loss.item<double>(), 1e-6 * want.loss.item<double>());
-  const at::Tensor excess = (got.grad.to(at::kDouble) - want.grad).abs() - std::ldexp(1.0, -7) * want.grad.abs();
+  const at::Tensor excess =
+      (got.grad.to(at::kDouble) - want.grad).abs() - std::ldexp(1.0, -7) * want.grad.abs();
   EXPECT_LE(excess.max().item<double>(), 1e-30);
 }
 
@@ -87,7 +90,8 @@ TEST(SoftmaxCrossEntropy, AViewOfAPaddedVocabularyEqualsItsCopy) {
   EXPECT_EQ(padded.grad().narrow(1, 50, 14).abs().max().item<double>(), 0.0);
   // Columns that are not adjacent (a transposed view) are copied first: same values.
   const at::Tensor columns = torch::randn({50, 9}, torch::kDouble);
-  EXPECT_TRUE(torch::equal(fused(columns.t(), targets).grad, fused(columns.t().contiguous(), targets).grad));
+  EXPECT_TRUE(torch::equal(fused(columns.t(), targets).grad,
+                           fused(columns.t().contiguous(), targets).grad));
 }
 
 TEST(SoftmaxCrossEntropy, RefusesWhatIsNotOneRowOfLogitsPerTarget) {
