@@ -4,9 +4,12 @@
 # one process with 2 threads, GPT-2 small in one process, and the sample-wise transducer loss.
 # Made for the port to the torch 2.11 wheel (docs/benchmarks.md, "CPU before and after"): A is
 # a build of the commit before it (Debian's libtorch 1.13 + OpenBLAS), B one of the port.
+# Also (row 4) GPT-2 small's shape in bfloat16 mixed precision at context 256, which the fused
+# softmax cross-entropy changed (docs/benchmarks.md, "The LM head's loss").
 # Usage: bench/cpu_before_after.sh A_BUILD_DIR B_BUILD_DIR   (each holds pipetrain and
 #        bench/transducer_memory; ROUNDS=3 STEPS=100 GPT2_STEPS=3 by default; LABEL_A, LABEL_B;
-#        ENV_A, ENV_B: variables for that build's runs, e.g. ENV_A=OPENBLAS_CORETYPE=SkylakeX)
+#        ENV_A, ENV_B: variables for that build's runs, e.g. ENV_A=OPENBLAS_CORETYPE=SkylakeX;
+#        ONLY="0 4": the rows to run, by number, all by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 A="${1:?usage: $0 A_BUILD_DIR B_BUILD_DIR}"
@@ -29,7 +32,9 @@ ROWS=(
   "default model, 1 process, 2 threads|train --stages 1 --train.threads 2 --train.steps $STEPS"
   "GPT-2 small, 1 process, 2 threads (batch 2 x 1024)|train --stages 1 --train.threads 2 --model.preset gpt2-small --train.batch_size 2 --train.microbatches 1 --train.steps $GPT2_STEPS --train.warmup_steps 0"
   "transducer loss + gradients, B=8 T=1000 U=100 V=256 (1 thread)|transducer"
+  "GPT-2 small shape, bfloat16, context 256, 1 process, 2 threads (batch 8 x 256)|train --stages 1 --train.threads 2 --model.preset gpt2-small --model.dtype bfloat16 --model.seq_len 256 --train.batch_size 8 --train.microbatches 2 --train.steps $GPT2_STEPS --train.warmup_steps 0"
 )
+SELECTED=(${ONLY:-${!ROWS[@]}})
 
 # Runs row $1 on build $2 with variables $3; prints "rate peak_MB" (tokens/s or s for the
 # loss; peak RSS).
@@ -53,7 +58,7 @@ run_row() {
 
 declare -A RATE PEAK
 for ((round = 0; round < ROUNDS; ++round)); do
-  for i in "${!ROWS[@]}"; do
+  for i in "${SELECTED[@]}"; do
     order=(A B); ((round % 2)) && order=(B A)
     for which in "${order[@]}"; do
       build=$A vars=$ENV_A; [[ $which == B ]] && build=$B vars=$ENV_B
@@ -66,7 +71,7 @@ done
 
 echo "| workload | $LABEL_A | $LABEL_B | B / A | peak RSS MB, A | peak RSS MB, B |"
 echo "|---|---|---|---|---|---|"
-for i in "${!ROWS[@]}"; do
+for i in "${SELECTED[@]}"; do
   a=$(echo "${RATE[${i}A]}" | median) b=$(echo "${RATE[${i}B]}" | median)
   pa=$(echo "${PEAK[${i}A]}" | median) pb=$(echo "${PEAK[${i}B]}" | median)
   unit="tokens/s"; speed="$b / $a"
