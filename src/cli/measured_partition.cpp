@@ -36,8 +36,7 @@ void resolve_measured_partition(Config& config, std::vector<std::string>& worker
   profile::ProfileOptions options;
   options.microbatch_sizes = {runtime::microbatch_rows_of(config)};
   options.repeats = 3;
-  options.threads = int(config.train.threads > 0 ? config.train.threads
-                                                  : std::max<int64_t>(1, cpu_cores() / workers));
+  options.threads = int(worker_compute_threads(config.train.threads, /*bound=*/false, workers));
   fmt::print(stderr, "pipetrain: pipeline.partition = \"measured\": timing the model's layers at "
              "{} rows a microbatch, {} thread(s)\n", options.microbatch_sizes[0], options.threads);
   const plan::ModelProfile measured = profile::profile_gpt_layers(config, options, nullptr);

@@ -28,6 +28,12 @@ std::vector<int> allowed_cores() {
 
 int cpu_cores() { return static_cast<int>(allowed_cores().size()); }
 
+int64_t worker_compute_threads(int64_t configured, bool bound, int64_t workers) {
+  if (configured > 0) return configured;
+  if (bound) return cpu_cores();
+  return std::max<int64_t>(1, cpu_cores() / std::max<int64_t>(1, workers));
+}
+
 std::vector<std::vector<int>> core_blocks(const std::vector<int>& cores, int workers) {
   if (workers < 1 || cores.size() < size_t(workers)) return {};
   std::vector<std::vector<int>> blocks;

@@ -1,5 +1,6 @@
 #pragma once
 // Facts about the running process that affect speed, reported at start-up.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,13 @@ namespace pipetrain {
 // least 1; the machine's count where the affinity cannot be read.
 int cpu_cores();
 std::vector<int> allowed_cores();  // their indices, ascending
+
+// The compute threads of one of `workers` worker processes on this machine: train.threads
+// (`configured`) when set; else all of its cores when it is bound to a block of them (it runs
+// alone there; cpu_cores() is then its block), else an equal share of the cores (workers usually
+// outnumber cores: one thread each). The launcher's measured partition asks it too (unbound: a
+// block is that share, give or take a core).
+int64_t worker_compute_threads(int64_t configured, bool bound, int64_t workers);
 
 // `workers` contiguous blocks of `cores` (in order), as equal as can be (the first
 // cores.size() % workers blocks one core larger), together every core: one per worker process.

@@ -411,12 +411,8 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
   const bool first = layout.holds_first_stage(), last = layout.holds_last_stage();
   const bool reports = layout.reports();  // metrics, checkpoint, summary: one worker writes them
 
-  // Unless told otherwise, a worker bound to cores uses them all, and one the OS places shares
-  // them with the others (workers usually outnumber cores: one thread each).
   const bool bound = launched && !launch->worker_cores.empty();
-  const int64_t threads = config.train.threads > 0 ? config.train.threads
-                          : bound                  ? cpu_cores()
-                                                   : std::max<int64_t>(1, cpu_cores() / env.world_size);
+  const int64_t threads = worker_compute_threads(config.train.threads, bound, env.world_size);
   configure_compute_threads(threads);
   // Only the first stage reads inputs and only the last reads labels (token files are
   // memory-mapped: the page cache is shared).

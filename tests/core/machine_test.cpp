@@ -42,5 +42,16 @@ TEST(AllowedCores, AreTheAffinityAndCountedByCpuCores) {
   EXPECT_EQ(cpu_cores(), int(cores.size()));
 }
 
+// The one rule for a worker's compute threads (worker_run and the measured partition ask it).
+TEST(WorkerComputeThreads, TrainThreadsElseTheBoundBlockElseAnEqualShare) {
+  const int64_t cores = cpu_cores();
+  EXPECT_EQ(worker_compute_threads(3, false, 8), 3);  // train.threads wins
+  EXPECT_EQ(worker_compute_threads(3, true, 8), 3);
+  EXPECT_EQ(worker_compute_threads(0, true, 8), cores);  // bound: its block is its affinity
+  EXPECT_EQ(worker_compute_threads(0, false, 1), cores);
+  EXPECT_EQ(worker_compute_threads(0, false, 2), std::max<int64_t>(1, cores / 2));
+  EXPECT_EQ(worker_compute_threads(0, false, cores + 1), 1);  // more workers than cores: one each
+}
+
 }  // namespace
 }  // namespace pipetrain
