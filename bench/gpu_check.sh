@@ -4,8 +4,8 @@
 #   1. float64 exactness on the GPU: one process on the GPU == one on the CPU, and 2 and 3 workers
 #      sharing the GPU == one process on the GPU (losses, gradient norms, final weights, 1e-9);
 #      one process replaying a captured step (train.cuda_graphs) == eager;
-#   2. bfloat16: 2 workers sharing the GPU vs the bfloat16 single process (2^-12, the bound of
-#      tests/runtime/mixed_precision_test.cpp); CUDA graphs == eager;
+#   2. bfloat16 and float16 (loss scaled): 2 workers sharing the GPU vs the single process (2^-12,
+#      the bound of tests/runtime/mixed_precision_test.cpp); CUDA graphs == eager;
 #   3. resume across devices: 4 steps on the GPU resumed to 6 on the CPU, and the reverse, against
 #      6 steps in one go (1e-9);
 #   4. the transducer: the recognizer in float64 on the GPU (1 process, 2 workers) == on the CPU
@@ -91,6 +91,10 @@ log "2. bfloat16 pipeline vs bfloat16 single process on $DEVICE"
 train bf16_dev --model.dtype bfloat16 --train.device "$DEVICE" --pipeline.stages 1
 train bf16_dev_p2 --model.dtype bfloat16 --train.device "$DEVICE" --pipeline.stages 2
 compare --label bfloat16 --rtol 0.000244140625 "$OUT/bf16_dev" "$OUT/bf16_dev_p2"
+# float16 with its loss scale, the same bound (tests/runtime/mixed_precision_test.cpp)
+train f16_dev --model.dtype float16 --train.device "$DEVICE" --pipeline.stages 1
+train f16_dev_p2 --model.dtype float16 --train.device "$DEVICE" --pipeline.stages 2
+compare --label float16 --rtol 0.000244140625 "$OUT/f16_dev" "$OUT/f16_dev_p2"
 if [ "$DEVICE" = cuda ]; then
   train bf16_dev6 --model.dtype bfloat16 --train.device cuda --pipeline.stages 1 --train.steps 6
   train bf16_dev6_graphs --model.dtype bfloat16 --train.device cuda --pipeline.stages 1 --train.steps 6 --train.cuda_graphs 1

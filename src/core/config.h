@@ -52,6 +52,8 @@ struct TrainConfig {
   double muon_momentum = 0.95;  // muon
   std::string delay_correction = "none";  // none | error_feedback
   double grad_clip = 1.0;     // global gradient-norm clip; 0 disables
+  double loss_scale = 65536;  // model.dtype float16: the initial dynamic loss scale (train/loss_scale.h)
+  int64_t loss_scale_growth_interval = 2000;  // float16: good steps in a row that double the scale
   int64_t seed = 1234;
   int64_t threads = 0;        // compute threads; 0 = one per core
   std::string device = "auto";  // cpu | cuda | auto (cuda when a GPU is seen): device/execution.h

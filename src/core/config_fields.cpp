@@ -76,8 +76,9 @@ std::vector<FieldSpec> make_fields() {
        "exactness tests prove in) or \"bfloat16\": mixed precision, matrix products, convolutions "
        "and attention in bfloat16 (autocast), what crosses a layer boundary (and so what workers "
        "send) rounded to bfloat16, weights, gradients, their sums, optimizer state, checkpoints "
-       "and the loss in float32 (gpt, llama and cnn; docs/architecture.md)",
-       at(&C::model, &M::dtype), 0, {"float32", "float64", "bfloat16"}),
+       "and the loss in float32 (gpt, llama and cnn; docs/architecture.md); or \"float16\": the "
+       "same in float16, with dynamic loss scaling (train.loss_scale)",
+       at(&C::model, &M::dtype), 0, {"float32", "float64", "bfloat16", "float16"}),
       spec("model.torchscript", "model.kind = \"torchscript\": a folder of TorchScript layers "
        "layer0.pt, layer1.pt, ... and their model.json, as scripts/export_torchscript.py writes them "
        "(docs/models.md)", at(&C::model, &M::torchscript)),
@@ -115,6 +116,12 @@ std::vector<FieldSpec> make_fields() {
        at(&C::train, &T::delay_correction), 0, {"none", "error_feedback"}),
       spec("train.grad_clip", "clip the global gradient norm to this value; 0 disables",
        at(&C::train, &T::grad_clip), 0),
+      spec("train.loss_scale", "model.dtype = \"float16\": the dynamic loss scale's first value; "
+       "a step whose gradients overflow is skipped and halves it (docs/architecture.md)",
+       at(&C::train, &T::loss_scale), 1, {}, 1e30),
+      spec("train.loss_scale_growth_interval", "model.dtype = \"float16\": good steps in a row "
+       "after which the loss scale doubles", at(&C::train, &T::loss_scale_growth_interval), 1, {},
+       kMaxCount),
       spec("train.seed", "seed for initialisation, data order and sampling", at(&C::train, &T::seed), 0),
       spec("train.threads", "compute threads; 0 = one per core; at most 4 per core",
        at(&C::train, &T::threads), 0),

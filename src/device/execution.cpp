@@ -26,7 +26,8 @@ PrecisionKind precision_named(const std::string& model_dtype) {
   if (model_dtype == "float32") return PrecisionKind::Float32;
   if (model_dtype == "float64") return PrecisionKind::Float64;
   if (model_dtype == "bfloat16") return PrecisionKind::BFloat16Mixed;
-  fail("model.dtype must be one of float32, float64, bfloat16, got '{}'", model_dtype);
+  if (model_dtype == "float16") return PrecisionKind::Float16Mixed;
+  fail("model.dtype must be one of float32, float64, bfloat16, float16, got '{}'", model_dtype);
 }
 
 Execution decide_execution(const std::string& train_device, const std::string& model_dtype,
@@ -78,6 +79,7 @@ const char* name_of(PrecisionKind precision) {
     case PrecisionKind::Float32: return "float32";
     case PrecisionKind::Float64: return "float64";
     case PrecisionKind::BFloat16Mixed: return "bfloat16 mixed";
+    case PrecisionKind::Float16Mixed: return "float16 mixed, loss scaled";
   }
   return "?";
 }

@@ -22,8 +22,9 @@ enum class Transport {
 // What model.dtype means. Mixed precision: weights, gradients, their accumulation and
 // reductions, optimizer state and the loss in float32; matrix products, convolutions and
 // attention in the low precision (autocast); what crosses a layer boundary, and so what workers
-// send, in the low precision (half the bytes).
-enum class PrecisionKind { Float32, Float64, BFloat16Mixed };
+// send, in the low precision (half the bytes). Float16 mixed adds dynamic loss scaling
+// (train/loss_scale.h): float16's range is too narrow for small gradients.
+enum class PrecisionKind { Float32, Float64, BFloat16Mixed, Float16Mixed };
 
 struct Execution {
   DeviceKind device = DeviceKind::Cpu;
@@ -43,7 +44,7 @@ struct Hardware {
 };
 
 // train.device ("cpu", "cuda", "auto": cuda when a GPU is seen) and model.dtype ("float32",
-// "float64", "bfloat16") for `workers_per_node` worker processes per node. UserError (one line)
+// "float64", "bfloat16", "float16") for `workers_per_node` worker processes per node. UserError (one line)
 // for "cuda" without a GPU or an unknown name.
 Execution decide_execution(const std::string& train_device, const std::string& model_dtype,
                            int workers_per_node, const Hardware& hardware);
@@ -61,7 +62,7 @@ PrecisionKind precision_named(const std::string& model_dtype);
 int gpu_of(const Execution& execution, int local_rank);
 
 const char* name_of(Transport transport);      // "gloo", "gloo (host-staged)", "nccl"
-const char* name_of(PrecisionKind precision);  // "float32", "float64", "bfloat16 mixed"
+const char* name_of(PrecisionKind precision);  // "float32", "float64", "bfloat16 mixed", ...
 // "cuda: 2 workers sharing 1 GPU, gloo (host-staged), bfloat16 mixed" / "cpu, gloo, float32" /
 // "cuda: 1 GPU, bfloat16 mixed, CUDA graphs"
 std::string describe(const Execution& execution);

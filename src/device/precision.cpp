@@ -13,6 +13,7 @@ c10::ScalarType Precision::activation_dtype() const {
   switch (kind) {
     case PrecisionKind::Float64: return c10::ScalarType::Double;
     case PrecisionKind::BFloat16Mixed: return c10::ScalarType::BFloat16;
+    case PrecisionKind::Float16Mixed: return c10::ScalarType::Half;
     case PrecisionKind::Float32: break;
   }
   return c10::ScalarType::Float;

@@ -14,7 +14,11 @@ namespace pipetrain::device {
 
 struct Precision {
   PrecisionKind kind = PrecisionKind::Float32;
-  bool mixed() const { return kind == PrecisionKind::BFloat16Mixed; }
+  bool mixed() const {
+    return kind == PrecisionKind::BFloat16Mixed || kind == PrecisionKind::Float16Mixed;
+  }
+  // Float16's range: the loss is scaled before the backward (train/loss_scale.h).
+  bool scales_loss() const { return kind == PrecisionKind::Float16Mixed; }
   // Weights, gradients, optimizer state, checkpoints, the loss.
   c10::ScalarType parameter_dtype() const;
   // Floating activations between layers (and so between workers).

@@ -68,7 +68,7 @@ void check_checksums_listed(const CheckpointInfo& info, const std::string& origi
 std::string checkpoint_info_json(const CheckpointInfo& info) {
   nlohmann::json partition = nlohmann::json::array();
   for (const auto& [first, last] : info.partition) partition.push_back({first, last});
-  const nlohmann::json json = {{"format", kFormat},
+  nlohmann::json json = {{"format", kFormat},
                                {"step", info.step},
                                {"data_position", info.data_position},
                                {"schedule", info.schedule},
@@ -85,6 +85,11 @@ std::string checkpoint_info_json(const CheckpointInfo& info) {
                                {"optimizer_files", info.optimizer_files},
                                {"crc32c", info.crc32c},
                                {"config", info.config_toml}};
+  if (info.loss_scale > 0) {
+    json["loss_scale"] = info.loss_scale;
+    json["loss_scale_good_steps"] = info.loss_scale_good_steps;
+    json["loss_scale_applied_steps"] = info.loss_scale_applied_steps;
+  }
   return json.dump(2) + "\n";
 }
 
@@ -106,6 +111,17 @@ CheckpointInfo parse_checkpoint_info(const std::string& text, const std::string&
   info.layers = field<int64_t>(json, "layers", origin);
   info.model_shape = field<std::vector<int64_t>>(json, "model_shape", origin);
   info.val_loss = json.contains("val_loss") && json["val_loss"].is_number() ? json["val_loss"].get<double>() : 0.0;
+  if (json.contains("loss_scale")) {
+    info.loss_scale = field<double>(json, "loss_scale", origin);
+    info.loss_scale_good_steps = field<int64_t>(json, "loss_scale_good_steps", origin);
+    info.loss_scale_applied_steps = field<int64_t>(json, "loss_scale_applied_steps", origin);
+    if (!(info.loss_scale >= 1) || info.loss_scale_good_steps < 0 ||
+        info.loss_scale_applied_steps < 0 || info.loss_scale_applied_steps > info.step) {
+      fail("{}: checkpoint.json's loss scale ({}, {} good steps, {} applied of {}) is out of range",
+           origin, info.loss_scale, info.loss_scale_good_steps, info.loss_scale_applied_steps,
+           info.step);
+    }
+  }
   info.config_hash = field<std::string>(json, "config_hash", origin);
   info.rng_state = field<std::string>(json, "rng_state", origin);
   info.weight_versions = field<std::vector<std::vector<std::string>>>(json, "weight_versions", origin);

@@ -32,6 +32,11 @@ struct CheckpointInfo {
   std::string rng_state;            // hex of the torch CPU generator state
   int64_t data_position = 0;        // batches are a pure function of (seed, step): = step
   double val_loss = 0;
+  // model.dtype float16: the dynamic loss scale and its good steps in a row, to resume with
+  // (0: none; train/loss_scale.h).
+  double loss_scale = 0;
+  int64_t loss_scale_good_steps = 0;
+  int64_t loss_scale_applied_steps = 0;  // 0: every step skipped, the optimizer files hold no state
   std::vector<std::vector<std::string>> weight_versions;  // per stage: files, newest first
   std::vector<std::string> optimizer_files;
   // File -> CRC32C (8 hex digits) of every weight and optimizer file listed above. Empty only in

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/text.h"
 #include "device/placement.h"
+#include "device/precision.h"
 #include "model/registry.h"
 
 namespace pipetrain::runtime {
@@ -83,6 +84,14 @@ void check_runtime_support(const Config& config, const schedule::ScheduleEntry& 
          "its weights with the optimizer's state, of which ZeRO-1 keeps a shard per replica",
          join(runtime_schedules_where([](const auto& e) { return e.runtime.zero1; }), ", "),
          p.schedule);
+  }
+  if (device::precision_of(device::precision_named(config.model.dtype)).scales_loss() &&
+      !entry.flushes()) {
+    fail("model.dtype = \"float16\" runs with the schedules that flush ({}); pipeline.schedule "
+         "'{}' keeps weight versions in flight, which a step skipped for an overflow of the loss "
+         "scale would have to skip alike", join(runtime_schedules_where([](const auto& e) {
+           return e.flushes();
+         }), ", "), p.schedule);
   }
   if (p.recompute != "none" && !entry.runtime.recompute) {
     fail("pipeline.recompute runs with the schedules {} only; pipeline.schedule is '{}'",

@@ -180,6 +180,7 @@ std::string write_pipeline_checkpoint(const std::string& run_dir, StageExecutor&
   if (layout.reports()) begin_checkpoint(run_dir, step);
   comm.barrier();  // the folder exists (and is empty)
   CheckpointInfo info = pipeline_checkpoint_info(config, step, ranges, val_loss);
+  record_loss_scale(info, executor.loss_scale());  // the same on every worker
   // Also the barrier "every stage file is written": a sum completes once every worker adds in.
   info.crc32c = gather_checksums(comm, info, write_stage_files(partial.string(), executor, layout, step));
   if (!layout.reports()) return (fs::path(checkpoints_root(run_dir)) / step_dir_name(step)).string();
@@ -217,6 +218,7 @@ int64_t restore_pipeline_state(const std::string& checkpoint_dir, StageExecutor&
   }
   executor.resume_at(info.step, std::move(stashed));
   restore_torch_rng_state(info.rng_state, checkpoint_dir);
+  restore_loss_scale(info, executor.loss_scale());
   return info.step;
 }
 

@@ -64,6 +64,7 @@ StageExecutor::StageExecutor(const Config& config, const RunSpec& spec, const Ba
       groups_(groups),
       lists_(std::move(lists)),
       slices_(spec.slices),
+      loss_scale_(device::precision_of(spec.execution.precision), config.train),
       clock_(std::make_unique<device::EventClock>(device)) {
   std::vector<torch::Tensor> params;
   std::vector<std::pair<std::string, torch::Tensor>> named_params;  // Muon tells matrices by name
@@ -442,6 +443,8 @@ void StageExecutor::forward_with_graph(const Key& key, InFlight& state) {
     // mean: exactly the Trainer's gradient of the mean over the whole batch. Per-microbatch
     // updates (PipeDream style) take the mean of their own microbatch.
     state.scaled_loss = loss * share / double(microbatches_per_update_ * layout_.replicas);
+    // Float16: times the loss scale (a power of two: exact), so small gradients survive.
+    if (loss_scale_.active()) state.scaled_loss = state.scaled_loss * loss_scale_.factor();
   } else {
     state.output = output;
   }

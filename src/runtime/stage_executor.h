@@ -32,6 +32,7 @@
 #include "schedule/schedule.h"
 #include "schedule/step_lists.h"
 #include "sim/timeline.h"
+#include "train/loss_scale.h"
 #include "train/checkpoint.h"
 #include "train/step_result.h"
 
@@ -89,6 +90,7 @@ class StageExecutor {
   // the module's parameters.
   std::vector<std::pair<std::string, torch::Tensor>> optimized_tensors(const Chunk& chunk) const;
   const schedule::WeightPolicy& weight_policy() const { return lists_.schedule().policy; }
+  LossScale& loss_scale() { return loss_scale_; }  // float16's scale, the same on every worker
   void point_at_latest_weights();  // the modules show the latest weights (checkpoints)
   // Exact resume of a no-flush run (see WeightVersions): the versions a checkpoint after `step`
   // steps holds for the chunk; one of them, named as its parameters; and the continuation at
@@ -221,6 +223,7 @@ class StageExecutor {
   std::map<Key, InFlight> in_flight_;
   std::map<std::pair<int, int>, int> posted_receives_;  // (peer, tag) -> Comm's handle
   TokenSlices slices_;  // pipeline.slices; with more than one, the K/V cache per (chunk, microbatch)
+  LossScale loss_scale_;  // float16: the last stage scales its loss, every stage unscales
   std::map<std::pair<int, int>, SequenceKvCache> kv_caches_;
   int64_t peak_weight_pass_bytes_ = 0;
   int steps_pending_ = 0;  // OptimizerStep actions seen this step (one per chunk)

@@ -115,15 +115,24 @@ void StageExecutor::finish_update(int stage, int64_t step) {
   trace({fmt::format("{}U", stage), "OptimizerStep", 0, 0, -1, int(step)}, start);
 }
 
+// Float16: the norm is of the loss-scaled gradients; every worker reads the same one after its
+// all-reduce, so all skip an overflowed step alike (and the scale moves alike).
 void StageExecutor::apply_update(double global_norm) {
-  scale_grads_to_norm(step_params_, global_norm, config_.train.grad_clip);
-  result_.grad_norm = global_norm;
+  const double scale = loss_scale_.factor();
+  result_.grad_norm = global_norm / scale;
   result_.lr = learning_rate_at(config_.train, current_step_);
-  if (zero1_) {
-    zero1_->step(result_.lr);  // this replica's shard, then all-gather
-  } else {
-    set_learning_rate(*optimizer_, result_.lr);
-    optimizer_->step();
+  if (loss_scale_.active()) {
+    result_.loss_scale = scale;
+    result_.skipped = !loss_scale_.record(global_norm);
+  }
+  if (!result_.skipped) {
+    unscale_and_clip(step_params_, global_norm, scale, config_.train.grad_clip);
+    if (zero1_) {
+      zero1_->step(result_.lr);  // this replica's shard, then all-gather
+    } else {
+      set_learning_rate(*optimizer_, result_.lr);
+      optimizer_->step();
+    }
   }
   for (auto& chunk : chunks_) chunk.weights->after_step(optimizer());
 }

@@ -103,6 +103,19 @@ std::string write_checkpoint_file(const std::string& dir, const std::string& fil
   return out.commit();
 }
 
+void record_loss_scale(CheckpointInfo& info, const LossScale& scale) {
+  if (!scale.active()) return;
+  info.loss_scale = scale.state().scale;
+  info.loss_scale_good_steps = scale.state().good_steps;
+  info.loss_scale_applied_steps = scale.state().applied_steps;
+}
+
+void restore_loss_scale(const CheckpointInfo& info, LossScale& scale) {
+  if (scale.active() && info.loss_scale > 0) {
+    scale.restore({info.loss_scale, info.loss_scale_good_steps, info.loss_scale_applied_steps});
+  }
+}
+
 CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
                                     const std::vector<std::pair<int64_t, int64_t>>& partition) {
   CheckpointInfo info;
@@ -215,8 +228,11 @@ CheckpointTensors read_checkpoint_tensors(const std::string& dir, const Checkpoi
     if (layers.lower_bound(first) == layers.lower_bound(last)) continue;  // none of `layers`
     auto weights = read_checkpoint_file(dir, info.weight_versions[stage].front(), info);
     auto state = read_checkpoint_file(dir, info.optimizer_files[stage], info);
+    // A float16 run whose every step overflowed has not stepped its optimizer: no state yet.
+    const bool may_be_empty = info.loss_scale > 0 && info.loss_scale_applied_steps == 0;
     check_optimizer_state_entries(weights, state, written_with, roles,
-                                  (fs::path(dir) / info.optimizer_files[stage]).string());
+                                  (fs::path(dir) / info.optimizer_files[stage]).string(),
+                                  may_be_empty);
     append(tensors.weights, std::move(weights));
     append(tensors.optimizer, std::move(state));
   }

@@ -14,6 +14,7 @@
 #include "io/checkpoint_dir.h"
 #include "io/safetensors.h"
 #include "model/model.h"
+#include "train/loss_scale.h"
 
 namespace pipetrain {
 
@@ -72,6 +73,11 @@ void load_module_state(const CheckpointTensors& tensors, const std::string& orig
                        torch::nn::Module& module, torch::optim::Optimizer& optimizer,
                        const std::vector<SharedParameter>& shared,
                        const std::vector<std::pair<std::string, torch::Tensor>>& optimized);
+
+// Float16's dynamic loss scale into the sidecar, and back from it (a checkpoint without one, of
+// another precision, leaves the scale as the config starts it).
+void record_loss_scale(CheckpointInfo& info, const LossScale& scale);
+void restore_loss_scale(const CheckpointInfo& info, LossScale& scale);
 
 std::string torch_rng_state_hex();
 void restore_torch_rng_state(const std::string& hex, const std::string& origin);

@@ -1,5 +1,6 @@
 #include "train/optim.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -136,6 +137,16 @@ void scale_grads_to_norm(const std::vector<torch::Tensor>& params, double global
   if (!grads.empty()) at::_foreach_mul_(grads, coefficient);
 }
 
+void unscale_and_clip(const std::vector<torch::Tensor>& params, double scaled_norm,
+                      double loss_scale, double max_norm) {
+  if (loss_scale == 1) return scale_grads_to_norm(params, scaled_norm, max_norm);
+  const double norm = scaled_norm / loss_scale;
+  const double clip = max_norm > 0 ? std::min(1.0, max_norm / (norm + 1e-6)) : 1.0;
+  torch::NoGradGuard no_grad;
+  const auto grads = defined_grads(params);
+  if (!grads.empty()) at::_foreach_mul_(grads, clip / loss_scale);
+}
+
 std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
     torch::optim::Optimizer& optimizer, torch::nn::Module& module) {
   return optimizer_state_tensors(optimizer, named_tensors(module));
@@ -201,7 +212,9 @@ void check_step_count(const TensorEntry& step, const std::string& origin) {
 
 void check_optimizer_state_entries(const std::vector<TensorEntry>& weights,
                                    const std::vector<TensorEntry>& state, const TrainConfig& train,
-                                   const ParameterRoles& roles, const std::string& origin) {
+                                   const ParameterRoles& roles, const std::string& origin,
+                                   bool may_be_empty) {
+  if (may_be_empty && state.empty()) return;  // an optimizer that has not stepped yet
   std::map<std::string, const TensorEntry*> by_name;
   for (const auto& entry : state) by_name[entry.name] = &entry;
   for (const auto& weight : weights) {
@@ -272,6 +285,9 @@ std::unique_ptr<State> adam_state(const std::map<std::string, const TensorEntry*
 void load_optimizer_state(torch::optim::Optimizer& optimizer,
                           const std::vector<std::pair<std::string, torch::Tensor>>& named,
                           const std::vector<TensorEntry>& entries, const std::string& origin) {
+  // No entries at all, which the checkpoint's check let through only for an optimizer that had
+  // not stepped (float16 skipped every step so far): it resumes fresh, as it was.
+  if (entries.empty()) return;
   std::map<std::string, const TensorEntry*> by_name;
   for (const auto& entry : entries) by_name[entry.name] = &entry;
   auto& state = optimizer.state();

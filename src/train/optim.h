@@ -34,6 +34,11 @@ double squared_grad_norm(const std::vector<torch::Tensor>& params);
 // the global norm (which a pipeline sums over stages). Same formula as torch's clip_grad_norm_.
 void scale_grads_to_norm(const std::vector<torch::Tensor>& params, double global_norm,
                          double max_norm);
+// Loss-scaled gradients (train/loss_scale.h) divided by `loss_scale` and clipped as above, in one
+// pass; `scaled_norm` is their global norm before the division. scale_grads_to_norm's results
+// exactly when loss_scale is 1.
+void unscale_and_clip(const std::vector<torch::Tensor>& params, double scaled_norm,
+                      double loss_scale, double max_norm);
 // The same two without waiting for the device (one process): the global norm as a float64
 // scalar on the gradients' device, and the clipping with its coefficient computed there. The
 // host reads the norm once the step's work is queued.
@@ -54,11 +59,13 @@ std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_tensors(
 // (Adam, AdamW and Muon's AdamW part: exp_avg, exp_avg_sq, step; SGD with momentum and Muon's
 // hidden matrices: momentum_buffer; error feedback: previous_update), shaped and typed like
 // the weight (a step: one integer >= 1); `roles` says which weights are Muon's matrices. Every
-// parameter is updated at every step, so a checkpoint has them all; UserError naming `origin`
-// and the entry otherwise.
+// parameter is updated at every step, so a checkpoint has them all, or, where `may_be_empty`
+// (an optimizer that has not stepped: float16 skipped every step so far), none; UserError
+// naming `origin` and the entry otherwise.
 void check_optimizer_state_entries(const std::vector<TensorEntry>& weights,
                                    const std::vector<TensorEntry>& state, const TrainConfig& train,
-                                   const ParameterRoles& roles, const std::string& origin);
+                                   const ParameterRoles& roles, const std::string& origin,
+                                   bool may_be_empty = false);
 
 // The inverse of optimizer_state_tensors: rebuilds each parameter's state of `module` from
 // named entries. UserError on a missing entry or a shape mismatch.

@@ -41,6 +41,7 @@ CheckpointInfo write_state(const std::string& dir, Trainer& trainer, const Confi
   info.val_loss = val_loss;
   info.weight_versions = {{"model.safetensors"}};
   info.optimizer_files = {"optimizer.safetensors"};
+  record_loss_scale(info, trainer.loss_scale());
   return info;
 }
 
@@ -86,6 +87,7 @@ int64_t restore(Trainer& trainer, const RunOptions& options,
   load_module_state(point->tensors, dir, trainer.model(), trainer.optimizer(),
                     trainer.model_definition().shared_parameters());
   restore_torch_rng_state(info.rng_state, dir);
+  restore_loss_scale(info, trainer.loss_scale());
   keep_metrics_up_to((fs::path(options.run_dir) / "metrics.jsonl").string(), info.step);
   fmt::print(stderr, "pipetrain: resuming at step {} from {}\n", info.step, dir);
   return info.step;

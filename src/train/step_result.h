@@ -22,6 +22,10 @@ struct StepResult {
   double loss = 0;       // mean over the batch's tokens
   double grad_norm = 0;  // before clipping
   double lr = 0;
+  // model.dtype float16 (train/loss_scale.h): the loss scale this step ran with (0: none), and
+  // whether its gradients overflowed, so the update was skipped.
+  double loss_scale = 0;
+  bool skipped = false;
 };
 
 }  // namespace pipetrain

@@ -36,12 +36,16 @@ Trainer::Trainer(const Config& config, std::shared_ptr<const BatchSource> batche
       definition_(make_model(config)),
       model_(placed(definition_->make_whole(), device_)),
       optimizer_(make_optimizer(named_tensors(*model_), config.train, roles_of(*definition_))),
-      steps_(device::make_step_runner(execution_, device_)) {}
+      steps_(device::make_step_runner(execution_, device_)),
+      loss_scale_(device::precision_of(execution_.precision), config.train) {
+  if (loss_scale_.active()) loss_factor_ = torch::ones({}, torch::TensorOptions().device(device_));
+}
 
 StepResult Trainer::train_step(int64_t step) {
   const auto& train = config_.train;
   const Microbatch batch = on_device(
       batches_->train_batch(static_cast<uint64_t>(train.seed), step, train.batch_size), device_);
+  if (loss_scale_.active()) loss_factor_.fill_(loss_scale_.factor());
   const auto outputs = steps_->run({batch.inputs, batch.labels}, [this](const auto& inputs) {
     return forward_backward({inputs[0], inputs[1]});
   });
@@ -49,11 +53,25 @@ StepResult Trainer::train_step(int64_t step) {
   StepResult result;
   result.lr = learning_rate_at(train, step);
   set_learning_rate(*optimizer_, result.lr);
-  optimizer_->step();
-  // The step's one wait for the device, after the update is queued.
-  result.grad_norm = norm.item<double>();
+  update(norm, result);
   result.loss = loss_sum.item<double>() / static_cast<double>(train.microbatches);
   return result;
+}
+
+void Trainer::update(const torch::Tensor& norm, StepResult& result) {
+  if (!loss_scale_.active()) {
+    optimizer_->step();
+    result.grad_norm = norm.item<double>();  // the step's one wait, after the update is queued
+    return;
+  }
+  // Float16: whether the update applies is the norm's to say, so the host waits for it first.
+  const double scaled_norm = norm.item<double>(), scale = loss_scale_.factor();
+  result.loss_scale = scale;
+  result.grad_norm = scaled_norm / scale;
+  result.skipped = !loss_scale_.record(scaled_norm);
+  if (result.skipped) return;
+  unscale_and_clip(parameters(), scaled_norm, scale, config_.train.grad_clip);
+  optimizer_->step();
 }
 
 std::vector<torch::Tensor> Trainer::forward_backward(const Microbatch& batch) {
@@ -64,7 +82,8 @@ std::vector<torch::Tensor> Trainer::forward_backward(const Microbatch& batch) {
   for (int64_t m = 0; m < train.microbatches; ++m) {
     const Microbatch tensors = rows_of(batch, m * micro_size, micro_size);
     auto loss = model_->loss(model_->forward(tensors.inputs), tensors.labels);
-    (loss / static_cast<double>(train.microbatches)).backward();
+    auto share = loss / static_cast<double>(train.microbatches);
+    (loss_factor_.defined() ? share * loss_factor_ : share).backward();
     const auto value = loss.detach().to(torch::kFloat64);
     loss_sum = loss_sum.defined() ? loss_sum + value : value;
   }
@@ -72,7 +91,7 @@ std::vector<torch::Tensor> Trainer::forward_backward(const Microbatch& batch) {
   // The norm and the clipping stay on the device: the host queues the update right behind the
   // backward instead of waiting for the norm.
   const torch::Tensor norm = grad_norm_on_device(params);
-  clip_grads_to_norm(params, norm, train.grad_clip);
+  if (!loss_scale_.active()) clip_grads_to_norm(params, norm, train.grad_clip);
   return {loss_sum, norm};
 }
 

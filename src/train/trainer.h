@@ -12,6 +12,7 @@
 #include "device/step_runner.h"
 #include "model/batch_source.h"
 #include "model/model.h"
+#include "train/loss_scale.h"
 #include "train/step_result.h"
 
 namespace pipetrain {
@@ -31,11 +32,16 @@ class Trainer {
   std::vector<torch::Tensor> parameters() { return model_->parameters(); }
   const device::Execution& execution() const { return execution_; }
   const c10::Device& device() const { return device_; }
+  LossScale& loss_scale() { return loss_scale_; }  // float16's scale, saved in checkpoints
 
  private:
-  // Zeroed gradients, then every microbatch's forward and backward, the norm and the clipping:
-  // what a graphed step replays. {loss summed over the microbatches (float64), gradient norm}.
+  // Zeroed gradients, then every microbatch's forward and backward, the norm and the clipping
+  // (float16: the loss scaled, and the host unscales and clips): what a graphed step replays.
+  // {loss summed over the microbatches (float64), gradient norm}.
   std::vector<torch::Tensor> forward_backward(const Microbatch& batch);
+  // The update after the backward: clipping (float16: unscaling) and the optimizer's step, unless
+  // the scaled gradients overflowed.
+  void update(const torch::Tensor& norm, StepResult& result);
 
   Config config_;
   device::Execution execution_;  // train.device and model.dtype for one worker
@@ -45,6 +51,8 @@ class Trainer {
   std::shared_ptr<StageModule> model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<device::StepRunner> steps_;  // eager, or replays of a captured step
+  LossScale loss_scale_;
+  torch::Tensor loss_factor_;  // float16: the loss scale on the device (a captured step reads it)
 };
 
 }  // namespace pipetrain

@@ -55,6 +55,10 @@ void report_step(Report& report, const StepResult& result, nlohmann::json fields
   nlohmann::json record = {{"step", done}, {"loss", result.loss}, {"lr", result.lr},
                            {"grad_norm", result.grad_norm}, {"tokens_per_s", tokens_per_s},
                            {"step_seconds", step_seconds}, {"elapsed_s", elapsed}};
+  if (result.loss_scale > 0) {  // float16
+    record["loss_scale"] = result.loss_scale;
+    record["skipped"] = result.skipped;
+  }
   if (validated) {
     for (const auto& [name, value] : validation_fields(validation)) record[name] = value;
     report.val_curve.emplace_back(double(done), validation.loss);

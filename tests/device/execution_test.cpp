@@ -64,8 +64,9 @@ TEST(Execution, CudaWithoutAGpuAndUnknownNamesAreOneLineErrors) {
     EXPECT_NE(std::string(error.what()).find("no GPU is usable here"), std::string::npos);
   }
   EXPECT_THROW(decide_execution("tpu", "float32", 1, Hardware{0}), UserError);
-  EXPECT_THROW(decide_execution("cpu", "float16", 1, Hardware{0}), UserError);
+  EXPECT_THROW(decide_execution("cpu", "float8", 1, Hardware{0}), UserError);
   EXPECT_EQ(precision_named("bfloat16"), PrecisionKind::BFloat16Mixed);
+  EXPECT_EQ(precision_named("float16"), PrecisionKind::Float16Mixed);
 }
 
 }  // namespace

@@ -1,0 +1,70 @@
+// Float16's dynamic loss scale against its closed form: halved (and the step skipped) on a
+// non-finite norm, doubled after growth_interval finite steps in a row, a power of two always;
+// every other precision scales by 1 and skips nothing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "train/loss_scale.h"
+
+namespace pipetrain {
+namespace {
+
+LossScale float16_scale(double initial, int64_t interval) {
+  TrainConfig train;
+  train.loss_scale = initial;
+  train.loss_scale_growth_interval = interval;
+  return LossScale(device::precision_of(device::PrecisionKind::Float16Mixed), train);
+}
+
+TEST(LossScale, HalvesOnOverflowAndDoublesAfterTheGrowthInterval) {
+  LossScale scale = float16_scale(65536, 3);
+  ASSERT_TRUE(scale.active());
+  EXPECT_EQ(scale.factor(), 65536);
+  EXPECT_FALSE(scale.record(std::numeric_limits<double>::infinity()));  // skipped
+  EXPECT_EQ(scale.factor(), 32768);
+  EXPECT_FALSE(scale.record(std::nan("")));
+  EXPECT_EQ(scale.factor(), 16384);
+  EXPECT_TRUE(scale.record(1.5));
+  EXPECT_TRUE(scale.record(2.5));
+  EXPECT_EQ(scale.factor(), 16384);  // 2 of 3 good steps
+  EXPECT_TRUE(scale.record(0.0));
+  EXPECT_EQ(scale.factor(), 32768);  // the third doubles it, and the count starts again
+  EXPECT_EQ(scale.state().good_steps, 0);
+  EXPECT_TRUE(scale.record(1.0));
+  EXPECT_EQ(scale.state().good_steps, 1);
+  EXPECT_FALSE(scale.record(std::numeric_limits<double>::infinity()));  // and an overflow resets it
+  EXPECT_EQ(scale.state().good_steps, 0);
+  EXPECT_EQ(scale.factor(), 16384);
+  EXPECT_EQ(scale.state().applied_steps, 4);  // checkpoints tell "the optimizer has state" by it
+}
+
+TEST(LossScale, IsAPowerOfTwoAndAtLeastOne) {
+  EXPECT_EQ(float16_scale(1000, 10).factor(), 1024);  // exact scaling and unscaling
+  LossScale scale = float16_scale(2, 10);
+  scale.record(std::numeric_limits<double>::infinity());
+  scale.record(std::numeric_limits<double>::infinity());
+  EXPECT_EQ(scale.factor(), 1);
+}
+
+TEST(LossScale, RestoresAState) {
+  LossScale scale = float16_scale(65536, 2);
+  scale.restore({512, 1});
+  EXPECT_TRUE(scale.record(1.0));
+  EXPECT_EQ(scale.factor(), 1024);
+}
+
+TEST(LossScale, OtherPrecisionsScaleByOneAndSkipNothing) {
+  for (const auto kind : {device::PrecisionKind::Float32, device::PrecisionKind::Float64,
+                          device::PrecisionKind::BFloat16Mixed}) {
+    LossScale scale(device::precision_of(kind), TrainConfig{});
+    EXPECT_FALSE(scale.active());
+    EXPECT_EQ(scale.factor(), 1);
+    EXPECT_TRUE(scale.record(std::numeric_limits<double>::infinity()));
+    EXPECT_EQ(scale.factor(), 1);
+  }
+}
+
+}  // namespace
+}  // namespace pipetrain
