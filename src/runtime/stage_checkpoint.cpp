@@ -159,9 +159,11 @@ std::map<std::string, std::string> write_stage_files(const std::string& dir,
 }
 
 CheckpointInfo pipeline_checkpoint_info(const Config& config, int64_t step,
-                                        const std::vector<StageRange>& ranges, double val_loss) {
+                                        const std::vector<StageRange>& ranges, double val_loss,
+                                        const LossScale& loss_scale) {
   CheckpointInfo info = make_checkpoint_info(config, step, as_pairs(ranges));
   info.val_loss = val_loss;
+  record_loss_scale(info, loss_scale);  // the same on every worker
   for (size_t s = 0; s < ranges.size(); ++s) {
     info.weight_versions[s] = {fmt::format("stage{}.safetensors", s)};  // the newest: masters
     for (const int version : schedule::checkpointed_versions(config, int(s), step)) {
@@ -179,8 +181,7 @@ std::string write_pipeline_checkpoint(const std::string& run_dir, StageExecutor&
   const fs::path partial = fs::path(checkpoints_root(run_dir)) / (step_dir_name(step) + ".partial");
   if (layout.reports()) begin_checkpoint(run_dir, step);
   comm.barrier();  // the folder exists (and is empty)
-  CheckpointInfo info = pipeline_checkpoint_info(config, step, ranges, val_loss);
-  record_loss_scale(info, executor.loss_scale());  // the same on every worker
+  CheckpointInfo info = pipeline_checkpoint_info(config, step, ranges, val_loss, executor.loss_scale());
   // Also the barrier "every stage file is written": a sum completes once every worker adds in.
   info.crc32c = gather_checksums(comm, info, write_stage_files(partial.string(), executor, layout, step));
   if (!layout.reports()) return (fs::path(checkpoints_root(run_dir)) / step_dir_name(step)).string();

@@ -9,6 +9,7 @@
 #include "io/checkpoint_dir.h"
 #include "runtime/layout.h"
 #include "runtime/partition.h"
+#include "train/loss_scale.h"
 
 namespace pipetrain::runtime {
 
@@ -27,9 +28,11 @@ std::map<std::string, std::string> write_stage_files(const std::string& dir,
 std::map<std::string, std::string> gather_checksums(Comm& comm, const CheckpointInfo& info,
                                                     const std::map<std::string, std::string>& written);
 
-// The sidecar of a pipeline checkpoint whose stage files follow the naming above.
+// The sidecar of a pipeline checkpoint whose stage files follow the naming above, with
+// float16's loss scale (every worker holds the same one).
 CheckpointInfo pipeline_checkpoint_info(const Config& config, int64_t step,
-                                        const std::vector<StageRange>& ranges, double val_loss);
+                                        const std::vector<StageRange>& ranges, double val_loss,
+                                        const LossScale& loss_scale);
 
 // A periodic checkpoint, collective over every worker. Returns the completed folder.
 std::string write_pipeline_checkpoint(const std::string& run_dir, StageExecutor& executor,

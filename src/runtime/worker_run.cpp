@@ -339,8 +339,8 @@ TrainingSession::Finished PipelineWorkerSession::finish(double val_loss) {
   const fs::path& dir = run_.dir;
   const fs::path checkpoint_dir = dir / "checkpoint";
   fs::create_directories(checkpoint_dir);
-  CheckpointInfo final_info = pipeline_checkpoint_info(config, config.train.steps, run_.spec.ranges, val_loss);
-  record_loss_scale(final_info, executor_.loss_scale());
+  CheckpointInfo final_info = pipeline_checkpoint_info(config, config.train.steps, run_.spec.ranges,
+                                                       val_loss, executor_.loss_scale());
   final_info.crc32c = gather_checksums(
       comm_, final_info, write_stage_files(checkpoint_dir.string(), executor_, run_.layout, config.train.steps));
   write_pipeline_checkpoint(dir.string(), executor_, comm_, run_.layout, config, run_.spec.ranges,
