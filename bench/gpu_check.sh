@@ -9,7 +9,7 @@
 #   3. resume across devices: 4 steps on the GPU resumed to 6 on the CPU, and the reverse, against
 #      6 steps in one go (1e-9);
 #   4. the transducer: the recognizer in float64 on the GPU (1 process, 2 workers) == on the CPU
-#      (1e-9); the sample-wise loss at the paper's scale (B = 1024 utterances, T = 1000 frames,
+#      (1e-9), in bfloat16 on 2 workers vs 1 process (2^-12); the sample-wise loss at the paper's scale (B = 1024 utterances, T = 1000 frames,
 #      U = 100, V = 1024, joint 512; float32 and bfloat16): peak GPU memory and time, beside
 #      torchaudio's rnnt_loss at the largest batch that fits;
 #      the recognizer's step time on the GPU (1 process, 2 workers) vs the CPU (all its cores);
@@ -135,6 +135,10 @@ train rnnt_dev $SPEECH --train.device "$DEVICE" --pipeline.stages 1
 train rnnt_dev_p2 $SPEECH --train.device "$DEVICE" --pipeline.stages 2
 compare --label transducer --rtol 1e-9 --weights "$OUT/rnnt_cpu" "$OUT/rnnt_dev"
 compare --label transducer --rtol 1e-9 --weights "$OUT/rnnt_dev" "$OUT/rnnt_dev_p2"
+# bfloat16: 2 workers vs the single process, the bound of tests/runtime/mixed_precision_test.cpp
+train rnnt_bf16_dev $SPEECH --model.dtype bfloat16 --train.device "$DEVICE" --pipeline.stages 1
+train rnnt_bf16_dev_p2 $SPEECH --model.dtype bfloat16 --train.device "$DEVICE" --pipeline.stages 2
+compare --label "transducer bfloat16" --rtol 0.000244140625 "$OUT/rnnt_bf16_dev" "$OUT/rnnt_bf16_dev_p2"
 if [ "$DEVICE" = cuda ]; then  # its loss reads label counts on the host: eager after step 3
   train rnnt_dev6 $SPEECH --train.device cuda --pipeline.stages 1 --train.steps 6
   train rnnt_dev6_graphs $SPEECH --train.device cuda --pipeline.stages 1 --train.steps 6 --train.cuda_graphs 1

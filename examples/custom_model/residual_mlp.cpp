@@ -152,6 +152,10 @@ void register_with_pipetrain() {
       pipetrain::fail("model.kind = \"mlp\" trains on data.format = \"teacher\", got '{}'",
                       config.data.format);
     }
+    // The blocks compute in their weights' dtype: under model.dtype = "bfloat16" they would run
+    // in float32 while the run reports mixed precision, so refuse it (docs/models.md shows how a
+    // model supports it).
+    pipetrain::require_full_precision(config.model, "the example computes in its weights' dtype");
     const MlpShape shape{config.model.d_model, config.model.layers,
                          pipetrain::compute_dtype(config.model)};
     return std::make_shared<MlpModel>(shape, uint64_t(config.train.seed));

@@ -76,7 +76,8 @@ std::vector<FieldSpec> make_fields() {
        "exactness tests prove in) or \"bfloat16\": mixed precision, matrix products, convolutions "
        "and attention in bfloat16 (autocast), what crosses a layer boundary (and so what workers "
        "send) rounded to bfloat16, weights, gradients, their sums, optimizer state, checkpoints "
-       "and the loss in float32 (gpt, llama and cnn; docs/architecture.md); or \"float16\": the "
+       "and the loss in float32 (every built-in model.kind; docs/architecture.md); or "
+       "\"float16\": the "
        "same in float16, with dynamic loss scaling (train.loss_scale)",
        at(&C::model, &M::dtype), 0, {"float32", "float64", "bfloat16", "float16"}),
       spec("model.torchscript", "model.kind = \"torchscript\": a folder of TorchScript layers "

@@ -51,4 +51,11 @@ ComputeScope::~ComputeScope() {
   at::autocast::set_autocast_dtype(device_, previous_dtype_);
 }
 
+FullPrecisionScope::FullPrecisionScope(c10::DeviceType device)
+    : device_(device), was_enabled_(at::autocast::is_autocast_enabled(device)) {
+  at::autocast::set_autocast_enabled(device_, false);
+}
+
+FullPrecisionScope::~FullPrecisionScope() { at::autocast::set_autocast_enabled(device_, was_enabled_); }
+
 }  // namespace pipetrain::device

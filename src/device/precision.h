@@ -50,4 +50,18 @@ class ComputeScope {
   c10::ScalarType previous_dtype_ = c10::ScalarType::Float;
 };
 
+// Autocast off on `device` for this scope, inside a ComputeScope: a part that computes in the
+// parameters' dtype under mixed precision (the transducer's predictor LSTM, model/transducer.h).
+class FullPrecisionScope {
+ public:
+  explicit FullPrecisionScope(c10::DeviceType device);
+  ~FullPrecisionScope();
+  FullPrecisionScope(const FullPrecisionScope&) = delete;
+  FullPrecisionScope& operator=(const FullPrecisionScope&) = delete;
+
+ private:
+  c10::DeviceType device_;
+  bool was_enabled_;
+};
+
 }  // namespace pipetrain::device

@@ -6,6 +6,7 @@
 #include <torch/nn/functional/activation.h>
 
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 
 #include <algorithm>
 #include <numeric>
@@ -58,14 +59,18 @@ class SampleWiseTransducerFunction
                             at::TensorList params, const SampleWiseCall& call) {
     const int64_t B = enc.size(0), J = enc.size(2);
     const auto& len = call.lengths;
+    // Each sample's gradient at its own scale (the softmax's, within [-1, 1]), the reduction's 1 / B
+    // applied as it is summed: in float16 a gradient pre-divided by B would lose its small values.
+    // The sums are float32 at least for the same reason (autograd casts them back to enc's dtype).
     const double grad_scale = call.options.reduction == Reduction::Mean ? 1.0 / B : 1.0;
+    const auto wide = at::promote_types(enc.scalar_type(), at::kFloat);
     at::Tensor d_enc, d_pred;
     std::vector<at::Tensor> d_params(params.size());
     std::vector<at::Tensor> grad_inputs;  // params that need a gradient
     std::vector<size_t> grad_param_slot;
     if (call.want_grad) {
-      d_enc = at::zeros_like(enc);
-      d_pred = at::zeros_like(pred);
+      d_enc = at::zeros(enc.sizes(), enc.options().dtype(wide));
+      d_pred = at::zeros(pred.sizes(), pred.options().dtype(wide));
       for (size_t k = 0; k < params.size(); ++k) {
         if (params[k].requires_grad()) {
           d_params[k] = at::zeros_like(params[k]);
@@ -128,7 +133,7 @@ class SampleWiseTransducerFunction
         at::Tensor sample = grad[g];
         loss_sum += transducer_loss_and_grad_(sample.narrow(0, 0, T).narrow(1, 0, U1),
                                               targets[b].narrow(0, 0, U1 - 1), call.options.blank,
-                                              call.want_grad, grad_scale);
+                                              call.want_grad, 1.0);
         if (call.want_grad) {  // padding positions are not part of the loss
           sample.narrow(0, T, t_max - T).zero_();
           sample.narrow(0, 0, T).narrow(1, U1, u1_max - U1).zero_();
@@ -140,10 +145,11 @@ class SampleWiseTransducerFunction
         const variable_list grads =
             torch::autograd::grad({logits}, inputs, {grad}, /*retain_graph=*/false,
                                   /*create_graph=*/false, /*allow_unused=*/true);
-        if (grads[0].defined()) d_enc.narrow(1, 0, t_max).index_copy_(0, index, grads[0]);
-        if (grads[1].defined()) d_pred.narrow(1, 0, u1_max).index_copy_(0, index, grads[1]);
+        const auto summed = [&](const at::Tensor& g) { return g.to(wide).mul_(grad_scale); };
+        if (grads[0].defined()) d_enc.narrow(1, 0, t_max).index_copy_(0, index, summed(grads[0]));
+        if (grads[1].defined()) d_pred.narrow(1, 0, u1_max).index_copy_(0, index, summed(grads[1]));
         for (size_t k = 0; k < grad_param_slot.size(); ++k) {
-          if (grads[2 + k].defined()) d_params[grad_param_slot[k]].add_(grads[2 + k]);
+          if (grads[2 + k].defined()) d_params[grad_param_slot[k]].add_(grads[2 + k], grad_scale);
         }
       }
       first = last;
@@ -158,7 +164,8 @@ class SampleWiseTransducerFunction
       }
     }
     const double loss = call.options.reduction == Reduction::Mean ? loss_sum / B : loss_sum;
-    return at::scalar_tensor(loss, enc.options().requires_grad(false));
+    // float32 at least: a bfloat16 loss (enc's dtype under mixed precision) would keep 3 digits.
+    return at::scalar_tensor(loss, enc.options().dtype(wide).requires_grad(false));
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -250,7 +257,9 @@ at::Tensor sample_wise_transducer_loss(JointNetwork& joint, const at::Tensor& en
     fail("sample-wise transducer loss: the joint network takes joint dimension {}, enc and pred "
          "have {}", linear.in_features(), enc.size(2));
   }
-  if (joint->output->weight.scalar_type() != enc.scalar_type()) {
+  // Under autocast (mixed precision, device/precision.h) the joint casts its own weights.
+  const bool autocast = at::autocast::is_autocast_enabled(enc.device().type());
+  if (!autocast && joint->output->weight.scalar_type() != enc.scalar_type()) {
     fail("sample-wise transducer loss: enc and pred are {} but the joint network's parameters "
          "are {}", c10::toString(enc.scalar_type()),
          c10::toString(joint->output->weight.scalar_type()));

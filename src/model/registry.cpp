@@ -67,14 +67,9 @@ Named<ModelFactory>& model_factories() {
        [](const Config& config) {
          return std::make_shared<CnnModel>(cnn_config_from(config.model), uint64_t(config.train.seed));
        }},
-      {"torchscript",
-       [](const Config& config) {
-         require_full_precision(config.model, "its layers are not run under autocast");
-         return make_torchscript_model(config);
-       }},
+      {"torchscript", make_torchscript_model},
       {"transducer",
        [](const Config& config) {
-         require_full_precision(config.model, "its encoder, predictor and joint are not yet run in it; the loss itself takes bfloat16 logits");
          return std::make_shared<TransducerModel>(transducer_config_from(config.model),
                                                   uint64_t(config.train.seed));
        }},

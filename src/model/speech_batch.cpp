@@ -20,7 +20,7 @@ torch::Tensor normalised_features(const torch::Tensor& features) {
 }  // namespace
 
 torch::Tensor speech_frame_counts(const torch::Tensor& inputs) {
-  return inputs.select(2, inputs.size(2) - 1).select(1, 0).to(torch::kInt64);
+  return inputs.select(2, inputs.size(2) - 1).to(torch::kInt64).sum(1);
 }
 
 torch::Tensor speech_label_counts(const torch::Tensor& labels) { return labels.select(1, 0); }
@@ -51,7 +51,7 @@ Microbatch SpeechBatchSource::gather(speech::SpeechSplit split,
     const auto u = file_->utterance(split, indices[size_t(r)]);
     const int64_t frames = u.features.size(0), count = u.labels.size(0);
     inputs[r].narrow(0, 0, frames).narrow(1, 0, bins).copy_(normalised_features(u.features));
-    inputs[r].select(1, bins).fill_(double(frames));
+    inputs[r].narrow(0, 0, frames).select(1, bins).fill_(1.0);
     labels[r][0] = count;
     labels[r].narrow(0, 1, count).copy_(u.labels);
   }

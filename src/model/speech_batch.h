@@ -3,7 +3,8 @@
 // pipeline needs (receivers allocate from the model's specs; Gloo aborts on a size mismatch):
 //   inputs [rows, max_frames, mel_bins + 1] in the model's dtype: each utterance's log-mel
 //     features normalised per mel bin over its own frames (mean 0, deviation 1), zero past its
-//     end; the last channel holds its frame count in every frame;
+//     end; the last channel its frame mask (1 within the utterance, 0 past its end: exact in
+//     every dtype, model/transducer_layers.h);
 //   labels [rows, 1 + max_labels] int64: the label count, then the labels, zero-padded.
 #include <cstdint>
 #include <memory>
@@ -21,7 +22,7 @@ struct SpeechBatchShape {
   int64_t max_labels = 0;  // model.max_labels
 };
 
-// The frame counts (channel mel_bins of every frame) and label counts (column 0) of a batch.
+// The frame counts (the ones of channel mel_bins) and label counts (column 0) of a batch.
 torch::Tensor speech_frame_counts(const torch::Tensor& inputs);
 torch::Tensor speech_label_counts(const torch::Tensor& labels);
 

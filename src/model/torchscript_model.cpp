@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "device/precision.h"
 #include "model/op_flops.h"
 #include "model/registry.h"
 
@@ -35,6 +36,7 @@ std::string interpreter_error_cause(const std::string& text) {
 // What model.json says, and what running an example through the layers found.
 struct TorchScriptLayout {
   std::string folder, loss;  // loss: "cross_entropy" or "mse"
+  device::Precision precision;  // model.dtype: mixed runs each layer under autocast
   int64_t layers = 0;
   TensorSpec input_row, label_row;          // one row's shape (no rows dimension)
   std::vector<TensorSpec> output_rows;      // each layer's output, one row
@@ -82,10 +84,12 @@ std::vector<int64_t> with_rows(int64_t rows, const std::vector<int64_t>& row_sha
   return shape;
 }
 
+// In float32 at least: a log-softmax or a mean of squares rounded to bfloat16 keeps 3 digits.
 torch::Tensor torchscript_loss(const std::string& loss, const torch::Tensor& output,
                                const torch::Tensor& labels) {
-  if (loss == "cross_entropy") return torch::nn::functional::cross_entropy(output, labels);
-  return torch::nn::functional::mse_loss(output, labels);
+  const torch::Tensor wide = device::at_least_float32(output);
+  if (loss == "cross_entropy") return torch::nn::functional::cross_entropy(wide, labels);
+  return torch::nn::functional::mse_loss(wide, labels);
 }
 
 // Random inputs and labels that fit the layout (labels of a cross-entropy: class indices).
@@ -111,11 +115,13 @@ std::vector<TensorSpec> probe_layers(TorchScriptLayout& layout, torch::ScalarTyp
   torch::Tensor x = example.inputs;
   std::string from = fmt::format("the input [{}] (model.json)", fmt::join(x.sizes(), ", "));
   std::vector<TensorSpec> output_rows;
+  device::ComputeScope scope(layout.precision, x.device().type());  // as the stages run them
   for (int64_t i = 0; i < layout.layers; ++i) {
     auto layer = load_torchscript_layer(layout.folder, i, dtype);
     c10::IValue output;
     try {
       const double flops = counted_flops([&] { output = layer.forward({x}); });
+      if (output.isTensor()) output = device::at_boundary(output.toTensor(), layout.precision);
       if (same_rows.empty()) {  // the first probe's: what a layer costs
         double count = 0;
         for (const auto& p : layer.parameters()) count += double(p.numel());
@@ -170,7 +176,8 @@ TorchScriptLayout read_torchscript_layout(const Config& config) {
   if (!fs::is_regular_file(origin)) {
     fail("model.torchscript: {} not found (scripts/export_torchscript.py writes it)", origin);
   }
-  const torch::ScalarType dtype = compute_dtype(config.model);
+  layout.precision = model_precision(config.model);
+  const torch::ScalarType dtype = layout.precision.parameter_dtype();
   try {
     const auto json = nlohmann::json::parse(read_file(origin));
     layout.layers = json.at("layers").get<int64_t>();
@@ -216,7 +223,7 @@ void register_nested(torch::nn::Module& module, const std::string& name, const t
 class TorchScriptStage : public StageModule {
  public:
   TorchScriptStage(const TorchScriptLayout& layout, torch::ScalarType dtype, int64_t first, int64_t last)
-      : loss_(layout.loss), first_(first) {
+      : loss_(layout.loss), precision_(layout.precision), first_(first) {
     for (int64_t i = first; i < last; ++i) {
       layers_.push_back(load_torchscript_layer(layout.folder, i, dtype));
       // A layer saved in eval mode (exported after evaluation) trains in train mode: the
@@ -233,9 +240,12 @@ class TorchScriptStage : public StageModule {
     torch::nn::Module::train(on);
     for (auto& layer : layers_) layer.train(on);
   }
+  // Mixed precision: autocast reaches the ops inside the TorchScript modules (they dispatch as
+  // eager ops do), and each layer's output is rounded at its boundary (device/precision.h).
   torch::Tensor forward(const torch::Tensor& input) override {
+    device::ComputeScope scope(precision_, input.device().type());
     torch::Tensor x = input;
-    for (size_t i = 0; i < layers_.size(); ++i) x = run_layer(i, x);
+    for (size_t i = 0; i < layers_.size(); ++i) x = device::at_boundary(run_layer(i, x), precision_);
     return x;
   }
   torch::Tensor loss(const torch::Tensor& output, const torch::Tensor& labels) override {
@@ -266,6 +276,7 @@ class TorchScriptStage : public StageModule {
 
   std::vector<torch::jit::Module> layers_;
   std::string loss_;
+  device::Precision precision_;
   int64_t first_;
 };
 

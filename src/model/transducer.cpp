@@ -50,9 +50,13 @@ TransducerStack::TransducerStack(const TransducerConfig& config, uint64_t seed, 
   to(config.dtype);  // initialised in float32, converted exactly
 }
 
+// Mixed precision: each layer computes under autocast and its output (the frame mask too, which
+// stays exact) is rounded to the activation dtype, so a stage boundary rounds what the single
+// process rounds there (device/precision.h).
 torch::Tensor TransducerStack::forward(const torch::Tensor& input) {
+  device::ComputeScope scope(config_.precision, input.device().type());
   torch::Tensor x = input;
-  for (auto& layer : layers_) x = layer->forward(x);
+  for (auto& layer : layers_) x = device::at_boundary(layer->forward(x), config_.precision);
   return x;
 }
 
@@ -65,7 +69,12 @@ TransducerJoint& TransducerStack::joint() const {
 
 // Encoder frames and labels are cut to the microbatch's longest: the batched reference then
 // builds the [rows, frames, labels + 1, vocabulary] joint output a batched trainer would.
+// Mixed precision: the predictor and the joint compute under autocast, the sample-wise loss reads
+// the joint's bfloat16 logits (accumulating in float64) and returns a float32 loss; the batched
+// reference widens its logits to float32 first, as a log-softmax in bfloat16 would lose the small
+// probabilities.
 torch::Tensor TransducerStack::loss(const torch::Tensor& output, const torch::Tensor& labels) {
+  device::ComputeScope scope(config_.precision, output.device().type());
   const auto [encoded, frames] = split_frame_counts(output);
   const auto label_counts = labels.select(1, 0);
   const int64_t longest = label_counts.max().item<int64_t>();
@@ -76,7 +85,8 @@ torch::Tensor TransducerStack::loss(const torch::Tensor& output, const torch::Te
     return loss::sample_wise_transducer_loss(joint().network, enc, pred, targets, frames,
                                              label_counts);
   }
-  return loss::transducer_loss_batched(joint().network(enc, pred), targets, frames, label_counts);
+  return loss::transducer_loss_batched(device::at_least_float32(joint().network(enc, pred)), targets,
+                                       frames, label_counts);
 }
 
 // Greedy: at each encoder frame, emit the joint's best label and advance the predictor until it

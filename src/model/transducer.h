@@ -6,9 +6,9 @@
 //                      utterance's frames);
 //   layer L + 1        "joint": the encoder projection, the predictor (embedding + LSTM) and
 //                      the joint network; the loss (sample-wise, or the batched reference).
-// Every activation is [rows, frames, width + 1]: the last channel carries each utterance's
-// current frame count (inputs: model/speech_batch.h), so lengths cross every stage boundary
-// and the last stage knows how many encoder frames each utterance has. Layer i is initialised
+// Every activation is [rows, frames, width + 1]: the last channel marks each utterance's frames
+// (1 within, 0 past its end; inputs: model/speech_batch.h), so lengths cross every stage
+// boundary and the last stage knows how many encoder frames each utterance has. Layer i is initialised
 // from its own generator seeded by (seed, i), whichever stage builds it.
 #include <cstdint>
 #include <memory>
@@ -18,6 +18,7 @@
 
 #include <torch/torch.h>
 
+#include "device/precision.h"
 #include "model/model.h"
 
 namespace pipetrain {
@@ -31,7 +32,8 @@ struct TransducerConfig {
   int64_t mel_bins = 80;
   int64_t vocabulary = 29;  // the speech character vocabulary; 0 is the blank
   bool sample_wise = true;  // model.transducer_loss
-  torch::ScalarType dtype = torch::kFloat32;
+  device::Precision precision;             // model.dtype
+  torch::ScalarType dtype = torch::kFloat32;  // the weights' (precision.parameter_dtype())
 
   int64_t layer_count() const { return encoder_layers + 2; }
   int64_t conv_channels() const { return std::max<int64_t>(1, d_model / 4); }

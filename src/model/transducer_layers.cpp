@@ -3,6 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "device/precision.h"
+
 namespace pipetrain {
 namespace {
 
@@ -115,7 +117,10 @@ class EncoderBlock : public TransducerLayer {
     auto scores = torch::matmul(qkv[0], qkv[1].transpose(-2, -1)) / std::sqrt(double(head));
     const auto keys = frames_within(frames, length).view({rows, 1, 1, length});
     scores = scores.masked_fill(keys.logical_not(), -std::numeric_limits<double>::infinity());
-    const auto mixed = torch::matmul(torch::softmax(scores, -1), qkv[2]);
+    // The softmax in the scores' dtype: CUDA's autocast would otherwise widen it to float32 (a
+    // float32 [T, T] map kept for the backward) where the CPU's does not; both accumulate in
+    // float32 inside.
+    const auto mixed = torch::matmul(torch::softmax(scores, -1, scores.scalar_type()), qkv[2]);
     return attn_out_(mixed.transpose(1, 2).reshape({rows, length, width}));
   }
 
@@ -130,13 +135,12 @@ class EncoderBlock : public TransducerLayer {
 
 std::pair<torch::Tensor, torch::Tensor> split_frame_counts(const torch::Tensor& x) {
   const int64_t width = x.size(2) - 1;
-  return {x.narrow(2, 0, width), x.select(2, width).select(1, 0).detach().to(torch::kInt64)};
+  return {x.narrow(2, 0, width), x.select(2, width).detach().to(torch::kInt64).sum(1)};
 }
 
 torch::Tensor with_frame_counts(const torch::Tensor& values, const torch::Tensor& counts) {
-  const auto channel =
-      counts.to(values.scalar_type()).view({-1, 1, 1}).expand({values.size(0), values.size(1), 1});
-  return torch::cat({values, channel}, 2);
+  const auto mask = frames_within(counts, values.size(1)).to(values.scalar_type()).unsqueeze(2);
+  return torch::cat({values, mask}, 2);
 }
 
 TransducerJoint::TransducerJoint(const TransducerConfig& config) : config_(config) {
@@ -160,7 +164,14 @@ torch::Tensor TransducerJoint::forward(const torch::Tensor& x) {
 torch::Tensor TransducerJoint::predict(const torch::Tensor& labels) {
   const auto start = torch::zeros({labels.size(0), 1}, labels.options());  // the blank
   const auto embedded = embedding_(torch::cat({start, labels}, 1));
-  return predictor_projection_(std::get<0>(lstm_(embedded)));
+  torch::Tensor states;
+  {
+    // In the weights' dtype under mixed precision: its recurrent state would otherwise round at
+    // every label (and oneDNN has no float16 LSTM on a CPU); a small share of the model's work.
+    device::FullPrecisionScope full(embedded.device().type());
+    states = std::get<0>(lstm_(embedded));
+  }
+  return predictor_projection_(states);
 }
 
 TransducerJoint::PredictorState TransducerJoint::initial_state() const {

@@ -1,6 +1,6 @@
 #pragma once
 // The transducer's layers (model/transducer.h): [rows, frames, width + 1] in and out, the last
-// channel each utterance's frame count.
+// channel each utterance's frame mask (1 within it, 0 past its end).
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -17,9 +17,12 @@ class TransducerLayer : public torch::nn::Module {
   virtual torch::Tensor forward(const torch::Tensor& x) = 0;
 };
 
-// Splits an activation into its values [rows, frames, width] and frame counts [rows] (int64).
+// Splits an activation into its values [rows, frames, width] and frame counts [rows] (int64),
+// the ones of its mask channel counted. A mask, not the count itself, so that it stays exact in
+// every dtype: bfloat16 holds the integers only up to 256, and an activation crossing a layer
+// boundary under mixed precision is rounded to it (device/precision.h).
 std::pair<torch::Tensor, torch::Tensor> split_frame_counts(const torch::Tensor& x);
-// The inverse: the counts appended as the last channel (no gradient flows into them).
+// The inverse: the mask appended as the last channel (no gradient flows into it).
 torch::Tensor with_frame_counts(const torch::Tensor& values, const torch::Tensor& counts);
 
 // The last layer: projects the encoder output into the joint dimension (its forward); the

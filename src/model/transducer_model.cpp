@@ -27,7 +27,8 @@ TransducerConfig transducer_config_from(const ModelConfig& model) {
   config.max_labels = model.max_labels;
   config.vocabulary = int64_t(speech::character_vocabulary().size());
   config.sample_wise = model.transducer_loss == "sample-wise";
-  config.dtype = compute_dtype(model);
+  config.precision = model_precision(model);
+  config.dtype = config.precision.parameter_dtype();
   if (config.d_model % config.heads != 0) {
     fail("model.heads ({}) must divide model.d_model ({})", config.heads, config.d_model);
   }
@@ -56,9 +57,9 @@ TensorSpec TransducerModel::input_spec(int64_t rows) const {
   return {{rows, config_.max_frames, config_.mel_bins + 1}, config_.dtype};
 }
 
-// Every boundary: d_model values and the frame count per encoder frame.
+// Every boundary: d_model values and the frame mask per encoder frame.
 TensorSpec TransducerModel::boundary_spec(int64_t, int64_t rows) const {
-  return {{rows, config_.encoder_frames(), config_.d_model + 1}, config_.dtype};
+  return {{rows, config_.encoder_frames(), config_.d_model + 1}, config_.precision.activation_dtype()};
 }
 
 // Weight matrices, convolution kernels and the LSTM's are hidden; the joint's output matrix the
@@ -76,13 +77,16 @@ ParameterRole TransducerModel::role_of(const std::string& parameter, const std::
 
 namespace {
 
-// Memory per microbatch in values of the model's dtype, counted from what libtorch's autograd
-// keeps (checked against the counting allocator: TransducerLayerMemory.*, within 1%). Every
+// Memory per microbatch in values of the activation dtype (bfloat16's 2 bytes under mixed
+// precision), counted from what libtorch's autograd keeps (checked against the counting
+// allocator: TransducerLayerMemory.*, within 1%). Every
 // utterance is taken at full length (max_frames, max_labels): the loss cuts a microbatch to its
 // longest, so this bounds it. Symbols: b rows, t encoder frames, d d_model, u labels + 1, v the
 // vocabulary; an int64 index is `index` values.
 struct TransducerShape {
   double b, t, d, u, v, heads, index;
+  bool mixed;   // float32 values (statistics, gradient sums) count 2 (`wide`)
+  double wide;
 };
 
 // Kept: the first ReLU's output and its masked copy (the second convolution's input), the second
@@ -105,24 +109,41 @@ void subsample_memory(const TransducerConfig& config, const TransducerShape& s, 
 // matrix's gradient) or, once the MLP's and the heads' copies are freed (8 d + 2), in the
 // softmax's: the probabilities' and scores' gradients (2 attention maps) beside the incoming
 // and residual gradients.
+//
+// Mixed (measured, TransducerLayerMemory.bfloat16_*): the norms' statistics are float32 (4 more
+// values a frame) and autocast's bfloat16 copies of the four matrices (12 d^2) stay for the
+// backward. Backward peaks in the MLP's (15 d - 1 a frame, fc_out's copy freed), at its start
+// beside the first float32 weight gradient (8 d^2), or in the softmax's (the MLP's and the
+// projection's copies freed). At the smallest shapes (d_model 32 under 256 encoder frames a
+// microbatch, 64 under 128: tens of KB) the peak lies up to 48% above all three.
 void encoder_memory(const TransducerShape& s, LayerWork& work) {
-  const double frames = s.b * s.t, attention = s.heads * s.t;
-  work.stashed_values = frames * (12 * s.d + 5 + attention) + frames * s.index / 8;
-  work.workspace_values = std::max({frames * (9 * s.d + 1), frames * (5 * s.d + 1) + 4 * s.d * s.d,
-                                    frames * (2 * attention - 5 * s.d - 1)});
+  const double frames = s.b * s.t, attention = s.heads * s.t, d = s.d;
+  if (s.mixed) {
+    work.stashed_values = frames * (12 * d + 9 + attention) + frames * s.index / 8 + 12 * d * d;
+    work.workspace_values = std::max({frames * (15 * d - 1) - 4 * d * d, frames * (5 * d + 1) + 8 * d * d,
+                                      frames * (2 * attention - 5 * d - 3) - 9 * d * d});
+    return;
+  }
+  work.stashed_values = frames * (12 * d + 5 + attention) + frames * s.index / 8;
+  work.workspace_values = std::max({frames * (9 * d + 1), frames * (5 * d + 1) + 4 * d * d,
+                                    frames * (2 * attention - 5 * d - 1)});
 }
 
 // The predictor keeps per label position its input copy, the LSTM's gates (4 d), cell, its tanh
 // and the hidden state, the projection's input copy (9 d) and the label index. The encoder
 // projection keeps nothing of its own (its input is the previous layer's output).
+//
+// Mixed (not yet measured: like the float32 model of this layer, it predates libtorch 2.11's
+// oneDNN LSTM, tests/runtime/transducer_memory_test.cpp): the predictor's LSTM, the sample-wise
+// loss's gradient sums and the batched reference's log-softmax are float32 (`wide`).
 void joint_memory(const TransducerConfig& config, const TransducerShape& s, LayerWork& work) {
   const double positions = s.b * s.t * s.u;
-  const double predictor = s.b * s.u * (9 * s.d + s.index);
+  const double predictor = s.wide * s.b * s.u * 9 * s.d + s.b * s.u * s.index;
   if (config.sample_wise) {
     // Kept: d(enc), d(pred) and the joint's parameter gradients. At the peak, one utterance's
     // joint: tanh activation, logits overwritten by their gradient, the tanh and matrix
     // gradients (3 d + v per position), beside pred and the stage's output.
-    work.stashed_values = predictor + s.b * s.u * s.d + s.b * s.t * s.d + s.d * s.v + s.v;
+    work.stashed_values = predictor + s.wide * (s.b * s.u * s.d + s.b * s.t * s.d + s.d * s.v + s.v);
     work.workspace_values = s.b * s.u * s.d + s.b * s.t * (s.d + 1) + s.t * s.u * (3 * s.d + s.v) +
                             (s.t + s.u + s.v) * s.d;
   } else {
@@ -130,9 +151,10 @@ void joint_memory(const TransducerConfig& config, const TransducerShape& s, Laye
     // values per frame of the alpha recursion after the first, the padded targets. At the peak,
     // the tanh backward's two gradients once the log-softmax is freed, or the log-softmax
     // backward's three [rows, frames, labels + 1, v] gradients.
-    work.stashed_values = predictor + positions * (s.d + s.v) + 2 * s.b * (s.t - 1) * s.u +
+    const double v = s.wide * s.v;
+    work.stashed_values = predictor + positions * (s.d + v) + s.wide * 2 * s.b * (s.t - 1) * s.u +
                           s.b * (s.u - 1) * s.index;
-    work.workspace_values = positions * std::max(2 * s.d - s.v - 2, 3 * s.v - 2);
+    work.workspace_values = positions * std::max(2 * s.d - v - 2, 3 * v - 2);
   }
 }
 
@@ -144,8 +166,10 @@ LayerWork TransducerModel::layer_work(int64_t layer, int64_t rows) const {
   const double b = double(rows), t = double(config_.encoder_frames()), d = double(config_.d_model);
   const double c = double(config_.conv_channels()), bins = double(config_.mel_bins);
   const double v = double(config_.vocabulary);
+  const bool mixed = config_.precision.mixed();
   const TransducerShape shape{b, t, d, double(config_.max_labels + 1), v, double(config_.heads),
-                              8.0 / double(c10::elementSize(config_.dtype))};
+                              8.0 / double(c10::elementSize(config_.precision.activation_dtype())),
+                              mixed, mixed ? 2.0 : 1.0};
   LayerWork work;
   work.output_values = b * t * (d + 1);
   if (layer == 0) {
@@ -171,7 +195,7 @@ LayerWork TransducerModel::layer_work(int64_t layer, int64_t rows) const {
 Microbatch TransducerModel::example(int64_t rows, torch::Generator& generator) const {
   auto inputs = torch::randn({rows, config_.max_frames, config_.mel_bins + 1}, generator,
                              torch::dtype(config_.dtype));
-  inputs.select(2, config_.mel_bins).fill_(double(config_.max_frames));
+  inputs.select(2, config_.mel_bins).fill_(1.0);  // every frame within its utterance
   auto labels = torch::randint(1, config_.vocabulary, {rows, 1 + config_.max_labels}, generator,
                                torch::kInt64);
   labels.select(1, 0).copy_(

@@ -130,6 +130,21 @@ TEST_P(CustomModelExactness, MatchesItsSingleProcessRun) {
   fs::remove_all(dir);
 }
 
+// A model that does not run mixed precision refuses it in one line (require_full_precision),
+// rather than training in float32 under a bfloat16 label.
+TEST(CustomModel, RefusesMixedPrecisionInOneLine) {
+  std::string args = "train --quiet";
+  for (const auto& [key, value] : mlp_fields(MlpCase{"1f1b", 2, 2})) args += " --" + key + " " + value;
+  const auto dir = testing::fresh_dir("mlp_bf16");
+  const auto run = testing::run_program(std::string(PIPETRAIN_BINARY_DIR) + "/custom_model_trainer",
+                                        args + " --model.dtype bfloat16 --run-dir " + dir.string());
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_EQ(run.output,
+            "pipetrain: error: model.dtype = \"bfloat16\" is not supported for model.kind \"mlp\" yet "
+            "(the example computes in its weights' dtype); use float32 or float64\n");
+  fs::remove_all(dir);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Examples, CustomModelExactness,
     ::testing::Values(MlpCase{"gpipe", 2, 2}, MlpCase{"1f1b", 2, 4}, MlpCase{"1f1b", 3, 4},

@@ -2,7 +2,8 @@
 // 2 and 3 stages (and with replicas, chunks, recomputation) exactly as PyTorch trains the same
 // model in one process: per-step losses and final weights in float64 to 1e-9 relative
 // (tests/exactness.h). 2BW's delayed update rule is
-// not PyTorch's: it is compared with pipetrain's AsyncReference. Bad folders get one line.
+// not PyTorch's: it is compared with pipetrain's AsyncReference. In bfloat16 a pipeline trains
+// like its single process. Bad folders get one line.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -219,6 +220,41 @@ TEST(TorchScriptBatchNorm, TrainsInTrainModeValidatesInEvalModeAndKeepsItsStatis
       }
     }
   }
+  fs::remove_all(layers);
+}
+
+// Mixed precision reaches the TorchScript layers: a bfloat16 pipeline on 2 workers trains like
+// the bfloat16 single process within 2^-12 (the bound of tests/runtime/mixed_precision_test.cpp:
+// both round every layer's output to bfloat16, so a stage boundary rounds what the single process
+// rounds there), a float32 run is further off than that (the layers did compute in bfloat16), and
+// what crosses a boundary is bfloat16.
+TEST(TorchScriptMixedPrecision, Bfloat16PipelineTrainsLikeItsSingleProcess) {
+  const fs::path layers = export_layers(PIPETRAIN_PYTHON, "bfloat16");
+  const auto losses = [&](const std::string& dtype, int stages) {
+    const fs::path run_dir = layers / fmt::format("run_{}_{}", dtype, stages);
+    const std::string args = torchscript_args(layers) +
+                             fmt::format(" --model.dtype {} --train.microbatches 2 --pipeline.schedule 1f1b "
+                                         "--pipeline.stages {} --run-dir {}", dtype, stages, run_dir.string());
+    const auto run = testing::run_pipetrain("train --quiet " + args);
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    std::vector<double> values;
+    for (const auto& record : read_metrics((run_dir / "metrics.jsonl").string())) values.push_back(record["loss"].get<double>());
+    return values;
+  };
+  const auto single = losses("bfloat16", 1), pipeline = losses("bfloat16", 2), full = losses("float32", 1);
+  ASSERT_EQ(single.size(), size_t(kSteps));
+  ASSERT_EQ(pipeline.size(), size_t(kSteps));
+  ASSERT_EQ(full.size(), size_t(kSteps));
+  double from_float32 = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    EXPECT_LE(std::abs(pipeline[step] - single[step]), std::abs(single[step]) / 4096) << "step " << step;
+    from_float32 = std::max(from_float32, std::abs(full[step] - single[step]) / std::abs(full[step]));
+  }
+  EXPECT_GT(from_float32, 1.0 / 4096);
+  Config config;
+  std::istringstream in(torchscript_args(layers) + " --model.dtype bfloat16");
+  for (std::string key, value; in >> key >> value;) set_field_from_string(config, key.substr(2), value);
+  EXPECT_EQ(make_model(config)->boundary_spec(1, 2).dtype, torch::kBFloat16);
   fs::remove_all(layers);
 }
 

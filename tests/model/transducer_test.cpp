@@ -12,9 +12,11 @@
 
 #include "../tiny_speech.h"
 #include "core/error.h"
+#include "device/precision.h"
 #include "model/edit_distance.h"
 #include "model/registry.h"
 #include "model/speech_batch.h"
+#include "model/transducer_layers.h"
 
 namespace pipetrain {
 namespace {
@@ -59,7 +61,9 @@ TEST(SpeechBatches, PaddedFeaturesCarryTheirLengthsAndLabels) {
     const auto u = file.utterance(speech::SpeechSplit::validation, rows[r]);
     const int64_t frames = u.features.size(0), count = u.labels.size(0);
     EXPECT_EQ(speech_frame_counts(batch.inputs)[r].item<int64_t>(), frames);
-    EXPECT_TRUE(batch.inputs[r].select(1, 80).eq(double(frames)).all().item<bool>());
+    const auto mask = batch.inputs[r].select(1, 80);  // 1 within the utterance, 0 past its end
+    EXPECT_TRUE(mask.narrow(0, 0, frames).eq(1.0).all().item<bool>());
+    EXPECT_TRUE(mask.narrow(0, frames, 40 - frames).eq(0.0).all().item<bool>());
     const auto features = batch.inputs[r].narrow(1, 0, 80);
     EXPECT_EQ(features.narrow(0, frames, 40 - frames).abs().max().item<double>(), 0.0);
     // Normalised per mel bin over the utterance's own frames.
@@ -99,15 +103,30 @@ TEST(TransducerModel, EachLayerProducesItsBoundarySpecWithFrameCounts) {
     if (layer + 1 < model->layer_count()) {
       EXPECT_EQ(model->boundary_spec(layer + 1, 3).shape, x.sizes().vec());
     }
-    // ceil(ceil(frames / 2) / 2) encoder frames per utterance, in every frame's last channel.
+    // ceil(ceil(frames / 2) / 2) encoder frames per utterance, marked 1 in the last channel and
+    // the frames past them 0.
     const auto frames = speech_frame_counts(batch.inputs);
     const auto halved = torch::div(frames + 1, 2, "floor"),
                quartered = torch::div(halved + 1, 2, "floor");
-    EXPECT_TRUE(x.select(2, 8).eq(quartered.unsqueeze(1).to(x.scalar_type())).all().item<bool>());
+    const auto within = torch::arange(x.size(1)).unsqueeze(0) < quartered.unsqueeze(1);
+    EXPECT_TRUE(x.select(2, 8).eq(within.to(x.scalar_type())).all().item<bool>());
   }
   EXPECT_EQ(model->layer_name(0), "subsample");
   EXPECT_EQ(model->layer_name(2), "encoder1");
   EXPECT_EQ(model->layer_name(3), "joint");
+}
+
+// Frame counts cross a bfloat16 boundary exactly, long utterances' too: bfloat16 holds the
+// integers only up to 256 (257 rounds to 256, 1001 to 1000), so the boundary carries a frame mask
+// and the count is the number of its ones.
+TEST(TransducerModel, FrameCountsCrossABfloat16BoundaryExactly) {
+  const auto precision = device::precision_of(device::PrecisionKind::BFloat16Mixed);
+  const auto counts = torch::tensor({257, 1001, 1, 1200}, torch::kInt64);
+  const auto values = torch::randn({4, 1200, 3});
+  const auto crossed = device::at_boundary(with_frame_counts(values, counts), precision);
+  ASSERT_EQ(crossed.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(split_frame_counts(crossed).second.equal(counts));
+  EXPECT_NE(torch::tensor({257.0, 1001.0}).to(torch::kBFloat16).to(torch::kInt64)[0].item<int64_t>(), 257);
 }
 
 TEST(TransducerModel, StagesChainToTheWholeModelsLoss) {

@@ -1,6 +1,6 @@
 // bfloat16 mixed precision on pipeline workers (CPU: this machine's AVX512-BF16) trains like the
-// single-process bfloat16 run; float16 with its dynamic loss scale likewise, skipping the same
-// overflowed steps, and resumes with its scale.
+// single-process bfloat16 run (GPT, the CNN and the RNN-T); float16 with its dynamic loss scale
+// likewise, skipping the same overflowed steps, and resumes with its scale.
 //
 // The bound, from bfloat16 rounding: mixed precision rounds every layer's output to bfloat16
 // (device/precision.h), so a stage boundary rounds exactly what the single process rounds there
@@ -30,6 +30,7 @@
 #include "train/trainer.h"
 #include "../pipetrain_run.h"
 #include "../tiny_images.h"
+#include "../tiny_speech.h"
 
 namespace pipetrain {
 namespace {
@@ -61,6 +62,12 @@ std::vector<std::pair<std::string, std::string>> fields_for(const MixedCase& c) 
     fields.insert(fields.end(), {{"model.kind", "cnn"}, {"data.format", "fashion-mnist"},
                                  {"data.path", testing::tiny_image_folder()}});
     fields[1].second = "2";  // base channels
+  }
+  if (c.model == "transducer") {  // width 16 over the tiny speech file's ragged utterances
+    fields.insert(fields.end(), {{"model.kind", "transducer"}, {"model.max_labels", "6"},
+                                 {"data.format", "speech"}, {"data.path", testing::tiny_speech_file()}});
+    fields[1].second = "16";
+    fields[3].second = "40";  // frames
   }
   return fields;
 }
@@ -127,6 +134,9 @@ INSTANTIATE_TEST_SUITE_P(
                       MixedCase{"1f1b_p2_m2_w2", "1f1b", 2, 2, 2},
                       MixedCase{"zb_h1_p2_m4", "zb-h1", 2, 4},
                       MixedCase{"cnn_1f1b_p2_m2", "1f1b", 2, 2, 1, "cnn"},
+                      MixedCase{"transducer_1f1b_p2_m2", "1f1b", 2, 2, 1, "transducer"},
+                      MixedCase{"transducer_gpipe_p3_m2", "gpipe", 3, 2, 1, "transducer"},
+                      MixedCase{"transducer_float16_1f1b_p2_m2", "1f1b", 2, 2, 1, "transducer", "float16"},
                       MixedCase{"float16_1f1b_p2_m2", "1f1b", 2, 2, 1, "gpt", "float16"},
                       MixedCase{"float16_overflow_gpipe_p2_m2", "gpipe", 2, 2, 1, "gpt", "float16", "4194304"}),
     [](const ::testing::TestParamInfo<MixedCase>& info) { return info.param.name; });
@@ -135,19 +145,22 @@ INSTANTIATE_TEST_SUITE_P(
 // bfloat16 one than 2^-12 (so a pipeline that skipped the bfloat16 arithmetic would fail above),
 // and what crosses a stage boundary is bfloat16.
 TEST(MixedPrecision, Float32IsOutsideTheBoundAndBoundariesCarryBfloat16) {
-  const MixedCase c{"reference", "1f1b", 2, 2};
-  Config mixed = config_of(fields_for(c));
-  mixed.pipeline.stages = 1;
-  Config full = mixed;
-  full.model.dtype = "float32";
-  const auto bf16 = reference_losses(mixed, c), fp32 = reference_losses(full, c);
-  double largest = 0;
-  for (size_t step = 0; step < bf16.size(); ++step) {
-    largest = std::max(largest, std::abs(bf16[step] - fp32[step]) / std::abs(fp32[step]));
+  for (const std::string model : {"gpt", "transducer"}) {
+    MixedCase c{"reference", "1f1b", 2, 2};
+    c.model = model;
+    Config mixed = config_of(fields_for(c));
+    mixed.pipeline.stages = 1;
+    Config full = mixed;
+    full.model.dtype = "float32";
+    const auto bf16 = reference_losses(mixed, c), fp32 = reference_losses(full, c);
+    double largest = 0;
+    for (size_t step = 0; step < bf16.size(); ++step) {
+      largest = std::max(largest, std::abs(bf16[step] - fp32[step]) / std::abs(fp32[step]));
+    }
+    EXPECT_GT(largest, kBfloat16Bound) << model;
+    EXPECT_EQ(make_model(mixed)->boundary_spec(2, 4).dtype, torch::kBFloat16) << model;
+    EXPECT_EQ(make_model(full)->boundary_spec(2, 4).dtype, torch::kFloat32) << model;
   }
-  EXPECT_GT(largest, kBfloat16Bound);
-  EXPECT_EQ(make_model(mixed)->boundary_spec(2, 4).dtype, torch::kBFloat16);
-  EXPECT_EQ(make_model(full)->boundary_spec(2, 4).dtype, torch::kFloat32);
 }
 
 // Float16 at a scale of 2^22: the tiny model's gradients overflow float16 at first, so the first

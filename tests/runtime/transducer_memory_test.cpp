@@ -18,6 +18,7 @@ struct TransducerLayerCase {
   int64_t layer;  // in a 1-block transducer: 0 subsample, 1 encoder block, 2 joint
   std::string loss;
   int64_t rows, frames, labels, d_model;
+  std::string dtype = "float32";  // bfloat16: mixed precision's bytes (runtime/model_costs.h)
 };
 
 void PrintTo(const TransducerLayerCase& c, std::ostream* out) { *out << c.name; }
@@ -44,6 +45,7 @@ TEST_P(TransducerLayerMemory, StashAndPeakMatchTheCountingAllocator) {
   config.model.seq_len = param.frames;
   config.model.max_labels = param.labels;
   config.model.transducer_loss = param.loss;
+  config.model.dtype = param.dtype;
   const auto model = make_model(config);
   auto stage = model->make_stage(param.layer, param.layer + 1);
   torch::manual_seed(7);
@@ -51,9 +53,9 @@ TEST_P(TransducerLayerMemory, StashAndPeakMatchTheCountingAllocator) {
   labels.select(1, 0).fill_(param.labels);
   const auto spec = param.layer == 0 ? model->input_spec(param.rows)
                                      : model->boundary_spec(param.layer, param.rows);
-  auto input = torch::randn(spec.shape);
+  auto input = torch::randn(spec.shape, torch::dtype(spec.dtype));
   const int64_t width = spec.shape[2] - 1;
-  input.select(2, width).fill_(double(spec.shape[1]));  // every utterance full length
+  input.select(2, width).fill_(1.0);  // every utterance full length
   if (param.layer > 0) input.requires_grad_(true);
   const bool last = param.layer == model->layer_count() - 1;
   const MeasuredStageMemory measured = measure_stage_memory(*stage, input, labels, last);
@@ -66,7 +68,8 @@ TEST_P(TransducerLayerMemory, StashAndPeakMatchTheCountingAllocator) {
 }
 
 // short: the encoder's backward peaks in its MLP; wide: in the MLP beside the first matrix's
-// gradient; long (256 encoder frames): in the attention's softmax.
+// gradient; long (256 encoder frames): in the attention's softmax. Mixed precision (bfloat16):
+// the same three places (wide, mlp, long).
 INSTANTIATE_TEST_SUITE_P(
     Transducer, TransducerLayerMemory,
     ::testing::Values(
@@ -81,7 +84,10 @@ INSTANTIATE_TEST_SUITE_P(
         TransducerLayerCase{"long_subsample", 0, "sample-wise", 3, 1024, 40, 64},
         TransducerLayerCase{"long_encoder", 1, "sample-wise", 3, 1024, 40, 64},
         TransducerLayerCase{"long_joint_sample_wise", 2, "sample-wise", 3, 1024, 40, 64},
-        TransducerLayerCase{"long_joint_batched", 2, "batched", 3, 1024, 40, 64}),
+        TransducerLayerCase{"long_joint_batched", 2, "batched", 3, 1024, 40, 64},
+        TransducerLayerCase{"bfloat16_wide_encoder", 1, "sample-wise", 2, 128, 30, 128, "bfloat16"},
+        TransducerLayerCase{"bfloat16_mlp_encoder", 1, "sample-wise", 2, 512, 20, 64, "bfloat16"},
+        TransducerLayerCase{"bfloat16_long_encoder", 1, "sample-wise", 3, 1024, 40, 64, "bfloat16"}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace
