@@ -89,6 +89,7 @@ std::string checkpoint_info_json(const CheckpointInfo& info) {
     json["loss_scale"] = info.loss_scale;
     json["loss_scale_good_steps"] = info.loss_scale_good_steps;
     json["loss_scale_applied_steps"] = info.loss_scale_applied_steps;
+    json["loss_scale_previous"] = info.loss_scale_previous;
   }
   return json.dump(2) + "\n";
 }
@@ -115,11 +116,15 @@ CheckpointInfo parse_checkpoint_info(const std::string& text, const std::string&
     info.loss_scale = field<double>(json, "loss_scale", origin);
     info.loss_scale_good_steps = field<int64_t>(json, "loss_scale_good_steps", origin);
     info.loss_scale_applied_steps = field<int64_t>(json, "loss_scale_applied_steps", origin);
-    if (!(info.loss_scale >= 1) || info.loss_scale_good_steps < 0 ||
-        info.loss_scale_applied_steps < 0 || info.loss_scale_applied_steps > info.step) {
-      fail("{}: checkpoint.json's loss scale ({}, {} good steps, {} applied of {}) is out of range",
-           origin, info.loss_scale, info.loss_scale_good_steps, info.loss_scale_applied_steps,
-           info.step);
+    if (json.contains("loss_scale_previous")) {
+      info.loss_scale_previous = field<double>(json, "loss_scale_previous", origin);
+    }
+    // (Updates applied may exceed the steps: per-microbatch policies update m times a step.)
+    if (!(info.loss_scale >= 1) || info.loss_scale_good_steps < 0 || info.loss_scale_applied_steps < 0 ||
+        (json.contains("loss_scale_previous") && !(info.loss_scale_previous >= 1))) {
+      fail("{}: checkpoint.json's loss scale ({}, previous {}, {} good steps, {} applied) is out of "
+           "range", origin, info.loss_scale, info.loss_scale_previous, info.loss_scale_good_steps,
+           info.loss_scale_applied_steps);
     }
   }
   info.config_hash = field<std::string>(json, "config_hash", origin);

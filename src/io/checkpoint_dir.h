@@ -37,6 +37,9 @@ struct CheckpointInfo {
   double loss_scale = 0;
   int64_t loss_scale_good_steps = 0;
   int64_t loss_scale_applied_steps = 0;  // 0: every step skipped, the optimizer files hold no state
+  // The scale one update earlier, which a no-flush schedule's next step may still read (0: none
+  // recorded, as before no-flush schedules ran float16: the scale itself).
+  double loss_scale_previous = 0;
   std::vector<std::vector<std::string>> weight_versions;  // per stage: files, newest first
   std::vector<std::string> optimizer_files;
   // File -> CRC32C (8 hex digits) of every weight and optimizer file listed above. Empty only in

@@ -72,8 +72,7 @@ void check_batch_split(const Config& config) {
 }
 
 // Replicas, ZeRO-1 and recomputation run with the schedules the catalogue says they do.
-void check_runtime_support(const Config& config, const schedule::ScheduleEntry& entry,
-                           const device::Execution& execution) {
+void check_runtime_support(const Config& config, const schedule::ScheduleEntry& entry) {
   const auto& p = config.pipeline;
   if (p.dp_width > 1 && !entry.runtime.data_parallel) {
     fail("pipeline.schedule '{}' runs without data parallelism (pipeline.dp_width = 1); with "
@@ -85,13 +84,6 @@ void check_runtime_support(const Config& config, const schedule::ScheduleEntry& 
          "its weights with the optimizer's state, of which ZeRO-1 keeps a shard per replica",
          join(runtime_schedules_where([](const auto& e) { return e.runtime.zero1; }), ", "),
          p.schedule);
-  }
-  if (device::precision_of(execution.precision).scales_loss() && !entry.flushes()) {
-    fail("model.dtype = \"float16\" runs with the schedules that flush ({}); pipeline.schedule "
-         "'{}' keeps weight versions in flight, which a step skipped for an overflow of the loss "
-         "scale would have to skip alike", join(runtime_schedules_where([](const auto& e) {
-           return e.flushes();
-         }), ", "), p.schedule);
   }
   if (p.recompute != "none" && !entry.runtime.recompute) {
     fail("pipeline.recompute runs with the schedules {} only; pipeline.schedule is '{}'",
@@ -131,7 +123,7 @@ void check_pipeline_run(const Config& config, const Model& model, RunSpec& spec)
   check_slices_and_chunks(config, spec);
   check_batch_split(config);
   spec.recompute = recomputed_stages(config.pipeline.recompute, spec.layout.stages());
-  check_runtime_support(config, *spec.schedule, spec.execution);
+  check_runtime_support(config, *spec.schedule);
   spec.schedule_spec = schedule_spec_of(config, spec);
   spec.lists = std::make_shared<const schedule::StepLists>(spec.schedule_spec);  // (its refusals)
   if (spec.slices.count() > 1 && model.sliceable_length() == 0) {

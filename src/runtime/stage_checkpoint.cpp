@@ -219,7 +219,7 @@ int64_t restore_pipeline_state(const std::string& checkpoint_dir, StageExecutor&
   }
   executor.resume_at(info.step, std::move(stashed));
   restore_torch_rng_state(info.rng_state, checkpoint_dir);
-  restore_loss_scale(info, executor.loss_scale());
+  restore_loss_scale(info, executor.updates_before(info.step), executor.loss_scale());
   return info.step;
 }
 

@@ -312,7 +312,7 @@ void StageExecutor::run_action(const schedule::Action& action, const Microbatch&
   if (schedule::is_compute(action.kind)) weights.before_compute(action, optimizer());
   switch (action.kind) {
     case ActionKind::Forward:
-      forward(key, action.microbatch, batch);
+      forward(key, action.microbatch, batch, action.version);
       // Per iteration: a no-flush step also runs forwards of the next one.
       if (is_last_stage(stage)) {
         auto& sum = loss_by_iteration_[action.iteration];
@@ -398,7 +398,7 @@ void StageExecutor::hand_gradient_over(const Key& key) {
 }
 
 // key's microbatch counts over the whole action list; `microbatch` is its index in its step.
-void StageExecutor::forward(const Key& key, int microbatch, const Microbatch& batch) {
+void StageExecutor::forward(const Key& key, int microbatch, const Microbatch& batch, int version) {
   const auto [chunk, key_microbatch, slice] = key;
   const int64_t rows = micro_rows();
   const int stage = layout_.stage_of(chunk);
@@ -416,7 +416,10 @@ void StageExecutor::forward(const Key& key, int microbatch, const Microbatch& ba
   } else {
     state.input.requires_grad_(true);
   }
-  if (is_last_stage(stage)) state.targets = slice_of(micro.labels);
+  if (is_last_stage(stage)) {
+    state.targets = slice_of(micro.labels);
+    state.loss_scale = loss_scale_.scale_at(run_version(version));
+  }
   // Recomputation: run the forward without a graph and keep only the input; backward runs it
   // again with the graph (same weights, no randomness: the same values).
   std::optional<torch::NoGradGuard> no_graph;
@@ -444,7 +447,7 @@ void StageExecutor::forward_with_graph(const Key& key, InFlight& state) {
     // updates (PipeDream style) take the mean of their own microbatch.
     state.scaled_loss = loss * share / double(microbatches_per_update_ * layout_.replicas);
     // Float16: times the loss scale (a power of two: exact), so small gradients survive.
-    if (loss_scale_.active()) state.scaled_loss = state.scaled_loss * loss_scale_.factor();
+    if (loss_scale_.active()) state.scaled_loss = state.scaled_loss * state.loss_scale;
   } else {
     state.output = output;
   }

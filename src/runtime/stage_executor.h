@@ -91,6 +91,10 @@ class StageExecutor {
   std::vector<std::pair<std::string, torch::Tensor>> optimized_tensors(const Chunk& chunk) const;
   const schedule::WeightPolicy& weight_policy() const { return lists_.schedule().policy; }
   LossScale& loss_scale() { return loss_scale_; }  // float16's scale, the same on every worker
+  int64_t updates_before(int64_t step) const;  // m a step for per-microbatch policies, else 1
+  // A version as the run counts it: a flushing schedule's list is one iteration's, numbered from
+  // 0 at every step; a no-flush list's numbers are already the run's.
+  int64_t run_version(int list_version) const;
   void point_at_latest_weights();  // the modules show the latest weights (checkpoints)
   // Exact resume of a no-flush run (see WeightVersions): the versions a checkpoint after `step`
   // steps holds for the chunk; one of them, named as its parameters; and the continuation at
@@ -126,12 +130,15 @@ class StageExecutor {
     torch::Tensor output_grad;  // received gradient w.r.t. output
     torch::Tensor targets;      // last stage: this microbatch's labels
     torch::Tensor loss_value;   // last stage: unscaled loss (float64, on the device: no sync)
+    double loss_scale = 1;      // last stage, float16: the scale of the version its forward read
     std::unique_ptr<SplitBackward> weight_pass;  // zero-bubble: between its B and W
     bool grad_sent = false;     // the input gradient has left (only the W pass may remain)
   };
   using Key = std::tuple<int, int, int>;  // (chunk, microbatch over the whole list, token slice)
   void run_action(const schedule::Action& action, const Microbatch& batch);
-  void forward(const Key& key, int microbatch, const Microbatch& batch);
+  // `version`: the weight version it reads (the last stage scales its loss by that version's
+  // float16 loss scale).
+  void forward(const Key& key, int microbatch, const Microbatch& batch, int version);
   void forward_with_graph(const Key& key, InFlight& state);
   void backward(const Key& key);
   void backward_input(const Key& key);   // zero-bubble B
@@ -174,7 +181,7 @@ class StageExecutor {
   // step's end), so no stage waits at another's update.
   void begin_update(int produced_version);
   void finish_update(int stage, int64_t step);  // (stage, step: the timeline's labels)
-  void apply_update(double global_norm);        // clip, step, new version
+  void apply_update(double global_norm, int produced_version);  // clip, step, new version
   // What stage `stage` receives for `rows` samples; token slice `slice` (-1: whole sequence).
   TensorSpec activation_spec(int stage, int64_t rows, int slice = -1) const;
   // Shared parameters (GPT's embedding and head copy): local copies summed, the sums posted

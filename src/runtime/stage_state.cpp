@@ -66,6 +66,14 @@ std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::stashed_versio
   return named;
 }
 
+int64_t StageExecutor::updates_before(int64_t step) const {
+  return step * (schedule::updates_per_microbatch(lists_.schedule().policy.kind) ? config_.train.microbatches : 1);
+}
+
+int64_t StageExecutor::run_version(int list_version) const {
+  return list_start(current_step_) + list_version;
+}
+
 // The actions of the iterations < step all ran before the checkpoint (each step ends with its
 // update, and the barrier of the checkpoint saw every update); those of later iterations that
 // ran early (the first stages' warm-up forwards of the next group) run again from the saved
@@ -77,9 +85,7 @@ void StageExecutor::resume_at(int64_t step,
   resumed_at_ = step;
   // Predictions before the first update read the learning rate of the last one.
   set_learning_rate(optimizer(), learning_rate_at(config_.train, step - 1));
-  const int updates = int(step) * (schedule::updates_per_microbatch(lists_.schedule().policy.kind)
-                                       ? int(config_.train.microbatches)
-                                       : 1);
+  const int updates = int(updates_before(step));
   // The readers ahead are counted again, from the resumed step on.
   readers_counted_to_ = step - 1;
   const auto ahead = readers_ahead_of(step);

@@ -6,6 +6,7 @@
 #include <future>
 
 #include "runtime/stage_executor.h"
+#include "schedule/catalogue.h"
 #include "schedule/run_rules.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
@@ -111,14 +112,19 @@ void StageExecutor::finish_update(int stage, int64_t step) {
   comm_.wait_all_reduce(update.posted.norm_reduction);
   trace({fmt::format("{}UW", stage), "UpdateWait", 0, 0, -1, int(step)}, start);
   start = trace_mark();
-  apply_update(std::sqrt(update.posted.squared_norm.item<double>()));
+  apply_update(std::sqrt(update.posted.squared_norm.item<double>()), update.version);
   trace({fmt::format("{}U", stage), "OptimizerStep", 0, 0, -1, int(step)}, start);
 }
 
 // Float16: the norm is of the loss-scaled gradients; every worker reads the same one after its
-// all-reduce, so all skip an overflowed step alike (and the scale moves alike).
-void StageExecutor::apply_update(double global_norm) {
-  const double scale = loss_scale_.factor();
+// all-reduce, so all skip an overflowed step alike (and the scale moves alike). The gradients
+// carry the scale of the version the last stage's forwards of this update read: the latest one,
+// or under 2BW one behind (schedule::loss_version).
+void StageExecutor::apply_update(double global_norm, int produced_version) {
+  const int read = schedule::loss_version(schedule::schedule_entry(config_.pipeline.schedule),
+                                          run_version(produced_version) - 1, layout_.stages(),
+                                          int(config_.train.microbatches), int(config_.pipeline.sync_warmup_steps));
+  const double scale = loss_scale_.scale_at(read);
   result_.grad_norm = global_norm / scale;
   result_.lr = learning_rate_at(config_.train, current_step_);
   if (loss_scale_.active()) {

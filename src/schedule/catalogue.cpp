@@ -35,6 +35,12 @@ Reads reads_at(ReadsRule rule, int stage, int64_t microbatch, int stages, int mi
   return rule(stage, microbatch, stages, microbatches);
 }
 
+int loss_version(const ScheduleEntry& entry, int64_t update, int stages, int microbatches, int sync_steps) {
+  if (entry.reference.forward == nullptr) return int(update);
+  const int64_t first = entry.updates_per_microbatch() ? update : update * microbatches;
+  return reads_at(entry.reference.forward, stages - 1, first, stages, microbatches, sync_steps).version;
+}
+
 namespace {
 
 std::vector<ScheduleEntry> entries() {

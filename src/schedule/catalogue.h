@@ -114,6 +114,13 @@ struct ScheduleEntry {
 const std::vector<ScheduleEntry>& schedule_catalogue();
 const ScheduleEntry* find_schedule(const std::string& name);  // null when unknown
 const ScheduleEntry& schedule_entry(const std::string& name);  // UserError naming the known ones
+
+// The weight version the last stage's forwards of update `update` (counted over the run) read:
+// their losses, and so that update's gradients, carry that version's loss scale
+// (train/loss_scale.h). Flushing schedules: the latest, `update`; a no-flush rule's own (2BW one
+// behind after its warm-up). Every microbatch of an update reads the same one there
+// (Catalogue.LossVersionIsOnePerUpdate).
+int loss_version(const ScheduleEntry& entry, int64_t update, int stages, int microbatches, int sync_steps);
 std::vector<std::string> schedule_names_where(const std::function<bool(const ScheduleEntry&)>& keep);
 // The runtime's entry for `name`; a UserError, prefixed with `origin`, for a name it does not run
 // (naming the ones it runs).

@@ -49,6 +49,7 @@ AsyncReference::AsyncReference(const Config& config, std::shared_ptr<const Batch
       batches_(std::move(batches)),
       schedule_(schedule::schedule_entry(config.pipeline.schedule)),
       stages_count_(int(stages.size())),
+      loss_scale_(model_precision(config.model), config.train),
       history_(stages.size()) {
   if (schedule_.reference.forward == nullptr)
     fail("AsyncReference: no reference rule for schedule '{}'", schedule_.name);
@@ -132,7 +133,8 @@ double AsyncReference::run_microbatch(int64_t j, const Microbatch& micro, double
   for (auto& stage : stages_) x = stage->forward(x);
   auto loss = stages_.back()->loss(x, micro.labels);
   for (int r = 0; r < stages_count_; ++r) load(r, weights_for(r, backward_reads(r, j)));
-  (loss / scale).backward();
+  update_scale_ = loss_scale_.scale_at(forward_reads(stages_count_ - 1, j).version);
+  (loss / scale * update_scale_).backward();
   for (int r = 0; r < stages_count_; ++r) load(r, live[r]);
   return loss.item<double>();
 }
@@ -148,11 +150,18 @@ StepResult AsyncReference::update(int64_t step) {
   }
   std::vector<torch::Tensor> all;
   for (const auto& ps : params_) all.insert(all.end(), ps.begin(), ps.end());
-  result.grad_norm = std::sqrt(squared_grad_norm(norm_params_));
-  scale_grads_to_norm(all, result.grad_norm, config_.train.grad_clip);
+  const double norm = std::sqrt(squared_grad_norm(norm_params_));
+  result.grad_norm = norm / update_scale_;
   result.lr = learning_rate_at(config_.train, step);
-  set_learning_rate(*optimizer_, result.lr);
-  optimizer_->step();
+  if (loss_scale_.active()) {
+    result.loss_scale = update_scale_;
+    result.skipped = !loss_scale_.record(norm);
+  }
+  if (!result.skipped) {
+    unscale_and_clip(all, norm, update_scale_, config_.train.grad_clip);
+    set_learning_rate(*optimizer_, result.lr);
+    optimizer_->step();
+  }
   optimizer_->zero_grad();
   ++updates_;
   record_version();

@@ -13,6 +13,8 @@
 //   spectrain          forward predicted floor(r/2) + p-1-r ahead, backward version j predicted
 //                      floor(r/2) ahead, both with the momentum only
 // Per-microbatch policies update after every microbatch (its own mean loss); 2BW after m.
+// Float16: each microbatch's loss is scaled by the loss scale of the version the last stage reads
+// (train/loss_scale.h), and its update divides that one out, or is skipped on an overflow.
 // A step is one global batch of m microbatches, as in the pipeline's metrics. With
 // pipeline.dp_width = w, microbatch i joins replica r's microbatch i of rows [r B/w, (r+1) B/w)
 // for every r: what the replicas' summed gradients of update i cover.
@@ -29,6 +31,7 @@
 #include "model/batch_source.h"
 #include "model/model.h"
 #include "schedule/catalogue.h"
+#include "train/loss_scale.h"
 #include "train/prediction.h"
 #include "train/step_result.h"
 
@@ -71,6 +74,8 @@ class AsyncReference {
   std::vector<torch::Tensor> norm_params_;  // each shared parameter once
   std::vector<std::vector<torch::Tensor>> shared_copies_;  // per shared parameter, in copy order
   int updates_ = 0;
+  LossScale loss_scale_;
+  double update_scale_ = 1;  // float16: the loss scale of the update being accumulated
   std::vector<std::map<int, Version>> history_;  // per stage: version -> weights
 };
 

@@ -108,11 +108,14 @@ void record_loss_scale(CheckpointInfo& info, const LossScale& scale) {
   info.loss_scale = scale.state().scale;
   info.loss_scale_good_steps = scale.state().good_steps;
   info.loss_scale_applied_steps = scale.state().applied_steps;
+  info.loss_scale_previous = scale.state().previous_scale;
 }
 
-void restore_loss_scale(const CheckpointInfo& info, LossScale& scale) {
+void restore_loss_scale(const CheckpointInfo& info, int64_t updates, LossScale& scale) {
   if (scale.active() && info.loss_scale > 0) {
-    scale.restore({info.loss_scale, info.loss_scale_good_steps, info.loss_scale_applied_steps});
+    const double previous = info.loss_scale_previous > 0 ? info.loss_scale_previous : info.loss_scale;
+    scale.restore({info.loss_scale, info.loss_scale_good_steps, info.loss_scale_applied_steps, previous},
+                  updates);
   }
 }
 

@@ -74,10 +74,10 @@ void load_module_state(const CheckpointTensors& tensors, const std::string& orig
                        const std::vector<SharedParameter>& shared,
                        const std::vector<std::pair<std::string, torch::Tensor>>& optimized);
 
-// Float16's dynamic loss scale into the sidecar, and back from it (a checkpoint without one, of
-// another precision, leaves the scale as the config starts it).
+// Float16's dynamic loss scale into the sidecar, and back from it, taken after `updates` updates
+// (a checkpoint without one, of another precision, leaves the scale as the config starts it).
 void record_loss_scale(CheckpointInfo& info, const LossScale& scale);
-void restore_loss_scale(const CheckpointInfo& info, LossScale& scale);
+void restore_loss_scale(const CheckpointInfo& info, int64_t updates, LossScale& scale);
 
 std::string torch_rng_state_hex();
 void restore_torch_rng_state(const std::string& hex, const std::string& origin);

@@ -87,7 +87,7 @@ int64_t restore(Trainer& trainer, const RunOptions& options,
   load_module_state(point->tensors, dir, trainer.model(), trainer.optimizer(),
                     trainer.model_definition().shared_parameters());
   restore_torch_rng_state(info.rng_state, dir);
-  restore_loss_scale(info, trainer.loss_scale());
+  restore_loss_scale(info, info.step, trainer.loss_scale());  // an update a step
   keep_metrics_up_to((fs::path(options.run_dir) / "metrics.jsonl").string(), info.step);
   fmt::print(stderr, "pipetrain: resuming at step {} from {}\n", info.step, dir);
   return info.step;

@@ -164,8 +164,6 @@ TEST(RunSpec, EveryCrossFieldRefusalIsOneLine) {
        "schedule 2bw: needs microbatches >= stages (m >= d)"},
       {[](Config& c) { c.model.kind = "cnn", c.pipeline.schedule = "gpipe", c.pipeline.slices = "2"; },
        "pipeline.slices: model.kind 'cnn' cannot run token slices"},
-      {[](Config& c) { c.model.dtype = "float16", c.pipeline.schedule = "2bw"; },
-       "model.dtype = \"float16\" runs with the schedules that flush (gpipe, 1f1b"},
       {[](Config& c) { c.pipeline.nnodes = 3; }, "pipeline.nnodes 3 must divide the 2 workers"},
       {[](Config& c) { c.pipeline.nnodes = 2, c.pipeline.node_rank = 2, c.pipeline.master_port = 29999; },
        "pipeline.node_rank 2 outside 0..1"},

@@ -137,6 +137,39 @@ TEST(Catalogue, ClosedFormRulesReadTheVersionsTheGeneratorsAssign) {
   }
 }
 
+// Float16's loss scale is a weight version's (train/loss_scale.h): every forward of one update's
+// microbatches on the last stage reads the version loss_version names, in the generated lists,
+// with and without a synchronous warm-up, at most one update behind (the two scales a
+// LossScale keeps).
+TEST(Catalogue, LossVersionIsOnePerUpdate) {
+  const int p = 3, m = 4;
+  for (const auto& entry : schedule_catalogue()) {
+    if (!entry.runtime.runs || entry.placement() != Placement::Looping) continue;
+    for (const int warmup : {0, 1}) {
+      if (warmup > 0 && !entry.parameters.sync_warmup) continue;
+      ScheduleSpec spec;
+      spec.name = entry.name;
+      spec.stages = p, spec.microbatches = m, spec.iterations = 4, spec.sync_iterations = warmup;
+      if (!entry.check(spec).empty()) continue;
+      const Schedule s = make_schedule(spec);
+      int compared = 0;
+      for (int w = 0; w < s.workers; ++w) {
+        for (const Action& a : s.actions[w]) {
+          if (a.kind != ActionKind::Forward || s.stage_of(w, a) != p - 1) continue;
+          const int64_t j = s.global_microbatch(a);
+          const int64_t update = entry.updates_per_microbatch() ? j : j / m;
+          const int version = loss_version(entry, update, p, m, warmup);
+          EXPECT_EQ(a.version, version) << entry.name << " microbatch " << j << " warm-up " << warmup;
+          EXPECT_GE(version, update - 1) << entry.name;
+          EXPECT_LE(version, update) << entry.name;
+          ++compared;
+        }
+      }
+      EXPECT_EQ(compared, m * 4) << entry.name;
+    }
+  }
+}
+
 // A checkpoint after k steps holds what the actions of iterations >= k read from before the
 // cut (versions below the updates done; 2bw-predict's extrapolated latest version too), found
 // here from the generated lists. Under prediction those reads are forwards that ran ahead of

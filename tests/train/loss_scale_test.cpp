@@ -1,10 +1,12 @@
 // Float16's dynamic loss scale against its closed form: halved (and the step skipped) on a
 // non-finite norm, doubled after growth_interval finite steps in a row, a power of two always;
-// every other precision scales by 1 and skips nothing.
+// the scale one decision back kept for a no-flush schedule's lagging last stage; every other precision
+// scales by 1 and skips nothing.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include "train/loss_scale.h"
 
@@ -50,9 +52,27 @@ TEST(LossScale, IsAPowerOfTwoAndAtLeastOne) {
 
 TEST(LossScale, RestoresAState) {
   LossScale scale = float16_scale(65536, 2);
-  scale.restore({512, 1});
+  scale.restore({512, 1, 0, 256}, 7);
+  EXPECT_EQ(scale.scale_at(7), 512);
+  EXPECT_EQ(scale.scale_at(6), 256);
   EXPECT_TRUE(scale.record(1.0));
   EXPECT_EQ(scale.factor(), 1024);
+}
+
+// 2BW's last stage reads one version behind: update u's loss ran at the scale of version u - 1,
+// the scale one decision before the current one, which is kept until the next decision.
+TEST(LossScale, KeepsTheScaleOneVersionBack) {
+  LossScale scale = float16_scale(1024, 100);
+  EXPECT_EQ(scale.scale_at(0), 1024);
+  EXPECT_TRUE(scale.record(1.0));                                        // update 0
+  EXPECT_FALSE(scale.record(std::numeric_limits<double>::infinity()));  // update 1
+  EXPECT_EQ(scale.scale_at(2), 512);
+  EXPECT_EQ(scale.scale_at(1), 1024);  // what update 2's forwards read
+  EXPECT_FALSE(scale.record(std::numeric_limits<double>::infinity()));  // update 2, at 1024 again
+  EXPECT_EQ(scale.scale_at(3), 256);
+  EXPECT_EQ(scale.scale_at(2), 512);
+  EXPECT_THROW(scale.scale_at(1), std::logic_error);  // two decisions back: not kept
+  EXPECT_THROW(scale.scale_at(4), std::logic_error);
 }
 
 TEST(LossScale, OtherPrecisionsScaleByOneAndSkipNothing) {
