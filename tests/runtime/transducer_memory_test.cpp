@@ -29,13 +29,13 @@ class TransducerLayerMemory : public ::testing::TestWithParam<TransducerLayerCas
 TEST_P(TransducerLayerMemory, StashAndPeakMatchTheCountingAllocator) {
   CountingAllocator::install();
   const auto& param = GetParam();
-  if (param.layer != 1) {
+  if (param.layer == 2) {
     // Measured on libtorch 2.11: the predictor's LSTM now runs oneDNN's kernel, which keeps a
     // workspace beside its input and output (the joint's stash 30-50% above the model's, which
-    // counts the native LSTM), and oneDNN's convolution backward takes more at the subsampling
-    // front end's peak (+12-16%). The model is not yet re-derived for them: the planner
-    // under-counts these two layers until it is (docs/planning.md).
-    GTEST_SKIP() << "the subsampling and joint layers' memory model predates libtorch 2.11";
+    // counts the native LSTM; the excess is not linear in rows or labels: oneDNN rounds its
+    // workspace's regions to pages). The model is not yet re-derived for it: the planner
+    // under-counts this layer until it is (docs/planning.md).
+    GTEST_SKIP() << "the joint layer's memory model predates libtorch 2.11's oneDNN LSTM";
   }
   Config config;
   config.model.kind = "transducer";
@@ -68,7 +68,8 @@ TEST_P(TransducerLayerMemory, StashAndPeakMatchTheCountingAllocator) {
 }
 
 // short: the encoder's backward peaks in its MLP; wide: in the MLP beside the first matrix's
-// gradient; long (256 encoder frames): in the attention's softmax. Mixed precision (bfloat16):
+// gradient; long (256 encoder frames): in the attention's softmax. The subsampling at three
+// widths of its convolutions (16 channels, 32, and 24: not a multiple of 16). Mixed precision (bfloat16):
 // the same three places (wide, mlp, long).
 INSTANTIATE_TEST_SUITE_P(
     Transducer, TransducerLayerMemory,
@@ -85,6 +86,7 @@ INSTANTIATE_TEST_SUITE_P(
         TransducerLayerCase{"long_encoder", 1, "sample-wise", 3, 1024, 40, 64},
         TransducerLayerCase{"long_joint_sample_wise", 2, "sample-wise", 3, 1024, 40, 64},
         TransducerLayerCase{"long_joint_batched", 2, "batched", 3, 1024, 40, 64},
+        TransducerLayerCase{"odd_width_subsample", 0, "sample-wise", 2, 256, 20, 96},
         TransducerLayerCase{"bfloat16_wide_encoder", 1, "sample-wise", 2, 128, 30, 128, "bfloat16"},
         TransducerLayerCase{"bfloat16_mlp_encoder", 1, "sample-wise", 2, 512, 20, 64, "bfloat16"},
         TransducerLayerCase{"bfloat16_long_encoder", 1, "sample-wise", 3, 1024, 40, 64, "bfloat16"}),
