@@ -5,7 +5,8 @@
 #      sharing the GPU == one process on the GPU (losses, gradient norms, final weights, 1e-9);
 #      one process replaying a captured step (train.cuda_graphs) == eager;
 #   2. bfloat16 and float16 (loss scaled): 2 workers sharing the GPU vs the single process (2^-12,
-#      the bound of tests/runtime/mixed_precision_test.cpp); CUDA graphs == eager;
+#      the bound of tests/runtime/mixed_precision_test.cpp), float16 under 2BW on 2 vs 3 workers;
+#      CUDA graphs == eager;
 #   3. resume across devices: 4 steps on the GPU resumed to 6 on the CPU, and the reverse, against
 #      6 steps in one go (1e-9);
 #   4. the transducer: the recognizer in float64 on the GPU (1 process, 2 workers) == on the CPU
@@ -95,6 +96,11 @@ compare --label bfloat16 --rtol 0.000244140625 "$OUT/bf16_dev" "$OUT/bf16_dev_p2
 train f16_dev --model.dtype float16 --train.device "$DEVICE" --pipeline.stages 1
 train f16_dev_p2 --model.dtype float16 --train.device "$DEVICE" --pipeline.stages 2
 compare --label float16 --rtol 0.000244140625 "$OUT/f16_dev" "$OUT/f16_dev_p2"
+# float16 under 2BW (each weight version's loss scale): its rule does not depend on the stage
+# count, so 2 and 3 workers train alike (Float16NoFlush.* holds both to the AsyncReference)
+train f16_2bw_p2 --model.dtype float16 --train.device "$DEVICE" --pipeline.stages 2 --pipeline.schedule 2bw
+train f16_2bw_p3 --model.dtype float16 --train.device "$DEVICE" --pipeline.stages 3 --pipeline.schedule 2bw
+compare --label "float16 2bw" --rtol 0.000244140625 "$OUT/f16_2bw_p2" "$OUT/f16_2bw_p3"
 if [ "$DEVICE" = cuda ]; then
   train bf16_dev6 --model.dtype bfloat16 --train.device cuda --pipeline.stages 1 --train.steps 6
   train bf16_dev6_graphs --model.dtype bfloat16 --train.device cuda --pipeline.stages 1 --train.steps 6 --train.cuda_graphs 1
