@@ -1,6 +1,7 @@
 #include "model/transducer_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -87,6 +88,8 @@ struct TransducerShape {
   double b, t, d, u, v, heads, index;
   bool mixed;   // float32 values (statistics, gradient sums) count 2 (`wide`)
   double wide;
+  double value_bytes;  // of the activation dtype: what a value is
+  bool onednn_lstm;    // the predictor runs oneDNN's LSTM (float32; float64 runs libtorch's own)
 };
 
 // Kept: the first ReLU's output and its masked copy (the second convolution's input), the second
@@ -130,16 +133,42 @@ void encoder_memory(const TransducerShape& s, LayerWork& work) {
                                     frames * (2 * attention - 5 * d - 1)});
 }
 
-// The predictor keeps per label position its input copy, the LSTM's gates (4 d), cell, its tanh
-// and the hidden state, the projection's input copy (9 d) and the label index. The encoder
-// projection keeps nothing of its own (its input is the previous layer's output).
-//
-// Mixed (not yet measured: like the float32 model of this layer, it predates libtorch 2.11's
-// oneDNN LSTM, tests/runtime/transducer_memory_test.cpp): the predictor's LSTM, the sample-wise
-// loss's gradient sums and the batched reference's log-softmax are float32 (`wide`).
+// oneDNN's LSTM workspace on a CPU (one layer, one direction, u steps, b rows, float32): its
+// regions each start on a 4 KB page. The gates (4 d a step, the row padded as oneDNN pads a
+// leading dimension: to 16 floats, and 16 more at a multiple of 256), three of the states of
+// both layers' ends (u + 1 steps), two more unpadded, and one of the steps' states; measured
+// exact at 17 of 19 shapes (rows 1-8, 1-81 steps, d 8-256; a page high at the others).
+double onednn_lstm_workspace_bytes(double b, double u, double d) {
+  const auto row = [](double width, bool padded) {
+    double ld = std::ceil(width / 16) * 16;
+    if (padded && std::fmod(ld, 256) == 0) ld += 16;
+    return ld;
+  };
+  const auto pages = [](double bytes) { return std::ceil(bytes / 4096) * 4096; };
+  const double ends = 2 * (u + 1) * b * 4;
+  return pages(u * b * row(4 * d, true) * 4) + 3 * pages(ends * row(d, true)) +
+         2 * pages(ends * row(d, false)) + pages(u * b * row(d, true) * 4);
+}
+
+// The predictor (measured, TransducerLayerMemory.*): oneDNN's LSTM keeps its input and output
+// (time-major copies, one fewer for a single row, whose transposes are free), the projection's
+// input copy, the initial and final states (4 b d) and its workspace; libtorch's own LSTM
+// (float64) its input copy, the gates (4 d), cell, its tanh and the hidden state, the
+// projection's input copy (9 d a position). Both: the label indices. The encoder projection
+// keeps nothing of its own (its input is the previous layer's output).
+double predictor_values(const TransducerShape& s) {
+  const double labels = s.b * s.u * s.index;
+  if (!s.onednn_lstm) return s.b * s.u * 9 * s.d + labels;
+  const double copies = s.b > 1 ? 3 : 2;
+  return onednn_lstm_workspace_bytes(s.b, s.u, s.d) / s.value_bytes +
+         s.wide * (copies * s.b * s.u * s.d + 4 * s.b * s.d) + labels;
+}
+
+// Mixed (not yet measured): the predictor's LSTM, the sample-wise loss's gradient sums and the
+// batched reference's log-softmax are float32 (`wide`).
 void joint_memory(const TransducerConfig& config, const TransducerShape& s, LayerWork& work) {
   const double positions = s.b * s.t * s.u;
-  const double predictor = s.wide * s.b * s.u * 9 * s.d + s.b * s.u * s.index;
+  const double predictor = predictor_values(s);
   if (config.sample_wise) {
     // Kept: d(enc), d(pred) and the joint's parameter gradients. At the peak, one utterance's
     // joint: tanh activation, logits overwritten by their gradient, the tanh and matrix
@@ -170,7 +199,9 @@ LayerWork TransducerModel::layer_work(int64_t layer, int64_t rows) const {
   const bool mixed = config_.precision.mixed();
   const TransducerShape shape{b, t, d, double(config_.max_labels + 1), v, double(config_.heads),
                               8.0 / double(c10::elementSize(config_.precision.activation_dtype())),
-                              mixed, mixed ? 2.0 : 1.0};
+                              mixed, mixed ? 2.0 : 1.0,
+                              double(c10::elementSize(config_.precision.activation_dtype())),
+                              config_.dtype != torch::kFloat64};
   LayerWork work;
   work.output_values = b * t * (d + 1);
   if (layer == 0) {
