@@ -4,6 +4,7 @@
 #include <string>
 
 #include "device/precision.h"
+#include "model/speech_batch.h"
 
 namespace pipetrain {
 namespace {
@@ -135,7 +136,7 @@ class EncoderBlock : public TransducerLayer {
 
 std::pair<torch::Tensor, torch::Tensor> split_frame_counts(const torch::Tensor& x) {
   const int64_t width = x.size(2) - 1;
-  return {x.narrow(2, 0, width), x.select(2, width).detach().to(torch::kInt64).sum(1)};
+  return {x.narrow(2, 0, width), speech_frame_counts(x)};  // the inputs' own encoding
 }
 
 torch::Tensor with_frame_counts(const torch::Tensor& values, const torch::Tensor& counts) {

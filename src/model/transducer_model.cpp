@@ -83,13 +83,14 @@ namespace {
 // allocator: TransducerLayerMemory.*, within 1%). Every
 // utterance is taken at full length (max_frames, max_labels): the loss cuts a microbatch to its
 // longest, so this bounds it. Symbols: b rows, t encoder frames, d d_model, u labels + 1, v the
-// vocabulary; an int64 index is `index` values.
+// vocabulary; an int64 index is index() values.
 struct TransducerShape {
-  double b, t, d, u, v, heads, index;
-  bool mixed;   // float32 values (statistics, gradient sums) count 2 (`wide`)
-  double wide;
+  double b, t, d, u, v, heads;
   double value_bytes;  // of the activation dtype: what a value is
+  bool mixed;          // float32 values (statistics, gradient sums) count wide() = 2
   bool onednn_lstm;    // the predictor runs oneDNN's LSTM (float32; float64 runs libtorch's own)
+  double index() const { return 8 / value_bytes; }
+  double wide() const { return mixed ? 2 : 1; }
 };
 
 // Kept: the first ReLU's output and its masked copy (the second convolution's input), the second
@@ -123,12 +124,12 @@ void subsample_memory(const TransducerConfig& config, const TransducerShape& s, 
 void encoder_memory(const TransducerShape& s, LayerWork& work) {
   const double frames = s.b * s.t, attention = s.heads * s.t, d = s.d;
   if (s.mixed) {
-    work.stashed_values = frames * (12 * d + 9 + attention) + frames * s.index / 8 + 12 * d * d;
+    work.stashed_values = frames * (12 * d + 9 + attention) + frames * s.index() / 8 + 12 * d * d;
     work.workspace_values = std::max({frames * (15 * d - 1) - 4 * d * d, frames * (5 * d + 1) + 8 * d * d,
                                       frames * (2 * attention - 5 * d - 3) - 9 * d * d});
     return;
   }
-  work.stashed_values = frames * (12 * d + 5 + attention) + frames * s.index / 8;
+  work.stashed_values = frames * (12 * d + 5 + attention) + frames * s.index() / 8;
   work.workspace_values = std::max({frames * (9 * d + 1), frames * (5 * d + 1) + 4 * d * d,
                                     frames * (2 * attention - 5 * d - 1)});
 }
@@ -157,11 +158,11 @@ double onednn_lstm_workspace_bytes(double b, double u, double d) {
 // projection's input copy (9 d a position). Both: the label indices. The encoder projection
 // keeps nothing of its own (its input is the previous layer's output).
 double predictor_values(const TransducerShape& s) {
-  const double labels = s.b * s.u * s.index;
+  const double labels = s.b * s.u * s.index();
   if (!s.onednn_lstm) return s.b * s.u * 9 * s.d + labels;
   const double copies = s.b > 1 ? 3 : 2;
   return onednn_lstm_workspace_bytes(s.b, s.u, s.d) / s.value_bytes +
-         s.wide * (copies * s.b * s.u * s.d + 4 * s.b * s.d) + labels;
+         s.wide() * (copies * s.b * s.u * s.d + 4 * s.b * s.d) + labels;
 }
 
 // Mixed (not yet measured): the predictor's LSTM, the sample-wise loss's gradient sums and the
@@ -173,7 +174,7 @@ void joint_memory(const TransducerConfig& config, const TransducerShape& s, Laye
     // Kept: d(enc), d(pred) and the joint's parameter gradients. At the peak, one utterance's
     // joint: tanh activation, logits overwritten by their gradient, the tanh and matrix
     // gradients (3 d + v per position), beside pred and the stage's output.
-    work.stashed_values = predictor + s.wide * (s.b * s.u * s.d + s.b * s.t * s.d + s.d * s.v + s.v);
+    work.stashed_values = predictor + s.wide() * (s.b * s.u * s.d + s.b * s.t * s.d + s.d * s.v + s.v);
     work.workspace_values = s.b * s.u * s.d + s.b * s.t * (s.d + 1) + s.t * s.u * (3 * s.d + s.v) +
                             (s.t + s.u + s.v) * s.d;
   } else {
@@ -181,9 +182,9 @@ void joint_memory(const TransducerConfig& config, const TransducerShape& s, Laye
     // values per frame of the alpha recursion after the first, the padded targets. At the peak,
     // the tanh backward's two gradients once the log-softmax is freed, or the log-softmax
     // backward's three [rows, frames, labels + 1, v] gradients.
-    const double v = s.wide * s.v;
-    work.stashed_values = predictor + positions * (s.d + v) + s.wide * 2 * s.b * (s.t - 1) * s.u +
-                          s.b * (s.u - 1) * s.index;
+    const double v = s.wide() * s.v;
+    work.stashed_values = predictor + positions * (s.d + v) + s.wide() * 2 * s.b * (s.t - 1) * s.u +
+                          s.b * (s.u - 1) * s.index();
     work.workspace_values = positions * std::max(2 * s.d - v - 2, 3 * v - 2);
   }
 }
@@ -196,12 +197,9 @@ LayerWork TransducerModel::layer_work(int64_t layer, int64_t rows) const {
   const double b = double(rows), t = double(config_.encoder_frames()), d = double(config_.d_model);
   const double c = double(config_.conv_channels()), bins = double(config_.mel_bins);
   const double v = double(config_.vocabulary);
-  const bool mixed = config_.precision.mixed();
   const TransducerShape shape{b, t, d, double(config_.max_labels + 1), v, double(config_.heads),
-                              8.0 / double(c10::elementSize(config_.precision.activation_dtype())),
-                              mixed, mixed ? 2.0 : 1.0,
                               double(c10::elementSize(config_.precision.activation_dtype())),
-                              config_.dtype != torch::kFloat64};
+                              config_.precision.mixed(), config_.dtype != torch::kFloat64};
   LayerWork work;
   work.output_values = b * t * (d + 1);
   if (layer == 0) {

@@ -5,7 +5,6 @@
 #include "core/error.h"
 #include "core/text.h"
 #include "device/placement.h"
-#include "device/precision.h"
 #include "model/registry.h"
 
 namespace pipetrain::runtime {

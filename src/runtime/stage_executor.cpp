@@ -65,6 +65,7 @@ StageExecutor::StageExecutor(const Config& config, const RunSpec& spec, const Ba
       lists_(std::move(lists)),
       slices_(spec.slices),
       loss_scale_(device::precision_of(spec.execution.precision), config.train),
+      schedule_entry_(*spec.schedule),
       clock_(std::make_unique<device::EventClock>(device)) {
   std::vector<torch::Tensor> params;
   std::vector<std::pair<std::string, torch::Tensor>> named_params;  // Muon tells matrices by name

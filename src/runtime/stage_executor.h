@@ -182,6 +182,8 @@ class StageExecutor {
   void begin_update(int produced_version);
   void finish_update(int stage, int64_t step);  // (stage, step: the timeline's labels)
   void apply_update(double global_norm, int produced_version);  // clip, step, new version
+  // The loss scale update `produced_version - 1`'s gradients carry (1 without float16).
+  double update_loss_scale(int produced_version) const;
   // What stage `stage` receives for `rows` samples; token slice `slice` (-1: whole sequence).
   TensorSpec activation_spec(int stage, int64_t rows, int slice = -1) const;
   // Shared parameters (GPT's embedding and head copy): local copies summed, the sums posted
@@ -231,6 +233,7 @@ class StageExecutor {
   std::map<std::pair<int, int>, int> posted_receives_;  // (peer, tag) -> Comm's handle
   TokenSlices slices_;  // pipeline.slices; with more than one, the K/V cache per (chunk, microbatch)
   LossScale loss_scale_;  // float16: the last stage scales its loss, every stage unscales
+  const schedule::ScheduleEntry& schedule_entry_;  // its closed-form rule names a loss's version
   std::map<std::pair<int, int>, SequenceKvCache> kv_caches_;
   int64_t peak_weight_pass_bytes_ = 0;
   int steps_pending_ = 0;  // OptimizerStep actions seen this step (one per chunk)

@@ -67,7 +67,7 @@ std::vector<std::pair<std::string, torch::Tensor>> StageExecutor::stashed_versio
 }
 
 int64_t StageExecutor::updates_before(int64_t step) const {
-  return step * (schedule::updates_per_microbatch(lists_.schedule().policy.kind) ? config_.train.microbatches : 1);
+  return step * config_.train.microbatches / microbatches_per_update_;
 }
 
 int64_t StageExecutor::run_version(int list_version) const {

@@ -116,15 +116,19 @@ void StageExecutor::finish_update(int stage, int64_t step) {
   trace({fmt::format("{}U", stage), "OptimizerStep", 0, 0, -1, int(step)}, start);
 }
 
+// The gradients carry the scale of the version the last stage's forwards of this update read:
+// the latest one, or under 2BW one behind (schedule::loss_version).
+double StageExecutor::update_loss_scale(int produced_version) const {
+  if (!loss_scale_.active()) return 1;
+  return loss_scale_.scale_at(schedule::loss_version(schedule_entry_, run_version(produced_version) - 1,
+                                                     layout_.stages(), int(config_.train.microbatches),
+                                                     int(config_.pipeline.sync_warmup_steps)));
+}
+
 // Float16: the norm is of the loss-scaled gradients; every worker reads the same one after its
-// all-reduce, so all skip an overflowed step alike (and the scale moves alike). The gradients
-// carry the scale of the version the last stage's forwards of this update read: the latest one,
-// or under 2BW one behind (schedule::loss_version).
+// all-reduce, so all skip an overflowed step alike (and the scale moves alike).
 void StageExecutor::apply_update(double global_norm, int produced_version) {
-  const int read = schedule::loss_version(schedule::schedule_entry(config_.pipeline.schedule),
-                                          run_version(produced_version) - 1, layout_.stages(),
-                                          int(config_.train.microbatches), int(config_.pipeline.sync_warmup_steps));
-  const double scale = loss_scale_.scale_at(read);
+  const double scale = update_loss_scale(produced_version);
   result_.grad_norm = global_norm / scale;
   result_.lr = learning_rate_at(config_.train, current_step_);
   if (loss_scale_.active()) {
