@@ -70,13 +70,13 @@ __device__ inline Running<Acc> merge_across_warp(Running<Acc> r) {
 }
 
 template <typename In, typename Acc>
-__global__ void row_statistics_kernel(const In* logits, int64_t columns, int64_t row_stride,
+__global__ void row_statistics_kernel(const In* logits, int64_t classes, int64_t row_stride,
                                       const int64_t* targets, Acc* top, Acc* log_sum,
                                       Acc* target_logit) {
   const int64_t row = blockIdx.x;
   const In* x = logits + row * row_stride;
   Running<Acc> mine{-INFINITY, 0};
-  for (int64_t j = threadIdx.x; j < columns; j += blockDim.x) {
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
     const Acc v = widen(x[j]);
     if (v == -INFINITY) continue;  // adds nothing; keeps max - max finite
     push(mine, v);
@@ -97,11 +97,12 @@ __global__ void row_statistics_kernel(const In* logits, int64_t columns, int64_t
   top[row] = all.max;  // -inf, and log_sum -inf, for a row of -inf
   log_sum[row] = log_of(all.sum);
   const int64_t t = targets[row];
-  target_logit[row] = (t >= 0 && t < columns) ? widen(x[t]) : Acc(NAN);
+  target_logit[row] = (t >= 0 && t < classes) ? widen(x[t]) : Acc(NAN);
 }
 
 template <typename In, typename Acc>
-__global__ void gradient_kernel(const In* logits, int64_t columns, int64_t row_stride,
+__global__ void gradient_kernel(const In* logits, int64_t columns, int64_t classes,
+                                int64_t row_stride,
                                 const int64_t* targets, const Acc* top, const Acc* log_sum,
                                 const Acc* scale, In* grad) {
   const int64_t row = blockIdx.x;
@@ -110,6 +111,10 @@ __global__ void gradient_kernel(const In* logits, int64_t columns, int64_t row_s
   const Acc row_top = top[row], row_log_sum = log_sum[row], s = *scale;
   const int64_t t = targets[row];
   for (int64_t j = threadIdx.x; j < columns; j += blockDim.x) {
+    if (j >= classes) {  // padding: read nothing, a zero gradient
+      store(g + j, Acc(0));
+      continue;
+    }
     const Acc p = exp_of((widen(x[j]) - row_top) - row_log_sum);
     store(g + j, (j == t ? p - Acc(1) : p) * s);
   }
@@ -142,7 +147,7 @@ void launch_softmax_row_statistics(const LogitRows& logits, const int64_t* targe
     using In = decltype(in);
     using Acc = decltype(acc);
     row_statistics_kernel<In, Acc><<<logits.rows, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const In*>(logits.data), logits.columns, logits.row_stride, targets,
+        static_cast<const In*>(logits.data), logits.classes, logits.row_stride, targets,
         static_cast<Acc*>(top), static_cast<Acc*>(log_sum), static_cast<Acc*>(target_logit));
   });
   check_launch("softmax cross-entropy statistics kernel");
@@ -156,8 +161,8 @@ void launch_softmax_cross_entropy_gradient(const LogitRows& logits, const int64_
     using In = decltype(in);
     using Acc = decltype(acc);
     gradient_kernel<In, Acc><<<logits.rows, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const In*>(logits.data), logits.columns, logits.row_stride, targets,
-        static_cast<const Acc*>(top), static_cast<const Acc*>(log_sum),
+        static_cast<const In*>(logits.data), logits.columns, logits.classes, logits.row_stride,
+        targets, static_cast<const Acc*>(top), static_cast<const Acc*>(log_sum),
         static_cast<const Acc*>(scale), static_cast<In*>(grad));
   });
   check_launch("softmax cross-entropy gradient kernel");

@@ -143,12 +143,12 @@ LayerWork GptModel::head_work(int64_t rows) const {
   } else {
     // loss::softmax_cross_entropy keeps the logits (mixed: bfloat16, the padded rows' too, and the
     // product keeps the bfloat16 copy of the head weight) and two float32 values a token. Its
-    // backward writes the logits' gradient while a block of rows is widened on the host (none on
-    // a GPU).
+    // backward writes the logits' gradient (the padded rows', zero in the padding) while a block
+    // of rows is widened on the host (none on a GPU).
     const double rows = mixed ? double(aligned_head_rows(config_.vocab_size)) : v;
     const double block = std::min(n, double(loss::softmax_cross_entropy_block_rows(config_.vocab_size)));
     work.stashed_values += n * rows + 2 * wide * n + (mixed ? rows * h : 0);
-    work.workspace_values = n * v + wide * block * v;
+    work.workspace_values = n * rows + wide * block * v;
   }
   return work;
 }

@@ -94,6 +94,29 @@ TEST(SoftmaxCrossEntropy, AViewOfAPaddedVocabularyEqualsItsCopy) {
                            fused(columns.t().contiguous(), targets).grad));
 }
 
+// The leading columns of a padded vocabulary are differentiated as the padded rows: the
+// gradient reaches them without the view's backward (its hook never runs), equal to the copy's
+// gradient and zero in the padding. Any other view takes the view's own backward: same values.
+TEST(SoftmaxCrossEntropy, APaddedVocabularyIsDifferentiatedAsItsRows) {
+  torch::manual_seed(3);
+  const at::Tensor targets = torch::randint(0, 50, {6}, torch::kLong);
+  for (const int64_t first : {0, 5}) {
+    const at::Tensor padded = torch::randn({2, 3, 64}, torch::kDouble).requires_grad_();
+    const at::Tensor weight = padded * 1.0;  // a product's output, as the head's
+    const at::Tensor view = weight.narrow(2, first, 50).reshape({6, 50});
+    int view_gradients = 0;
+    view.register_hook([&](const at::Tensor&) { ++view_gradients; });
+    (softmax_cross_entropy(view, targets) * 1.5).backward();
+    EXPECT_EQ(view_gradients, first == 0 ? 0 : 1) << "first column " << first;
+    const Result copy = fused(view.detach().contiguous(), targets);
+    const at::Tensor grad = padded.grad().reshape({6, 64});
+    EXPECT_TRUE(torch::equal(grad.narrow(1, first, 50), copy.grad)) << "first column " << first;
+    EXPECT_EQ(grad.narrow(1, 0, first).abs().sum().item<double>() +
+                  grad.narrow(1, first + 50, 14 - first).abs().sum().item<double>(),
+              0.0);
+  }
+}
+
 TEST(SoftmaxCrossEntropy, RefusesWhatIsNotOneRowOfLogitsPerTarget) {
   const at::Tensor logits = torch::zeros({4, 10}), targets = torch::zeros({4}, torch::kLong);
   const auto message = [](const auto& call) {

@@ -124,6 +124,8 @@ INSTANTIATE_TEST_SUITE_P(Gpt, GptLayerMemory,
                                            LayerCase{"bfloat16_long_block", 1, 0, 256, 1024, "bfloat16"},
                                            LayerCase{"bfloat16_head_full_logits", 3, 0, 128, 512, "bfloat16"},
                                            LayerCase{"bfloat16_long_head_full_logits", 3, 0, 256, 1024, "bfloat16"},
+                                           // a vocabulary padded to 64 columns (aligned_head_rows)
+                                           LayerCase{"bfloat16_padded_head_full_logits", 3, 0, 64, 4100, "bfloat16"},
                                            LayerCase{"bfloat16_head_chunked", 3, 64, 128, 512, "bfloat16"},
                                            LayerCase{"bfloat16_long_head_chunked", 3, 32, 256, 1024, "bfloat16"},
                                            LayerCase{"bfloat16_long_embedding", 0, 0, 256, 1024, "bfloat16"},
