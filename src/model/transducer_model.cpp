@@ -95,16 +95,23 @@ struct TransducerShape {
 
 // Kept: the first ReLU's output and its masked copy (the second convolution's input), the second
 // ReLU's output and its flattened copy (the projection's input), the output, the frame mask.
+// Mixed (measured, exact): autocast's copies of the features and of the three weights too.
 // Backward peaks in the second convolution's (libtorch 2.11's oneDNN, measured): two tensors of
 // its input's size (its input gradient and a buffer), three of its output's and the incoming
 // gradient. Exact at d_model 32, 48, 64, 96, 128 and 256; at 80 the peak is 1.7% low (oneDNN
-// pads 20 channels).
+// pads 20 channels). Mixed on a CPU, oneDNN's bfloat16 convolution backward keeps float32
+// scratch whose size depends on its algorithm and thread count: not modelled (docs/speech.md).
 void subsample_memory(const TransducerConfig& config, const TransducerShape& s, LayerWork& work) {
   const double c = double(config.conv_channels()), halved = double((config.max_frames + 1) / 2);
+  const double quartered_bins = double(TransducerConfig::subsampled(config.mel_bins));
   const double first = s.b * c * halved * double((config.mel_bins + 1) / 2),
-               second = s.b * s.t * c * double(TransducerConfig::subsampled(config.mel_bins));
+               second = s.b * s.t * c * quartered_bins;
   const double output = s.b * s.t * (s.d + 1);
   work.stashed_values = 2 * first + 2 * second + output + s.b * halved;
+  if (s.mixed) {
+    const double weights = 9 * c + 9 * c * c + c * quartered_bins * s.d;
+    work.stashed_values += s.b * double(config.max_frames * config.mel_bins) + weights;
+  }
   work.workspace_values = 2 * first + 3 * second + output;
 }
 
@@ -156,17 +163,23 @@ double onednn_lstm_workspace_bytes(double b, double u, double d) {
 // input copy, the initial and final states (4 b d) and its workspace; libtorch's own LSTM
 // (float64) its input copy, the gates (4 d), cell, its tanh and the hidden state, the
 // projection's input copy (9 d a position). Both: the label indices. The encoder projection
-// keeps nothing of its own (its input is the previous layer's output).
+// keeps nothing of its own (its input is the previous layer's output). Mixed: the LSTM is
+// float32 (`wide`), with its two copies at any row count; the projection's input copy is
+// autocast's cast (one value a position), and both projections keep their weight's cast (d^2
+// each).
 double predictor_values(const TransducerShape& s) {
-  const double labels = s.b * s.u * s.index();
-  if (!s.onednn_lstm) return s.b * s.u * 9 * s.d + labels;
-  const double copies = s.b > 1 ? 3 : 2;
-  return onednn_lstm_workspace_bytes(s.b, s.u, s.d) / s.value_bytes +
-         s.wide() * (copies * s.b * s.u * s.d + 4 * s.b * s.d) + labels;
+  const double labels = s.b * s.u * s.index(), positions = s.b * s.u * s.d;
+  if (!s.onednn_lstm) return positions * 9 + labels;
+  const double lstm = onednn_lstm_workspace_bytes(s.b, s.u, s.d) / s.value_bytes +
+                      s.wide() * 4 * s.b * s.d + labels;
+  if (s.mixed) return lstm + s.wide() * 2 * positions + positions + 2 * s.d * s.d;
+  return lstm + (s.b > 1 ? 3 : 2) * positions;
 }
 
-// Mixed (not yet measured): the predictor's LSTM, the sample-wise loss's gradient sums and the
-// batched reference's log-softmax are float32 (`wide`).
+// Mixed (measured: the kept bytes exact): the predictor's LSTM, the sample-wise loss's gradient
+// sums and the batched reference's log-softmax are float32 (`wide`); the batched joint keeps its
+// output weight's cast. Its peak on a CPU is not modelled: oneDNN's bfloat16 matrix products keep
+// float32 copies of their operands (docs/speech.md).
 void joint_memory(const TransducerConfig& config, const TransducerShape& s, LayerWork& work) {
   const double positions = s.b * s.t * s.u;
   const double predictor = predictor_values(s);
@@ -184,7 +197,7 @@ void joint_memory(const TransducerConfig& config, const TransducerShape& s, Laye
     // backward's three [rows, frames, labels + 1, v] gradients.
     const double v = s.wide() * s.v;
     work.stashed_values = predictor + positions * (s.d + v) + s.wide() * 2 * s.b * (s.t - 1) * s.u +
-                          s.b * (s.u - 1) * s.index();
+                          s.b * (s.u - 1) * s.index() + (s.mixed ? s.v * s.d : 0);
     work.workspace_values = positions * std::max(2 * s.d - v - 2, 3 * v - 2);
   }
 }

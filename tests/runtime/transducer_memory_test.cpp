@@ -21,6 +21,8 @@ struct TransducerLayerCase {
   std::string loss;
   int64_t rows, frames, labels, d_model;
   std::string dtype = "float32";  // bfloat16: mixed precision's bytes (runtime/model_costs.h)
+  // false: only the kept bytes are modelled (a CPU's oneDNN scratch in bfloat16, docs/speech.md)
+  bool peak_modelled = true;
 };
 
 void PrintTo(const TransducerLayerCase& c, std::ostream* out) { *out << c.name; }
@@ -58,13 +60,14 @@ TEST_P(TransducerLayerMemory, StashAndPeakMatchTheCountingAllocator) {
   const auto& predicted = costs.at(size_t(param.layer));
   const double predicted_peak = predicted.activation_bytes + predicted.workspace_bytes;
   EXPECT_NEAR(measured.stashed, predicted.activation_bytes, 0.01 * predicted.activation_bytes);
-  EXPECT_NEAR(measured.peak, predicted_peak, 0.01 * predicted_peak);
+  if (param.peak_modelled) EXPECT_NEAR(measured.peak, predicted_peak, 0.01 * predicted_peak);
 }
 
 // short: the encoder's backward peaks in its MLP; wide: in the MLP beside the first matrix's
 // gradient; long (256 encoder frames): in the attention's softmax. The subsampling at three
 // widths of its convolutions (16 channels, 32, and 24: not a multiple of 16). Mixed precision (bfloat16):
-// the same three places (wide, mlp, long).
+// the encoder at the same three places (wide, mlp, long); the front end and the joint layer
+// their kept bytes only (their CPU peaks hold oneDNN's float32 scratch, not modelled).
 INSTANTIATE_TEST_SUITE_P(
     Transducer, TransducerLayerMemory,
     ::testing::Values(
@@ -86,7 +89,15 @@ INSTANTIATE_TEST_SUITE_P(
         TransducerLayerCase{"float64_joint_sample_wise", 2, "sample-wise", 2, 128, 20, 64, "float64"},
         TransducerLayerCase{"bfloat16_wide_encoder", 1, "sample-wise", 2, 128, 30, 128, "bfloat16"},
         TransducerLayerCase{"bfloat16_mlp_encoder", 1, "sample-wise", 2, 512, 20, 64, "bfloat16"},
-        TransducerLayerCase{"bfloat16_long_encoder", 1, "sample-wise", 3, 1024, 40, 64, "bfloat16"}),
+        TransducerLayerCase{"bfloat16_long_encoder", 1, "sample-wise", 3, 1024, 40, 64, "bfloat16"},
+        TransducerLayerCase{"bfloat16_short_subsample", 0, "sample-wise", 2, 128, 20, 64, "bfloat16", false},
+        TransducerLayerCase{"bfloat16_wide_subsample", 0, "sample-wise", 2, 128, 30, 128, "bfloat16", false},
+        TransducerLayerCase{"bfloat16_short_joint_sample_wise", 2, "sample-wise", 2, 128, 20, 64, "bfloat16", false},
+        TransducerLayerCase{"bfloat16_wide_joint_sample_wise", 2, "sample-wise", 2, 128, 30, 128, "bfloat16", false},
+        TransducerLayerCase{"bfloat16_long_joint_sample_wise", 2, "sample-wise", 3, 1024, 40, 64, "bfloat16", false},
+        TransducerLayerCase{"bfloat16_one_row_joint_sample_wise", 2, "sample-wise", 1, 128, 20, 64, "bfloat16", false},
+        TransducerLayerCase{"bfloat16_short_joint_batched", 2, "batched", 2, 128, 20, 64, "bfloat16", false},
+        TransducerLayerCase{"bfloat16_many_rows_joint_batched", 2, "batched", 8, 128, 12, 64, "bfloat16", false}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace
