@@ -3,10 +3,12 @@
 # root, with build-gpu/ (bench/gpu_bundle.sh) carried along. At most ~8 minutes:
 #   1. float64 exactness on the GPU: one process on the GPU == one on the CPU, and 2 and 3 workers
 #      sharing the GPU == one process on the GPU (losses, gradient norms, final weights, 1e-9);
-#      one process replaying a captured step (train.cuda_graphs) == eager;
+#      one process replaying a captured step (train.cuda_graphs) == eager, and so do pipeline
+#      workers replaying each microbatch's captured passes (1F1B on 2, GPipe on 3; emulated on a
+#      CPU);
 #   2. bfloat16 and float16 (loss scaled): 2 workers sharing the GPU vs the single process (2^-12,
 #      the bound of tests/runtime/mixed_precision_test.cpp), float16 under 2BW on 2 vs 3 workers;
-#      CUDA graphs == eager;
+#      CUDA graphs == eager (one process; 2 workers);
 #   3. resume across devices: 4 steps on the GPU resumed to 6 on the CPU, and the reverse, against
 #      6 steps in one go (1e-9);
 #   4. the transducer: the recognizer in float64 on the GPU (1 process, 2 workers) == on the CPU
@@ -20,7 +22,7 @@
 #   P. `pipetrain profile` of GPT-2 small's layers on the GPU (bfloat16), then `plan --profile`
 #      on clusters/hgx-h200-x2.toml;
 #   5. throughput, GPT-2 small, context 1024, bfloat16, AdamW, 2/4/16 sequences a step: pipetrain
-#      in one process (eager and CUDA graphs) and on 2 workers sharing the GPU vs
+#      in one process and on 2 workers sharing the GPU (each eager and with CUDA graphs) vs
 #      bench/gpt2_pytorch.py (eager, compile),
 #      median step time, tokens/s, MFU; the tables last.
 # Logs and run folders under $OUT. GPU_CHECK_DEVICE=cpu GPU_CHECK_SMOKE=1 runs it here (tiny
@@ -65,6 +67,11 @@ compare() { "$PY" bench/compare_runs.py "$@" | tee -a "$RESULTS"; }
 said() {  # run name, text its log must hold
   if grep -q "$2" "$OUT/$1.log"; then verdict "PASS $1 says '$2'"; else verdict "FAIL $1 does not say '$2'"; fi
 }
+unsaid() {  # run name, text its log must not hold
+  if grep -q "$2" "$OUT/$1.log"; then verdict "FAIL $1 says '$2'"; else verdict "PASS $1 does not say '$2'"; fi
+}
+# Pipeline workers' graphs: captured on a GPU, emulated (the same slots and copies, eager) here.
+PIPE_GRAPHS=$([ "$DEVICE" = cuda ] && echo 1 || echo 2)
 
 if phase 1; then
 log "1. float64 exactness on $DEVICE"
@@ -85,6 +92,15 @@ if [ "$DEVICE" = cuda ]; then  # a captured step (step 4 on) replays the eager s
   compare --label "float64 CUDA graphs, chunked loss (eager)" --rtol 1e-9 --weights "$OUT/f64_chunked6" "$OUT/f64_chunked6_graphs"
   said f64_chunked6_graphs "could not be captured"
 fi
+# Pipeline workers replaying each microbatch's captured forward and backward (3 eager steps, then
+# graphs) == the eager pipeline: 1F1B on 2 workers, GPipe on 3 (every microbatch in flight).
+for run in "p2 1f1b" "p3 gpipe"; do
+  set -- $run
+  train "f64_$1_6" --model.dtype float64 --train.device "$DEVICE" --pipeline.stages "${1#p}" --pipeline.schedule "$2" --train.steps 6
+  train "f64_$1_6_graphs" --model.dtype float64 --train.device "$DEVICE" --pipeline.stages "${1#p}" --pipeline.schedule "$2" --train.steps 6 --train.cuda_graphs "$PIPE_GRAPHS"
+  compare --label "float64 CUDA graphs, $2 on ${1#p} workers" --rtol 1e-9 --weights "$OUT/f64_$1_6" "$OUT/f64_$1_6_graphs"
+  unsaid "f64_$1_6_graphs" "could not be captured"
+done
 
 fi
 if phase 2; then
@@ -106,6 +122,10 @@ if [ "$DEVICE" = cuda ]; then
   train bf16_dev6_graphs --model.dtype bfloat16 --train.device cuda --pipeline.stages 1 --train.steps 6 --train.cuda_graphs 1
   compare --label "bfloat16 CUDA graphs" --rtol 1e-9 --weights "$OUT/bf16_dev6" "$OUT/bf16_dev6_graphs"
 fi
+train bf16_p2_6 --model.dtype bfloat16 --train.device "$DEVICE" --pipeline.stages 2 --train.steps 6
+train bf16_p2_6_graphs --model.dtype bfloat16 --train.device "$DEVICE" --pipeline.stages 2 --train.steps 6 --train.cuda_graphs "$PIPE_GRAPHS"
+compare --label "bfloat16 CUDA graphs, 2 workers" --rtol 1e-9 --weights "$OUT/bf16_p2_6" "$OUT/bf16_p2_6_graphs"
+unsaid bf16_p2_6_graphs "could not be captured"
 
 fi
 if phase 3; then
@@ -281,6 +301,7 @@ PYEOF
 for b in $BATCHES; do pipetrain_speed pipetrain-1proc "$b" 1 1; done
 [ "$DEVICE" = cuda ] && for b in $BATCHES; do pipetrain_speed pipetrain-1proc-graphs "$b" 1 1 --train.cuda_graphs 1; done
 for b in $BATCHES; do pipetrain_speed pipetrain-2workers "$b" 2 2; done
+[ "$DEVICE" = cuda ] && for b in $BATCHES; do pipetrain_speed pipetrain-2workers-graphs "$b" 2 2 --train.cuda_graphs 1; done
 PY_DEVICE=$([ "$DEVICE" = cuda ] && echo cuda || echo cpu)
 rm -f "$OUT/pytorch.jsonl"
 # torch.compile costs about a minute a shape: compiled at the largest batch only, and only when time is left.
@@ -319,10 +340,10 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 layers, d, vocab, context = 12, 768, 50257, int(sys.argv[2])
 n = 12 * layers * d * d + 13 * layers * d + vocab * d + 2 * d  # without the position embedding
 flops_per_token = 6 * n + 12 * layers * d * context
-print(f"{'mode':<20} {'batch':>5} {'median ms':>10} {'tokens/s':>10} {'MFU %':>6}")
+print(f"{'mode':<26} {'batch':>5} {'median ms':>10} {'tokens/s':>10} {'MFU %':>6}")
 for r in sorted(rows, key=lambda r: (r["batch"], r["mode"])):
     mfu = 100 * flops_per_token * r["tokens_per_s"] / 989e12
     mode = r["mode"] if r["mode"].startswith("pipetrain") else "pytorch-" + r["mode"]
-    print(f"{mode:<20} {r['batch']:>5} {r['median_ms']:>10.2f} {r['tokens_per_s']:>10.0f} {mfu:>6.1f}")
+    print(f"{mode:<26} {r['batch']:>5} {r['median_ms']:>10.2f} {r['tokens_per_s']:>10.0f} {mfu:>6.1f}")
 PYEOF
 ! grep -q '^FAIL' "$RESULTS"

@@ -57,7 +57,7 @@ struct TrainConfig {
   int64_t seed = 1234;
   int64_t threads = 0;        // compute threads; 0 = one per core
   std::string device = "auto";  // cpu | cuda | auto (cuda when a GPU is seen): device/execution.h
-  int64_t cuda_graphs = 0;      // 1: one process on a GPU replays a captured step (device/step_runner.h)
+  int64_t cuda_graphs = 0;      // 1: captured CUDA graphs replayed, 2: their bookkeeping emulated (device/execution.h)
 };
 
 struct DataConfig {

@@ -130,11 +130,14 @@ std::vector<FieldSpec> make_fields() {
        "GPU local_rank mod GPUs: its own when there are as many GPUs as workers, shared otherwise) "
        "or \"auto\" (cuda when libtorch sees a GPU); the start-up line names the choice",
        at(&C::train, &T::device), 0, {"auto", "cpu", "cuda"}),
-      spec("train.cuda_graphs", "1: one process on a GPU captures its step's forward, backward "
-       "and clipping as a CUDA graph (its 4th step) and replays it: the host launches the step in "
-       "one call, the results are the same; a step that waits for the device, or batches whose "
-       "shape changes, go on eagerly (said once); 0 = every kernel launched from the host",
-       at(&C::train, &T::cuda_graphs), 0, {}, 1),
+      spec("train.cuda_graphs", "1 (a GPU): one process captures its step's forward, backward "
+       "and clipping as a CUDA graph (its 4th step) and replays it; pipeline workers capture each "
+       "chunk's forward and backward of a microbatch, once per microbatch in flight (flushing "
+       "schedules, no recomputation, token slices or float16). The host launches each in one call, "
+       "the results are the same; what waits for the device, or batches whose shape changes, go on "
+       "eagerly (said once). 2: pipeline workers run the same slots and copies eagerly, on any "
+       "device (checks without a GPU). 0 = every kernel launched from the host",
+       at(&C::train, &T::cuda_graphs), 0, {}, 2),
       spec("data.format", "\"bytes\": data.path is a text file whose bytes are the tokens; "
        "\"tokens\": llm.c token files from `pipetrain tokenize` or llm.c's scripts (docs/data.md); "
        "\"fashion-mnist\": 28x28 images and their classes (model.kind cnn; validation on the "

@@ -45,18 +45,17 @@ Execution decide_execution(const std::string& train_device, const std::string& m
   return execution;
 }
 
-Execution with_graphed_steps(Execution execution, int64_t cuda_graphs, bool pipeline_workers) {
+Execution with_cuda_graphs(Execution execution, int64_t cuda_graphs) {
   if (cuda_graphs == 0) return execution;
-  if (pipeline_workers) {
-    fail("train.cuda_graphs = 1 is for the single-process trainer (pipeline.stages = 1, "
-         "pipeline.dp_width = 1, a synchronous schedule, no token slices); pipeline workers "
-         "launch their kernels eagerly");
+  if (cuda_graphs == 2) {
+    execution.graphs = Graphs::Emulated;
+    return execution;
   }
   if (execution.device != DeviceKind::Cuda) {
     fail("train.cuda_graphs = 1 replays steps on a GPU, but this run computes on the CPU "
-         "(train.device); use train.cuda_graphs = 0");
+         "(train.device); use train.cuda_graphs = 0 (or 2: the graphs' bookkeeping, run eagerly)");
   }
-  execution.graphed_steps = true;
+  execution.graphs = Graphs::Captured;
   return execution;
 }
 
@@ -88,16 +87,17 @@ std::string describe(const Execution& execution) {
   const std::string transport = execution.workers_per_node > 1
                                     ? fmt::format(", {}", name_of(execution.transport))
                                     : std::string();
+  const char* emulated = execution.graphs == Graphs::Emulated ? ", CUDA graphs emulated" : "";
   if (execution.device == DeviceKind::Cpu) {
-    return fmt::format("cpu{}, {}", transport, name_of(execution.precision));
+    return fmt::format("cpu{}, {}{}", transport, name_of(execution.precision), emulated);
   }
   const int w = execution.workers_per_node, g = execution.gpus;
   const std::string gpus =
       w == 1 ? "1 GPU"
       : w <= g ? fmt::format("{} workers, a GPU each", w)
                : fmt::format("{} workers sharing {} GPU{}", w, g, g == 1 ? "" : "s");
-  return fmt::format("cuda: {}{}, {}{}", gpus, transport, name_of(execution.precision),
-                     execution.graphed_steps ? ", CUDA graphs" : "");
+  return fmt::format("cuda: {}{}, {}{}{}", gpus, transport, name_of(execution.precision),
+                     execution.graphs == Graphs::Captured ? ", CUDA graphs" : "", emulated);
 }
 
 }  // namespace pipetrain::device

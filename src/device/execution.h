@@ -26,15 +26,23 @@ enum class Transport {
 // (train/loss_scale.h): float16's range is too narrow for small gradients.
 enum class PrecisionKind { Float32, Float64, BFloat16Mixed, Float16Mixed };
 
+// train.cuda_graphs: how a step's kernels are launched.
+enum class Graphs {
+  Off,       // every kernel from the host
+  Captured,  // captured once as CUDA graphs and replayed: the one process's whole step
+             // (device/step_runner.h), a pipeline worker's forward and backward of a microbatch
+             // (device/pass_graphs.h)
+  Emulated,  // a pipeline worker's graph bookkeeping (slots, the static inputs they copy into,
+             // the copies out) run eagerly, on any device: checks without a GPU
+};
+
 struct Execution {
   DeviceKind device = DeviceKind::Cpu;
   int gpus = 0;             // GPUs this node's workers share out (cuda), 0 on cpu
   int workers_per_node = 1; // worker processes on one node
   Transport transport = Transport::Gloo;
   PrecisionKind precision = PrecisionKind::Float32;
-  // train.cuda_graphs: the one process captures a step's forward and backward as a CUDA graph
-  // once and replays it (device/step_runner.h); else every kernel is launched from the host.
-  bool graphed_steps = false;
+  Graphs graphs = Graphs::Off;  // train.cuda_graphs
 };
 
 // The hardware a decision reads: passed in, so the decision is a pure function (tests give
@@ -49,10 +57,10 @@ struct Hardware {
 Execution decide_execution(const std::string& train_device, const std::string& model_dtype,
                            int workers_per_node, const Hardware& hardware);
 
-// `execution` with train.cuda_graphs (0 or 1) decided, for a run on `pipeline_workers` or on the
-// single-process trainer: UserError (one line) unless it is the single process on a GPU (capture
-// needs a CUDA stream; pipeline workers launch eagerly). The one place that rule lives.
-Execution with_graphed_steps(Execution execution, int64_t cuda_graphs, bool pipeline_workers);
+// `execution` with train.cuda_graphs decided: 0 off, 1 captured (UserError, one line, unless
+// the run computes on a GPU: capture needs a CUDA stream), 2 emulated. What a pipeline's
+// schedule must allow is the runtime's to say (runtime/run_spec.cpp).
+Execution with_cuda_graphs(Execution execution, int64_t cuda_graphs);
 
 // model.dtype as a precision kind; UserError naming the known ones.
 PrecisionKind precision_named(const std::string& model_dtype);

@@ -5,12 +5,12 @@
 #include <fmt/format.h>
 
 #include <ATen/ATen.h>
-#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+
+#include "device/graph_capture.h"
 
 namespace pipetrain::device {
 namespace {
@@ -21,15 +21,6 @@ class EagerSteps : public StepRunner {
     return body(inputs);
   }
 };
-
-// A stream of the pool, once the device is idle (the model's placement, on the default stream, is
-// done before the runner's stream takes over).
-c10::cuda::CUDAStream idle_device_stream(const c10::Device& device) {
-  c10::cuda::device_synchronize();
-  return c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
-}
-
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 std::string shape_of(const std::vector<at::Tensor>& tensors) {
   std::string text;
@@ -45,7 +36,7 @@ std::string shape_of(const std::vector<at::Tensor>& tensors) {
 class GraphedSteps : public StepRunner {
  public:
   explicit GraphedSteps(const c10::Device& device)
-      : device_(device), stream_(idle_device_stream(device)), guard_(stream_) {}
+      : device_(device), stream_(idle_capture_stream(device)), guard_(stream_) {}
 
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs, const Body& body) override {
     const int step = ++steps_;
@@ -80,21 +71,11 @@ class GraphedSteps : public StepRunner {
       graph_->capture_end();
       return true;
     } catch (const std::exception& e) {
-      abandon_capture();
+      abandon_capture(*graph_, device_, pool_);
       go_eager(fmt::format("step {} could not be captured as a CUDA graph ({})", steps_,
                            first_line(e.what())));
       return false;
     }
-  }
-
-  // After a failed capture: end the stream's capture, give its memory pool back, clear the error.
-  void abandon_capture() {
-    try { graph_->capture_end(); } catch (const std::exception&) {}
-    c10::cuda::CUDACachingAllocator::endAllocateToPool(device_.index(), pool_);
-    at::getHostAllocator(at::kCUDA)->end_allocate_to_pool(pool_);
-    c10::cuda::CUDACachingAllocator::releasePool(device_.index(), pool_);
-    at::getHostAllocator(at::kCUDA)->release_pool(pool_);
-    (void)cudaGetLastError();
   }
 
   // The rest of the run eager: the gradients leave the graph's pool at the next zero_grad.
@@ -129,7 +110,7 @@ class GraphedSteps : public StepRunner {
 }  // namespace
 
 std::unique_ptr<StepRunner> make_step_runner(const Execution& execution, const c10::Device& device) {
-  if (execution.graphed_steps) return std::make_unique<GraphedSteps>(device);
+  if (execution.graphs == Graphs::Captured) return std::make_unique<GraphedSteps>(device);
   return std::make_unique<EagerSteps>();
 }
 

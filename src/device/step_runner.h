@@ -1,6 +1,6 @@
 #pragma once
 // How the single process launches a step's forward and backward: eagerly, kernel by kernel, or
-// (Execution::graphed_steps, train.cuda_graphs) captured once as a CUDA graph and replayed, so
+// (Execution::graphs, train.cuda_graphs) captured once as a CUDA graph and replayed, so
 // that the host launches a GPT-2 small step's ~1,400 kernels in one call (docs/architecture.md,
 // "CUDA graphs"). The trainer's code is the same for both; this is the one place that knows.
 #include <functional>
@@ -27,7 +27,8 @@ class StepRunner {
   virtual std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs, const Body& body) = 0;
 };
 
-// Eager unless execution.graphed_steps. A graphed runner makes a CUDA stream of its own the
+// Eager unless execution.graphs is Captured (runtime/run_spec.cpp refuses Emulated for the one
+// process: its body has no bookkeeping to emulate). A graphed runner makes a CUDA stream of its own the
 // calling thread's current one for its lifetime (capture needs one that is not the default
 // stream), so every later kernel of the thread (optimizer, validation) stays ordered with it. It
 // runs its first 3 steps eagerly and captures the 4th; a step that cannot be captured, or a

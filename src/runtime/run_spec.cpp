@@ -117,6 +117,35 @@ schedule::ScheduleSpec schedule_spec_of(const Config& config, const RunSpec& spe
   return s;
 }
 
+// train.cuda_graphs on pipeline workers replays each chunk's forward and backward of a
+// microbatch on fixed tensors (runtime/graphed_passes.h): one weight version read in place, one
+// pass each, one loss scale of 1, nothing recomputed. The rest is refused here, in one line each.
+void check_graphed_passes(const Config& config, const RunSpec& spec) {
+  if (spec.execution.graphs == device::Graphs::Off) return;
+  const auto& p = config.pipeline;
+  const auto refuse = [&](const std::string& what) {
+    fail("train.cuda_graphs = {} on pipeline workers replays one forward and one backward per "
+         "microbatch on fixed weights; {} (use train.cuda_graphs = 0)", config.train.cuda_graphs,
+         what);
+  };
+  if (!spec.schedule->flushes()) {
+    refuse(fmt::format("pipeline.schedule '{}' keeps weight versions the graphs would not follow",
+                       p.schedule));
+  }
+  for (const auto& worker : spec.lists->schedule().actions) {
+    for (const auto& action : worker) {
+      if (action.kind == schedule::ActionKind::BackwardInput) {
+        refuse(fmt::format("pipeline.schedule '{}' splits the backward in two", p.schedule));
+      }
+    }
+  }
+  if (p.recompute != "none") refuse("pipeline.recompute runs the forward twice");
+  if (spec.slices.count() > 1) refuse("token slices (pipeline.slices) carry a cache between passes");
+  if (device::precision_named(config.model.dtype) == device::PrecisionKind::Float16Mixed) {
+    refuse("float16's loss scale changes between steps");
+  }
+}
+
 // The checks of a run on pipeline workers, in the order a user meets them.
 void check_pipeline_run(const Config& config, const Model& model, RunSpec& spec) {
   check_slices_and_chunks(config, spec);
@@ -125,6 +154,7 @@ void check_pipeline_run(const Config& config, const Model& model, RunSpec& spec)
   check_runtime_support(config, *spec.schedule);
   spec.schedule_spec = schedule_spec_of(config, spec);
   spec.lists = std::make_shared<const schedule::StepLists>(spec.schedule_spec);  // (its refusals)
+  check_graphed_passes(config, spec);
   if (spec.slices.count() > 1 && model.sliceable_length() == 0) {
     fail("pipeline.slices: model.kind '{}' cannot run token slices", model.kind());
   }
@@ -160,13 +190,17 @@ RunSpec make_run_spec(const Config& config) {
   spec.ranges = stage_ranges(*model, p, spec.microbatch_rows, spec.layout.placement);
   const int64_t workers = spec.pipelined ? p.stages * p.dp_width : 1;
   const int64_t nodes = std::max<int64_t>(1, p.nnodes);
-  spec.execution = device::with_graphed_steps(
+  spec.execution = device::with_cuda_graphs(
       device::decide_execution_here(config.train.device, config.model.dtype,
                                     int((workers + nodes - 1) / nodes)),
-      config.train.cuda_graphs, spec.pipelined);
+      config.train.cuda_graphs);
   if (spec.pipelined) {
     check_pipeline_run(config, *model, spec);
   } else {
+    if (spec.execution.graphs == device::Graphs::Emulated) {
+      fail("train.cuda_graphs = 2 emulates pipeline workers' graphs; the single process "
+           "(pipeline.stages = 1) has none: use 0, or 1 on a GPU");
+    }
     spec.recompute.assign(spec.ranges.size(), false);
     spec.schedule_spec = schedule_spec_of(config, spec);
   }

@@ -118,6 +118,7 @@ StageExecutor::StageExecutor(const Config& config, const RunSpec& spec, const Ba
          layout_.stages(), config_.train.microbatches, slices_.count());
   }
   count_readers_through(0);
+  pass_graphs_ = device::make_pass_graphs(spec.execution, device_);
 }
 
 std::vector<schedule::Action> StageExecutor::actions_of(int64_t step) const {
@@ -170,7 +171,7 @@ StepResult StageExecutor::train_step(int64_t step) {
   // A step's gradients add up from zero. (No-flush policies have already moved theirs to the
   // masters at each update, and the optimizer clears only the masters: the gradients a run-on
   // already added for the next iteration stay in the module's parameters.)
-  zero1_ ? zero1_->zero_grad() : optimizer_->zero_grad();
+  zero_gradients();
   steps_pending_ = 0;
   result_ = StepResult{};
   for (auto& chunk : chunks_) {
@@ -179,6 +180,9 @@ StepResult StageExecutor::train_step(int64_t step) {
   }
   count_readers_through(step);
   const std::vector<schedule::Action> actions = actions_of(step);
+  if (pass_graphs_ && !pass_graphs_tried_ && step >= resumed_at_ + pass_graphs_->eager_steps()) {
+    prepare_pass_graphs(step, actions);
+  }
   const size_t end = actions.size();
   const bool list_done = flushes() || step + 1 == lists_.iterations();
   const size_t earlier_sends = comm_.pending_sends();
@@ -421,6 +425,7 @@ void StageExecutor::forward(const Key& key, int microbatch, const Microbatch& ba
     state.targets = slice_of(micro.labels);
     state.loss_scale = loss_scale_.scale_at(run_version(version));
   }
+  if (pass_graphs_ready_) return forward_graphed(key, state);
   // Recomputation: run the forward without a graph and keep only the input; backward runs it
   // again with the graph (same weights, no randomness: the same values).
   std::optional<torch::NoGradGuard> no_graph;
@@ -481,9 +486,13 @@ void StageExecutor::backward_roots(const Key& key, InFlight& state,
 
 void StageExecutor::backward(const Key& key) {
   InFlight& state = in_flight_.at(key);
-  std::vector<torch::Tensor> roots, grads;
-  backward_roots(key, state, roots, grads);
-  torch::autograd::backward(roots, grads);
+  if (state.slot >= 0) {
+    backward_graphed(key, state);
+  } else {
+    std::vector<torch::Tensor> roots, grads;
+    backward_roots(key, state, roots, grads);
+    torch::autograd::backward(roots, grads);
+  }
   if (is_first_stage(layout_.stage_of(std::get<0>(key)))) in_flight_.erase(key);  // nothing to send
 }
 

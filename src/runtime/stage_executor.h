@@ -17,6 +17,7 @@
 #include <torch/torch.h>
 
 #include "device/event_clock.h"
+#include "device/pass_graphs.h"
 #include "model/batch_source.h"
 #include "model/model.h"
 #include "runtime/comm.h"
@@ -133,6 +134,7 @@ class StageExecutor {
     double loss_scale = 1;      // last stage, float16: the scale of the version its forward read
     std::unique_ptr<SplitBackward> weight_pass;  // zero-bubble: between its B and W
     bool grad_sent = false;     // the input gradient has left (only the W pass may remain)
+    int slot = -1;              // train.cuda_graphs: the pass slot that holds it (-1: eager)
   };
   using Key = std::tuple<int, int, int>;  // (chunk, microbatch over the whole list, token slice)
   void run_action(const schedule::Action& action, const Microbatch& batch);
@@ -147,6 +149,14 @@ class StageExecutor {
   void backward_roots(const Key& key, InFlight& state, std::vector<torch::Tensor>& roots,
                       std::vector<torch::Tensor>& grads);
   void drop_if_done(const Key& key);
+  // train.cuda_graphs (stage_graphs.cpp): every chunk's forward and backward of a microbatch
+  // replayed in slots, one per microbatch its list holds at once (device/pass_graphs.h).
+  // prepare: once, after the eager steps, before a step's actions (nothing is in flight then).
+  void prepare_pass_graphs(int64_t step, const std::vector<schedule::Action>& actions);
+  device::Passes passes_of(int chunk) const;
+  void zero_gradients();  // to none, or (graphs) to zero where they are: the replays add there
+  void forward_graphed(const Key& key, InFlight& state);
+  void backward_graphed(const Key& key, InFlight& state);
   // Where the neighbouring stage is this worker's other chunk (a V's turn): handed over without
   // a transfer; elsewhere nothing.
   void hand_activation_over(const Key& key);
@@ -271,6 +281,9 @@ class StageExecutor {
     size_t start, end;  // EventClock marks
   };
   std::vector<PendingTrace> pending_trace_;
+  std::unique_ptr<device::PassGraphs> pass_graphs_;  // null unless train.cuda_graphs
+  bool pass_graphs_tried_ = false, pass_graphs_ready_ = false;
+  std::vector<std::vector<bool>> pass_slot_busy_;    // per chunk, per slot
   StepResult result_;
 };
 

@@ -28,9 +28,9 @@ Trainer::Trainer(const Config& config, const Dataset& data)
 
 Trainer::Trainer(const Config& config, std::shared_ptr<const BatchSource> batches)
     : config_(config),
-      execution_(device::with_graphed_steps(
+      execution_(device::with_cuda_graphs(
           device::decide_execution_here(config.train.device, config.model.dtype, 1),
-          config.train.cuda_graphs, /*pipeline_workers=*/false)),
+          config.train.cuda_graphs)),
       device_(device::worker_device(execution_, 0)),
       batches_(std::move(batches)),
       definition_(make_model(config)),

@@ -43,17 +43,21 @@ TEST(Execution, WorkersTakeGpusRoundRobinByLocalRank) {
   EXPECT_EQ(gpu_of(e, 4), 0);
 }
 
-TEST(Execution, GraphedStepsNeedOneProcessOnAGpu) {
-  const Execution one_gpu = with_graphed_steps(decide_execution("cuda", "bfloat16", 1, Hardware{1}), 1, false);
-  EXPECT_TRUE(one_gpu.graphed_steps);
+// Captured graphs need a GPU's stream, for one process or pipeline workers (what their schedule
+// must allow is the runtime's: RunSpec.CheckErrorsAreOneLine); emulated ones run anywhere.
+TEST(Execution, CapturedGraphsNeedAGpuEmulatedOnesRunAnywhere) {
+  const Execution one_gpu = with_cuda_graphs(decide_execution("cuda", "bfloat16", 1, Hardware{1}), 1);
+  EXPECT_EQ(one_gpu.graphs, Graphs::Captured);
   EXPECT_EQ(describe(one_gpu), "cuda: 1 GPU, bfloat16 mixed, CUDA graphs");
-  EXPECT_FALSE(with_graphed_steps(decide_execution("cuda", "float32", 1, Hardware{1}), 0, false).graphed_steps);
+  EXPECT_EQ(with_cuda_graphs(decide_execution("cuda", "float32", 1, Hardware{1}), 0).graphs, Graphs::Off);
   // "auto" on a machine without a GPU computes on the CPU: no stream to capture on.
-  EXPECT_THROW(with_graphed_steps(decide_execution("auto", "float32", 1, Hardware{0}), 1, false), UserError);
-  // Pipeline workers, two of them or one (a no-flush schedule on one stage), launch eagerly.
-  EXPECT_THROW(with_graphed_steps(decide_execution("cuda", "float32", 2, Hardware{2}), 1, true), UserError);
-  EXPECT_THROW(with_graphed_steps(decide_execution("cuda", "float32", 1, Hardware{1}), 1, true), UserError);
-  EXPECT_FALSE(with_graphed_steps(decide_execution("cpu", "float32", 1, Hardware{0}), 0, true).graphed_steps);
+  EXPECT_THROW(with_cuda_graphs(decide_execution("auto", "float32", 1, Hardware{0}), 1), UserError);
+  const Execution shared = with_cuda_graphs(decide_execution("cuda", "float32", 2, Hardware{1}), 1);
+  EXPECT_EQ(shared.graphs, Graphs::Captured);
+  EXPECT_EQ(describe(shared), "cuda: 2 workers sharing 1 GPU, gloo (host-staged), float32, CUDA graphs");
+  const Execution emulated = with_cuda_graphs(decide_execution("cpu", "float32", 2, Hardware{0}), 2);
+  EXPECT_EQ(emulated.graphs, Graphs::Emulated);
+  EXPECT_EQ(describe(emulated), "cpu, gloo, float32, CUDA graphs emulated");
 }
 
 TEST(Execution, CudaWithoutAGpuAndUnknownNamesAreOneLineErrors) {

@@ -168,16 +168,32 @@ TEST(RunSpec, EveryCrossFieldRefusalIsOneLine) {
       {[](Config& c) { c.pipeline.nnodes = 2, c.pipeline.node_rank = 2, c.pipeline.master_port = 29999; },
        "pipeline.node_rank 2 outside 0..1"},
       {[](Config& c) { c.pipeline.nnodes = 2; }, "several nodes need a fixed rendezvous port"},
+      // This machine's CPU: nothing to capture on.
       {[](Config& c) { c.train.cuda_graphs = 1; },
-       "train.cuda_graphs = 1 is for the single-process trainer (pipeline.stages = 1, "
-       "pipeline.dp_width = 1, a synchronous schedule, no token slices); pipeline workers launch "
-       "their kernels eagerly"},
-      // One stage, but a no-flush schedule runs on a pipeline worker: no graphs there either.
-      {[](Config& c) { c.pipeline.stages = 1, c.pipeline.schedule = "2bw", c.train.cuda_graphs = 1; },
-       "train.cuda_graphs = 1 is for the single-process trainer"},
-      // The single process on this machine's CPU: nothing to capture on.
+       "train.cuda_graphs = 1 replays steps on a GPU, but this run computes on the CPU"},
       {[](Config& c) { c.pipeline.stages = 1, c.train.device = "cpu", c.train.cuda_graphs = 1; },
        "train.cuda_graphs = 1 replays steps on a GPU, but this run computes on the CPU"},
+      {[](Config& c) { c.pipeline.stages = 1, c.train.cuda_graphs = 2; },
+       "train.cuda_graphs = 2 emulates pipeline workers' graphs; the single process "
+       "(pipeline.stages = 1) has none: use 0, or 1 on a GPU"},
+      // Pipeline workers replay one forward and one backward per microbatch on fixed weights
+      // (emulated here: the same rules as captured).
+      {[](Config& c) { c.pipeline.stages = 1, c.pipeline.schedule = "2bw", c.train.cuda_graphs = 2; },
+       "train.cuda_graphs = 2 on pipeline workers replays one forward and one backward per "
+       "microbatch on fixed weights; pipeline.schedule '2bw' keeps weight versions the graphs "
+       "would not follow (use train.cuda_graphs = 0)"},
+      {[](Config& c) { c.pipeline.schedule = "zb-h1", c.train.cuda_graphs = 2; },
+       "train.cuda_graphs = 2 on pipeline workers replays one forward and one backward per "
+       "microbatch on fixed weights; pipeline.schedule 'zb-h1' splits the backward in two"},
+      {[](Config& c) { c.pipeline.recompute = "all", c.train.cuda_graphs = 2; },
+       "train.cuda_graphs = 2 on pipeline workers replays one forward and one backward per "
+       "microbatch on fixed weights; pipeline.recompute runs the forward twice"},
+      {[](Config& c) { c.pipeline.schedule = "gpipe", c.pipeline.slices = "2", c.train.cuda_graphs = 2; },
+       "train.cuda_graphs = 2 on pipeline workers replays one forward and one backward per "
+       "microbatch on fixed weights; token slices (pipeline.slices) carry a cache between passes"},
+      {[](Config& c) { c.model.dtype = "float16", c.train.cuda_graphs = 2; },
+       "train.cuda_graphs = 2 on pipeline workers replays one forward and one backward per "
+       "microbatch on fixed weights; float16's loss scale changes between steps"},
   };
   for (const auto& [change, message] : cases) {
     Config c = pipeline_config(2);

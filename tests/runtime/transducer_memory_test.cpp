@@ -60,7 +60,9 @@ TEST_P(TransducerLayerMemory, StashAndPeakMatchTheCountingAllocator) {
   const auto& predicted = costs.at(size_t(param.layer));
   const double predicted_peak = predicted.activation_bytes + predicted.workspace_bytes;
   EXPECT_NEAR(measured.stashed, predicted.activation_bytes, 0.01 * predicted.activation_bytes);
-  if (param.peak_modelled) EXPECT_NEAR(measured.peak, predicted_peak, 0.01 * predicted_peak);
+  if (param.peak_modelled) {
+    EXPECT_NEAR(measured.peak, predicted_peak, 0.01 * predicted_peak);
+  }
 }
 
 // short: the encoder's backward peaks in its MLP; wide: in the MLP beside the first matrix's

@@ -1,0 +1,136 @@
+// train.cuda_graphs on pipeline workers, emulated (2): each chunk's forward and backward of a
+// microbatch run in slots, on the slots' own input copies, their outputs and input gradients
+// copied out, the gradients added where they stay (device/pass_graphs.h). The emulation runs
+// what a capture would record, so it must train bitwise like the eager run: the same losses, norms
+// and weights, after the first (eager) step and across the switch. On a GPU the capture itself
+// is checked by bench/gpu_check.sh against the same eager run.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/files.h"
+#include "io/metrics.h"
+#include "model/state_io.h"
+#include "../pipetrain_run.h"
+#include "../tiny_images.h"
+
+namespace pipetrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct GraphCase {
+  std::string name, schedule;
+  int stages, microbatches, dp_width = 1, chunks = 1;
+  std::string dtype = "float64";
+  std::string model = "gpt";
+  int zero1 = 0;
+};
+
+void PrintTo(const GraphCase& c, std::ostream* out) { *out << c.name; }
+
+struct TrainedRun {
+  std::vector<nlohmann::json> records;
+  std::map<std::string, torch::Tensor> weights;
+  std::string output;
+};
+
+TrainedRun train(const GraphCase& c, int cuda_graphs) {
+  std::string args = fmt::format(
+      "train --quiet --model.layers 4 --model.d_model 16 --model.heads 2 --model.seq_len 8 "
+      "--model.dtype {} --train.batch_size {} --train.microbatches {} --train.steps 4 "
+      "--train.warmup_steps 1 --train.lr 1e-2 --train.threads 1 --train.device cpu "
+      "--train.cuda_graphs {} --log.every 1 --eval.every 0 --eval.batches 1 --sample.tokens 0 "
+      "--pipeline.schedule {} --pipeline.stages {} --pipeline.dp_width {} --pipeline.chunks {} "
+      "--pipeline.zero1 {} --pipeline.timeout_s 60",
+      c.dtype, 2 * c.microbatches * c.dp_width, c.microbatches, cuda_graphs, c.schedule, c.stages,
+      c.dp_width, c.chunks, c.zero1);
+  if (c.model == "cnn") {
+    args += " --model.kind cnn --data.format fashion-mnist --data.path " + testing::tiny_image_folder();
+  }
+  const fs::path dir = testing::fresh_dir(c.name + "_graphs" + std::to_string(cuda_graphs));
+  const auto result = testing::run_pipetrain(args + " --run-dir " + dir.string());
+  TrainedRun run;
+  run.output = result.output;
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  if (result.exit_code != 0) return run;
+  run.records = read_metrics((dir / "metrics.jsonl").string());
+  const std::string path = (dir / "checkpoint" / "model.safetensors").string();
+  for (const auto& entry : decode_safetensors(read_file(path), path)) run.weights[entry.name] = from_entry(entry);
+  fs::remove_all(dir);
+  return run;
+}
+
+class GraphedPasses : public ::testing::TestWithParam<GraphCase> {};
+
+TEST_P(GraphedPasses, TrainBitwiseLikeTheEagerRun) {
+  const GraphCase& c = GetParam();
+  const TrainedRun eager = train(c, 0), graphed = train(c, 2);
+  ASSERT_EQ(graphed.records.size(), 4u) << graphed.output;
+  ASSERT_EQ(eager.records.size(), 4u) << eager.output;
+  EXPECT_NE(graphed.output.find("CUDA graphs emulated"), std::string::npos) << graphed.output;
+  for (size_t step = 0; step < 4; ++step) {
+    EXPECT_EQ(graphed.records[step]["loss"].get<double>(), eager.records[step]["loss"].get<double>())
+        << "step " << step;
+    EXPECT_EQ(graphed.records[step]["grad_norm"].get<double>(),
+              eager.records[step]["grad_norm"].get<double>())
+        << "step " << step;
+  }
+  ASSERT_EQ(graphed.weights.size(), eager.weights.size());
+  ASSERT_FALSE(eager.weights.empty());
+  for (const auto& [name, want] : eager.weights) {
+    ASSERT_TRUE(graphed.weights.count(name)) << name;
+    EXPECT_TRUE(torch::equal(graphed.weights.at(name), want)) << name;
+  }
+}
+
+// A resumed run prepares its slots again after its own eager steps: a graphed run cut at step 4
+// and resumed to 6 equals 6 eager steps (a constant learning rate, so the 4-step run is the
+// 6-step run's start).
+TEST(GraphedPassesResume, ResumedRunEqualsTheEagerRunBitwise) {
+  const std::string fields =
+      "--model.layers 3 --model.d_model 16 --model.heads 2 --model.seq_len 8 --model.dtype float64 "
+      "--train.batch_size 8 --train.microbatches 4 --train.warmup_steps 0 --train.lr 1e-2 "
+      "--train.min_lr 1e-2 --train.threads 1 --train.device cpu --log.every 1 --eval.every 0 "
+      "--eval.batches 1 --sample.tokens 0 --pipeline.stages 2 --pipeline.schedule gpipe "
+      "--pipeline.timeout_s 60 --quiet";
+  const fs::path whole = testing::fresh_dir("graphs_whole"), cut = testing::fresh_dir("graphs_cut");
+  const auto eager = testing::run_pipetrain("train " + fields + " --train.steps 6 --run-dir " + whole.string());
+  ASSERT_EQ(eager.exit_code, 0) << eager.output;
+  const auto first = testing::run_pipetrain("train " + fields + " --train.steps 4 --train.cuda_graphs 2 --run-dir " + cut.string());
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto resumed = testing::run_pipetrain("train --resume " + cut.string() + " --train.steps 6 --quiet");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  const auto want = read_metrics((whole / "metrics.jsonl").string());
+  const auto got = read_metrics((cut / "metrics.jsonl").string());
+  ASSERT_EQ(got.size(), 6u);
+  ASSERT_EQ(want.size(), 6u);
+  for (size_t step = 0; step < 6; ++step) {
+    EXPECT_EQ(got[step]["loss"].get<double>(), want[step]["loss"].get<double>()) << "step " << step;
+    EXPECT_EQ(got[step]["grad_norm"].get<double>(), want[step]["grad_norm"].get<double>()) << "step " << step;
+  }
+  fs::remove_all(whole);
+  fs::remove_all(cut);
+}
+
+// GPipe holds every microbatch at once (4 slots a chunk), 1F1B fewer on later stages; two chunks
+// per worker (interleaved), replicas and ZeRO-1 (gradients summed and sharded between the
+// replays), bfloat16 (autocast inside the passes) and the CNN (BatchNorm's running statistics,
+// updated inside the forward).
+INSTANTIATE_TEST_SUITE_P(
+    Pipelines, GraphedPasses,
+    ::testing::Values(GraphCase{"gpipe_p2_m4", "gpipe", 2, 4}, GraphCase{"onef1b_p3_m4", "1f1b", 3, 4},
+                      GraphCase{"interleaved_p2_v2_m4", "interleaved", 2, 4, 1, 2},
+                      GraphCase{"onef1b_p2_w2_zero1", "1f1b", 2, 2, 2, 1, "float64", "gpt", 1},
+                      GraphCase{"onef1b_p2_bfloat16", "1f1b", 2, 4, 1, 1, "bfloat16"},
+                      GraphCase{"cnn_gpipe_p2", "gpipe", 2, 2, 1, 1, "float64", "cnn"}),
+    [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace pipetrain
