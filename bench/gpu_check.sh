@@ -8,7 +8,7 @@
 #      CPU);
 #   2. bfloat16 and float16 (loss scaled): 2 workers sharing the GPU vs the single process (2^-12,
 #      the bound of tests/runtime/mixed_precision_test.cpp), float16 under 2BW on 2 vs 3 workers;
-#      CUDA graphs == eager (one process; 2 workers);
+#      CUDA graphs == eager (one process; 2 workers in bfloat16 and float16);
 #   3. resume across devices: 4 steps on the GPU resumed to 6 on the CPU, and the reverse, against
 #      6 steps in one go (1e-9);
 #   4. the transducer: the recognizer in float64 on the GPU (1 process, 2 workers) == on the CPU
@@ -126,6 +126,10 @@ train bf16_p2_6 --model.dtype bfloat16 --train.device "$DEVICE" --pipeline.stage
 train bf16_p2_6_graphs --model.dtype bfloat16 --train.device "$DEVICE" --pipeline.stages 2 --train.steps 6 --train.cuda_graphs "$PIPE_GRAPHS"
 compare --label "bfloat16 CUDA graphs, 2 workers" --rtol 1e-9 --weights "$OUT/bf16_p2_6" "$OUT/bf16_p2_6_graphs"
 unsaid bf16_p2_6_graphs "could not be captured"
+train f16_p2_6 --model.dtype float16 --train.device "$DEVICE" --pipeline.stages 2 --train.steps 6
+train f16_p2_6_graphs --model.dtype float16 --train.device "$DEVICE" --pipeline.stages 2 --train.steps 6 --train.cuda_graphs "$PIPE_GRAPHS"
+compare --label "float16 CUDA graphs, 2 workers" --rtol 1e-9 --weights "$OUT/f16_p2_6" "$OUT/f16_p2_6_graphs"
+unsaid f16_p2_6_graphs "could not be captured"
 
 fi
 if phase 3; then

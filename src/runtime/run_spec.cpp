@@ -118,8 +118,8 @@ schedule::ScheduleSpec schedule_spec_of(const Config& config, const RunSpec& spe
 }
 
 // train.cuda_graphs on pipeline workers replays each chunk's forward and backward of a
-// microbatch on fixed tensors (runtime/graphed_passes.h): one weight version read in place, one
-// pass each, one loss scale of 1, nothing recomputed. The rest is refused here, in one line each.
+// microbatch on fixed tensors (runtime/stage_graphs.cpp): one weight version read in place, one
+// pass each, nothing recomputed. The rest is refused here, in one line each.
 void check_graphed_passes(const Config& config, const RunSpec& spec) {
   if (spec.execution.graphs == device::Graphs::Off) return;
   const auto& p = config.pipeline;
@@ -141,9 +141,6 @@ void check_graphed_passes(const Config& config, const RunSpec& spec) {
   }
   if (p.recompute != "none") refuse("pipeline.recompute runs the forward twice");
   if (spec.slices.count() > 1) refuse("token slices (pipeline.slices) carry a cache between passes");
-  if (device::precision_named(config.model.dtype) == device::PrecisionKind::Float16Mixed) {
-    refuse("float16's loss scale changes between steps");
-  }
 }
 
 // The checks of a run on pipeline workers, in the order a user meets them.

@@ -156,6 +156,7 @@ class StageExecutor {
   device::Passes passes_of(int chunk) const;
   void zero_gradients();  // to none, or (graphs) to zero where they are: the replays add there
   void forward_graphed(const Key& key, InFlight& state);
+  torch::Tensor loss_scale_tensor(double scale) const;  // float16: a graphed pass's input
   void backward_graphed(const Key& key, InFlight& state);
   // Where the neighbouring stage is this worker's other chunk (a V's turn): handed over without
   // a transfer; elsewhere nothing.

@@ -29,19 +29,23 @@ void StageExecutor::zero_gradients() {
 }
 
 // What forward_with_graph and backward do for one microbatch, on a slot's tensors: inputs are
-// the chunk's input (and the labels on the last stage); outputs the tensor its backward starts
-// from (and the loss on the last stage); the backward returns the input's gradient.
+// the chunk's input (and on the last stage the labels, and under float16 the loss scale as a
+// device scalar, which changes between replays); outputs the tensor its backward starts from
+// (and the loss on the last stage); the backward returns the input's gradient.
 device::Passes StageExecutor::passes_of(int chunk) const {
   const int stage = layout_.stage_of(chunk);
   const bool first = is_first_stage(stage), last = is_last_stage(stage);
+  const bool scaled = loss_scale_.active();
   const double per_update = double(microbatches_per_update_ * layout_.replicas);
   std::shared_ptr<StageModule> model = chunks_.at(size_t(chunk)).model;
   device::Passes passes;
-  passes.forward = [model, last, per_update](const std::vector<torch::Tensor>& inputs) {
+  passes.forward = [model, last, scaled, per_update](const std::vector<torch::Tensor>& inputs) {
     torch::Tensor output = model->forward(inputs.at(0));
     if (!last) return std::vector<torch::Tensor>{output};
     const torch::Tensor loss = model->loss(output, inputs.at(1));
-    return std::vector<torch::Tensor>{loss * 1.0 / per_update, loss.detach().to(torch::kFloat64)};
+    torch::Tensor share = loss * 1.0 / per_update;
+    if (scaled) share = share * inputs.at(2);  // a power of two: exact, as the eager product
+    return std::vector<torch::Tensor>{share, loss.detach().to(torch::kFloat64)};
   };
   passes.backward = [first, last](const std::vector<torch::Tensor>& inputs,
                                   const std::vector<torch::Tensor>& outputs,
@@ -75,6 +79,7 @@ void StageExecutor::prepare_pass_graphs(int64_t step, const std::vector<schedule
     inputs.push_back(is_first_stage(stage) ? micro.inputs : zeros(stage).requires_grad_(true));
     if (is_last_stage(stage)) {
       inputs.push_back(micro.labels);
+      if (loss_scale_.active()) inputs.push_back(loss_scale_tensor(1.0));
     } else {
       grads.push_back(zeros(stage + 1));
     }
@@ -83,6 +88,11 @@ void StageExecutor::prepare_pass_graphs(int64_t step, const std::vector<schedule
     pass_slot_busy_[size_t(c)].assign(size_t(slots), false);
   }
   pass_graphs_ready_ = true;
+}
+
+// The loss's dtype (float32 under mixed precision), so the product is the eager one's.
+torch::Tensor StageExecutor::loss_scale_tensor(double scale) const {
+  return torch::full({}, scale, torch::TensorOptions(torch::kFloat32).device(device_));
 }
 
 void StageExecutor::forward_graphed(const Key& key, InFlight& state) {
@@ -95,6 +105,7 @@ void StageExecutor::forward_graphed(const Key& key, InFlight& state) {
   std::vector<torch::Tensor> inputs{state.input};
   const bool last = is_last_stage(layout_.stage_of(chunk));
   if (last) inputs.push_back(state.targets);
+  if (last && loss_scale_.active()) inputs.push_back(loss_scale_tensor(state.loss_scale));
   const auto outputs = pass_graphs_->forward(chunk, state.slot, inputs);
   if (last) {
     state.loss_value = outputs.at(1);

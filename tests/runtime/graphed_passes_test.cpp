@@ -31,6 +31,7 @@ struct GraphCase {
   std::string dtype = "float64";
   std::string model = "gpt";
   int zero1 = 0;
+  size_t steps() const { return dtype == "float16" ? 6 : 4; }
 };
 
 void PrintTo(const GraphCase& c, std::ostream* out) { *out << c.name; }
@@ -44,13 +45,16 @@ struct TrainedRun {
 TrainedRun train(const GraphCase& c, int cuda_graphs) {
   std::string args = fmt::format(
       "train --quiet --model.layers 4 --model.d_model 16 --model.heads 2 --model.seq_len 8 "
-      "--model.dtype {} --train.batch_size {} --train.microbatches {} --train.steps 4 "
+      "--model.dtype {} --train.batch_size {} --train.microbatches {} --train.steps {} "
       "--train.warmup_steps 1 --train.lr 1e-2 --train.threads 1 --train.device cpu "
       "--train.cuda_graphs {} --log.every 1 --eval.every 0 --eval.batches 1 --sample.tokens 0 "
       "--pipeline.schedule {} --pipeline.stages {} --pipeline.dp_width {} --pipeline.chunks {} "
       "--pipeline.zero1 {} --pipeline.timeout_s 60",
-      c.dtype, 2 * c.microbatches * c.dp_width, c.microbatches, cuda_graphs, c.schedule, c.stages,
+      c.dtype, 2 * c.microbatches * c.dp_width, c.microbatches, c.steps(), cuda_graphs, c.schedule, c.stages,
       c.dp_width, c.chunks, c.zero1);
+  if (c.dtype == "float16") {  // 2^22 overflows the first steps' gradients: skips, then growth
+    args += " --train.loss_scale 4194304 --train.loss_scale_growth_interval 2";
+  }
   if (c.model == "cnn") {
     args += " --model.kind cnn --data.format fashion-mnist --data.path " + testing::tiny_image_folder();
   }
@@ -72,15 +76,24 @@ class GraphedPasses : public ::testing::TestWithParam<GraphCase> {};
 TEST_P(GraphedPasses, TrainBitwiseLikeTheEagerRun) {
   const GraphCase& c = GetParam();
   const TrainedRun eager = train(c, 0), graphed = train(c, 2);
-  ASSERT_EQ(graphed.records.size(), 4u) << graphed.output;
-  ASSERT_EQ(eager.records.size(), 4u) << eager.output;
+  ASSERT_EQ(graphed.records.size(), c.steps()) << graphed.output;
+  ASSERT_EQ(eager.records.size(), c.steps()) << eager.output;
   EXPECT_NE(graphed.output.find("CUDA graphs emulated"), std::string::npos) << graphed.output;
-  for (size_t step = 0; step < 4; ++step) {
+  int skipped = 0;
+  for (size_t step = 0; step < c.steps(); ++step) {
+    if (c.dtype == "float16") {  // the scale the graphed loss read, and the steps it skipped
+      EXPECT_EQ(graphed.records[step]["loss_scale"], eager.records[step]["loss_scale"]) << "step " << step;
+      EXPECT_EQ(graphed.records[step]["skipped"], eager.records[step]["skipped"]) << "step " << step;
+      skipped += graphed.records[step]["skipped"].get<bool>();
+    }
     EXPECT_EQ(graphed.records[step]["loss"].get<double>(), eager.records[step]["loss"].get<double>())
         << "step " << step;
-    EXPECT_EQ(graphed.records[step]["grad_norm"].get<double>(),
-              eager.records[step]["grad_norm"].get<double>())
-        << "step " << step;
+    // (A skipped step's norm, not finite, is written as null.)
+    EXPECT_EQ(graphed.records[step]["grad_norm"], eager.records[step]["grad_norm"]) << "step " << step;
+  }
+  if (c.dtype == "float16") {
+    EXPECT_GT(skipped, 0);  // and applied steps too (else no weights would move):
+    EXPECT_LT(skipped, int(c.steps()));
   }
   ASSERT_EQ(graphed.weights.size(), eager.weights.size());
   ASSERT_FALSE(eager.weights.empty());
@@ -121,7 +134,8 @@ TEST(GraphedPassesResume, ResumedRunEqualsTheEagerRunBitwise) {
 
 // GPipe holds every microbatch at once (4 slots a chunk), 1F1B fewer on later stages; two chunks
 // per worker (interleaved), replicas and ZeRO-1 (gradients summed and sharded between the
-// replays), bfloat16 (autocast inside the passes) and the CNN (BatchNorm's running statistics,
+// replays), bfloat16 (autocast inside the passes), float16 (its loss scale a device scalar the
+// graphed loss reads: the same scales and skipped steps) and the CNN (BatchNorm's running statistics,
 // updated inside the forward).
 INSTANTIATE_TEST_SUITE_P(
     Pipelines, GraphedPasses,
@@ -129,6 +143,7 @@ INSTANTIATE_TEST_SUITE_P(
                       GraphCase{"interleaved_p2_v2_m4", "interleaved", 2, 4, 1, 2},
                       GraphCase{"onef1b_p2_w2_zero1", "1f1b", 2, 2, 2, 1, "float64", "gpt", 1},
                       GraphCase{"onef1b_p2_bfloat16", "1f1b", 2, 4, 1, 1, "bfloat16"},
+                      GraphCase{"gpipe_p2_float16", "gpipe", 2, 4, 1, 1, "float16"},
                       GraphCase{"cnn_gpipe_p2", "gpipe", 2, 2, 1, 1, "float64", "cnn"}),
     [](const auto& info) { return info.param.name; });
 
