@@ -168,6 +168,8 @@ run_case "tokenizer: --out is the text itself" "" "tokenizer train --vocab 400 $
 mkdir -p "$work/selftok" && cp "$work/text.txt" "$work/selftok/train.bin"
 run_case "tokenize: --out holds the text as train.bin" "" "tokenize --tokenizer $work/tok.model $work/selftok/train.bin --out $work/selftok"
 run_case "train.device cuda without a GPU" "" "train $tiny --stages 1 --train.device cuda"
+run_case "CUDA graphs on the CPU" "" "train $tiny --stages 2 --train.cuda_graphs 1"
+run_case "pipeline CUDA graphs under a no-flush schedule" "" "train $tiny --stages 2 --schedule 2bw --train.cuda_graphs 2"
 mkdir -p "$work/hf-mistral" && printf '{"model_type": "mistral", "architectures": ["MistralForCausalLM"]}' > "$work/hf-mistral/config.json"
 mkdir -p "$work/hf-noweights" && printf '{"model_type": "llama", "vocab_size": 256, "hidden_size": 16, "num_attention_heads": 2, "num_hidden_layers": 1, "intermediate_size": 32}' > "$work/hf-noweights/config.json"
 run_case "Hugging Face checkpoint folder missing" "" "train $tiny --stages 1 --model.init_from $work/nope"
