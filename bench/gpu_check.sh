@@ -174,6 +174,12 @@ if [ "$DEVICE" = cuda ]; then  # its loss reads label counts on the host: eager 
   train rnnt_dev6_graphs $SPEECH --train.device cuda --pipeline.stages 1 --train.steps 6 --train.cuda_graphs 1
   compare --label "transducer CUDA graphs (eager)" --rtol 1e-9 --weights "$OUT/rnnt_dev6" "$OUT/rnnt_dev6_graphs"
   said rnnt_dev6_graphs "could not be captured"
+  # Pipeline workers: the last stage's loss cannot be captured either, so that worker goes on
+  # eagerly (said once) while the other may replay; the same results either way.
+  train rnnt_p2_6 $SPEECH --train.device cuda --pipeline.stages 2 --train.steps 6
+  train rnnt_p2_6_graphs $SPEECH --train.device cuda --pipeline.stages 2 --train.steps 6 --train.cuda_graphs 1
+  compare --label "transducer CUDA graphs, 2 workers (eager)" --rtol 1e-9 --weights "$OUT/rnnt_p2_6" "$OUT/rnnt_p2_6_graphs"
+  said rnnt_p2_6_graphs "could not be captured"
 fi
 fi
 if phase L; then
