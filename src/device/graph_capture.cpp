@@ -13,8 +13,11 @@ c10::cuda::CUDAStream idle_capture_stream(const c10::Device& device) {
   return c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
 }
 
-void abandon_capture(at::cuda::CUDAGraph& graph, const c10::Device& device, at::cuda::MempoolId_t pool) {
-  try { graph.capture_end(); } catch (const std::exception&) {}
+void abandon_capture(at::cuda::CUDAGraph& graph, const c10::Device& device,
+                     at::cuda::MempoolId_t pool) {
+  try {
+    graph.capture_end();
+  } catch (const std::exception&) {}
   c10::cuda::CUDACachingAllocator::endAllocateToPool(device.index(), pool);
   at::getHostAllocator(at::kCUDA)->end_allocate_to_pool(pool);
   c10::cuda::CUDACachingAllocator::releasePool(device.index(), pool);

@@ -15,7 +15,8 @@ c10::cuda::CUDAStream idle_capture_stream(const c10::Device& device);
 
 // After `graph`'s capture into `pool` failed: ends the capture, gives the pool's memory back and
 // clears CUDA's error, so the run can go on eagerly.
-void abandon_capture(at::cuda::CUDAGraph& graph, const c10::Device& device, at::cuda::MempoolId_t pool);
+void abandon_capture(at::cuda::CUDAGraph& graph, const c10::Device& device,
+                     at::cuda::MempoolId_t pool);
 
 // An exception's first line, for the one line that says the run goes on without graphs.
 std::string first_line(const std::string& text);

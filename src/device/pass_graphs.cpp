@@ -31,13 +31,13 @@ std::vector<at::Tensor> fixed_copies(const std::vector<at::Tensor>& examples) {
 
 void copy_into(const std::vector<at::Tensor>& fixed, const std::vector<at::Tensor>& values) {
   if (fixed.size() != values.size()) {
-    throw std::logic_error(fmt::format("a pass slot takes {} tensors, given {}", fixed.size(),
-                                       values.size()));
+    throw std::logic_error(
+        fmt::format("a pass slot takes {} tensors, given {}", fixed.size(), values.size()));
   }
   for (size_t i = 0; i < fixed.size(); ++i) {
     if (!fixed[i].sizes().equals(values[i].sizes())) {
-      throw std::logic_error(fmt::format("a pass slot holds {}, given {}", c10::str(fixed[i].sizes()),
-                                         c10::str(values[i].sizes())));
+      throw std::logic_error(fmt::format("a pass slot holds {}, given {}",
+                                         c10::str(fixed[i].sizes()), c10::str(values[i].sizes())));
     }
     fixed[i].detach().copy_(values[i], /*non_blocking=*/true);
   }
@@ -66,17 +66,20 @@ class EmulatedPasses : public PassGraphs {
                const std::vector<at::Tensor>& grads, const Passes& passes) override {
     Chunk& c = chunk_at(chunk);
     c.passes = passes;
-    for (int k = 0; k < slots; ++k) c.slots.push_back({fixed_copies(inputs), fixed_copies(grads), {}, {}});
+    for (int k = 0; k < slots; ++k)
+      c.slots.push_back({fixed_copies(inputs), fixed_copies(grads), {}, {}});
     return true;
   }
-  std::vector<at::Tensor> forward(int chunk, int slot, const std::vector<at::Tensor>& inputs) override {
+  std::vector<at::Tensor> forward(int chunk, int slot,
+                                  const std::vector<at::Tensor>& inputs) override {
     Chunk& c = chunk_at(chunk);
     Slot& s = c.slots.at(size_t(slot));
     copy_into(s.inputs, inputs);
     s.outputs = c.passes.forward(s.inputs);
     return copied_out(s.outputs);
   }
-  std::vector<at::Tensor> backward(int chunk, int slot, const std::vector<at::Tensor>& grads) override {
+  std::vector<at::Tensor> backward(int chunk, int slot,
+                                   const std::vector<at::Tensor>& grads) override {
     Chunk& c = chunk_at(chunk);
     Slot& s = c.slots.at(size_t(slot));
     copy_into(s.grads, grads);
@@ -126,9 +129,11 @@ class CapturedPasses : public PassGraphs {
           c.slot.results = passes.backward(c.slot.inputs, c.slot.outputs, c.slot.grads);
         });
       } catch (const std::exception& e) {
-        fmt::print(stderr, "pipetrain: train.cuda_graphs: a microbatch's passes could not be "
+        fmt::print(stderr,
+                   "pipetrain: train.cuda_graphs: a microbatch's passes could not be "
                    "captured as CUDA graphs ({}); the run goes on without graphs (same results, "
-                   "every kernel launched from the host)\n", first_line(e.what()));
+                   "every kernel launched from the host)\n",
+                   first_line(e.what()));
         captured_.clear();
         return false;
       }
@@ -137,14 +142,16 @@ class CapturedPasses : public PassGraphs {
     return true;
   }
 
-  std::vector<at::Tensor> forward(int chunk, int slot, const std::vector<at::Tensor>& inputs) override {
+  std::vector<at::Tensor> forward(int chunk, int slot,
+                                  const std::vector<at::Tensor>& inputs) override {
     Captured& c = *captured_.at(size_t(chunk)).at(size_t(slot));
     copy_into(c.slot.inputs, inputs);
     c.forward->replay();
     return copied_out(c.slot.outputs);
   }
 
-  std::vector<at::Tensor> backward(int chunk, int slot, const std::vector<at::Tensor>& grads) override {
+  std::vector<at::Tensor> backward(int chunk, int slot,
+                                   const std::vector<at::Tensor>& grads) override {
     Captured& c = *captured_.at(size_t(chunk)).at(size_t(slot));
     copy_into(c.slot.grads, grads);
     c.backward->replay();
@@ -181,11 +188,15 @@ class CapturedPasses : public PassGraphs {
 
 }  // namespace
 
-std::unique_ptr<PassGraphs> make_pass_graphs(const Execution& execution, const c10::Device& device) {
+std::unique_ptr<PassGraphs> make_pass_graphs(const Execution& execution,
+                                             const c10::Device& device) {
   switch (execution.graphs) {
-    case Graphs::Off: return nullptr;
-    case Graphs::Emulated: return std::make_unique<EmulatedPasses>();
-    case Graphs::Captured: return std::make_unique<CapturedPasses>(device);
+    case Graphs::Off:
+      return nullptr;
+    case Graphs::Emulated:
+      return std::make_unique<EmulatedPasses>();
+    case Graphs::Captured:
+      return std::make_unique<CapturedPasses>(device);
   }
   return nullptr;
 }

@@ -52,7 +52,8 @@ at::Tensor widened(const at::Tensor& block) {
 }
 
 // Per row, in the accumulator dtype, over its first `classes` columns: its largest logit,
-// log sum_j exp(x_j - top), the target's logit. Kept apart (as log_softmax does): x - top is exact where it matters, x - lse is not.
+// log sum_j exp(x_j - top), the target's logit. Kept apart (as log_softmax does): x - top is
+// exact where it matters, x - lse is not.
 struct RowStatistics {
   at::Tensor top, log_sum, picked;  // [N, 1] each
 };

@@ -16,8 +16,9 @@ namespace pipetrain::loss {
 // a scalar in float64 for float64 logits and float32 otherwise; differentiable w.r.t. the
 // logits. Logits that are the leading V columns of wider contiguous rows (a padded vocabulary
 // cut back by a view) are differentiated as those rows: the backward writes the padded gradient,
-// zero in the padding, in one pass, and the view's own backward never runs. A target outside [0, V) is refused on the host and makes the loss NaN on a GPU (which
-// is not asked to wait for a check).
+// zero in the padding, in one pass, and the view's own backward never runs. A target outside
+// [0, V) is refused on the host and makes the loss NaN on a GPU (which is not asked to wait for
+// a check).
 at::Tensor softmax_cross_entropy(const at::Tensor& logits, const at::Tensor& targets);
 
 // Rows the host path widens at once: its transient float32 (or float64) block is about

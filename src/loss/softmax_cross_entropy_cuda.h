@@ -2,8 +2,8 @@
 // The softmax cross-entropy kernels' launchers (softmax_cross_entropy.cu, compiled by nvcc without
 // libtorch's headers). Logits are rows of `columns` values, `row_stride` apart (a view that cuts
 // a padded vocabulary needs no copy), of which the first `classes` count: the rest are padding,
-// whose gradient is zero; the accumulator is double for float64 logits, float
-// otherwise; everything is queued on `stream` (a cudaStream_t), nothing waits for the device.
+// whose gradient is zero; the accumulator is double for float64 logits, float otherwise;
+// everything is queued on `stream` (a cudaStream_t), nothing waits for the device.
 #include <cstdint>
 
 namespace pipetrain::loss {

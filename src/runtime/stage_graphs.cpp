@@ -57,7 +57,8 @@ device::Passes StageExecutor::passes_of(int chunk) const {
   return passes;
 }
 
-void StageExecutor::prepare_pass_graphs(int64_t step, const std::vector<schedule::Action>& actions) {
+void StageExecutor::prepare_pass_graphs(int64_t step,
+                                        const std::vector<schedule::Action>& actions) {
   pass_graphs_tried_ = true;
   // The backward adds into every gradient where it is: it must exist before the capture.
   for (const auto& chunk : chunks_) {
@@ -99,7 +100,8 @@ void StageExecutor::forward_graphed(const Key& key, InFlight& state) {
   const int chunk = std::get<0>(key);
   auto& busy = pass_slot_busy_.at(size_t(chunk));
   const auto free = std::find(busy.begin(), busy.end(), false);
-  if (free == busy.end()) throw std::logic_error("a chunk holds more microbatches than its pass slots");
+  if (free == busy.end())
+    throw std::logic_error("a chunk holds more microbatches than its pass slots");
   *free = true;
   state.slot = int(free - busy.begin());
   std::vector<torch::Tensor> inputs{state.input};

@@ -51,17 +51,20 @@ TrainedRun train(const GraphCase& c, int cuda_graphs) {
       "--train.cuda_graphs {} --log.every 1 --eval.every 0 --eval.batches 1 --sample.tokens 0 "
       "--pipeline.schedule {} --pipeline.stages {} --pipeline.dp_width {} --pipeline.chunks {} "
       "--pipeline.zero1 {} --pipeline.timeout_s 60",
-      c.dtype, 2 * c.microbatches * c.dp_width, c.microbatches, c.steps(), cuda_graphs, c.schedule, c.stages,
-      c.dp_width, c.chunks, c.zero1);
+      c.dtype, 2 * c.microbatches * c.dp_width, c.microbatches, c.steps(), cuda_graphs, c.schedule,
+      c.stages, c.dp_width, c.chunks, c.zero1);
   if (c.dtype == "float16") {  // 2^22 overflows the first steps' gradients: skips, then growth
     args += " --train.loss_scale 4194304 --train.loss_scale_growth_interval 2";
   }
   if (c.model == "cnn") {
-    args += " --model.kind cnn --data.format fashion-mnist --data.path " + testing::tiny_image_folder();
+    args +=
+        " --model.kind cnn --data.format fashion-mnist --data.path " + testing::tiny_image_folder();
   }
   if (c.model == "transducer") {  // ragged utterances: the loss cuts each microbatch to its longest
-    args += " --model.kind transducer --model.seq_len 40 --model.max_labels 6 --data.format speech "
-            "--data.path " + testing::tiny_speech_file();
+    args +=
+        " --model.kind transducer --model.seq_len 40 --model.max_labels 6 --data.format speech "
+        "--data.path " +
+        testing::tiny_speech_file();
   }
   const fs::path dir = testing::fresh_dir(c.name + "_graphs" + std::to_string(cuda_graphs));
   const auto result = testing::run_pipetrain(args + " --run-dir " + dir.string());
@@ -71,7 +74,8 @@ TrainedRun train(const GraphCase& c, int cuda_graphs) {
   if (result.exit_code != 0) return run;
   run.records = read_metrics((dir / "metrics.jsonl").string());
   const std::string path = (dir / "checkpoint" / "model.safetensors").string();
-  for (const auto& entry : decode_safetensors(read_file(path), path)) run.weights[entry.name] = from_entry(entry);
+  for (const auto& entry : decode_safetensors(read_file(path), path))
+    run.weights[entry.name] = from_entry(entry);
   fs::remove_all(dir);
   return run;
 }
@@ -87,14 +91,18 @@ TEST_P(GraphedPasses, TrainBitwiseLikeTheEagerRun) {
   int skipped = 0;
   for (size_t step = 0; step < c.steps(); ++step) {
     if (c.dtype == "float16") {  // the scale the graphed loss read, and the steps it skipped
-      EXPECT_EQ(graphed.records[step]["loss_scale"], eager.records[step]["loss_scale"]) << "step " << step;
-      EXPECT_EQ(graphed.records[step]["skipped"], eager.records[step]["skipped"]) << "step " << step;
+      EXPECT_EQ(graphed.records[step]["loss_scale"], eager.records[step]["loss_scale"])
+          << "step " << step;
+      EXPECT_EQ(graphed.records[step]["skipped"], eager.records[step]["skipped"])
+          << "step " << step;
       skipped += graphed.records[step]["skipped"].get<bool>();
     }
-    EXPECT_EQ(graphed.records[step]["loss"].get<double>(), eager.records[step]["loss"].get<double>())
+    EXPECT_EQ(graphed.records[step]["loss"].get<double>(),
+              eager.records[step]["loss"].get<double>())
         << "step " << step;
     // (A skipped step's norm, not finite, is written as null.)
-    EXPECT_EQ(graphed.records[step]["grad_norm"], eager.records[step]["grad_norm"]) << "step " << step;
+    EXPECT_EQ(graphed.records[step]["grad_norm"], eager.records[step]["grad_norm"])
+        << "step " << step;
   }
   if (c.dtype == "float16") {
     EXPECT_GT(skipped, 0);  // and applied steps too (else no weights would move):
@@ -119,11 +127,14 @@ TEST(GraphedPassesResume, ResumedRunEqualsTheEagerRunBitwise) {
       "--eval.batches 1 --sample.tokens 0 --pipeline.stages 2 --pipeline.schedule gpipe "
       "--pipeline.timeout_s 60 --quiet";
   const fs::path whole = testing::fresh_dir("graphs_whole"), cut = testing::fresh_dir("graphs_cut");
-  const auto eager = testing::run_pipetrain("train " + fields + " --train.steps 6 --run-dir " + whole.string());
+  const auto eager =
+      testing::run_pipetrain("train " + fields + " --train.steps 6 --run-dir " + whole.string());
   ASSERT_EQ(eager.exit_code, 0) << eager.output;
-  const auto first = testing::run_pipetrain("train " + fields + " --train.steps 4 --train.cuda_graphs 2 --run-dir " + cut.string());
+  const auto first = testing::run_pipetrain(
+      "train " + fields + " --train.steps 4 --train.cuda_graphs 2 --run-dir " + cut.string());
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  const auto resumed = testing::run_pipetrain("train --resume " + cut.string() + " --train.steps 6 --quiet");
+  const auto resumed =
+      testing::run_pipetrain("train --resume " + cut.string() + " --train.steps 6 --quiet");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   const auto want = read_metrics((whole / "metrics.jsonl").string());
   const auto got = read_metrics((cut / "metrics.jsonl").string());
@@ -131,7 +142,8 @@ TEST(GraphedPassesResume, ResumedRunEqualsTheEagerRunBitwise) {
   ASSERT_EQ(want.size(), 6u);
   for (size_t step = 0; step < 6; ++step) {
     EXPECT_EQ(got[step]["loss"].get<double>(), want[step]["loss"].get<double>()) << "step " << step;
-    EXPECT_EQ(got[step]["grad_norm"].get<double>(), want[step]["grad_norm"].get<double>()) << "step " << step;
+    EXPECT_EQ(got[step]["grad_norm"].get<double>(), want[step]["grad_norm"].get<double>())
+        << "step " << step;
   }
   fs::remove_all(whole);
   fs::remove_all(cut);
@@ -145,7 +157,8 @@ TEST(GraphedPassesResume, ResumedRunEqualsTheEagerRunBitwise) {
 // the host; emulated, its passes run like any other).
 INSTANTIATE_TEST_SUITE_P(
     Pipelines, GraphedPasses,
-    ::testing::Values(GraphCase{"gpipe_p2_m4", "gpipe", 2, 4}, GraphCase{"onef1b_p3_m4", "1f1b", 3, 4},
+    ::testing::Values(GraphCase{"gpipe_p2_m4", "gpipe", 2, 4},
+                      GraphCase{"onef1b_p3_m4", "1f1b", 3, 4},
                       GraphCase{"interleaved_p2_v2_m4", "interleaved", 2, 4, 1, 2},
                       GraphCase{"onef1b_p2_w2_zero1", "1f1b", 2, 2, 2, 1, "float64", "gpt", 1},
                       GraphCase{"onef1b_p2_bfloat16", "1f1b", 2, 4, 1, 1, "bfloat16"},
