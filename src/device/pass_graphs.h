@@ -4,7 +4,8 @@
 // launches each pass in one call instead of its hundreds of kernels. A slot holds one microbatch
 // in flight (its inputs, the activations its backward reads, its outputs); a chunk needs as many
 // slots as its schedule keeps microbatches in flight. Transfers, the update and validation stay
-// eager, between the replays. With device::step_runner.h, the only files that know CUDA graphs.
+// eager, between the replays. With step_runner.h and graph_capture.h, the only files that know
+// CUDA graphs.
 //
 // Emulated (Graphs::Emulated), the same slots and copies run the passes eagerly on any device,
 // so the CPU tests check everything but the capture itself.

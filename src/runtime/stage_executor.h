@@ -54,7 +54,7 @@ struct CommGroups {
 void overwrite_buffer(const torch::Tensor& buffer, const torch::Tensor& value);
 
 // Its definitions: stage_executor.cpp (actions), stage_update.cpp (the update and its
-// collectives), stage_state.cpp (checkpoints and resume).
+// collectives), stage_state.cpp (checkpoints and resume), stage_graphs.cpp (train.cuda_graphs).
 class StageExecutor {
  public:
   // `data` is null on workers without the first or last stage: only the first stage reads
