@@ -16,11 +16,6 @@
 namespace pipetrain::device {
 namespace {
 
-// A slot's fixed tensors: what each call copies into, and what its passes made there.
-struct Slot {
-  std::vector<at::Tensor> inputs, grads, outputs, results;
-};
-
 std::vector<at::Tensor> fixed_copies(const std::vector<at::Tensor>& examples) {
   std::vector<at::Tensor> copies;
   for (const auto& example : examples) {
@@ -50,13 +45,6 @@ std::vector<at::Tensor> copied_out(const std::vector<at::Tensor>& fixed) {
   return copies;
 }
 
-// Each backward makes the inputs' gradients anew (as a fresh leaf's first backward does).
-void forget_input_gradients(const std::vector<at::Tensor>& inputs) {
-  for (const auto& input : inputs) {
-    if (input.requires_grad()) input.mutable_grad().reset();
-  }
-}
-
 // The same slots and copies, the passes run eagerly: the tests' stand-in for the capture.
 class EmulatedPasses : public PassGraphs {
  public:
@@ -70,23 +58,16 @@ class EmulatedPasses : public PassGraphs {
       c.slots.push_back({fixed_copies(inputs), fixed_copies(grads), {}, {}});
     return true;
   }
-  std::vector<at::Tensor> forward(int chunk, int slot,
-                                  const std::vector<at::Tensor>& inputs) override {
-    Chunk& c = chunk_at(chunk);
-    Slot& s = c.slots.at(size_t(slot));
-    copy_into(s.inputs, inputs);
-    s.outputs = c.passes.forward(s.inputs);
-    return copied_out(s.outputs);
+
+ protected:
+  Slot& slot_of(int chunk, int slot) override { return chunk_at(chunk).slots.at(size_t(slot)); }
+  void run_forward(int chunk, int slot) override {
+    forward_in(slot_of(chunk, slot), chunk_at(chunk).passes);
   }
-  std::vector<at::Tensor> backward(int chunk, int slot,
-                                   const std::vector<at::Tensor>& grads) override {
-    Chunk& c = chunk_at(chunk);
-    Slot& s = c.slots.at(size_t(slot));
-    copy_into(s.grads, grads);
-    forget_input_gradients(s.inputs);
-    s.results = c.passes.backward(s.inputs, s.outputs, s.grads);
+  void run_backward(int chunk, int slot) override {
+    Slot& s = slot_of(chunk, slot);
+    backward_in(s, chunk_at(chunk).passes);
     s.outputs.clear();  // the forward's graph goes, as after an eager backward
-    return copied_out(s.results);
   }
 
  private:
@@ -123,11 +104,8 @@ class CapturedPasses : public PassGraphs {
       c.slot = {fixed_copies(inputs), fixed_copies(grads), {}, {}};
       c.pool = at::cuda::graph_pool_handle();
       try {
-        c.forward = capture(c.pool, [&] { c.slot.outputs = passes.forward(c.slot.inputs); });
-        forget_input_gradients(c.slot.inputs);
-        c.backward = capture(c.pool, [&] {
-          c.slot.results = passes.backward(c.slot.inputs, c.slot.outputs, c.slot.grads);
-        });
+        c.forward = capture(c.pool, [&] { forward_in(c.slot, passes); });
+        c.backward = capture(c.pool, [&] { backward_in(c.slot, passes); });
       } catch (const std::exception& e) {
         fmt::print(stderr,
                    "pipetrain: train.cuda_graphs: a microbatch's passes could not be "
@@ -142,21 +120,10 @@ class CapturedPasses : public PassGraphs {
     return true;
   }
 
-  std::vector<at::Tensor> forward(int chunk, int slot,
-                                  const std::vector<at::Tensor>& inputs) override {
-    Captured& c = *captured_.at(size_t(chunk)).at(size_t(slot));
-    copy_into(c.slot.inputs, inputs);
-    c.forward->replay();
-    return copied_out(c.slot.outputs);
-  }
-
-  std::vector<at::Tensor> backward(int chunk, int slot,
-                                   const std::vector<at::Tensor>& grads) override {
-    Captured& c = *captured_.at(size_t(chunk)).at(size_t(slot));
-    copy_into(c.slot.grads, grads);
-    c.backward->replay();
-    return copied_out(c.slot.results);
-  }
+ protected:
+  Slot& slot_of(int chunk, int slot) override { return captured(chunk, slot).slot; }
+  void run_forward(int chunk, int slot) override { captured(chunk, slot).forward->replay(); }
+  void run_backward(int chunk, int slot) override { captured(chunk, slot).backward->replay(); }
 
  private:
   struct Captured {  // (the slot's tensors, in the pool, go before the graphs that own it)
@@ -164,6 +131,8 @@ class CapturedPasses : public PassGraphs {
     at::cuda::MempoolId_t pool{0, 0};
     Slot slot;
   };
+
+  Captured& captured(int chunk, int slot) { return *captured_.at(size_t(chunk)).at(size_t(slot)); }
 
   // `body` captured into `pool`; a failure is undone (abandon_capture) before it goes on.
   template <typename Body>
@@ -187,6 +156,35 @@ class CapturedPasses : public PassGraphs {
 };
 
 }  // namespace
+
+void PassGraphs::forward_in(Slot& slot, const Passes& passes) {
+  slot.outputs = passes.forward(slot.inputs);
+}
+
+// The inputs' gradients are the backward's own each time (as a fresh leaf's first backward
+// makes them): a captured backward then writes them, never adds to them.
+void PassGraphs::backward_in(Slot& slot, const Passes& passes) {
+  for (const auto& input : slot.inputs) {
+    if (input.requires_grad()) input.mutable_grad().reset();
+  }
+  slot.results = passes.backward(slot.inputs, slot.outputs, slot.grads);
+}
+
+std::vector<at::Tensor> PassGraphs::forward(int chunk, int slot,
+                                            const std::vector<at::Tensor>& inputs) {
+  Slot& s = slot_of(chunk, slot);
+  copy_into(s.inputs, inputs);
+  run_forward(chunk, slot);
+  return copied_out(s.outputs);
+}
+
+std::vector<at::Tensor> PassGraphs::backward(int chunk, int slot,
+                                             const std::vector<at::Tensor>& grads) {
+  Slot& s = slot_of(chunk, slot);
+  copy_into(s.grads, grads);
+  run_backward(chunk, slot);
+  return copied_out(s.results);
+}
 
 std::unique_ptr<PassGraphs> make_pass_graphs(const Execution& execution,
                                              const c10::Device& device) {

@@ -46,11 +46,22 @@ class PassGraphs {
                        const std::vector<at::Tensor>& grads, const Passes& passes) = 0;
   // The forward on `inputs` copied into the slot: its outputs, copied out (the slot's are
   // overwritten by its next forward).
-  virtual std::vector<at::Tensor> forward(int chunk, int slot,
-                                          const std::vector<at::Tensor>& inputs) = 0;
+  std::vector<at::Tensor> forward(int chunk, int slot, const std::vector<at::Tensor>& inputs);
   // The backward of the slot's last forward from `grads`: what it returns, copied out.
-  virtual std::vector<at::Tensor> backward(int chunk, int slot,
-                                           const std::vector<at::Tensor>& grads) = 0;
+  std::vector<at::Tensor> backward(int chunk, int slot, const std::vector<at::Tensor>& grads);
+
+ protected:
+  // A slot's fixed tensors: what each call copies into, and what its passes made there.
+  struct Slot {
+    std::vector<at::Tensor> inputs, grads, outputs, results;
+  };
+  // What a slot's passes do, run eagerly or recorded by a capture.
+  static void forward_in(Slot& slot, const Passes& passes);
+  static void backward_in(Slot& slot, const Passes& passes);  // the inputs' gradients made anew
+  virtual Slot& slot_of(int chunk, int slot) = 0;
+  // The slot's outputs from its inputs; its results from its gradients (how: captured or eager).
+  virtual void run_forward(int chunk, int slot) = 0;
+  virtual void run_backward(int chunk, int slot) = 0;
 };
 
 // For execution.graphs Captured (a CUDA device: the calling thread's stream becomes one of the

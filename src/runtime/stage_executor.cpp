@@ -448,15 +448,19 @@ void StageExecutor::forward_with_graph(const Key& key, InFlight& state) {
                                                     double(model_->sliceable_length());
     auto loss = model.loss(output, state.targets);
     state.loss_value = loss.detach().to(torch::kFloat64) * share;
-    // The replicas' gradients are summed, so each microbatch carries 1 / (m w) of the global
-    // mean: exactly the Trainer's gradient of the mean over the whole batch. Per-microbatch
-    // updates (PipeDream style) take the mean of their own microbatch.
-    state.scaled_loss = loss * share / double(microbatches_per_update_ * layout_.replicas);
+    state.scaled_loss = update_share(loss, share);
     // Float16: times the loss scale (a power of two: exact), so small gradients survive.
     if (loss_scale_.active()) state.scaled_loss = state.scaled_loss * state.loss_scale;
   } else {
     state.output = output;
   }
+}
+
+// The replicas' gradients are summed, so each microbatch carries 1 / (m w) of the global mean:
+// exactly the Trainer's gradient of the mean over the whole batch. Per-microbatch updates
+// (PipeDream style) take the mean of their own microbatch.
+torch::Tensor StageExecutor::update_share(const torch::Tensor& loss, double share) const {
+  return loss * share / double(microbatches_per_update_ * layout_.replicas);
 }
 
 void StageExecutor::backward_roots(const Key& key, InFlight& state,

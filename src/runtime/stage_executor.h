@@ -142,6 +142,8 @@ class StageExecutor {
   // float16 loss scale).
   void forward(const Key& key, int microbatch, const Microbatch& batch, int version);
   void forward_with_graph(const Key& key, InFlight& state);
+  // A microbatch's loss (times its token slice's `share` of the sequence) as its update's share.
+  torch::Tensor update_share(const torch::Tensor& loss, double share) const;
   void backward(const Key& key);
   void backward_input(const Key& key);   // zero-bubble B
   void backward_weight(const Key& key);  // zero-bubble W

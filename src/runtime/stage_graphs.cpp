@@ -36,14 +36,14 @@ device::Passes StageExecutor::passes_of(int chunk) const {
   const int stage = layout_.stage_of(chunk);
   const bool first = is_first_stage(stage), last = is_last_stage(stage);
   const bool scaled = loss_scale_.active();
-  const double per_update = double(microbatches_per_update_ * layout_.replicas);
   std::shared_ptr<StageModule> model = chunks_.at(size_t(chunk)).model;
   device::Passes passes;
-  passes.forward = [model, last, scaled, per_update](const std::vector<torch::Tensor>& inputs) {
+  // (`this` outlives the passes: they are its pass_graphs_'.)
+  passes.forward = [this, model, last, scaled](const std::vector<torch::Tensor>& inputs) {
     torch::Tensor output = model->forward(inputs.at(0));
     if (!last) return std::vector<torch::Tensor>{output};
     const torch::Tensor loss = model->loss(output, inputs.at(1));
-    torch::Tensor share = loss * 1.0 / per_update;
+    torch::Tensor share = update_share(loss, 1.0);
     if (scaled) share = share * inputs.at(2);  // a power of two: exact, as the eager product
     return std::vector<torch::Tensor>{share, loss.detach().to(torch::kFloat64)};
   };
