@@ -93,13 +93,17 @@ if [ "$DEVICE" = cuda ]; then  # a captured step (step 4 on) replays the eager s
   said f64_chunked6_graphs "could not be captured"
 fi
 # Pipeline workers replaying each microbatch's captured forward and backward (3 eager steps, then
-# graphs) == the eager pipeline: 1F1B on 2 workers, GPipe on 3 (every microbatch in flight).
-for run in "p2 1f1b" "p3 gpipe"; do
+# graphs) == the eager pipeline: 1F1B on 2 workers, GPipe on 3 (every microbatch in flight),
+# ZB-H1 (B and W two graphs), 1F1B recomputing (the slots' graphs share one pool), GPipe in 3
+# token slices (TeraPipe: a graph per slice, the K/V cache in the slot).
+for run in "2 1f1b none 1" "3 gpipe none 1" "2 zb-h1 none 1" "2 1f1b all 1" "2 gpipe none 3"; do
   set -- $run
-  train "f64_$1_6" --model.dtype float64 --train.device "$DEVICE" --pipeline.stages "${1#p}" --pipeline.schedule "$2" --train.steps 6
-  train "f64_$1_6_graphs" --model.dtype float64 --train.device "$DEVICE" --pipeline.stages "${1#p}" --pipeline.schedule "$2" --train.steps 6 --train.cuda_graphs "$PIPE_GRAPHS"
-  compare --label "float64 CUDA graphs, $2 on ${1#p} workers" --rtol 1e-9 --weights "$OUT/f64_$1_6" "$OUT/f64_$1_6_graphs"
-  unsaid "f64_$1_6_graphs" "could not be captured"
+  name="f64_p$1_$2_recompute_$3_slices_$4"
+  PIPE=(--model.dtype float64 --train.device "$DEVICE" --pipeline.stages "$1" --pipeline.schedule "$2" --pipeline.recompute "$3" --pipeline.slices "$4" --train.steps 6)
+  train "$name" "${PIPE[@]}"
+  train "${name}_graphs" "${PIPE[@]}" --train.cuda_graphs "$PIPE_GRAPHS"
+  compare --label "float64 CUDA graphs, $2 on $1 workers, recompute $3, $4 slice(s)" --rtol 1e-9 --weights "$OUT/$name" "$OUT/${name}_graphs"
+  unsaid "${name}_graphs" "could not be captured"
 done
 
 fi

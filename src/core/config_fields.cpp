@@ -132,8 +132,8 @@ std::vector<FieldSpec> make_fields() {
        at(&C::train, &T::device), 0, {"auto", "cpu", "cuda"}),
       spec("train.cuda_graphs", "1 (a GPU): one process captures its step's forward, backward "
        "and clipping as a CUDA graph (its 4th step) and replays it; pipeline workers capture each "
-       "chunk's forward and backward of a microbatch, once per microbatch in flight (flushing "
-       "schedules, no recomputation or token slices). The host launches each in one call, "
+       "chunk's forward and backward of a microbatch (of each token slice), once per microbatch in "
+       "flight (flushing schedules). The host launches each in one call, "
        "the results are the same; what waits for the device, or batches whose shape changes, go on "
        "eagerly (said once). 2: pipeline workers run the same slots and copies eagerly, on any "
        "device (checks without a GPU). 0 = every kernel launched from the host",

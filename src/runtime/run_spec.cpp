@@ -119,28 +119,15 @@ schedule::ScheduleSpec schedule_spec_of(const Config& config, const RunSpec& spe
 
 // train.cuda_graphs on pipeline workers replays each chunk's forward and backward of a
 // microbatch on fixed tensors (runtime/stage_graphs.cpp): one weight version read in place, one
-// pass each, nothing recomputed. The rest is refused here, in one line each.
+// graph per pass (a recomputed chunk's backward runs its forward again inside the backward's
+// graph; a split backward is two passes; token slices a pass each). No-flush schedules are
+// refused here, in one line.
 void check_graphed_passes(const Config& config, const RunSpec& spec) {
-  if (spec.execution.graphs == device::Graphs::Off) return;
-  const auto& p = config.pipeline;
-  const auto refuse = [&](const std::string& what) {
-    fail("train.cuda_graphs = {} on pipeline workers replays one forward and one backward per "
-         "microbatch on fixed weights; {} (use train.cuda_graphs = 0)", config.train.cuda_graphs,
-         what);
-  };
-  if (!spec.schedule->flushes()) {
-    refuse(fmt::format("pipeline.schedule '{}' keeps weight versions the graphs would not follow",
-                       p.schedule));
-  }
-  for (const auto& worker : spec.lists->schedule().actions) {
-    for (const auto& action : worker) {
-      if (action.kind == schedule::ActionKind::BackwardInput) {
-        refuse(fmt::format("pipeline.schedule '{}' splits the backward in two", p.schedule));
-      }
-    }
-  }
-  if (p.recompute != "none") refuse("pipeline.recompute runs the forward twice");
-  if (spec.slices.count() > 1) refuse("token slices (pipeline.slices) carry a cache between passes");
+  if (spec.execution.graphs == device::Graphs::Off || spec.schedule->flushes()) return;
+  fail("train.cuda_graphs = {} on pipeline workers replays one forward and one backward per "
+       "microbatch on fixed weights; pipeline.schedule '{}' keeps weight versions the graphs "
+       "would not follow (use train.cuda_graphs = 0)",
+       config.train.cuda_graphs, config.pipeline.schedule);
 }
 
 // The checks of a run on pipeline workers, in the order a user meets them.

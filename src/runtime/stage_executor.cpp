@@ -30,25 +30,19 @@ int activation_tag(int boundary, int microbatch, int m) { return 2 * (boundary *
 int gradient_tag(int boundary, int microbatch, int m) { return activation_tag(boundary, microbatch, m) + 1; }
 constexpr int kEvalTagBase = 1 << 24;
 
-// A recomputed forward must not update running statistics a second time: they are restored.
-class KeepBuffers {
- public:
-  explicit KeepBuffers(torch::nn::Module& module) {
-    for (const auto& buffer : module.buffers()) saved_.emplace_back(buffer, buffer.clone());
-  }
-  ~KeepBuffers() {
-    for (const auto& [buffer, value] : saved_) overwrite_buffer(buffer, value);
-  }
-
- private:
-  std::vector<std::pair<torch::Tensor, torch::Tensor>> saved_;
-};
-
 }  // namespace
 
 void overwrite_buffer(const torch::Tensor& buffer, const torch::Tensor& value) {
   torch::NoGradGuard no_grad;
   buffer.data().copy_(value);
+}
+
+KeepBuffers::KeepBuffers(torch::nn::Module& module) {
+  for (const auto& buffer : module.buffers()) saved_.emplace_back(buffer, buffer.clone());
+}
+
+KeepBuffers::~KeepBuffers() {
+  for (const auto& [buffer, value] : saved_) overwrite_buffer(buffer, value);
 }
 
 StageExecutor::StageExecutor(const Config& config, const RunSpec& spec, const BatchSource* data,
@@ -442,10 +436,8 @@ void StageExecutor::forward_with_graph(const Key& key, InFlight& state) {
                     : model.token_sliced()->forward_slice(state.input, slices_.starts.at(size_t(slice)),
                                                           kv_caches_[{chunk, microbatch}]);
   if (is_last_stage(layout_.stage_of(chunk))) {
-    // A token slice's loss is its share (slice tokens / sequence tokens) of the microbatch mean.
-    const double share = slices_.count() == 1 ? 1.0
-                                              : double(state.targets.size(1)) /
-                                                    double(model_->sliceable_length());
+    // A token slice's loss is its share of the microbatch mean.
+    const double share = slice_share(slice);
     auto loss = model.loss(output, state.targets);
     state.loss_value = loss.detach().to(torch::kFloat64) * share;
     state.scaled_loss = update_share(loss, share);
@@ -461,6 +453,11 @@ void StageExecutor::forward_with_graph(const Key& key, InFlight& state) {
 // (PipeDream style) take the mean of their own microbatch.
 torch::Tensor StageExecutor::update_share(const torch::Tensor& loss, double share) const {
   return loss * share / double(microbatches_per_update_ * layout_.replicas);
+}
+
+double StageExecutor::slice_share(int slice) const {
+  if (slices_.count() == 1) return 1.0;
+  return double(slices_.lengths.at(size_t(slice))) / double(model_->sliceable_length());
 }
 
 void StageExecutor::backward_roots(const Key& key, InFlight& state,
@@ -491,7 +488,7 @@ void StageExecutor::backward_roots(const Key& key, InFlight& state,
 void StageExecutor::backward(const Key& key) {
   InFlight& state = in_flight_.at(key);
   if (state.slot >= 0) {
-    backward_graphed(key, state);
+    backward_graphed(key, state, /*input_only=*/false);
   } else {
     std::vector<torch::Tensor> roots, grads;
     backward_roots(key, state, roots, grads);
@@ -503,6 +500,7 @@ void StageExecutor::backward(const Key& key) {
 // B: the input gradient only, on the critical path of the previous stage; the graph stays for W.
 void StageExecutor::backward_input(const Key& key) {
   InFlight& state = in_flight_.at(key);
+  if (state.slot >= 0) return backward_graphed(key, state, /*input_only=*/true);
   std::vector<torch::Tensor> roots, grads;
   backward_roots(key, state, roots, grads);
   state.weight_pass = std::make_unique<SplitBackward>(
@@ -518,16 +516,21 @@ void StageExecutor::backward_input(const Key& key) {
 // W: the weight gradients from what B recorded; then the microbatch's graph can go.
 void StageExecutor::backward_weight(const Key& key) {
   InFlight& state = in_flight_.at(key);
-  state.weight_pass->weight_pass();
-  state.weight_pass.reset();
+  if (state.slot >= 0) {
+    weight_pass_graphed(key, state);
+  } else {
+    state.weight_pass->weight_pass();
+    state.weight_pass.reset();
+  }
   drop_if_done(key);
 }
 
-// A microbatch leaves a chunk once nothing remains to send and no weight pass is pending.
+// A microbatch leaves a chunk once nothing remains to send and no weight pass is pending (a
+// graphed one holds its slot until then).
 void StageExecutor::drop_if_done(const Key& key) {
   const InFlight& state = in_flight_.at(key);
   const bool sent = state.grad_sent || is_first_stage(layout_.stage_of(std::get<0>(key)));
-  if (sent && !state.weight_pass) in_flight_.erase(key);
+  if (sent && !state.weight_pass && state.slot < 0) in_flight_.erase(key);
 }
 
 Validation StageExecutor::evaluate() {

@@ -53,6 +53,18 @@ struct CommGroups {
 // flight saved BatchNorm's running statistics (unused by a training-mode backward).
 void overwrite_buffer(const torch::Tensor& buffer, const torch::Tensor& value);
 
+// A recomputed forward must not update running statistics a second time: they are restored.
+class KeepBuffers {
+ public:
+  explicit KeepBuffers(torch::nn::Module& module);
+  ~KeepBuffers();
+  KeepBuffers(const KeepBuffers&) = delete;
+  KeepBuffers& operator=(const KeepBuffers&) = delete;
+
+ private:
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> saved_;
+};
+
 // Its definitions: stage_executor.cpp (actions), stage_update.cpp (the update and its
 // collectives), stage_state.cpp (checkpoints and resume), stage_graphs.cpp (train.cuda_graphs).
 class StageExecutor {
@@ -144,6 +156,7 @@ class StageExecutor {
   void forward_with_graph(const Key& key, InFlight& state);
   // A microbatch's loss (times its token slice's `share` of the sequence) as its update's share.
   torch::Tensor update_share(const torch::Tensor& loss, double share) const;
+  double slice_share(int slice) const;  // a token slice's tokens / the sequence's (1 unsliced)
   void backward(const Key& key);
   void backward_input(const Key& key);   // zero-bubble B
   void backward_weight(const Key& key);  // zero-bubble W
@@ -155,11 +168,14 @@ class StageExecutor {
   // replayed in slots, one per microbatch its list holds at once (device/pass_graphs.h).
   // prepare: once, after the eager steps, before a step's actions (nothing is in flight then).
   void prepare_pass_graphs(int64_t step, const std::vector<schedule::Action>& actions);
-  device::Passes passes_of(int chunk) const;
+  device::Passes passes_of(int chunk, bool split_backward) const;
+  std::vector<device::PartExample> pass_examples(int64_t step, int chunk);
   void zero_gradients();  // to none, or (graphs) to zero where they are: the replays add there
   void forward_graphed(const Key& key, InFlight& state);
   torch::Tensor loss_scale_tensor(double scale) const;  // float16: a graphed pass's input
-  void backward_graphed(const Key& key, InFlight& state);
+  void backward_graphed(const Key& key, InFlight& state, bool input_only);  // (B if input_only)
+  void weight_pass_graphed(const Key& key, InFlight& state);             // W
+  void free_pass_slot(int chunk, InFlight& state);
   // Where the neighbouring stage is this worker's other chunk (a V's turn): handed over without
   // a transfer; elsewhere nothing.
   void hand_activation_over(const Key& key);
@@ -286,7 +302,11 @@ class StageExecutor {
   std::vector<PendingTrace> pending_trace_;
   std::unique_ptr<device::PassGraphs> pass_graphs_;  // null unless train.cuda_graphs
   bool pass_graphs_tried_ = false, pass_graphs_ready_ = false;
-  std::vector<std::vector<bool>> pass_slot_busy_;    // per chunk, per slot
+  struct PassSlots {
+    std::vector<bool> busy;  // per slot
+    bool split = false;      // the chunk's passes split the backward (zero-bubble's B and W)
+  };
+  std::vector<PassSlots> pass_slots_;  // per chunk
   StepResult result_;
 };
 

@@ -3,22 +3,33 @@
 // once per slot and replayed. The same bits as the eager run: the same operations on the same
 // values, the gradients added in the same order (docs/architecture.md, "CUDA graphs").
 #include <algorithm>
+#include <optional>
 
 #include "runtime/stage_executor.h"
+#include "runtime/split_backward.h"
 #include "train/optim.h"
 
 namespace pipetrain::runtime {
 namespace {
 
-// The most microbatches `chunk` holds at once in a step's `actions`: its slots.
+// The most microbatches `chunk` holds at once in a step's `actions`: its slots. A microbatch
+// takes its slot with its first token slice's forward and leaves it with that slice's backward
+// (the last of its backwards), or a split backward's weight pass.
 int most_in_flight(const std::vector<schedule::Action>& actions, int chunk) {
   int held = 0, most = 0;
   for (const auto& action : actions) {
-    if (action.chunk != chunk) continue;
+    if (action.chunk != chunk || action.slice != 0) continue;
     if (action.kind == schedule::ActionKind::Forward) most = std::max(most, ++held);
-    if (action.kind == schedule::ActionKind::Backward) --held;
+    if (schedule::is_gradient_producer(action.kind)) --held;
   }
   return most;
+}
+
+// Whether `chunk`'s backwards are split in two (zero-bubble's B and W).
+bool splits_backward(const std::vector<schedule::Action>& actions, int chunk) {
+  return std::any_of(actions.begin(), actions.end(), [&](const schedule::Action& action) {
+    return action.chunk == chunk && action.kind == schedule::ActionKind::BackwardInput;
+  });
 }
 
 }  // namespace
@@ -28,31 +39,67 @@ void StageExecutor::zero_gradients() {
   optimizer_->zero_grad(/*set_to_none=*/pass_graphs_ == nullptr);
 }
 
-// What forward_with_graph and backward do for one microbatch, on a slot's tensors: inputs are
-// the chunk's input (and on the last stage the labels, and under float16 the loss scale as a
-// device scalar, which changes between replays); outputs the tensor its backward starts from
-// (and the loss on the last stage); the backward returns the input's gradient.
-device::Passes StageExecutor::passes_of(int chunk) const {
+// What forward_with_graph and backward (or backward_input and backward_weight) do for one
+// microbatch's token slice (a slot's part), on a slot's tensors: inputs are the chunk's input
+// (and on the last stage the labels, and under float16 the loss scale as a device scalar, which
+// changes between replays); outputs the tensor its backward starts from (and the loss on the last
+// stage); the backward returns the input's gradient (and a split one the weight pass). As the
+// eager run does, a recomputed chunk's forward keeps no graph and its backward runs the forward
+// again, and token slices keep the slot's K/V cache from its first forward to its last backward.
+device::Passes StageExecutor::passes_of(int chunk, bool split) const {
   const int stage = layout_.stage_of(chunk);
   const bool first = is_first_stage(stage), last = is_last_stage(stage);
   const bool scaled = loss_scale_.active();
+  const bool recomputed = recompute_.at(size_t(chunk));
   std::shared_ptr<StageModule> model = chunks_.at(size_t(chunk)).model;
-  device::Passes passes;
+  const auto cache = std::make_shared<SequenceKvCache>();  // (this slot's)
   // (`this` outlives the passes: they are its pass_graphs_'.)
-  passes.forward = [this, model, last, scaled](const std::vector<torch::Tensor>& inputs) {
-    torch::Tensor output = model->forward(inputs.at(0));
+  const auto run = [this, model, cache, last, scaled](int part,
+                                                      const std::vector<torch::Tensor>& inputs) {
+    if (part == 0) *cache = SequenceKvCache();
+    torch::Tensor output =
+        slices_.count() == 1
+            ? model->forward(inputs.at(0))
+            : model->token_sliced()->forward_slice(inputs.at(0), slices_.starts.at(size_t(part)),
+                                                   *cache);
     if (!last) return std::vector<torch::Tensor>{output};
+    const double share = slice_share(part);
     const torch::Tensor loss = model->loss(output, inputs.at(1));
-    torch::Tensor share = update_share(loss, 1.0);
-    if (scaled) share = share * inputs.at(2);  // a power of two: exact, as the eager product
-    return std::vector<torch::Tensor>{share, loss.detach().to(torch::kFloat64)};
+    torch::Tensor scaled_share = update_share(loss, share);
+    if (scaled) scaled_share = scaled_share * inputs.at(2);  // a power of two: exact, as eager
+    return std::vector<torch::Tensor>{scaled_share, loss.detach().to(torch::kFloat64) * share};
   };
-  passes.backward = [first, last](const std::vector<torch::Tensor>& inputs,
-                                  const std::vector<torch::Tensor>& outputs,
-                                  const std::vector<torch::Tensor>& grads) {
-    const torch::Tensor& root = outputs.at(0);
-    torch::autograd::backward({root}, {last ? torch::ones_like(root) : grads.at(0)});
-    return first ? std::vector<torch::Tensor>{} : std::vector<torch::Tensor>{inputs.at(0).grad()};
+  device::Passes passes;
+  // (A split backward's W reads what its B kept; a token slice, the earlier slices' K/V.)
+  passes.independent = recomputed && !split && slices_.count() == 1;
+  passes.forward = [run, recomputed](int part, const std::vector<torch::Tensor>& inputs) {
+    std::optional<torch::NoGradGuard> no_graph;
+    if (recomputed) no_graph.emplace();
+    return run(part, inputs);
+  };
+  passes.backward = [run, model, cache, recomputed, split, first, last](
+                        int part, const std::vector<torch::Tensor>& inputs,
+                        const std::vector<torch::Tensor>& outputs,
+                        const std::vector<torch::Tensor>& grads) {
+    std::vector<torch::Tensor> roots = outputs;
+    if (recomputed) {
+      KeepBuffers first_forward_updated_them(*model);
+      roots = run(part, inputs);
+    }
+    roots.resize(1);  // (the loss the host reads is no root)
+    std::vector<torch::Tensor> root_grads{last ? torch::ones_like(roots[0]) : grads.at(0)};
+    cache->add_backward_roots(part, roots, root_grads);  // (the later slices' K/V gradients)
+    device::Backward backward;
+    if (split) {
+      auto pass =
+          std::make_shared<SplitBackward>(roots, root_grads, inputs.at(0), model->parameters());
+      backward.weight_pass = [pass] { pass->weight_pass(); };
+    } else {
+      torch::autograd::backward(roots, root_grads);
+    }
+    if (part == 0) *cache = SequenceKvCache();  // (the sequence's last backward)
+    if (!first) backward.input_grads = {inputs.at(0).grad()};
+    return backward;
   };
   return passes;
 }
@@ -66,29 +113,45 @@ void StageExecutor::prepare_pass_graphs(int64_t step,
       if (!param.grad().defined()) param.mutable_grad() = torch::zeros_like(param);
     }
   }
-  const int64_t rows = micro_rows();
-  Microbatch micro;  // placeholders of the right shapes: nothing runs at a capture
-  if (data_ != nullptr) micro = rows_of(batch_of(list_start(step)), 0, rows);
-  const auto zeros = [&](int stage) {
-    const TensorSpec spec = activation_spec(stage, rows);
-    return torch::zeros(spec.shape, torch::TensorOptions(spec.dtype).device(device_));
-  };
-  pass_slot_busy_.assign(chunks_.size(), {});
+  pass_slots_.assign(chunks_.size(), {});
   for (int c = 0; c < layout_.chunks; ++c) {
-    const int stage = layout_.stage_of(c);
-    std::vector<torch::Tensor> inputs, grads;
-    inputs.push_back(is_first_stage(stage) ? micro.inputs : zeros(stage).requires_grad_(true));
-    if (is_last_stage(stage)) {
-      inputs.push_back(micro.labels);
-      if (loss_scale_.active()) inputs.push_back(loss_scale_tensor(1.0));
-    } else {
-      grads.push_back(zeros(stage + 1));
-    }
     const int slots = most_in_flight(actions, c);
-    if (!pass_graphs_->prepare(c, slots, inputs, grads, passes_of(c))) return;
-    pass_slot_busy_[size_t(c)].assign(size_t(slots), false);
+    const bool split = splits_backward(actions, c);
+    if (!pass_graphs_->prepare(c, slots, pass_examples(step, c),
+                               [this, c, split] { return passes_of(c, split); }))
+      return;
+    pass_slots_[size_t(c)] = {std::vector<bool>(size_t(slots), false), split};
   }
   pass_graphs_ready_ = true;
+}
+
+// Placeholders of a chunk's inputs and gradients, per token slice, of the right shapes.
+std::vector<device::PartExample> StageExecutor::pass_examples(int64_t step, int chunk) {
+  const int stage = layout_.stage_of(chunk);
+  const int64_t rows = micro_rows();
+  Microbatch micro;
+  if (data_ != nullptr) micro = rows_of(batch_of(list_start(step)), 0, rows);
+  const auto zeros = [&](int boundary, int slice) {
+    const TensorSpec spec = activation_spec(boundary, rows, slice);
+    return torch::zeros(spec.shape, torch::TensorOptions(spec.dtype).device(device_));
+  };
+  const auto slice_of = [&](const torch::Tensor& whole, int slice) {  // the sequence is dim 1
+    if (slices_.count() == 1) return whole;
+    return whole.narrow(1, slices_.starts.at(size_t(slice)), slices_.lengths.at(size_t(slice)));
+  };
+  std::vector<device::PartExample> parts(size_t(slices_.count()));
+  for (int slice = 0; slice < slices_.count(); ++slice) {
+    auto& [inputs, grads] = parts[size_t(slice)];
+    inputs.push_back(is_first_stage(stage) ? slice_of(micro.inputs, slice)
+                                           : zeros(stage, slice).requires_grad_(true));
+    if (is_last_stage(stage)) {
+      inputs.push_back(slice_of(micro.labels, slice));
+      if (loss_scale_.active()) inputs.push_back(loss_scale_tensor(1.0));
+    } else {
+      grads.push_back(zeros(stage + 1, slice));
+    }
+  }
+  return parts;
 }
 
 // The loss's dtype (float32 under mixed precision), so the product is the eager one's.
@@ -96,19 +159,24 @@ torch::Tensor StageExecutor::loss_scale_tensor(double scale) const {
   return torch::full({}, scale, torch::TensorOptions(torch::kFloat32).device(device_));
 }
 
+// A microbatch's first token slice takes the lowest free slot; its later slices use the same.
 void StageExecutor::forward_graphed(const Key& key, InFlight& state) {
-  const int chunk = std::get<0>(key);
-  auto& busy = pass_slot_busy_.at(size_t(chunk));
-  const auto free = std::find(busy.begin(), busy.end(), false);
-  if (free == busy.end())
-    throw std::logic_error("a chunk holds more microbatches than its pass slots");
-  *free = true;
-  state.slot = int(free - busy.begin());
+  const auto [chunk, microbatch, slice] = key;
+  if (slice == 0) {
+    auto& busy = pass_slots_.at(size_t(chunk)).busy;
+    const auto free = std::find(busy.begin(), busy.end(), false);
+    if (free == busy.end())
+      throw std::logic_error("a chunk holds more microbatches than its pass slots");
+    *free = true;
+    state.slot = int(free - busy.begin());
+  } else {
+    state.slot = in_flight_.at({chunk, microbatch, 0}).slot;
+  }
   std::vector<torch::Tensor> inputs{state.input};
   const bool last = is_last_stage(layout_.stage_of(chunk));
   if (last) inputs.push_back(state.targets);
   if (last && loss_scale_.active()) inputs.push_back(loss_scale_tensor(state.loss_scale));
-  const auto outputs = pass_graphs_->forward(chunk, state.slot, inputs);
+  const auto outputs = pass_graphs_->forward(chunk, state.slot, slice, inputs);
   if (last) {
     state.loss_value = outputs.at(1);
   } else {
@@ -116,15 +184,32 @@ void StageExecutor::forward_graphed(const Key& key, InFlight& state) {
   }
 }
 
-void StageExecutor::backward_graphed(const Key& key, InFlight& state) {
-  const int chunk = std::get<0>(key), stage = layout_.stage_of(chunk);
+// B (`input_only`) leaves the slot to its weight pass; a whole backward of the first token slice
+// (the sequence's last) frees it. A chunk whose backwards are split elsewhere in its list
+// (DualPipeV's F&B pairs run whole ones) has only the split passes: its whole backward is B, W.
+void StageExecutor::backward_graphed(const Key& key, InFlight& state, bool input_only) {
+  const auto [chunk, microbatch, slice] = key;
+  const int stage = layout_.stage_of(chunk);
   std::vector<torch::Tensor> grads;
   if (!is_last_stage(stage)) grads.push_back(state.output_grad);
-  const auto results = pass_graphs_->backward(chunk, state.slot, grads);
-  pass_slot_busy_.at(size_t(chunk)).at(size_t(state.slot)) = false;
-  state.slot = -1;
+  const auto results = pass_graphs_->backward(chunk, state.slot, slice, grads);
   state.output = torch::Tensor();
   if (!is_first_stage(stage)) state.input.mutable_grad() = results.at(0);
+  if (input_only) return;
+  if (pass_slots_.at(size_t(chunk)).split) return weight_pass_graphed(key, state);
+  if (slice == 0) free_pass_slot(chunk, state);
+  state.slot = -1;
+}
+
+void StageExecutor::weight_pass_graphed(const Key& key, InFlight& state) {
+  const int chunk = std::get<0>(key);
+  pass_graphs_->weight(chunk, state.slot);
+  free_pass_slot(chunk, state);
+}
+
+void StageExecutor::free_pass_slot(int chunk, InFlight& state) {
+  pass_slots_.at(size_t(chunk)).busy.at(size_t(state.slot)) = false;
+  state.slot = -1;
 }
 
 }  // namespace pipetrain::runtime

@@ -32,6 +32,8 @@ struct GraphCase {
   std::string dtype = "float64";
   std::string model = "gpt";
   int zero1 = 0;
+  std::string recompute = "none";
+  std::string slices = "1";
   size_t steps() const { return dtype == "float16" ? 6 : 4; }
 };
 
@@ -50,9 +52,9 @@ TrainedRun train(const GraphCase& c, int cuda_graphs) {
       "--train.warmup_steps 1 --train.lr 1e-2 --train.threads 1 --train.device cpu "
       "--train.cuda_graphs {} --log.every 1 --eval.every 0 --eval.batches 1 --sample.tokens 0 "
       "--pipeline.schedule {} --pipeline.stages {} --pipeline.dp_width {} --pipeline.chunks {} "
-      "--pipeline.zero1 {} --pipeline.timeout_s 60",
+      "--pipeline.zero1 {} --pipeline.recompute {} --pipeline.slices {} --pipeline.timeout_s 60",
       c.dtype, 2 * c.microbatches * c.dp_width, c.microbatches, c.steps(), cuda_graphs, c.schedule,
-      c.stages, c.dp_width, c.chunks, c.zero1);
+      c.stages, c.dp_width, c.chunks, c.zero1, c.recompute, c.slices);
   if (c.dtype == "float16") {  // 2^22 overflows the first steps' gradients: skips, then growth
     args += " --train.loss_scale 4194304 --train.loss_scale_growth_interval 2";
   }
@@ -154,7 +156,11 @@ TEST(GraphedPassesResume, ResumedRunEqualsTheEagerRunBitwise) {
 // replays), bfloat16 (autocast inside the passes), float16 (its loss scale a device scalar the
 // graphed loss reads: the same scales and skipped steps), the CNN (BatchNorm's running statistics,
 // updated inside the forward) and the RNN-T (whose loss a GPU cannot capture: it reads counts on
-// the host; emulated, its passes run like any other).
+// the host; emulated, its passes run like any other). Recomputation: the forward keeps no graph
+// and the backward runs it again (on the CNN restoring the running statistics it updated twice).
+// Zero-bubble's split backward: B and W are two passes of the slot (DualPipeV's whole backwards
+// in its F&B pairs are B then W), also recomputed. TeraPipe's token slices: a microbatch's slot
+// has a part per slice, whose passes keep its K/V cache (near-equal and uneven slices).
 INSTANTIATE_TEST_SUITE_P(
     Pipelines, GraphedPasses,
     ::testing::Values(GraphCase{"gpipe_p2_m4", "gpipe", 2, 4},
@@ -164,7 +170,22 @@ INSTANTIATE_TEST_SUITE_P(
                       GraphCase{"onef1b_p2_bfloat16", "1f1b", 2, 4, 1, 1, "bfloat16"},
                       GraphCase{"gpipe_p2_float16", "gpipe", 2, 4, 1, 1, "float16"},
                       GraphCase{"cnn_gpipe_p2", "gpipe", 2, 2, 1, 1, "float64", "cnn"},
-                      GraphCase{"transducer_1f1b_p2", "1f1b", 2, 2, 1, 1, "float64", "transducer"}),
+                      GraphCase{"transducer_1f1b_p2", "1f1b", 2, 2, 1, 1, "float64", "transducer"},
+                      GraphCase{"gpipe_p3_recompute_all", "gpipe", 3, 4, 1, 1, "float64", "gpt",
+                                0, "all"},
+                      GraphCase{"onef1b_p2_bfloat16_recompute_0", "1f1b", 2, 4, 1, 1, "bfloat16",
+                                "gpt", 0, "0"},
+                      GraphCase{"cnn_1f1b_p2_recompute_all", "1f1b", 2, 2, 1, 1, "float64", "cnn",
+                                0, "all"},
+                      GraphCase{"zb_h1_p3_m4", "zb-h1", 3, 4},
+                      GraphCase{"zb_v_p2_v2_m4", "zb-v", 2, 4, 1, 2},
+                      GraphCase{"dualpipev_p2_v2_m4", "dualpipev", 2, 4, 1, 2},
+                      GraphCase{"zb_h1_p2_recompute_all", "zb-h1", 2, 4, 1, 1, "float64", "gpt", 0,
+                                "all"},
+                      GraphCase{"gpipe_p2_slices_3", "gpipe", 2, 2, 1, 1, "float64", "gpt", 0,
+                                "none", "3"},
+                      GraphCase{"gpipe_p3_float16_slices_5_3", "gpipe", 3, 2, 1, 1, "float16",
+                                "gpt", 0, "none", "5,3"}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace
