@@ -133,7 +133,7 @@ std::vector<FieldSpec> make_fields() {
       spec("train.cuda_graphs", "1 (a GPU): one process captures its step's forward, backward "
        "and clipping as a CUDA graph (its 4th step) and replays it; pipeline workers capture each "
        "chunk's forward and backward of a microbatch (of each token slice), once per microbatch in "
-       "flight (flushing schedules). The host launches each in one call, "
+       "flight (any schedule). The host launches each in one call, "
        "the results are the same; what waits for the device, or batches whose shape changes, go on "
        "eagerly (said once). 2: pipeline workers run the same slots and copies eagerly, on any "
        "device (checks without a GPU). 0 = every kernel launched from the host",

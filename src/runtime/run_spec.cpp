@@ -117,19 +117,6 @@ schedule::ScheduleSpec schedule_spec_of(const Config& config, const RunSpec& spe
   return s;
 }
 
-// train.cuda_graphs on pipeline workers replays each chunk's forward and backward of a
-// microbatch on fixed tensors (runtime/stage_graphs.cpp): one weight version read in place, one
-// graph per pass (a recomputed chunk's backward runs its forward again inside the backward's
-// graph; a split backward is two passes; token slices a pass each). No-flush schedules are
-// refused here, in one line.
-void check_graphed_passes(const Config& config, const RunSpec& spec) {
-  if (spec.execution.graphs == device::Graphs::Off || spec.schedule->flushes()) return;
-  fail("train.cuda_graphs = {} on pipeline workers replays one forward and one backward per "
-       "microbatch on fixed weights; pipeline.schedule '{}' keeps weight versions the graphs "
-       "would not follow (use train.cuda_graphs = 0)",
-       config.train.cuda_graphs, config.pipeline.schedule);
-}
-
 // The checks of a run on pipeline workers, in the order a user meets them.
 void check_pipeline_run(const Config& config, const Model& model, RunSpec& spec) {
   check_slices_and_chunks(config, spec);
@@ -138,7 +125,6 @@ void check_pipeline_run(const Config& config, const Model& model, RunSpec& spec)
   check_runtime_support(config, *spec.schedule);
   spec.schedule_spec = schedule_spec_of(config, spec);
   spec.lists = std::make_shared<const schedule::StepLists>(spec.schedule_spec);  // (its refusals)
-  check_graphed_passes(config, spec);
   if (spec.slices.count() > 1 && model.sliceable_length() == 0) {
     fail("pipeline.slices: model.kind '{}' cannot run token slices", model.kind());
   }

@@ -175,7 +175,7 @@ StepResult StageExecutor::train_step(int64_t step) {
   count_readers_through(step);
   const std::vector<schedule::Action> actions = actions_of(step);
   if (pass_graphs_ && !pass_graphs_tried_ && step >= resumed_at_ + pass_graphs_->eager_steps()) {
-    prepare_pass_graphs(step, actions);
+    prepare_pass_graphs(step);
   }
   const size_t end = actions.size();
   const bool list_done = flushes() || step + 1 == lists_.iterations();

@@ -166,8 +166,8 @@ class StageExecutor {
   void drop_if_done(const Key& key);
   // train.cuda_graphs (stage_graphs.cpp): every chunk's forward and backward of a microbatch
   // replayed in slots, one per microbatch its list holds at once (device/pass_graphs.h).
-  // prepare: once, after the eager steps, before a step's actions (nothing is in flight then).
-  void prepare_pass_graphs(int64_t step, const std::vector<schedule::Action>& actions);
+  // prepare: once, after the eager steps, before a step's actions.
+  void prepare_pass_graphs(int64_t step);
   device::Passes passes_of(int chunk, bool split_backward) const;
   std::vector<device::PartExample> pass_examples(int64_t step, int chunk);
   void zero_gradients();  // to none, or (graphs) to zero where they are: the replays add there
@@ -176,6 +176,8 @@ class StageExecutor {
   void backward_graphed(const Key& key, InFlight& state, bool input_only);  // (B if input_only)
   void weight_pass_graphed(const Key& key, InFlight& state);             // W
   void free_pass_slot(int chunk, InFlight& state);
+  std::vector<const void*> addresses_of(int chunk) const;
+  void check_addresses_kept(int chunk) const;
   // Where the neighbouring stage is this worker's other chunk (a V's turn): handed over without
   // a transfer; elsewhere nothing.
   void hand_activation_over(const Key& key);
@@ -305,6 +307,7 @@ class StageExecutor {
   struct PassSlots {
     std::vector<bool> busy;  // per slot
     bool split = false;      // the chunk's passes split the backward (zero-bubble's B and W)
+    std::vector<const void*> addresses;  // the parameters' and gradients' at the capture
   };
   std::vector<PassSlots> pass_slots_;  // per chunk
   StepResult result_;

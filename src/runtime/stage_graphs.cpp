@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "runtime/stage_executor.h"
 #include "runtime/split_backward.h"
 #include "train/optim.h"
@@ -104,15 +106,20 @@ device::Passes StageExecutor::passes_of(int chunk, bool split) const {
   return passes;
 }
 
-void StageExecutor::prepare_pass_graphs(int64_t step,
-                                        const std::vector<schedule::Action>& actions) {
+// No-flush schedules capture with microbatches in flight: those finish eagerly (no slot), on
+// the same parameters and gradients, which keep their addresses from here on.
+void StageExecutor::prepare_pass_graphs(int64_t step) {
   pass_graphs_tried_ = true;
-  // The backward adds into every gradient where it is: it must exist before the capture.
   for (const auto& chunk : chunks_) {
+    chunk.weights->fix_addresses();
+    // The backward adds into every gradient where it is: it must exist before the capture.
     for (auto& param : chunk.model->parameters()) {
       if (!param.grad().defined()) param.mutable_grad() = torch::zeros_like(param);
     }
   }
+  // The short list starts with nothing in flight and holds the steady steps: its most in flight
+  // is the run's (a flush schedule's is the step's).
+  const auto& actions = lists_.schedule().actions.at(size_t(layout_.worker()));
   pass_slots_.assign(chunks_.size(), {});
   for (int c = 0; c < layout_.chunks; ++c) {
     const int slots = most_in_flight(actions, c);
@@ -122,7 +129,28 @@ void StageExecutor::prepare_pass_graphs(int64_t step,
       return;
     pass_slots_[size_t(c)] = {std::vector<bool>(size_t(slots), false), split};
   }
+  for (int c = 0; c < layout_.chunks; ++c) pass_slots_[size_t(c)].addresses = addresses_of(c);
   pass_graphs_ready_ = true;
+}
+
+// Where a chunk's parameters and their gradients lie: what its graphs read and add into.
+std::vector<const void*> StageExecutor::addresses_of(int chunk) const {
+  std::vector<const void*> addresses;
+  for (const auto& param : chunks_.at(size_t(chunk)).model->parameters()) {
+    addresses.push_back(param.data_ptr());
+    addresses.push_back(param.grad().defined() ? param.grad().data_ptr() : nullptr);
+  }
+  return addresses;
+}
+
+// The captured graphs would read and write the old places: checked at every graphed pass, so
+// the emulation (train.cuda_graphs = 2) holds the run to what a capture relies on.
+void StageExecutor::check_addresses_kept(int chunk) const {
+  if (addresses_of(chunk) == pass_slots_.at(size_t(chunk)).addresses) return;
+  throw std::logic_error(fmt::format(
+      "train.cuda_graphs: chunk {}'s parameters or gradients moved since its passes were "
+      "captured",
+      chunk));
 }
 
 // Placeholders of a chunk's inputs and gradients, per token slice, of the right shapes.
@@ -172,6 +200,7 @@ void StageExecutor::forward_graphed(const Key& key, InFlight& state) {
   } else {
     state.slot = in_flight_.at({chunk, microbatch, 0}).slot;
   }
+  check_addresses_kept(chunk);
   std::vector<torch::Tensor> inputs{state.input};
   const bool last = is_last_stage(layout_.stage_of(chunk));
   if (last) inputs.push_back(state.targets);
@@ -190,6 +219,7 @@ void StageExecutor::forward_graphed(const Key& key, InFlight& state) {
 void StageExecutor::backward_graphed(const Key& key, InFlight& state, bool input_only) {
   const auto [chunk, microbatch, slice] = key;
   const int stage = layout_.stage_of(chunk);
+  check_addresses_kept(chunk);
   std::vector<torch::Tensor> grads;
   if (!is_last_stage(stage)) grads.push_back(state.output_grad);
   const auto results = pass_graphs_->backward(chunk, state.slot, slice, grads);
@@ -203,6 +233,7 @@ void StageExecutor::backward_graphed(const Key& key, InFlight& state, bool input
 
 void StageExecutor::weight_pass_graphed(const Key& key, InFlight& state) {
   const int chunk = std::get<0>(key);
+  check_addresses_kept(chunk);
   pass_graphs_->weight(chunk, state.slot);
   free_pass_slot(chunk, state);
 }

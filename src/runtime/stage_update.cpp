@@ -75,6 +75,9 @@ void StageExecutor::finish_running_statistics(int chunk, int stage) {
 // replica sums are done (at AllReduceGrads) or absent.
 void StageExecutor::begin_update(int produced_version) {
   if (flushes()) comm_.wait_sends();  // a flush: the iteration's sends are done before its update
+  // Graphed passes keep adding into the parameters' gradients, so an update takes a copy of
+  // them (WeightVersions::fix_addresses): the replicas' sums must have landed there first.
+  if (pass_graphs_ready_) land_replica_sums(posted_gradient_sums_);
   for (auto& chunk : chunks_) chunk.weights->before_step();
   PendingUpdate update;
   update.version = produced_version;

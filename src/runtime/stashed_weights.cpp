@@ -96,7 +96,7 @@ void StashedWeights::after_compute(const schedule::Action& action) {
   readers_left_.erase(readers);  // (a long run's map stays as short as the versions alive)
   if (!holding_) {
     versions_.erase(action.version);
-    point_views_at(masters_);  // the views must not keep a dropped version alive
+    release_views();  // the views must not keep a dropped version alive
   }
 }
 
@@ -105,7 +105,7 @@ void StashedWeights::release_held() {
   for (auto it = versions_.begin(); it != versions_.end();) {
     it = readers_left_.count(it->first) == 0 ? versions_.erase(it) : std::next(it);
   }
-  point_views_at(masters_);
+  release_views();
 }
 
 void StashedWeights::before_step() {
@@ -140,7 +140,8 @@ std::vector<torch::Tensor> StashedWeights::new_version(torch::optim::Optimizer& 
 }
 
 int StashedWeights::live_copies() const {
-  std::set<const void*> storages{masters_.front().data_ptr()};
+  // (The views' storage is the masters' or a version's, or with fixed addresses their own.)
+  std::set<const void*> storages{masters_.front().data_ptr(), views_.front().data_ptr()};
   for (const auto& [version, tensors] : versions_) storages.insert(tensors.front().data_ptr());
   return int(storages.size());
 }

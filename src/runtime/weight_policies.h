@@ -20,9 +20,16 @@ class MasterWeights : public WeightVersions {
   void point_at_latest() override { point_views_at(masters_); }
   int peak_copies() const override { return peak_copies_; }
   std::vector<torch::Tensor> held_tensors() const override;
+  void fix_addresses() override;
 
  protected:
+  // The views show `tensors`: pointed at them, or (fixed addresses) a copy in their own storage.
   void point_views_at(const std::vector<torch::Tensor>& tensors);
+  // After a compute action: the views let go of the version it read (fixed: they hold none).
+  void release_views();
+  // Whether compute actions read other storages than the masters' (stashed versions): with
+  // fixed addresses, the views then need a storage of their own.
+  virtual bool views_follow_versions() const { return false; }
   void move_gradients_to_masters();
   void finish_update();  // the masters' gradients are spent; one more version exists
   virtual int live_copies() const = 0;
@@ -30,6 +37,7 @@ class MasterWeights : public WeightVersions {
 
   std::vector<torch::Tensor> views_, masters_;
   int master_version_ = 0;
+  bool fixed_addresses_ = false;
 
  private:
   int peak_copies_ = 1;
@@ -62,6 +70,7 @@ class StashedWeights : public MasterWeights {
   std::vector<torch::Tensor> held_tensors() const override;
 
  private:
+  bool views_follow_versions() const override { return true; }
   int live_copies() const override;
   bool aliases_masters(int version) const;
   void count_final_readers();  // the versions kept to the end, never read

@@ -66,14 +66,40 @@ MasterWeights::MasterWeights(std::vector<torch::Tensor> params) : views_(std::mo
   for (const auto& p : views_) masters_.push_back(p.variable_data().requires_grad_(true));
 }
 
-void MasterWeights::point_views_at(const std::vector<torch::Tensor>& tensors) {
-  for (size_t i = 0; i < views_.size(); ++i) views_[i].set_data(tensors[i]);
+void MasterWeights::fix_addresses() {
+  fixed_addresses_ = true;
+  if (!views_follow_versions()) return;  // (the views are the masters' storage, which stays)
+  for (auto& view : views_) view.set_data(view.variable_data().clone());
 }
 
-void MasterWeights::move_gradients_to_masters() {
+void MasterWeights::point_views_at(const std::vector<torch::Tensor>& tensors) {
+  torch::NoGradGuard no_grad;
   for (size_t i = 0; i < views_.size(); ++i) {
-    masters_[i].mutable_grad() = views_[i].grad();
-    views_[i].mutable_grad() = torch::Tensor();
+    if (!fixed_addresses_) {
+      views_[i].set_data(tensors[i]);
+    } else if (views_[i].data_ptr() != tensors[i].data_ptr()) {
+      views_[i].variable_data().copy_(tensors[i]);  // (its own counter: no version bump)
+    }
+  }
+}
+
+void MasterWeights::release_views() {
+  if (!fixed_addresses_) point_views_at(masters_);
+}
+
+// Fixed addresses: a copy, and the views' gradients zeroed where they are (the run-on's
+// backwards, graphed, add there while the update still reads the masters').
+void MasterWeights::move_gradients_to_masters() {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < views_.size(); ++i) {
+    const torch::Tensor grad = views_[i].grad();
+    if (fixed_addresses_ && grad.defined()) {
+      masters_[i].mutable_grad() = grad.clone();
+      views_[i].mutable_grad().zero_();
+    } else {
+      masters_[i].mutable_grad() = grad;
+      views_[i].mutable_grad() = torch::Tensor();
+    }
   }
 }
 

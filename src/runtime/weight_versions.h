@@ -14,7 +14,7 @@
 // under a live graph:
 //   - the chunk module's parameters ("views") are what graphs read; before every compute action
 //     they are re-pointed (set_data, no copy, no version bump) at the storage the action must
-//     read;
+//     read (or, once CUDA graphs fix their addresses, that storage is copied into theirs);
 //   - the optimizer owns separate "master" tensors: the latest weights;
 //   - stashing keeps each version as an immutable storage until its last reader is done; before
 //     an optimizer step overwrites the master storage in place, the master moves to a fresh copy
@@ -52,6 +52,13 @@ class WeightVersions {
   virtual void after_step(torch::optim::Optimizer&) {}
 
   virtual void point_at_latest() {}  // evaluation and checkpoints read the latest weights
+
+  // From now on the module's parameters and their gradients keep their addresses, since CUDA
+  // graphs read and write them there (train.cuda_graphs on pipeline workers): a version is
+  // copied into the parameters' own storage instead of pointed at (one more copy of the
+  // weights, where versions alternate), and gradients are copied to the masters at an update
+  // and zeroed in place.
+  virtual void fix_addresses() {}
 
   // A no-flush step runs on past its update into the next iteration (schedule/steps.h), but a
   // checkpoint between steps is the cut "iterations < k done": versions whose last readers ran

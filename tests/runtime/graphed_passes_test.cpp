@@ -120,15 +120,20 @@ TEST_P(GraphedPasses, TrainBitwiseLikeTheEagerRun) {
 
 // A resumed run prepares its slots again after its own eager steps: a graphed run cut at step 4
 // and resumed to 6 equals 6 eager steps (a constant learning rate, so the 4-step run is the
-// 6-step run's start).
-TEST(GraphedPassesResume, ResumedRunEqualsTheEagerRunBitwise) {
+// 6-step run's start). Under 2BW the checkpoint also holds the stashed version the next steps
+// read, saved from a run whose parameters kept their addresses.
+class GraphedPassesResume : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GraphedPassesResume, ResumedRunEqualsTheEagerRunBitwise) {
+  const std::string schedule = GetParam();
   const std::string fields =
       "--model.layers 3 --model.d_model 16 --model.heads 2 --model.seq_len 8 --model.dtype float64 "
       "--train.batch_size 8 --train.microbatches 4 --train.warmup_steps 0 --train.lr 1e-2 "
       "--train.min_lr 1e-2 --train.threads 1 --train.device cpu --log.every 1 --eval.every 0 "
-      "--eval.batches 1 --sample.tokens 0 --pipeline.stages 2 --pipeline.schedule gpipe "
-      "--pipeline.timeout_s 60 --quiet";
-  const fs::path whole = testing::fresh_dir("graphs_whole"), cut = testing::fresh_dir("graphs_cut");
+      "--eval.batches 1 --sample.tokens 0 --pipeline.stages 2 --pipeline.schedule " + schedule +
+      " --pipeline.timeout_s 60 --quiet";
+  const fs::path whole = testing::fresh_dir("graphs_whole_" + schedule),
+                 cut = testing::fresh_dir("graphs_cut_" + schedule);
   const auto eager =
       testing::run_pipetrain("train " + fields + " --train.steps 6 --run-dir " + whole.string());
   ASSERT_EQ(eager.exit_code, 0) << eager.output;
@@ -151,6 +156,8 @@ TEST(GraphedPassesResume, ResumedRunEqualsTheEagerRunBitwise) {
   fs::remove_all(cut);
 }
 
+INSTANTIATE_TEST_SUITE_P(Schedules, GraphedPassesResume, ::testing::Values("gpipe", "2bw"));
+
 // GPipe holds every microbatch at once (4 slots a chunk), 1F1B fewer on later stages; two chunks
 // per worker (interleaved), replicas and ZeRO-1 (gradients summed and sharded between the
 // replays), bfloat16 (autocast inside the passes), float16 (its loss scale a device scalar the
@@ -160,7 +167,10 @@ TEST(GraphedPassesResume, ResumedRunEqualsTheEagerRunBitwise) {
 // and the backward runs it again (on the CNN restoring the running statistics it updated twice).
 // Zero-bubble's split backward: B and W are two passes of the slot (DualPipeV's whole backwards
 // in its F&B pairs are B then W), also recomputed. TeraPipe's token slices: a microbatch's slot
-// has a part per slice, whose passes keep its K/V cache (near-equal and uneven slices).
+// has a part per slice, whose passes keep its K/V cache (near-equal and uneven slices). No-flush
+// schedules switch to graphs with microbatches in flight (those finish eagerly): 2BW and
+// PipeDream copy the version an action reads into the parameters, the predicting policies
+// (PipeOptim, SpecTrain) write their predictions into the weights the graphs read.
 INSTANTIATE_TEST_SUITE_P(
     Pipelines, GraphedPasses,
     ::testing::Values(GraphCase{"gpipe_p2_m4", "gpipe", 2, 4},
@@ -185,7 +195,16 @@ INSTANTIATE_TEST_SUITE_P(
                       GraphCase{"gpipe_p2_slices_3", "gpipe", 2, 2, 1, 1, "float64", "gpt", 0,
                                 "none", "3"},
                       GraphCase{"gpipe_p3_float16_slices_5_3", "gpipe", 3, 2, 1, 1, "float16",
-                                "gpt", 0, "none", "5,3"}),
+                                "gpt", 0, "none", "5,3"},
+                      GraphCase{"twobw_p2_m4", "2bw", 2, 4},
+                      GraphCase{"twobw_p3_bfloat16", "2bw", 3, 4, 1, 1, "bfloat16"},
+                      GraphCase{"twobw_p2_w2", "2bw", 2, 2, 2},
+                      GraphCase{"twobw_p2_w2_zero1", "2bw", 2, 2, 2, 1, "float64", "gpt", 1},
+                      GraphCase{"twobw_predict_p2_m4", "2bw-predict", 2, 4},
+                      GraphCase{"pipedream_p3_m2", "pipedream", 3, 2},
+                      GraphCase{"pipeoptim_p3_m4", "pipeoptim", 3, 4},
+                      GraphCase{"spectrain_p2_m2", "spectrain", 2, 2},
+                      GraphCase{"cnn_2bw_p2", "2bw", 2, 2, 1, 1, "float64", "cnn"}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace

@@ -176,12 +176,6 @@ TEST(RunSpec, EveryCrossFieldRefusalIsOneLine) {
       {[](Config& c) { c.pipeline.stages = 1, c.train.cuda_graphs = 2; },
        "train.cuda_graphs = 2 emulates pipeline workers' graphs; the single process "
        "(pipeline.stages = 1) has none: use 0, or 1 on a GPU"},
-      // Pipeline workers replay one forward and one backward per microbatch on fixed weights
-      // (emulated here: the same rules as captured).
-      {[](Config& c) { c.pipeline.stages = 1, c.pipeline.schedule = "2bw", c.train.cuda_graphs = 2; },
-       "train.cuda_graphs = 2 on pipeline workers replays one forward and one backward per "
-       "microbatch on fixed weights; pipeline.schedule '2bw' keeps weight versions the graphs "
-       "would not follow (use train.cuda_graphs = 0)"},
   };
   for (const auto& [change, message] : cases) {
     Config c = pipeline_config(2);
