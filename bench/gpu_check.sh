@@ -24,7 +24,8 @@
 #   5. throughput, GPT-2 small, context 1024, bfloat16, AdamW, 2/4/16 sequences a step: pipetrain
 #      in one process and on 2 workers sharing the GPU (each eager and with CUDA graphs) vs
 #      bench/gpt2_pytorch.py (eager, compile),
-#      median step time, tokens/s, MFU; the tables last.
+#      median step time, tokens/s, MFU, peak memory per worker (pipeline workers and the
+#      script; the one process logs none); the tables last.
 # Logs and run folders under $OUT. GPU_CHECK_DEVICE=cpu GPU_CHECK_SMOKE=1 runs it here (tiny
 # throughput shapes) to test the script itself.
 # GPU_CHECK_PHASES=4 runs only phase 4 (the others: their numbers).
@@ -305,8 +306,10 @@ run, label, batch, context = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys
 steps = [json.loads(l) for l in open(run + "/metrics.jsonl") if '"step_seconds"' in l]
 times = [s["step_seconds"] for s in steps[len(steps) // 5:]]  # the first fifth warms up
 median = statistics.median(times)
+# Pipeline workers log their allocator peaks per step (the one process does not): the largest.
+peaks = [max(s["mem_peak_mb"]) for s in steps if s.get("mem_peak_mb")]
 print(json.dumps({"mode": label, "dtype": "bfloat16", "batch": batch, "median_ms": 1e3 * median,
-                  "tokens_per_s": batch * context / median}))
+                  "tokens_per_s": batch * context / median, "peak_mb": max(peaks) if peaks else None}))
 PYEOF
     log "$name: done"
   else
@@ -355,10 +358,11 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 layers, d, vocab, context = 12, 768, 50257, int(sys.argv[2])
 n = 12 * layers * d * d + 13 * layers * d + vocab * d + 2 * d  # without the position embedding
 flops_per_token = 6 * n + 12 * layers * d * context
-print(f"{'mode':<26} {'batch':>5} {'median ms':>10} {'tokens/s':>10} {'MFU %':>6}")
+print(f"{'mode':<26} {'batch':>5} {'median ms':>10} {'tokens/s':>10} {'MFU %':>6} {'peak MB':>8}")
 for r in sorted(rows, key=lambda r: (r["batch"], r["mode"])):
     mfu = 100 * flops_per_token * r["tokens_per_s"] / 989e12
     mode = r["mode"] if r["mode"].startswith("pipetrain") else "pytorch-" + r["mode"]
-    print(f"{mode:<26} {r['batch']:>5} {r['median_ms']:>10.2f} {r['tokens_per_s']:>10.0f} {mfu:>6.1f}")
+    peak = "-" if r.get("peak_mb") is None else f"{r['peak_mb']:.0f}"  # (per worker)
+    print(f"{mode:<26} {r['batch']:>5} {r['median_ms']:>10.2f} {r['tokens_per_s']:>10.0f} {mfu:>6.1f} {peak:>8}")
 PYEOF
 ! grep -q '^FAIL' "$RESULTS"
