@@ -430,22 +430,35 @@ void StageExecutor::forward(const Key& key, int microbatch, const Microbatch& ba
 // Output (sent on) or, on the last stage, the scaled loss: the tensors backward starts from.
 void StageExecutor::forward_with_graph(const Key& key, InFlight& state) {
   const auto [chunk, microbatch, slice] = key;
-  auto& model = *chunks_.at(size_t(chunk)).model;
-  auto output = slices_.count() == 1
-                    ? model.forward(state.input)
-                    : model.token_sliced()->forward_slice(state.input, slices_.starts.at(size_t(slice)),
-                                                          kv_caches_[{chunk, microbatch}]);
-  if (is_last_stage(layout_.stage_of(chunk))) {
-    // A token slice's loss is its share of the microbatch mean.
-    const double share = slice_share(slice);
-    auto loss = model.loss(output, state.targets);
-    state.loss_value = loss.detach().to(torch::kFloat64) * share;
-    state.scaled_loss = update_share(loss, share);
-    // Float16: times the loss scale (a power of two: exact), so small gradients survive.
-    if (loss_scale_.active()) state.scaled_loss = state.scaled_loss * state.loss_scale;
+  const bool last = is_last_stage(layout_.stage_of(chunk));
+  SequenceKvCache* cache = slices_.count() == 1 ? nullptr : &kv_caches_[{chunk, microbatch}];
+  const torch::Tensor scale =
+      last && loss_scale_.active() ? loss_scale_tensor(state.loss_scale) : torch::Tensor();
+  auto [root, loss] = chunk_forward(*chunks_.at(size_t(chunk)).model, last, slice, state.input,
+                                    state.targets, cache, scale);
+  if (last) {
+    state.scaled_loss = root;
+    state.loss_value = loss;
   } else {
-    state.output = output;
+    state.output = root;
   }
+}
+
+// The eager and the graphed forward (stage_graphs.cpp) alike: the same operations, the same bits.
+std::pair<torch::Tensor, torch::Tensor> StageExecutor::chunk_forward(
+    StageModule& model, bool last, int slice, const torch::Tensor& input,
+    const torch::Tensor& targets, SequenceKvCache* cache, const torch::Tensor& scale) const {
+  auto output = cache == nullptr ? model.forward(input)
+                                 : model.token_sliced()->forward_slice(
+                                       input, slices_.starts.at(size_t(slice)), *cache);
+  if (!last) return {output, torch::Tensor()};
+  // A token slice's loss is its share of the microbatch mean.
+  const double share = slice_share(slice);
+  const auto loss = model.loss(output, targets);
+  torch::Tensor scaled_loss = update_share(loss, share);
+  // Float16: times the loss scale (a power of two: exact), so small gradients survive.
+  if (scale.defined()) scaled_loss = scaled_loss * scale;
+  return {scaled_loss, loss.detach().to(torch::kFloat64) * share};
 }
 
 // The replicas' gradients are summed, so each microbatch carries 1 / (m w) of the global mean:

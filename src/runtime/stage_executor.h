@@ -154,6 +154,14 @@ class StageExecutor {
   // float16 loss scale).
   void forward(const Key& key, int microbatch, const Microbatch& batch, int version);
   void forward_with_graph(const Key& key, InFlight& state);
+  // One chunk's forward of a microbatch's token slice (`cache`: its sequence's K/V; null
+  // unsliced): {its output, undefined}, or on the last stage {its update share of the loss, times
+  // the float16 `scale` when defined; the loss in float64, for the log}.
+  std::pair<torch::Tensor, torch::Tensor> chunk_forward(StageModule& model, bool last, int slice,
+                                                        const torch::Tensor& input,
+                                                        const torch::Tensor& targets,
+                                                        SequenceKvCache* cache,
+                                                        const torch::Tensor& scale) const;
   // A microbatch's loss (times its token slice's `share` of the sequence) as its update's share.
   torch::Tensor update_share(const torch::Tensor& loss, double share) const;
   double slice_share(int slice) const;  // a token slice's tokens / the sequence's (1 unsliced)

@@ -51,7 +51,7 @@ void StageExecutor::zero_gradients() {
 device::Passes StageExecutor::passes_of(int chunk, bool split) const {
   const int stage = layout_.stage_of(chunk);
   const bool first = is_first_stage(stage), last = is_last_stage(stage);
-  const bool scaled = loss_scale_.active();
+  const bool scaled = last && loss_scale_.active();  // (the loss scale is the third input)
   const bool recomputed = recompute_.at(size_t(chunk));
   std::shared_ptr<StageModule> model = chunks_.at(size_t(chunk)).model;
   const auto cache = std::make_shared<SequenceKvCache>();  // (this slot's)
@@ -59,17 +59,10 @@ device::Passes StageExecutor::passes_of(int chunk, bool split) const {
   const auto run = [this, model, cache, last, scaled](int part,
                                                       const std::vector<torch::Tensor>& inputs) {
     if (part == 0) *cache = SequenceKvCache();
-    torch::Tensor output =
-        slices_.count() == 1
-            ? model->forward(inputs.at(0))
-            : model->token_sliced()->forward_slice(inputs.at(0), slices_.starts.at(size_t(part)),
-                                                   *cache);
-    if (!last) return std::vector<torch::Tensor>{output};
-    const double share = slice_share(part);
-    const torch::Tensor loss = model->loss(output, inputs.at(1));
-    torch::Tensor scaled_share = update_share(loss, share);
-    if (scaled) scaled_share = scaled_share * inputs.at(2);  // a power of two: exact, as eager
-    return std::vector<torch::Tensor>{scaled_share, loss.detach().to(torch::kFloat64) * share};
+    auto [root, loss] = chunk_forward(
+        *model, last, part, inputs.at(0), last ? inputs.at(1) : torch::Tensor(),
+        slices_.count() == 1 ? nullptr : cache.get(), scaled ? inputs.at(2) : torch::Tensor());
+    return last ? std::vector<torch::Tensor>{root, loss} : std::vector<torch::Tensor>{root};
   };
   device::Passes passes;
   // (A split backward's W reads what its B kept; a token slice, the earlier slices' K/V.)
