@@ -306,10 +306,13 @@ run, label, batch, context = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys
 steps = [json.loads(l) for l in open(run + "/metrics.jsonl") if '"step_seconds"' in l]
 times = [s["step_seconds"] for s in steps[len(steps) // 5:]]  # the first fifth warms up
 median = statistics.median(times)
-# Pipeline workers log their allocator peaks per step (the one process does not): the largest.
+# Pipeline workers log their allocator peaks per step (the one process does not): the largest,
+# and of it what the CUDA graphs' pools hold beyond their tensors.
 peaks = [max(s["mem_peak_mb"]) for s in steps if s.get("mem_peak_mb")]
+pools = [max(s.get("mem_graph_pools_mb", [0])) for s in steps if s.get("mem_peak_mb")]
 print(json.dumps({"mode": label, "dtype": "bfloat16", "batch": batch, "median_ms": 1e3 * median,
-                  "tokens_per_s": batch * context / median, "peak_mb": max(peaks) if peaks else None}))
+                  "tokens_per_s": batch * context / median, "peak_mb": max(peaks) if peaks else None,
+                  "pools_mb": max(pools) if pools else None}))
 PYEOF
     log "$name: done"
   else
@@ -358,11 +361,12 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 layers, d, vocab, context = 12, 768, 50257, int(sys.argv[2])
 n = 12 * layers * d * d + 13 * layers * d + vocab * d + 2 * d  # without the position embedding
 flops_per_token = 6 * n + 12 * layers * d * context
-print(f"{'mode':<26} {'batch':>5} {'median ms':>10} {'tokens/s':>10} {'MFU %':>6} {'peak MB':>8}")
+print(f"{'mode':<26} {'batch':>5} {'median ms':>10} {'tokens/s':>10} {'MFU %':>6} {'peak MB':>8} {'pools MB':>8}")
+megabytes = lambda value: "-" if value is None else f"{value:.0f}"  # (per worker)
 for r in sorted(rows, key=lambda r: (r["batch"], r["mode"])):
     mfu = 100 * flops_per_token * r["tokens_per_s"] / 989e12
     mode = r["mode"] if r["mode"].startswith("pipetrain") else "pytorch-" + r["mode"]
-    peak = "-" if r.get("peak_mb") is None else f"{r['peak_mb']:.0f}"  # (per worker)
-    print(f"{mode:<26} {r['batch']:>5} {r['median_ms']:>10.2f} {r['tokens_per_s']:>10.0f} {mfu:>6.1f} {peak:>8}")
+    print(f"{mode:<26} {r['batch']:>5} {r['median_ms']:>10.2f} {r['tokens_per_s']:>10.0f} {mfu:>6.1f} "
+          f"{megabytes(r.get('peak_mb')):>8} {megabytes(r.get('pools_mb')):>8}")
 PYEOF
 ! grep -q '^FAIL' "$RESULTS"

@@ -1,5 +1,6 @@
 #include "device/pass_graphs.h"
 
+#include <algorithm>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -8,6 +9,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -111,11 +113,17 @@ class CapturedPasses : public PassGraphs {
                    first_line(e.what()));
         captured_.clear();
         shared_pool_.reset();
+        pools_.clear();
         return false;
       }
     }
+    // (Replays allocate nothing: what the pools hold now, they hold for the run.)
+    const auto snapshot = c10::cuda::CUDACachingAllocator::snapshot({0, 0}, /*include_traces=*/false);
+    pool_bytes_ = unallocated_pool_bytes(snapshot.segments, pools_);
     return true;
   }
+
+  int64_t pool_bytes_beyond_tensors() const override { return pool_bytes_; }
 
  protected:
   Slot& slot_of(int chunk, int slot) override { return captured(chunk, slot).slot; }
@@ -143,8 +151,8 @@ class CapturedPasses : public PassGraphs {
   Captured& captured(int chunk, int slot) { return *captured_.at(size_t(chunk)).at(size_t(slot)); }
 
   at::cuda::MempoolId_t pool_for(const Passes& passes) {
-    if (!passes.independent) return at::cuda::graph_pool_handle();
-    if (!shared_pool_) shared_pool_ = at::cuda::graph_pool_handle();
+    if (!passes.independent) return pools_.emplace_back(at::cuda::graph_pool_handle());
+    if (!shared_pool_) shared_pool_ = pools_.emplace_back(at::cuda::graph_pool_handle());
     return *shared_pool_;
   }
 
@@ -183,9 +191,22 @@ class CapturedPasses : public PassGraphs {
   c10::cuda::CUDAStreamGuard guard_;
   std::vector<std::vector<std::unique_ptr<Captured>>> captured_;  // per chunk, per slot
   std::optional<at::cuda::MempoolId_t> shared_pool_;              // the independent slots'
+  std::vector<at::cuda::MempoolId_t> pools_;                      // every slot's
+  int64_t pool_bytes_ = 0;
 };
 
 }  // namespace
+
+int64_t unallocated_pool_bytes(
+    const std::vector<c10::CachingDeviceAllocator::SegmentInfo>& segments,
+    const std::vector<c10::MempoolId_t>& pools) {
+  int64_t bytes = 0;
+  for (const auto& segment : segments) {
+    if (std::find(pools.begin(), pools.end(), segment.owner_private_pool_id) == pools.end()) continue;
+    bytes += int64_t(segment.total_size) - int64_t(segment.allocated_size);
+  }
+  return bytes;
+}
 
 PassGraphs::Slot PassGraphs::make_slot(const std::vector<PartExample>& parts, Passes passes) {
   Slot slot;

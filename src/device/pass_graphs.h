@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Device.h>
 
 #include "device/execution.h"
@@ -72,6 +73,10 @@ class PassGraphs {
                                    const std::vector<at::Tensor>& grads);
   // The weight pass a split backward of the slot left (zero-bubble's W; one part).
   void weight(int chunk, int slot);
+  // The device bytes the slots' memory pools hold that no live tensor does: the replays'
+  // activations and temporaries, which the allocator's count of allocated bytes never sees (it
+  // sees only the tensors left in the pools). Fixed once prepared; 0 emulated.
+  virtual int64_t pool_bytes_beyond_tensors() const { return 0; }
 
  protected:
   // A part's fixed tensors: what each call copies into, and what its passes made there.
@@ -95,6 +100,12 @@ class PassGraphs {
   virtual void run_backward(int chunk, int slot, int part) = 0;
   virtual void run_weight(int chunk, int slot) = 0;
 };
+
+// Of the caching allocator's segments, the bytes of those owned by one of `pools` that no
+// allocated block covers.
+int64_t unallocated_pool_bytes(
+    const std::vector<c10::CachingDeviceAllocator::SegmentInfo>& segments,
+    const std::vector<c10::MempoolId_t>& pools);
 
 // For execution.graphs Captured (a CUDA device: the calling thread's stream becomes one of the
 // pool's for the object's lifetime, as capture needs) or Emulated; null when Off.

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/text.h"
+#include "plan/graph_memory.h"
 #include "schedule/catalogue.h"
 #include "schedule/generators.h"
 #include "schedule/validate.h"
@@ -117,22 +118,42 @@ void set_held_activations(sim::CostModel& costs, const std::vector<LayerCost>& l
   }
 }
 
+// What a worker's chunk holds under train.cuda_graphs: its parts and its slots.
+GraphedChunk graphed_chunk(const std::vector<LayerCost>& layers, std::pair<int, int> range,
+                           const StageLimits& limits, const std::vector<schedule::Action>& actions,
+                           int chunk) {
+  GraphedChunk graphed;
+  graphed.parts = stage_memory_parts(layers, range.first, range.second, limits);
+  graphed.input_bytes = layers[size_t(range.first)].input_bytes;
+  graphed.output_bytes = layers[size_t(range.second - 1)].output_bytes;
+  graphed.slots = schedule::most_in_flight(actions, chunk);
+  graphed.shared_pool = limits.recompute_stage && !schedule::splits_backward(actions, chunk);
+  return graphed;
+}
+
 // The memory as the schedule holds it, the worst worker: its chunks' weights in as many versions
 // as the action lists keep alive, gradients and optimizer state, the activations in flight at the
 // simulated peak (with the split backward's held weight-pass gradients), one recomputed
-// microbatch, the largest workspace, its overhead.
+// microbatch, the largest workspace, its overhead. With CUDA graphs (`graphed`), the slots
+// instead (plan/graph_memory.h), and a stashing policy's parameters are one more copy of the
+// weights; a no-flush schedule captures with microbatches in flight, so its capture step holds
+// the eager run's memory and the slots at once.
 double worker_peak_memory(const std::vector<LayerCost>& layers, PlanCandidate& c,
                           const StageLimits& limits, const schedule::Schedule& lists,
-                          const sim::SimResult& result, bool flushes) {
+                          const sim::SimResult& result, bool flushes, bool graphed) {
   const auto ranges = simulated_stage_layers(c);
+  const bool stashes = schedule::stashes_versions(lists.policy.kind);
   double worst = 0;
   c.worker_memory_bytes.clear();
   for (int w = 0; w < c.stages; ++w) {
     double fixed = 0, once = 0, workspace = 0, optimizer_workspace = 0;
+    std::vector<GraphedChunk> chunks;
     for (int chunk = 0; chunk < lists.chunks; ++chunk) {
       const auto s = size_t(lists.stage_of(w, chunk));
-      const auto parts = stage_memory_parts(layers, ranges[s].first, ranges[s].second, limits);
+      chunks.push_back(graphed_chunk(layers, ranges[s], limits, lists.actions[size_t(w)], chunk));
+      const StageMemoryParts& parts = chunks.back().parts;
       fixed += result.stats.peak_live_versions[size_t(w)] * parts.weights + parts.optimizer;
+      if (graphed && stashes) fixed += parts.weights;
       once = std::max(once, parts.once);
       workspace = std::max(workspace, parts.workspace);
       optimizer_workspace = std::max(optimizer_workspace, parts.optimizer_workspace);
@@ -140,9 +161,13 @@ double worker_peak_memory(const std::vector<LayerCost>& layers, PlanCandidate& c
     // The step's temporaries: a flushing schedule updates with nothing in flight, a no-flush one
     // with its microbatches' activations held (both measured: docs/benchmarks.md, GPT-2 small).
     const double activations = result.peak_activation_bytes[size_t(w)];
-    const double held = flushes ? std::max(activations + workspace, optimizer_workspace)
-                                : activations + workspace + optimizer_workspace;
-    c.worker_memory_bytes.push_back(fixed + held + once + limits.extra_bytes);
+    double held = flushes ? std::max(activations + workspace, optimizer_workspace) + once
+                          : activations + workspace + optimizer_workspace + once;
+    if (graphed) {
+      held = graphed_slot_bytes(chunks) + graphed_transfer_bytes(chunks) +
+             (flushes ? optimizer_workspace : held);
+    }
+    c.worker_memory_bytes.push_back(fixed + held + limits.extra_bytes);
     worst = std::max(worst, c.worker_memory_bytes.back());
   }
   return worst;
@@ -341,7 +366,9 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
   if (runtime_memory) set_held_activations(costs, layers, c, limits);
   c.costs = costs;
   const sim::SimResult result = sim::simulate(lists, costs);
-  c.peak_memory_bytes = worker_peak_memory(layers, c, limits, lists, result, entry.flushes());
+  // (The single-process trainer's one graph of its whole step holds the eager step's peak.)
+  const bool graphed = request.cuda_graphs && (stages * c.dp_width * chunks > 1 || !entry.flushes());
+  c.peak_memory_bytes = worker_peak_memory(layers, c, limits, lists, result, entry.flushes(), graphed);
   if (c.peak_memory_bytes > limits.memory_bytes) {
     c.rejected = fmt::format("memory: its schedule holds {} per device, has {}",
                              format_bytes(c.peak_memory_bytes), format_bytes(limits.memory_bytes));
@@ -421,10 +448,12 @@ std::string format_plan_report(const PlanRequest& request, const PlanResult& res
                         request.worker_counts.back(), request.cluster.cores_per_node);
   std::string out = fmt::format(
       "model {} ({} parameters), cluster {} ({}, {} per device), global batch {}\n"
-      "{} candidate plans fit in memory, {} do not\n\n",
+      "{} candidate plans fit in memory{}, {} do not\n\n",
       request.model.name, parameter_text, request.cluster.name,
-      devices, format_bytes(request.cluster.device_memory_bytes),
-      request.global_batch, result.ranked.size(), result.infeasible.size());
+      devices, format_bytes(request.cluster.device_memory_bytes), request.global_batch,
+      result.ranked.size(),
+      request.cuda_graphs ? " (with train.cuda_graphs' memory pools: docs/planning.md)" : "",
+      result.infeasible.size());
   const bool variants = request.model_variants.size() > 1;
   out += fmt::format("| rank | schedule | d | w | b | m | recompute |{} samples/s | peak memory | lost because |\n",
                      variants ? " model |" : "");

@@ -47,6 +47,9 @@ struct PlanRequest {
     std::function<std::vector<LayerCost>(int64_t microbatch)> costs;
   };
   std::vector<ModelVariant> model_variants;
+  // train.cuda_graphs: pipeline workers hold their captured passes' memory pools
+  // (plan/graph_memory.h). Set by `plan --config` from the run config.
+  bool cuda_graphs = false;
   // Worker counts to plan for on one node whose cores they share (a per-worker memory budget
   // on this machine); empty: exactly cluster.devices().
   std::vector<int> worker_counts;

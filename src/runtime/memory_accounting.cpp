@@ -148,7 +148,8 @@ std::vector<at::Tensor> gradients_of(const std::vector<at::Tensor>& parameters) 
 MemoryReport MemoryReport::max_with(const MemoryReport& other) const {
   return {std::max(live, other.live), std::max(peak, other.peak),
           std::max(weights, other.weights), std::max(gradients, other.gradients),
-          std::max(optimizer, other.optimizer), std::max(resident_peak, other.resident_peak)};
+          std::max(optimizer, other.optimizer), std::max(resident_peak, other.resident_peak),
+          std::max(graph_pools, other.graph_pools)};
 }
 
 void reset_peak_memory(CountingAllocator& allocator, const c10::Device& device) {
@@ -158,13 +159,14 @@ void reset_peak_memory(CountingAllocator& allocator, const c10::Device& device) 
 
 MemoryReport measure_memory(const CountingAllocator& allocator, const c10::Device& device,
                             const std::vector<at::Tensor>& parameters,
-                            torch::optim::Optimizer& optimizer) {
+                            torch::optim::Optimizer& optimizer, int64_t graph_pools) {
   MemoryReport report;
   report.live = allocator.live_bytes();
   report.peak = allocator.peak_bytes();
   if (const auto gpu = device::device_memory(device)) {
-    report.live = gpu->allocated;
-    report.peak = gpu->peak;
+    report.graph_pools = graph_pools;
+    report.live = gpu->allocated + graph_pools;
+    report.peak = gpu->peak + graph_pools;
   }
   report.weights = storage_bytes(parameters);
   report.gradients = storage_bytes(gradients_of(parameters));
@@ -176,10 +178,11 @@ MemoryReport measure_memory(const CountingAllocator& allocator, const c10::Devic
 }
 
 PostedMemoryTable post_memory_table(Comm& comm, const MemoryReport& mine) {
-  constexpr int kFields = 6;
+  constexpr int kFields = 7;
   PostedMemoryTable posted{torch::zeros({comm.world_size(), kFields}, torch::kFloat64), -1};
-  const int64_t fields[kFields] = {mine.live, mine.peak, mine.weights, mine.gradients,
-                                   mine.optimizer, mine.resident_peak};
+  const int64_t fields[kFields] = {mine.live,      mine.peak,          mine.weights,
+                                   mine.gradients, mine.optimizer,     mine.resident_peak,
+                                   mine.graph_pools};
   for (int f = 0; f < kFields; ++f) posted.table[comm.rank()][f] = double(fields[f]);
   posted.handle = comm.post_all_reduce_sum(posted.table, Comm::kWorld);
   return posted;
@@ -193,7 +196,8 @@ std::vector<MemoryReport> finish_memory_table(Comm& comm, PostedMemoryTable& pos
   for (int r = 0; r < comm.world_size(); ++r) {
     // Doubles hold byte counts exactly up to 2^53; each row has one non-zero contribution.
     all.push_back({int64_t(rows[r][0]), int64_t(rows[r][1]), int64_t(rows[r][2]),
-                   int64_t(rows[r][3]), int64_t(rows[r][4]), int64_t(rows[r][5])});
+                   int64_t(rows[r][3]), int64_t(rows[r][4]), int64_t(rows[r][5]),
+                   int64_t(rows[r][6])});
   }
   return all;
 }
@@ -204,7 +208,7 @@ std::vector<MemoryReport> gather_memory(Comm& comm, const MemoryReport& mine) {
 }
 
 nlohmann::json memory_fields(const std::vector<MemoryReport>& by_rank) {
-  nlohmann::json live, peak, weights, grads, optimizer, activations, resident;
+  nlohmann::json live, peak, weights, grads, optimizer, activations, resident, pools;
   for (const auto& r : by_rank) {
     live.push_back(to_mb(r.live));
     peak.push_back(to_mb(r.peak));
@@ -213,11 +217,12 @@ nlohmann::json memory_fields(const std::vector<MemoryReport>& by_rank) {
     optimizer.push_back(to_mb(r.optimizer));
     activations.push_back(to_mb(r.activations_peak()));
     resident.push_back(to_mb(r.resident_peak));
+    pools.push_back(to_mb(r.graph_pools));
   }
   return {{"mem_live_mb", live},           {"mem_peak_mb", peak},
           {"mem_weights_mb", weights},     {"mem_grads_mb", grads},
           {"mem_optimizer_mb", optimizer}, {"mem_activations_peak_mb", activations},
-          {"mem_rss_peak_mb", resident}};
+          {"mem_rss_peak_mb", resident},   {"mem_graph_pools_mb", pools}};
 }
 
 double to_mb(int64_t bytes) { return double(bytes) / (1024.0 * 1024.0); }

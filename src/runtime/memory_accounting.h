@@ -48,6 +48,9 @@ struct MemoryReport {
   int64_t gradients = 0;
   int64_t optimizer = 0;   // optimizer state (this worker's shard with ZeRO-1)
   int64_t resident_peak = 0;  // the process's resident high-water mark so far (getrusage)
+  // What its CUDA graphs' memory pools hold beyond their tensors (device::PassGraphs), counted
+  // in live and peak: the replays use it where the allocator's count does not look.
+  int64_t graph_pools = 0;
   // peak - (weights + gradients + optimizer): stashed activations, received tensors, the
   // backward's and the optimizer's temporaries at the step's high-water mark.
   int64_t activations_peak() const { return peak - (weights + gradients + optimizer); }
@@ -55,11 +58,11 @@ struct MemoryReport {
 };
 
 // On a GPU worker live and peak are the CUDA caching allocator's bytes on `device` (the
-// counting allocator sees only host tensors there); weights, gradients and optimizer state are
-// counted from the tensors wherever they live.
+// counting allocator sees only host tensors there) plus `graph_pools`; weights, gradients and
+// optimizer state are counted from the tensors wherever they live.
 MemoryReport measure_memory(const CountingAllocator& allocator, const c10::Device& device,
                             const std::vector<at::Tensor>& parameters,
-                            torch::optim::Optimizer& optimizer);
+                            torch::optim::Optimizer& optimizer, int64_t graph_pools = 0);
 // The start of a step: both peaks (host counter, device allocator) from what is live now.
 void reset_peak_memory(CountingAllocator& allocator, const c10::Device& device);
 
@@ -76,7 +79,8 @@ PostedMemoryTable post_memory_table(Comm& comm, const MemoryReport& mine);
 std::vector<MemoryReport> finish_memory_table(Comm& comm, PostedMemoryTable& posted);
 
 // metrics.jsonl fields: mem_live_mb, mem_peak_mb, mem_weights_mb, mem_grads_mb,
-// mem_optimizer_mb, mem_activations_peak_mb, mem_rss_peak_mb, each an array indexed by rank.
+// mem_optimizer_mb, mem_activations_peak_mb, mem_rss_peak_mb, mem_graph_pools_mb, each an
+// array indexed by rank.
 nlohmann::json memory_fields(const std::vector<MemoryReport>& by_rank);
 
 double to_mb(int64_t bytes);  // MiB

@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "device/placement.h"
 #include "model/registry.h"
 #include "runtime/stop_votes.h"
 #include "schedule/run_rules.h"
@@ -176,6 +177,8 @@ StepResult StageExecutor::train_step(int64_t step) {
   const std::vector<schedule::Action> actions = actions_of(step);
   if (pass_graphs_ && !pass_graphs_tried_ && step >= resumed_at_ + pass_graphs_->eager_steps()) {
     prepare_pass_graphs(step);
+    // The capture's allocations are the pools, counted whole from here on (graph_pool_bytes).
+    device::reset_peak_memory(device_);
   }
   const size_t end = actions.size();
   const bool list_done = flushes() || step + 1 == lists_.iterations();

@@ -91,6 +91,10 @@ class StageExecutor {
   const std::vector<Chunk>& chunks() const { return chunks_; }
   const Model& model_definition() const { return *model_; }
   const c10::Device& device() const { return device_; }
+  // What its CUDA graphs' memory pools hold beyond their tensors (0 without captured graphs).
+  int64_t graph_pool_bytes() const {
+    return pass_graphs_ ? pass_graphs_->pool_bytes_beyond_tensors() : 0;
+  }
   // With ZeRO-1 (pipeline.zero1) the optimizer over this replica's shard only.
   torch::optim::Optimizer& optimizer() { return zero1_ ? zero1_->shard_optimizer() : *optimizer_; }
   // The chunk's optimizer state named as a single-process checkpoint names it. With ZeRO-1 a

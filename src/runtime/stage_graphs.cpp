@@ -12,29 +12,6 @@
 #include "train/optim.h"
 
 namespace pipetrain::runtime {
-namespace {
-
-// The most microbatches `chunk` holds at once in a step's `actions`: its slots. A microbatch
-// takes its slot with its first token slice's forward and leaves it with that slice's backward
-// (the last of its backwards), or a split backward's weight pass.
-int most_in_flight(const std::vector<schedule::Action>& actions, int chunk) {
-  int held = 0, most = 0;
-  for (const auto& action : actions) {
-    if (action.chunk != chunk || action.slice != 0) continue;
-    if (action.kind == schedule::ActionKind::Forward) most = std::max(most, ++held);
-    if (schedule::is_gradient_producer(action.kind)) --held;
-  }
-  return most;
-}
-
-// Whether `chunk`'s backwards are split in two (zero-bubble's B and W).
-bool splits_backward(const std::vector<schedule::Action>& actions, int chunk) {
-  return std::any_of(actions.begin(), actions.end(), [&](const schedule::Action& action) {
-    return action.chunk == chunk && action.kind == schedule::ActionKind::BackwardInput;
-  });
-}
-
-}  // namespace
 
 void StageExecutor::zero_gradients() {
   if (zero1_) return zero1_->zero_grad();  // (in place already)
@@ -115,8 +92,8 @@ void StageExecutor::prepare_pass_graphs(int64_t step) {
   const auto& actions = lists_.schedule().actions.at(size_t(layout_.worker()));
   pass_slots_.assign(chunks_.size(), {});
   for (int c = 0; c < layout_.chunks; ++c) {
-    const int slots = most_in_flight(actions, c);
-    const bool split = splits_backward(actions, c);
+    const int slots = schedule::most_in_flight(actions, c);
+    const bool split = schedule::splits_backward(actions, c);
     if (!pass_graphs_->prepare(c, slots, pass_examples(step, c),
                                [this, c, split] { return passes_of(c, split); }))
       return;

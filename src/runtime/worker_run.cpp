@@ -279,7 +279,7 @@ class PipelineWorkerSession : public TrainingSession {
     reset_peak_memory(allocator_, executor_.device());
     const StepResult result = executor_.train_step(step);
     step_memory_ = measure_memory(allocator_, executor_.device(), executor_.held_weights(),
-                                  executor_.optimizer());
+                                  executor_.optimizer(), executor_.graph_pool_bytes());
     run_memory_ = run_memory_.max_with(step_memory_);
     return result;
   }

@@ -17,6 +17,10 @@ namespace pipetrain::schedule {
 // update after every microbatch; Sync and DoubleBuffer once per iteration of m microbatches.
 bool flushes(WeightPolicyKind kind);
 bool updates_per_microbatch(WeightPolicyKind kind);
+// DoubleBuffer and Stash keep their weight versions as tensors of their own and point the
+// parameters at the one an action reads; under captured CUDA graphs, whose parameters cannot
+// move, the parameters are one more copy each version is copied into (runtime/weight_versions.h).
+bool stashes_versions(WeightPolicyKind kind);
 
 // What microbatch j (counted over the run) reads on stage r of p: a weight version (the number
 // of updates it includes) and how many updates ahead it is extrapolated.

@@ -37,6 +37,10 @@ bool updates_per_microbatch(WeightPolicyKind kind) {
   return kind == WeightPolicyKind::Stash || kind == WeightPolicyKind::Predicted;
 }
 
+bool stashes_versions(WeightPolicyKind kind) {
+  return kind == WeightPolicyKind::DoubleBuffer || kind == WeightPolicyKind::Stash;
+}
+
 std::string ScheduleEntry::sync_warmup_refusal(int64_t sync_steps) const {
   if (sync_steps <= 0 || parameters.sync_warmup) return "";
   return fmt::format("schedule {}: a synchronous warm-up (pipeline.sync_warmup_steps = {}) is only "

@@ -1,5 +1,6 @@
 #include "schedule/schedule.h"
 
+#include <algorithm>
 #include <array>
 
 namespace pipetrain::schedule {
@@ -41,6 +42,22 @@ bool parse_policy(std::string_view name, WeightPolicyKind* kind) { return parse_
 std::string_view placement_name(Placement placement) { return name_in(kPlacements, placement); }
 bool parse_placement(std::string_view name, Placement* placement) {
   return parse_in(kPlacements, name, placement);
+}
+
+int most_in_flight(const std::vector<Action>& actions, int chunk) {
+  int held = 0, most = 0;
+  for (const auto& action : actions) {
+    if (action.chunk != chunk || action.slice != 0) continue;
+    if (action.kind == ActionKind::Forward) most = std::max(most, ++held);
+    if (is_gradient_producer(action.kind)) --held;
+  }
+  return most;
+}
+
+bool splits_backward(const std::vector<Action>& actions, int chunk) {
+  return std::any_of(actions.begin(), actions.end(), [&](const Action& action) {
+    return action.chunk == chunk && action.kind == ActionKind::BackwardInput;
+  });
 }
 
 }  // namespace pipetrain::schedule

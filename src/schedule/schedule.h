@@ -83,6 +83,14 @@ struct Schedule {
   int global_microbatch(const Action& a) const { return a.iteration * microbatches + a.microbatch; }
 };
 
+// The most microbatches `chunk` holds at once in a worker's `actions`: the slots a CUDA-graphed
+// chunk captures (device/pass_graphs.h). A microbatch takes its slot with its first token
+// slice's forward and leaves it with that slice's backward (the last of its backwards), or a
+// split backward's weight pass.
+int most_in_flight(const std::vector<Action>& actions, int chunk);
+// Whether `chunk`'s backwards are split in two in `actions` (zero-bubble's B and W).
+bool splits_backward(const std::vector<Action>& actions, int chunk);
+
 // Parameters of a generator. Nominal costs only order the send/recv pairs (see lower.h); the
 // simulator takes its own cost model.
 struct ScheduleSpec {

@@ -93,7 +93,9 @@ INSTANTIATE_TEST_SUITE_P(Runtime, OptimizerStateBytes,
 
 TEST(MemoryFields, ArraysByRankInMegabytes) {
   MemoryReport a{1 << 20, 3 << 20, 1 << 19, 1 << 19, 1 << 20};
+  a.graph_pools = 3 << 19;
   const auto fields = memory_fields({a, MemoryReport{}});
+  EXPECT_EQ(fields["mem_graph_pools_mb"], nlohmann::json::array({1.5, 0.0}));
   EXPECT_EQ(fields["mem_peak_mb"], nlohmann::json::array({3.0, 0.0}));
   EXPECT_EQ(fields["mem_optimizer_mb"][0], 1.0);
   EXPECT_EQ(fields["mem_activations_peak_mb"][0], 1.0);  // 3 - (0.5 + 0.5 + 1)

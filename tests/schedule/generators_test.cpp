@@ -70,6 +70,32 @@ TEST(Generators, InflightActivations1f1bVsGpipe) {
   }
 }
 
+// A CUDA-graphed chunk's slots: per chunk, the most microbatches it holds (1F1B p - s, GPipe m,
+// ZB-H2 2p - 1 on the first worker; ZB-V's two chunks on worker 0 of 2 with m = 4: the first
+// stage runs all 4 forwards before its first backward, the last stage one microbatch at a time);
+// a token slice's later slices take no slot of their own.
+TEST(Generators, MostInFlightPerChunk) {
+  for (int p = 1; p <= 4; ++p) {
+    const int m = 2 * p;
+    const Schedule one = make_schedule(spec_of("1f1b", p, m));
+    const Schedule gpipe = make_schedule(spec_of("gpipe", p, m));
+    for (int w = 0; w < p; ++w) {
+      EXPECT_EQ(most_in_flight(one.actions[w], 0), p - w) << "p=" << p;
+      EXPECT_EQ(most_in_flight(gpipe.actions[w], 0), m);
+      EXPECT_FALSE(splits_backward(one.actions[w], 0));
+    }
+  }
+  const Schedule zb = make_schedule(spec_of("zb-h2", 3, 6));
+  EXPECT_EQ(most_in_flight(zb.actions[0], 0), 5);
+  EXPECT_TRUE(splits_backward(zb.actions[0], 0));
+  const Schedule v = make_schedule(spec_of("zb-v", 2, 4, 2));
+  EXPECT_EQ(most_in_flight(v.actions[0], 0), 4);
+  EXPECT_EQ(most_in_flight(v.actions[0], 1), 1);
+  ScheduleSpec sliced = spec_of("gpipe", 2, 3);
+  sliced.slices = 4;
+  EXPECT_EQ(most_in_flight(make_schedule(sliced).actions[1], 0), 3);
+}
+
 TEST(Generators, LiveWeightVersions) {
   for (int p = 1; p <= 8; ++p) {
     for (int m = p; m <= 16; m += 3) {
