@@ -484,21 +484,25 @@ void StageExecutor::backward_roots(const Key& key, InFlight& state,
     KeepBuffers first_forward_updated_them(*chunks_.at(size_t(chunk)).model);
     forward_with_graph(key, state);
   }
-  if (is_last_stage(layout_.stage_of(chunk))) {
-    roots = {state.scaled_loss};
-    grads = {torch::ones_like(state.scaled_loss)};
-  } else {
-    roots = {state.output};
-    grads = {state.output_grad};
-  }
-  // Token slices: the later slices' K/V gradients enter this slice's graph with its output's.
+  const bool last = is_last_stage(layout_.stage_of(chunk));
   const auto cache = kv_caches_.find({chunk, microbatch});
-  if (cache != kv_caches_.end()) {
-    cache->second.add_backward_roots(slice, roots, grads);
-    if (slice == 0) kv_caches_.erase(cache);  // slices run backward in reverse: the last one
-  }
+  BackwardSeeds seeds =
+      backward_seeds(last, last ? state.scaled_loss : state.output, state.output_grad,
+                     cache != kv_caches_.end() ? &cache->second : nullptr, slice);
+  roots = std::move(seeds.roots);
+  grads = std::move(seeds.grads);
+  // (Slices run backward in reverse: slice 0's is the sequence's last.)
+  if (cache != kv_caches_.end() && slice == 0) kv_caches_.erase(cache);
   state.output = torch::Tensor();
   state.scaled_loss = torch::Tensor();
+}
+
+BackwardSeeds backward_seeds(bool last, const torch::Tensor& root, const torch::Tensor& received,
+                             SequenceKvCache* cache, int slice) {
+  BackwardSeeds seeds{{root}, {last ? torch::ones_like(root) : received}};
+  // Token slices: the later slices' K/V gradients enter this slice's graph with its output's.
+  if (cache != nullptr) cache->add_backward_roots(slice, seeds.roots, seeds.grads);
+  return seeds;
 }
 
 void StageExecutor::backward(const Key& key) {

@@ -65,6 +65,16 @@ class KeepBuffers {
   std::vector<std::pair<torch::Tensor, torch::Tensor>> saved_;
 };
 
+// What a chunk's backward of a microbatch's token slice starts from, and their gradients: on the
+// last stage its loss (`root`), seeded with ones; elsewhere its output and the gradient received
+// for it (`received`); with token slices (`cache`), the later slices' K/V and their gradients too.
+// The eager and the graphed backward both start here.
+struct BackwardSeeds {
+  std::vector<torch::Tensor> roots, grads;
+};
+BackwardSeeds backward_seeds(bool last, const torch::Tensor& root, const torch::Tensor& received,
+                             SequenceKvCache* cache, int slice);
+
 // Its definitions: stage_executor.cpp (actions), stage_update.cpp (the update and its
 // collectives), stage_state.cpp (checkpoints and resume), stage_graphs.cpp (train.cuda_graphs).
 class StageExecutor {

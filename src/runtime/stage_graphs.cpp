@@ -53,21 +53,20 @@ device::Passes StageExecutor::passes_of(int chunk, bool split) const {
                         int part, const std::vector<torch::Tensor>& inputs,
                         const std::vector<torch::Tensor>& outputs,
                         const std::vector<torch::Tensor>& grads) {
-    std::vector<torch::Tensor> roots = outputs;
+    std::vector<torch::Tensor> made = outputs;  // (the loss the host reads is no root)
     if (recomputed) {
       KeepBuffers first_forward_updated_them(*model);
-      roots = run(part, inputs);
+      made = run(part, inputs);
     }
-    roots.resize(1);  // (the loss the host reads is no root)
-    std::vector<torch::Tensor> root_grads{last ? torch::ones_like(roots[0]) : grads.at(0)};
-    cache->add_backward_roots(part, roots, root_grads);  // (the later slices' K/V gradients)
+    const BackwardSeeds seeds = backward_seeds(last, made.at(0), last ? torch::Tensor() : grads.at(0),
+                                               cache.get(), part);
     device::Backward backward;
     if (split) {
-      auto pass =
-          std::make_shared<SplitBackward>(roots, root_grads, inputs.at(0), model->parameters());
+      auto pass = std::make_shared<SplitBackward>(seeds.roots, seeds.grads, inputs.at(0),
+                                                  model->parameters());
       backward.weight_pass = [pass] { pass->weight_pass(); };
     } else {
-      torch::autograd::backward(roots, root_grads);
+      torch::autograd::backward(seeds.roots, seeds.grads);
     }
     if (part == 0) *cache = SequenceKvCache();  // (the sequence's last backward)
     if (!first) backward.input_grads = {inputs.at(0).grad()};
