@@ -21,6 +21,8 @@
 #      within a bfloat16 unit), and both timed, with their peak memory;
 #   P. `pipetrain profile` of GPT-2 small's layers on the GPU (bfloat16), then `plan --profile`
 #      on clusters/hgx-h200-x2.toml;
+#   M. the planner's memory model against the GPU's allocator: GPT-2 small, bfloat16, 2 workers,
+#      planned and trained eagerly and with CUDA graphs (bench/graph_memory.sh), per worker;
 #   5. throughput, GPT-2 small, context 1024, bfloat16, AdamW, 2/4/16 sequences a step: pipetrain
 #      in one process and on 2 workers sharing the GPU (each eager and with CUDA graphs) vs
 #      bench/gpt2_pytorch.py (eager, compile),
@@ -37,10 +39,11 @@ source bench/gpu_env.sh  # ROOT, PY, BIN, DEVICE, SMOKE, SHAPE, PY_SHAPE, CONTEX
 RET=${OUT:-/tmp/gpu_check}
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check_runs.XXXXXX")
 mkdir -p "$RET"
-# GPU_CHECK_PHASES (default 1234LCP5): the phases to run, e.g. 4 to rerun the transducer's
+# GPU_CHECK_PHASES (default 1234LCPM5): the phases to run, e.g. 4 to rerun the transducer's
 # exactness and step time alone, L for its loss at the paper's scale (about 2 minutes), C for the
-# head's loss (seconds), P for the planner from a profile measured on the GPU.
-PHASES=${GPU_CHECK_PHASES:-1234LCP5}
+# head's loss (seconds), P for the planner from a profile measured on the GPU, M for the
+# planner's memory against the GPU's (about a minute).
+PHASES=${GPU_CHECK_PHASES:-1234LCPM5}
 phase() { [[ "$PHASES" == *"$1"* ]]; }
 RESULTS=$RET/results.txt LOSSES=$RET/transducer.jsonl RECOGNIZER=$RET/recognizer.jsonl
 THROUGHPUT=$RET/throughput.jsonl
@@ -289,6 +292,14 @@ else
 fi
 
 fi
+if phase M; then
+log "M. the planner's memory model against the GPU's allocator, eager and with CUDA graphs"
+if timeout 240 bash bench/graph_memory.sh "$OUT/graph_memory" >"$OUT/graph_memory.md" 2>"$OUT/graph_memory.log"; then
+  log "graph memory: done"
+else
+  verdict "FAIL graph memory (log $OUT/graph_memory.log)"; tail -3 "$OUT/graph_memory.log" >&2
+fi
+fi
 if phase 5; then
 log "5. throughput: GPT-2 small, bfloat16"
 if [ "$SMOKE" = 1 ]; then STEPS=4; BATCHES="2 4"; else STEPS=25; BATCHES="2 4 16"; fi
@@ -334,7 +345,8 @@ timeout 200 "$PY" bench/gpt2_pytorch.py --device "$PY_DEVICE" --dtype bfloat16 $
 cat "$OUT/pytorch.jsonl" >>"$THROUGHPUT" 2>/dev/null
 fi
 log "done"
-(cd "$OUT" && find . -name '*.log' -o -name metrics.jsonl -o -name gpu_profile.json | tar czf "$RET/logs.tar.gz" -T -)
+(cd "$OUT" && find . -name '*.log' -o -name '*.md' -o -name metrics.jsonl -o -name gpu_profile.json -o -name '*.plan.json' |
+  tar czf "$RET/logs.tar.gz" -T -)
 
 echo
 cat "$RET/progress.log"
@@ -355,6 +367,7 @@ for r in (json.loads(l) for l in open(sys.argv[1]) if l.strip()):
 PYEOF
 [ -s "$OUT/head_loss.md" ] && { echo "== the LM head's loss"; head -1 "$OUT/head_loss.md"; grep -v -e '^|---' -e '^| tokens' "$OUT/head_loss.md"; }
 [ -s "$RET/plan.txt" ] && { echo "== plan from the GPU profile"; grep -v '^profile:' "$RET/plan.txt" | head -14; }
+[ -s "$OUT/graph_memory.md" ] && { echo "== the planner's memory vs the GPU's (bench/graph_memory.sh)"; cat "$OUT/graph_memory.md"; }
 "$PY" - "$THROUGHPUT" "$CONTEXT" <<'PYEOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

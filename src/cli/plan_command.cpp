@@ -136,7 +136,7 @@ void add_plan_command(CLI::App& app) {
       request.model = plan::GptShape{};  // layers = 0: planned from its own layer costs
       request.model.name = run_config->model.preset.empty() ? run_config->model.kind : run_config->model.preset;
       request.for_pipetrain_runtime = true;  // a plan for this run config
-      request.cuda_graphs = run_config->train.cuda_graphs > 0;
+      request.cuda_graphs = run_config->train.cuda_graphs == 1;  // (emulated: no pools)
       if (!cluster_given) cluster = "this-machine";
       if (!batch_given) global_batch = run_config->train.batch_size;
     } else if (profile.empty()) {
