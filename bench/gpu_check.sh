@@ -29,7 +29,7 @@
 #      median step time, tokens/s, MFU, peak memory per worker (pipeline workers and the
 #      script; the one process logs none); the tables last.
 # Logs and run folders under $OUT. GPU_CHECK_DEVICE=cpu GPU_CHECK_SMOKE=1 runs it here (tiny
-# throughput shapes) to test the script itself.
+# throughput shapes) to test the script itself, after bench/gpu_bundle.sh (phase 4's corpus).
 # GPU_CHECK_PHASES=4 runs only phase 4 (the others: their numbers).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -274,9 +274,13 @@ PYEOF
   fi
 }
 CPU_THREADS=$(nproc)
-recognizer_speed "cpu-1proc-${CPU_THREADS}threads" cpu 1 "$CPU_THREADS"
-recognizer_speed "$DEVICE-1proc" "$DEVICE" 1 1
-recognizer_speed "$DEVICE-2workers" "$DEVICE" 2 1
+if [ -f "$CORPUS" ]; then
+  recognizer_speed "cpu-1proc-${CPU_THREADS}threads" cpu 1 "$CPU_THREADS"
+  recognizer_speed "$DEVICE-1proc" "$DEVICE" 1 1
+  recognizer_speed "$DEVICE-2workers" "$DEVICE" 2 1
+else
+  verdict "FAIL recognizer step time: no speech corpus at $CORPUS (bench/gpu_bundle.sh makes it)"
+fi
 
 fi
 if phase P; then
