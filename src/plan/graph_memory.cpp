@@ -22,4 +22,10 @@ double graphed_transfer_bytes(const std::vector<GraphedChunk>& chunks) {
   return bytes;
 }
 
+double graphed_held_bytes(const std::vector<GraphedChunk>& chunks, double optimizer_workspace,
+                          double eager_at_capture) {
+  return graphed_slot_bytes(chunks) + graphed_transfer_bytes(chunks) +
+         std::max(optimizer_workspace, eager_at_capture);
+}
+
 }  // namespace pipetrain::plan

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "plan/graph_memory.h"
 
 namespace pipetrain::plan {
 namespace {
@@ -52,8 +53,18 @@ double stage_memory(const std::vector<LayerCost>& layers, int first, int last, i
                            : limits.gpipe_memory     ? limits.microbatches
                                                      : std::min(stages - stage, limits.microbatches);
   const StageMemoryParts parts = stage_memory_parts(layers, first, last, limits);
-  return limits.weight_versions * parts.weights + parts.optimizer + in_flight * parts.per_microbatch +
-         parts.once + parts.workspace + parts.optimizer_workspace + limits.extra_bytes;
+  const double held = in_flight * parts.per_microbatch + parts.once + parts.workspace +
+                      parts.optimizer_workspace;
+  if (!limits.graphed) {
+    return limits.weight_versions * parts.weights + parts.optimizer + held + limits.extra_bytes;
+  }
+  const StageLimits::Graphed& graphed = *limits.graphed;
+  const GraphedChunk chunk{parts, layers[size_t(first)].input_bytes,
+                           layers[size_t(last - 1)].output_bytes, in_flight, graphed.shared_pool};
+  const int copies = limits.weight_versions + (graphed.extra_weight_copy ? 1 : 0);
+  return copies * parts.weights + parts.optimizer +
+         graphed_held_bytes({chunk}, parts.optimizer_workspace, graphed.flushes ? 0 : held) +
+         limits.extra_bytes;
 }
 
 std::optional<Partition> balanced_partition(const std::vector<LayerCost>& layers, int stages,

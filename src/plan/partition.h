@@ -53,6 +53,14 @@ struct StageLimits {
   // pipetrain's recomputation: a stage keeps only its input per in-flight microbatch and
   // rebuilds one microbatch's activations of all its layers in backward.
   bool recompute_stage = false;
+  // train.cuda_graphs on pipeline workers: each microbatch in flight is a slot that keeps its
+  // memory pool (plan/graph_memory.h); nullopt: eager.
+  struct Graphed {
+    bool extra_weight_copy = false;  // a stashing policy's parameters
+    bool shared_pool = false;        // recomputing with a whole backward: one pool for all slots
+    bool flushes = true;             // else its capture step holds the eager run's memory too
+  };
+  std::optional<Graphed> graphed;
 };
 
 struct Partition {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -131,18 +132,29 @@ GraphedChunk graphed_chunk(const std::vector<LayerCost>& layers, std::pair<int, 
   return graphed;
 }
 
+// The graphs' memory rules of a candidate's schedule (the single-process trainer's one graph of
+// its whole step holds the eager step's peak: counted as eager).
+std::optional<StageLimits::Graphed> graphed_limits(const PlanRequest& request,
+                                                   const schedule::Schedule& lists, bool recompute,
+                                                   int workers) {
+  const bool flushes = schedule::flushes(lists.policy.kind);
+  if (!request.cuda_graphs || (workers == 1 && lists.chunks == 1 && flushes)) return std::nullopt;
+  bool splits = false;
+  for (const auto& actions : lists.actions) splits = splits || schedule::splits_backward(actions, 0);
+  return StageLimits::Graphed{schedule::stashes_versions(lists.policy.kind), recompute && !splits,
+                              flushes};
+}
+
 // The memory as the schedule holds it, the worst worker: its chunks' weights in as many versions
 // as the action lists keep alive, gradients and optimizer state, the activations in flight at the
 // simulated peak (with the split backward's held weight-pass gradients), one recomputed
-// microbatch, the largest workspace, its overhead. With CUDA graphs (`graphed`), the slots
-// instead (plan/graph_memory.h), and a stashing policy's parameters are one more copy of the
-// weights; a no-flush schedule captures with microbatches in flight, so its capture step holds
-// the eager run's memory and the slots at once.
+// microbatch, the largest workspace, its overhead. With CUDA graphs (limits.graphed), the
+// slots instead (plan/graph_memory.h), and a stashing policy's parameters are one more copy of
+// the weights.
 double worker_peak_memory(const std::vector<LayerCost>& layers, PlanCandidate& c,
                           const StageLimits& limits, const schedule::Schedule& lists,
-                          const sim::SimResult& result, bool flushes, bool graphed) {
+                          const sim::SimResult& result, bool flushes) {
   const auto ranges = simulated_stage_layers(c);
-  const bool stashes = schedule::stashes_versions(lists.policy.kind);
   double worst = 0;
   c.worker_memory_bytes.clear();
   for (int w = 0; w < c.stages; ++w) {
@@ -153,7 +165,7 @@ double worker_peak_memory(const std::vector<LayerCost>& layers, PlanCandidate& c
       chunks.push_back(graphed_chunk(layers, ranges[s], limits, lists.actions[size_t(w)], chunk));
       const StageMemoryParts& parts = chunks.back().parts;
       fixed += result.stats.peak_live_versions[size_t(w)] * parts.weights + parts.optimizer;
-      if (graphed && stashes) fixed += parts.weights;
+      if (limits.graphed && limits.graphed->extra_weight_copy) fixed += parts.weights;
       once = std::max(once, parts.once);
       workspace = std::max(workspace, parts.workspace);
       optimizer_workspace = std::max(optimizer_workspace, parts.optimizer_workspace);
@@ -163,10 +175,7 @@ double worker_peak_memory(const std::vector<LayerCost>& layers, PlanCandidate& c
     const double activations = result.peak_activation_bytes[size_t(w)];
     double held = flushes ? std::max(activations + workspace, optimizer_workspace) + once
                           : activations + workspace + optimizer_workspace + once;
-    if (graphed) {
-      held = graphed_slot_bytes(chunks) + graphed_transfer_bytes(chunks) +
-             (flushes ? optimizer_workspace : held);
-    }
+    if (limits.graphed) held = graphed_held_bytes(chunks, optimizer_workspace, flushes ? 0 : held);
     c.worker_memory_bytes.push_back(fixed + held + limits.extra_bytes);
     worst = std::max(worst, c.worker_memory_bytes.back());
   }
@@ -279,6 +288,7 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
   limits.microbatches = static_cast<int>(c.microbatches);
   for (int w = 0; w < stages; ++w) limits.in_flight.push_back(double(held.peak_inflight[size_t(w)]) / chunks);
   limits.extra_bytes = cluster.worker_overhead_bytes;
+  limits.graphed = graphed_limits(request, lists, recompute, stages * c.dp_width);
   if (runtime_memory) {
     limits.recompute_stage = recompute;
   } else if (planner_has_gpt_shape(request)) {
@@ -366,9 +376,7 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
   if (runtime_memory) set_held_activations(costs, layers, c, limits);
   c.costs = costs;
   const sim::SimResult result = sim::simulate(lists, costs);
-  // (The single-process trainer's one graph of its whole step holds the eager step's peak.)
-  const bool graphed = request.cuda_graphs && (stages * c.dp_width * chunks > 1 || !entry.flushes());
-  c.peak_memory_bytes = worker_peak_memory(layers, c, limits, lists, result, entry.flushes(), graphed);
+  c.peak_memory_bytes = worker_peak_memory(layers, c, limits, lists, result, entry.flushes());
   if (c.peak_memory_bytes > limits.memory_bytes) {
     c.rejected = fmt::format("memory: its schedule holds {} per device, has {}",
                              format_bytes(c.peak_memory_bytes), format_bytes(limits.memory_bytes));

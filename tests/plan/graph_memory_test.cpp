@@ -13,7 +13,7 @@ namespace {
 // Per layer: 1 kB of weights, 2 kB of optimizer state, 1 kB of activations, a 500 B workspace,
 // 300 B of optimizer workspace; a stage receives 50 B and sends 100 B a microbatch. A stage:
 // W = 3 kB, per microbatch A = 50 + 3000, workspace 500, input 50, output 100.
-PlanRequest six_layers(bool cuda_graphs) {
+PlanRequest six_layers(bool cuda_graphs, double param_bytes = 1e3, double memory_bytes = 1e12) {
   PlanRequest request;
   request.model.name = "six";
   request.for_pipetrain_runtime = true;
@@ -21,13 +21,15 @@ PlanRequest six_layers(bool cuda_graphs) {
   request.cluster = parse_cluster_toml(
       "name = \"two\"\nnodes = 1\ndevices_per_node = 2\ndevice_memory_gb = 1000\n"
       "device_tflops = 100\n", "two.toml");
+  request.cluster.device_memory_bytes = memory_bytes;
   request.global_batch = 4;  // m = 4 microbatches of 1
   PlanRequest::ModelVariant variant;
-  variant.costs = [](int64_t) {
+  variant.costs = [param_bytes](int64_t) {
     std::vector<LayerCost> layers(6);
     for (auto& layer : layers) {
       layer.forward_s = 1e-3, layer.backward_s = 2e-3;
-      layer.param_bytes = 1e3, layer.optimizer_bytes = 2e3, layer.activation_bytes = 1e3;
+      layer.param_bytes = param_bytes, layer.optimizer_bytes = 2 * param_bytes;
+      layer.activation_bytes = 1e3;
       layer.input_bytes = 50, layer.output_bytes = 100;
       layer.workspace_bytes = 500, layer.optimizer_workspace_bytes = 300;
     }
@@ -85,6 +87,20 @@ TEST(GraphMemory, OneProcessIsCountedAsEager) {
   const PlanCandidate b = evaluate_candidate(graphed, "1f1b", 1, 1, false);
   ASSERT_TRUE(a.fits && b.fits) << a.rejected << b.rejected;
   EXPECT_DOUBLE_EQ(a.peak_memory_bytes, b.peak_memory_bytes);
+}
+
+// The partitioner counts the slots too. With 100 B of weights a layer and 8000 B a device, 1F1B's
+// even cut fits eagerly (stage 0: 900 of weights and state + 2 x 3050 + 500 + 300 = 7800) but not
+// graphed (900 + 2 x 3700 + 200 + 300 = 8800): the graphed plan moves a layer off the first
+// stage, which holds 2 slots (600 + 2 x 2700 + 500 = 6500; stage 1: 1200 + 4700 + 500 = 6400).
+TEST(GraphMemory, ThePartitionMakesRoomForTheSlots) {
+  const PlanCandidate eager = evaluate_candidate(six_layers(false, 100, 8000), "1f1b", 2, 1, false);
+  const PlanCandidate graphed = evaluate_candidate(six_layers(true, 100, 8000), "1f1b", 2, 1, false);
+  ASSERT_TRUE(eager.fits && graphed.fits) << eager.rejected << graphed.rejected;
+  EXPECT_EQ(eager.partition, (std::vector<int>{3, 3}));
+  EXPECT_EQ(graphed.partition, (std::vector<int>{2, 4}));
+  EXPECT_DOUBLE_EQ(graphed.worker_memory_bytes.at(0), 6500);
+  EXPECT_DOUBLE_EQ(graphed.worker_memory_bytes.at(1), 6400);
 }
 
 TEST(GraphMemory, SlotBytesInClosedForm) {
