@@ -114,6 +114,7 @@ class CapturedPasses : public PassGraphs {
         captured_.clear();
         shared_pool_.reset();
         pools_.clear();
+        pool_bytes_ = 0;
         return false;
       }
     }
