@@ -33,9 +33,8 @@ struct PlanRequest {
   std::vector<int64_t> microbatch_sizes = {1, 2, 4, 8, 16, 32};
   std::vector<bool> recompute = {false, true};
   // Plan for pipetrain's runtime: its updates synchronise all stages (sim::CostModel's
-  // synchronous_updates), and only what the catalogue says it runs (2BW: any width, no
-  // recomputation). On for plans from a measured profile (they run here), off for the papers'
-  // clusters.
+  // synchronous_updates), and only what the catalogue says it runs (RuntimeSupport). On for
+  // plans from a measured profile (they run here), off for the papers' clusters.
   bool for_pipetrain_runtime = false;
   // A model run here (`plan --config`): its per-layer costs at a microbatch size (times at one
   // worker's rate, the runtime's memory: runtime::model_plan_costs), one entry per variant of

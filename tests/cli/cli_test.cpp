@@ -153,8 +153,8 @@ TEST(Cli, MeasuredPartitionIsTimedOnceAndKeptAsCounts) {
 
 // The planner's d x w 2BW plans run: `pipetrain plan` on a profile of a small model and a
 // 4-device cluster writes every plan that fits; a 2BW plan of 2 stages x 2 replicas (the
-// ranking follows measured timings, the candidates do not) trains with `train --plan`, and every
-// ranked plan is one the runtime runs (no recomputation under 2BW).
+// ranking follows measured timings, the candidates do not) trains with `train --plan`, and so
+// does one that recomputes (2BW's backward reads its forward's weights: it recomputes exactly).
 TEST(Cli, PlannersDataParallelTwoBWPlanTrains) {
   const auto dir = temp_dir("plan_2bw_wide");
   fs::create_directories(dir);
@@ -170,28 +170,35 @@ TEST(Cli, PlannersDataParallelTwoBWPlanTrains) {
                              (dir / "four.toml").string() + " --global-batch 8 --schedules 2bw " +
                              "--out-ranked " + (dir / "ranked").string());
   ASSERT_EQ(planned.exit_code, 0) << planned.output;
-  fs::path wide;
+  fs::path wide, recomputed;
   int plans = 0;
   for (const auto& file : fs::directory_iterator(dir / "ranked")) {
     std::ifstream in(file.path());
     const auto plan = nlohmann::json::parse(in);
     ++plans;
     EXPECT_EQ(plan["schedule"], "2bw") << file.path();
-    EXPECT_FALSE(plan["recompute"].get<bool>()) << file.path();
-    if (plan["dp_width"] == 2 && plan["stages"] == 2 && wide.empty()) wide = file.path();
+    const bool recomputes = plan["recompute"].get<bool>();
+    if (!recomputes && plan["dp_width"] == 2 && plan["stages"] == 2 && wide.empty()) wide = file.path();
+    if (recomputes && plan["stages"] == 2 && recomputed.empty()) recomputed = file.path();
   }
   EXPECT_GE(plans, 2);
   ASSERT_FALSE(wide.empty()) << planned.output;
-  const auto run_dir = dir / "run";
-  const Result trained = run("train --plan " + wide.string() + " --train.steps 3 --eval.every 0 "
-                             "--eval.batches 1 --sample.tokens 0 --quiet --run-dir " + run_dir.string());
-  ASSERT_EQ(trained.exit_code, 0) << trained.output;
-  const auto summary = nlohmann::json::parse(std::ifstream(run_dir / "summary.json"));
-  EXPECT_EQ(summary["dp_width"], 2);
-  EXPECT_EQ(summary["stages"], 2);
-  EXPECT_EQ(summary["schedule"], "2bw");
-  EXPECT_EQ(summary["steps"], 3);
-  EXPECT_TRUE(std::isfinite(summary["final_loss"].get<double>()));
+  ASSERT_FALSE(recomputed.empty()) << planned.output;
+  for (const auto& chosen : {wide, recomputed}) {
+    const auto run_dir = dir / ("run_" + chosen.stem().string());
+    const Result trained = run("train --plan " + chosen.string() + " --train.steps 3 --eval.every 0 "
+                               "--eval.batches 1 --sample.tokens 0 --quiet --run-dir " + run_dir.string());
+    ASSERT_EQ(trained.exit_code, 0) << trained.output;
+    const auto summary = nlohmann::json::parse(std::ifstream(run_dir / "summary.json"));
+    EXPECT_EQ(summary["stages"], 2);
+    EXPECT_EQ(summary["schedule"], "2bw");
+    EXPECT_EQ(summary["steps"], 3);
+    EXPECT_TRUE(std::isfinite(summary["final_loss"].get<double>()));
+    if (chosen == wide) EXPECT_EQ(summary["dp_width"], 2);
+  }
+  const Result shown =
+      run("config " + (dir / ("run_" + recomputed.stem().string()) / "config.toml").string());
+  EXPECT_NE(shown.output.find("recompute = \"all\""), std::string::npos) << shown.output;
   fs::remove_all(dir);
 }
 

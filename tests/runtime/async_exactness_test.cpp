@@ -46,6 +46,7 @@ struct Case {
   bool zero1 = false;  // pipeline.zero1: the optimizer state sharded over the replicas
   int sync_warmup_steps = 0;  // pipeline.sync_warmup_steps: steps trained synchronously first
   int steps = 4;  // train.steps
+  std::string recompute = "none";  // pipeline.recompute
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
@@ -58,6 +59,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   if (info.param.zero1) name += "_zero1";
   if (info.param.sync_warmup_steps > 0) name += "_sync" + std::to_string(info.param.sync_warmup_steps);
   if (info.param.steps != 4) name += "_steps" + std::to_string(info.param.steps);
+  if (info.param.recompute != "none") name += "_recompute";
   if (info.param.model != "gpt") name = info.param.model + "_" + name;
   for (auto& c : name) if (c == '-') c = '_';
   return name;
@@ -68,7 +70,7 @@ void PrintTo(const Case& c, std::ostream* out) {
        << " m=" << (c.microbatches > 0 ? c.microbatches : c.stages)
        << " loss_chunk_tokens=" << c.loss_chunk_tokens << " delay_correction=" << c.delay_correction
        << " w=" << c.dp_width << (c.zero1 ? " zero1" : "") << " sync_warmup_steps=" << c.sync_warmup_steps
-       << " steps=" << c.steps;
+       << " steps=" << c.steps << " recompute=" << c.recompute;
 }
 
 // m = p microbatches of 2 rows (the smallest 2BW allows) unless the case says more; 4 steps reach
@@ -87,7 +89,8 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
           {"model.loss_chunk_tokens", std::to_string(c.loss_chunk_tokens)},
           {"train.delay_correction", c.delay_correction}, {"model.dtype", "float64"},
           {"pipeline.dp_width", std::to_string(c.dp_width)}, {"pipeline.zero1", c.zero1 ? "1" : "0"},
-          {"pipeline.sync_warmup_steps", std::to_string(c.sync_warmup_steps)}};
+          {"pipeline.sync_warmup_steps", std::to_string(c.sync_warmup_steps)},
+          {"pipeline.recompute", c.recompute}};
   if (c.model == "cnn") {  // 2 base channels on the tiny image folder
     for (auto& [key, value] : fields) {
       if (key == "model.d_model") value = "2";
@@ -265,6 +268,21 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"2bw", 4, "sgd", 0, 0, "error_feedback"},
                       Case{"2bw", 2, "muon", 3, 0, "error_feedback"},
                       Case{"2bw-predict", 2, "adamw", 0, 0, "error_feedback"}),
+    case_name);
+// Recomputation (pipeline.recompute) under the policies whose backward reads the weights its
+// forward read: the forward run again in backward rebuilds the same activations, so the rule is
+// the reference's as without it; with replicas and ZeRO-1, a warm-up, and the CNN's BatchNorm.
+Case recomputing(Case c, const char* stages = "all") {
+  c.recompute = stages;
+  return c;
+}
+INSTANTIATE_TEST_SUITE_P(
+    Recompute, AsyncExactness,
+    ::testing::Values(recomputing({"2bw", 2, "adamw"}), recomputing({"2bw", 3, "sgd", 4}, "0"),
+                      recomputing({"2bw-predict", 2, "adam"}), recomputing({"pipedream", 3, "adam"}),
+                      recomputing({"2bw", 2, "adam", 0, 0, "none", "gpt", 2, true}),
+                      recomputing({"2bw", 2, "adamw", 0, 0, "none", "gpt", 1, false, 1}),
+                      recomputing({"2bw", 2, "sgd", 0, 0, "none", "cnn"})),
     case_name);
 // A synchronous warm-up before 2BW's rule (pipeline.sync_warmup_steps): flushed steps, then the
 // delayed ones from a fresh fill; on one and several stages, with error feedback, and wide.

@@ -152,8 +152,9 @@ TEST(RunSpec, EveryCrossFieldRefusalIsOneLine) {
        "pipeline.chunks > 1 needs pipeline.stages >= 2"},
       {[](Config& c) { c.pipeline.dp_width = 3, c.train.microbatches = 2, c.train.batch_size = 8; },
        "train.batch_size (8) must be a multiple of pipeline.dp_width x train.microbatches (6)"},
-      {[](Config& c) { c.pipeline.recompute = "all", c.pipeline.schedule = "2bw"; },
-       "pipeline.recompute runs with the schedules gpipe, 1f1b, interleaved, bfs, zb-h1, zb-h2, zb-v, dualpipev only"},
+      {[](Config& c) { c.pipeline.recompute = "all", c.pipeline.schedule = "pipeoptim"; },
+       "pipeline.recompute runs with the schedules gpipe, 1f1b, interleaved, bfs, zb-h1, zb-h2, "
+       "zb-v, dualpipev, 2bw, 2bw-predict, pipedream only"},
       {[](Config& c) { c.pipeline.dp_width = 2, c.pipeline.zero1 = 1, c.pipeline.schedule = "pipeoptim"; },
        "pipeline.zero1 = 1 runs with the schedules"},
       {[](Config& c) { c.pipeline.chunks = 2, c.pipeline.schedule = "interleaved", c.train.microbatches = 4,
