@@ -10,9 +10,12 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
   const bool grouped = k.size(1) != q.size(1);
   auto keys = k, values = v;
   int64_t context = 0;
-  if (kv != nullptr && !kv->key_leaves.empty()) {
+  if (kv != nullptr && kv->cached_slices() > 0) {
     context = kv->context();
-    std::vector<torch::Tensor> all_keys = kv->key_leaves, all_values = kv->value_leaves;
+    const auto cached = std::ptrdiff_t(kv->cached_slices());
+    std::vector<torch::Tensor> all_keys(kv->key_leaves.begin(), kv->key_leaves.begin() + cached);
+    std::vector<torch::Tensor> all_values(kv->value_leaves.begin(),
+                                          kv->value_leaves.begin() + cached);
     all_keys.push_back(k);
     all_values.push_back(v);
     keys = torch::cat(all_keys, 2);
@@ -33,12 +36,7 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
     mixed = at::scaled_dot_product_attention(q, keys, values, visible, 0.0, false, std::nullopt,
                                              grouped);
   }
-  if (kv != nullptr) {
-    kv->key_roots.push_back(k);
-    kv->value_roots.push_back(v);
-    kv->key_leaves.push_back(k.detach().requires_grad_(true));
-    kv->value_leaves.push_back(v.detach().requires_grad_(true));
-  }
+  if (kv != nullptr) kv->record(k, v);
   return mixed;
 }
 

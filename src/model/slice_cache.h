@@ -17,12 +17,22 @@ namespace pipetrain {
 struct LayerKv {
   std::vector<torch::Tensor> key_leaves, value_leaves;  // [B, H, l_i, hd] per earlier slice
   std::vector<torch::Tensor> key_roots, value_roots;    // the same values inside slice i's graph
-  int64_t context() const;  // tokens cached so far
+  // Recomputation: the slice whose forward runs again (its backward's), -1 when none. Its
+  // context is the slices before it, and its K/V roots are replaced (the leaves, which the later
+  // slices' backwards have added their gradients to, stay).
+  int replayed = -1;
+  int64_t context() const;  // tokens cached so far (before the replayed slice)
+  // Records a slice's K/V: appended, or the replayed slice's roots.
+  void record(const torch::Tensor& key, const torch::Tensor& value);
+  size_t cached_slices() const { return replayed >= 0 ? size_t(replayed) : key_leaves.size(); }
 };
 
 class SequenceKvCache {
  public:
   LayerKv& layer(size_t index);  // the index-th attention layer of a stack, created on first use
+  // A recomputed slice's forward runs again in its backward (`slice`; -1: done) on the same
+  // cache: see LayerKv::replayed.
+  void replay(int slice);
   // Appends to `roots`/`grads` what the backward of `slice` starts from besides its output: its
   // K/V in its own graph with the gradients the later slices accumulated (none for the last).
   void add_backward_roots(int slice, std::vector<torch::Tensor>& roots,
@@ -30,6 +40,23 @@ class SequenceKvCache {
 
  private:
   std::vector<LayerKv> layers_;
+};
+
+// A recomputed slice's forward, replayed on its sequence's cache for the guard's lifetime (none
+// when unsliced: null).
+class ReplayedSlice {
+ public:
+  ReplayedSlice(SequenceKvCache* cache, int slice) : cache_(cache) {
+    if (cache_ != nullptr) cache_->replay(slice);
+  }
+  ~ReplayedSlice() {
+    if (cache_ != nullptr) cache_->replay(-1);
+  }
+  ReplayedSlice(const ReplayedSlice&) = delete;
+  ReplayedSlice& operator=(const ReplayedSlice&) = delete;
+
+ private:
+  SequenceKvCache* cache_;
 };
 
 }  // namespace pipetrain

@@ -47,9 +47,6 @@ void check_slices_and_chunks(const Config& config, const RunSpec& spec) {
          quoted_alternatives(runtime_schedules_where([](const auto& e) { return e.parameters.slices; })),
          p.schedule);
   }
-  if (spec.slices.count() > 1 && p.recompute != "none") {
-    fail("pipeline.slices and pipeline.recompute cannot be combined yet");
-  }
   if (p.chunks > 1 && !entry.parameters.chunks) {
     fail("pipeline.chunks = {} needs pipeline.schedule = {} (got '{}')", p.chunks,
          quoted_alternatives(runtime_schedules_where([](const auto& e) { return e.parameters.chunks; })),

@@ -480,12 +480,13 @@ void StageExecutor::backward_roots(const Key& key, InFlight& state,
                                    std::vector<torch::Tensor>& roots,
                                    std::vector<torch::Tensor>& grads) {
   const auto [chunk, microbatch, slice] = key;
+  const auto cache = kv_caches_.find({chunk, microbatch});
   if (recompute_.at(size_t(chunk))) {
     KeepBuffers first_forward_updated_them(*chunks_.at(size_t(chunk)).model);
+    ReplayedSlice on_its_cache(cache != kv_caches_.end() ? &cache->second : nullptr, slice);
     forward_with_graph(key, state);
   }
   const bool last = is_last_stage(layout_.stage_of(chunk));
-  const auto cache = kv_caches_.find({chunk, microbatch});
   BackwardSeeds seeds =
       backward_seeds(last, last ? state.scaled_loss : state.output, state.output_grad,
                      cache != kv_caches_.end() ? &cache->second : nullptr, slice);

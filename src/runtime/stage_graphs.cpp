@@ -35,7 +35,6 @@ device::Passes StageExecutor::passes_of(int chunk, bool split) const {
   // (`this` outlives the passes: they are its pass_graphs_'.)
   const auto run = [this, model, cache, last, scaled](int part,
                                                       const std::vector<torch::Tensor>& inputs) {
-    if (part == 0) *cache = SequenceKvCache();
     auto [root, loss] = chunk_forward(
         *model, last, part, inputs.at(0), last ? inputs.at(1) : torch::Tensor(),
         slices_.count() == 1 ? nullptr : cache.get(), scaled ? inputs.at(2) : torch::Tensor());
@@ -44,7 +43,8 @@ device::Passes StageExecutor::passes_of(int chunk, bool split) const {
   device::Passes passes;
   // (A split backward's W reads what its B kept; a token slice, the earlier slices' K/V.)
   passes.independent = recomputed && !split && slices_.count() == 1;
-  passes.forward = [run, recomputed](int part, const std::vector<torch::Tensor>& inputs) {
+  passes.forward = [run, cache, recomputed](int part, const std::vector<torch::Tensor>& inputs) {
+    if (part == 0) *cache = SequenceKvCache();  // (a new sequence)
     std::optional<torch::NoGradGuard> no_graph;
     if (recomputed) no_graph.emplace();
     return run(part, inputs);
@@ -56,6 +56,7 @@ device::Passes StageExecutor::passes_of(int chunk, bool split) const {
     std::vector<torch::Tensor> made = outputs;  // (the loss the host reads is no root)
     if (recomputed) {
       KeepBuffers first_forward_updated_them(*model);
+      ReplayedSlice on_its_cache(cache.get(), part);
       made = run(part, inputs);
     }
     const BackwardSeeds seeds = backward_seeds(last, made.at(0), last ? torch::Tensor() : grads.at(0),

@@ -196,6 +196,8 @@ INSTANTIATE_TEST_SUITE_P(
                                 "none", "3"},
                       GraphCase{"gpipe_p3_float16_slices_5_3", "gpipe", 3, 2, 1, 1, "float16",
                                 "gpt", 0, "none", "5,3"},
+                      GraphCase{"gpipe_p2_slices_3_recompute_all", "gpipe", 2, 2, 1, 1, "float64",
+                                "gpt", 0, "all", "3"},
                       GraphCase{"twobw_p2_m4", "2bw", 2, 4},
                       GraphCase{"twobw_p3_bfloat16", "2bw", 3, 4, 1, 1, "bfloat16"},
                       GraphCase{"twobw_p2_w2", "2bw", 2, 2, 2},

@@ -363,7 +363,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpipe", 2, 3, "1,4", 1, 1, "none", 0, "adamw", "2,9,5"},
                       Case{"gpipe", 4, 1, "balanced", 1, 1, "none", 0, "adamw", "4"},
                       Case{"gpipe", 4, 2, "2,1,1,1", 1, 1, "none", 0, "adamw", "7,6,3"},
-                      Case{"gpipe", 2, 2, "balanced", 2, 1, "none", 0, "adamw", "6,10"}),
+                      Case{"gpipe", 2, 2, "balanced", 2, 1, "none", 0, "adamw", "6,10"},
+                      // Recomputed: each slice's backward runs its forward again on the cache.
+                      Case{"gpipe", 2, 2, "balanced", 1, 1, "all", 0, "adamw", "5,7,4"},
+                      Case{"gpipe", 3, 1, "1,2,2", 1, 1, "1", 0, "adamw", "4"}),
     case_name);
 
 // The Llama family (grouped-query attention, rotary positions, SwiGLU, RMSNorm, untied or tied
@@ -382,6 +385,7 @@ INSTANTIATE_TEST_SUITE_P(
                       llama_case(Case{"1f1b", 2, 2, "balanced", 2}),
                       llama_case(Case{"1f1b", 2, 2, "balanced", 2, 1, "none", 1, "adam"}),
                       llama_case(Case{"gpipe", 2, 2, "balanced", 1, 1, "none", 0, "adamw", "5,7,4"}),
+                      llama_case(Case{"gpipe", 2, 2, "balanced", 1, 1, "all", 0, "adamw", "5,7,4"}),
                       llama_case(Case{"1f1b", 2, 2, "balanced", 1, 1, "none", 0, "adamw", "1", 7}),
                       llama_case(Case{"1f1b", 2, 3, "balanced", 1, 1, "none", 0, "muon"}),
                       llama_case(Case{"1f1b", 2, 3, "balanced"}, "llama_tied"),

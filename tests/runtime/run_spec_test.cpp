@@ -144,8 +144,6 @@ TEST(RunSpec, EveryCrossFieldRefusalIsOneLine) {
        "pipeline.partition '1,5' splits the 6 layers over 2 stages, but pipeline.stages is 1"},
       {[](Config& c) { c.pipeline.slices = "2"; },
        "pipeline.slices = \"2\" (token slicing) needs pipeline.schedule = \"gpipe\" (got '1f1b')"},
-      {[](Config& c) { c.pipeline.slices = "2", c.pipeline.schedule = "gpipe", c.pipeline.recompute = "0"; },
-       "pipeline.slices and pipeline.recompute cannot be combined yet"},
       {[](Config& c) { c.pipeline.chunks = 2; },
        "pipeline.chunks = 2 needs pipeline.schedule = \"interleaved\" or \"bfs\" or \"zb-v\" or \"dualpipev\" (got '1f1b')"},
       {[](Config& c) { c.pipeline.stages = 1, c.pipeline.chunks = 2, c.pipeline.schedule = "interleaved"; },
