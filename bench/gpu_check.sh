@@ -99,9 +99,11 @@ fi
 # Pipeline workers replaying each microbatch's captured forward and backward (3 eager steps, then
 # graphs) == the eager pipeline: 1F1B on 2 workers, GPipe on 3 (every microbatch in flight),
 # ZB-H1 (B and W two graphs), 1F1B recomputing (the slots' graphs share one pool), GPipe in 3
-# token slices (TeraPipe: a graph per slice, the K/V cache in the slot), 2BW (captured with
-# microbatches in flight; each action's weight version copied into the parameters).
-for run in "2 1f1b none 1" "3 gpipe none 1" "2 zb-h1 none 1" "2 1f1b all 1" "2 gpipe none 3" "2 2bw none 1"; do
+# token slices (TeraPipe: a graph per slice, the K/V cache in the slot), and recomputing (each
+# slice's forward replayed on the cache), 2BW (captured with microbatches in flight; each action's
+# weight version copied into the parameters), and recomputing.
+for run in "2 1f1b none 1" "3 gpipe none 1" "2 zb-h1 none 1" "2 1f1b all 1" "2 gpipe none 3" \
+    "2 gpipe all 3" "2 2bw none 1" "2 2bw all 1"; do
   set -- $run
   name="f64_p$1_$2_recompute_$3_slices_$4"
   PIPE=(--model.dtype float64 --train.device "$DEVICE" --pipeline.stages "$1" --pipeline.schedule "$2" --pipeline.recompute "$3" --pipeline.slices "$4" --train.steps 6)

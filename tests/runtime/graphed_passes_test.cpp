@@ -167,8 +167,9 @@ INSTANTIATE_TEST_SUITE_P(Schedules, GraphedPassesResume, ::testing::Values("gpip
 // and the backward runs it again (on the CNN restoring the running statistics it updated twice).
 // Zero-bubble's split backward: B and W are two passes of the slot (DualPipeV's whole backwards
 // in its F&B pairs are B then W), also recomputed. TeraPipe's token slices: a microbatch's slot
-// has a part per slice, whose passes keep its K/V cache (near-equal and uneven slices). No-flush
-// schedules switch to graphs with microbatches in flight (those finish eagerly): 2BW and
+// has a part per slice, whose passes keep its K/V cache (near-equal and uneven slices; and
+// recomputed, each slice's forward replayed on the cache). No-flush schedules switch to graphs
+// with microbatches in flight (those finish eagerly): 2BW (also recomputing) and
 // PipeDream copy the version an action reads into the parameters, the predicting policies
 // (PipeOptim, SpecTrain) write their predictions into the weights the graphs read.
 INSTANTIATE_TEST_SUITE_P(
@@ -199,6 +200,8 @@ INSTANTIATE_TEST_SUITE_P(
                       GraphCase{"gpipe_p2_slices_3_recompute_all", "gpipe", 2, 2, 1, 1, "float64",
                                 "gpt", 0, "all", "3"},
                       GraphCase{"twobw_p2_m4", "2bw", 2, 4},
+                      GraphCase{"twobw_p2_m4_recompute_all", "2bw", 2, 4, 1, 1, "float64", "gpt", 0,
+                                "all"},
                       GraphCase{"twobw_p3_bfloat16", "2bw", 3, 4, 1, 1, "bfloat16"},
                       GraphCase{"twobw_p2_w2", "2bw", 2, 2, 2},
                       GraphCase{"twobw_p2_w2_zero1", "2bw", 2, 2, 2, 1, "float64", "gpt", 1},
