@@ -128,7 +128,7 @@ GraphedChunk graphed_chunk(const std::vector<LayerCost>& layers, std::pair<int, 
   graphed.input_bytes = layers[size_t(range.first)].input_bytes;
   graphed.output_bytes = layers[size_t(range.second - 1)].output_bytes;
   graphed.slots = schedule::most_in_flight(actions, chunk);
-  graphed.shared_pool = limits.recompute_stage && !schedule::splits_backward(actions, chunk);
+  graphed.shared_pool = limits.graphed && limits.graphed->shared_pool;
   return graphed;
 }
 

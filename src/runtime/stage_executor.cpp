@@ -476,9 +476,7 @@ double StageExecutor::slice_share(int slice) const {
   return double(slices_.lengths.at(size_t(slice))) / double(model_->sliceable_length());
 }
 
-void StageExecutor::backward_roots(const Key& key, InFlight& state,
-                                   std::vector<torch::Tensor>& roots,
-                                   std::vector<torch::Tensor>& grads) {
+BackwardSeeds StageExecutor::backward_roots(const Key& key, InFlight& state) {
   const auto [chunk, microbatch, slice] = key;
   const auto cache = kv_caches_.find({chunk, microbatch});
   if (recompute_.at(size_t(chunk))) {
@@ -490,12 +488,11 @@ void StageExecutor::backward_roots(const Key& key, InFlight& state,
   BackwardSeeds seeds =
       backward_seeds(last, last ? state.scaled_loss : state.output, state.output_grad,
                      cache != kv_caches_.end() ? &cache->second : nullptr, slice);
-  roots = std::move(seeds.roots);
-  grads = std::move(seeds.grads);
   // (Slices run backward in reverse: slice 0's is the sequence's last.)
   if (cache != kv_caches_.end() && slice == 0) kv_caches_.erase(cache);
   state.output = torch::Tensor();
   state.scaled_loss = torch::Tensor();
+  return seeds;
 }
 
 BackwardSeeds backward_seeds(bool last, const torch::Tensor& root, const torch::Tensor& received,
@@ -511,9 +508,8 @@ void StageExecutor::backward(const Key& key) {
   if (state.slot >= 0) {
     backward_graphed(key, state, /*input_only=*/false);
   } else {
-    std::vector<torch::Tensor> roots, grads;
-    backward_roots(key, state, roots, grads);
-    torch::autograd::backward(roots, grads);
+    const BackwardSeeds seeds = backward_roots(key, state);
+    torch::autograd::backward(seeds.roots, seeds.grads);
   }
   if (is_first_stage(layout_.stage_of(std::get<0>(key)))) in_flight_.erase(key);  // nothing to send
 }
@@ -522,10 +518,9 @@ void StageExecutor::backward(const Key& key) {
 void StageExecutor::backward_input(const Key& key) {
   InFlight& state = in_flight_.at(key);
   if (state.slot >= 0) return backward_graphed(key, state, /*input_only=*/true);
-  std::vector<torch::Tensor> roots, grads;
-  backward_roots(key, state, roots, grads);
+  BackwardSeeds seeds = backward_roots(key, state);
   state.weight_pass = std::make_unique<SplitBackward>(
-      std::move(roots), std::move(grads), state.input,
+      std::move(seeds.roots), std::move(seeds.grads), state.input,
       chunks_.at(size_t(std::get<0>(key))).model->parameters());
   int64_t held = 0;
   for (const auto& [k, s] : in_flight_) {

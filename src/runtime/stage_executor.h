@@ -183,8 +183,7 @@ class StageExecutor {
   void backward_input(const Key& key);   // zero-bubble B
   void backward_weight(const Key& key);  // zero-bubble W
   // What a backward starts from (rebuilding the graph first when the chunk recomputes).
-  void backward_roots(const Key& key, InFlight& state, std::vector<torch::Tensor>& roots,
-                      std::vector<torch::Tensor>& grads);
+  BackwardSeeds backward_roots(const Key& key, InFlight& state);
   void drop_if_done(const Key& key);
   // train.cuda_graphs (stage_graphs.cpp): every chunk's forward and backward of a microbatch
   // replayed in slots, one per microbatch its list holds at once (device/pass_graphs.h).
