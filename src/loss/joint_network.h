@@ -27,6 +27,8 @@ TORCH_MODULE(JointNetwork);
 
 // Any joint: (enc [G, T, J], pred [G, U+1, J]) -> logits [G, T, U+1, V]. Its last operation must
 // not save its own output for backward (true of Linear): the gradient overwrites that buffer.
+// Nor should the logits be an autograd view (at::linear's reshape of a 4-D input is one): a view
+// overwritten in place replays itself in the backward, a zero-filled copy of all the logits.
 using JointFunction = std::function<at::Tensor(const at::Tensor& enc, const at::Tensor& pred)>;
 
 struct SampleWiseOptions {

@@ -50,9 +50,10 @@ class CnnStem : public CnnLayer {
 class ResidualBlock : public CnnLayer {
  public:
   ResidualBlock(const CnnConfig::BlockShape& shape, torch::Generator& generator)
+      // (in the members' order, which is the order they are made and registered in)
       : conv1_(register_module("conv1", make_conv(shape.in, shape.out, 3, shape.stride, generator))),
-        bn1_(register_module("bn1", make_norm(shape.out))),
         conv2_(register_module("conv2", make_conv(shape.out, shape.out, 3, 1, generator))),
+        bn1_(register_module("bn1", make_norm(shape.out))),
         bn2_(register_module("bn2", make_norm(shape.out))) {
     if (shape.stride != 1 || shape.in != shape.out) {
       shortcut_conv_ = register_module("shortcut", make_conv(shape.in, shape.out, 1, shape.stride, generator));

@@ -9,6 +9,7 @@
 #include "loss/chunked_cross_entropy.h"
 #include "loss/softmax_cross_entropy.h"
 #include "model/attention.h"
+#include "model/linear.h"
 #include "model/llama_layers.h"
 
 namespace pipetrain {
@@ -76,13 +77,19 @@ TransformerBlock::TransformerBlock(const GptConfig& config, torch::Generator& ge
 // With `kv`, x is a token slice after kv->context() earlier tokens (model/attention.h).
 torch::Tensor TransformerBlock::attention(const torch::Tensor& x, LayerKv* kv) {
   const int64_t batch = x.size(0), length = x.size(1), d = x.size(2), head_dim = d / heads_;
-  auto qkv = qkv_->forward(x).view({batch, length, 3, heads_, head_dim}).permute({2, 0, 3, 1, 4});
-  const auto mixed = causal_attention(qkv[0], qkv[1], qkv[2], kv);  // [B, H, T, hd]
-  return attn_out_->forward(mixed.transpose(1, 2).reshape({batch, length, d}));
+  // unbind, not three selects: its backward stacks the three gradients in one kernel, where
+  // each select's would fill a zero tensor of the whole [B, T, 3, H, hd] and add the three. On
+  // dim 2, then each head-major: the stack lands in the linear's own layout (no copy back).
+  const auto qkv = linear(qkv_, x).view({batch, length, 3, heads_, head_dim}).unbind(2);
+  const auto head_major = [](const torch::Tensor& t) { return t.transpose(1, 2); };
+  const auto mixed = causal_attention(head_major(qkv[0]), head_major(qkv[1]), head_major(qkv[2]),
+                                      kv);  // [B, H, T, hd]
+  return linear(attn_out_, mixed.transpose(1, 2).reshape({batch, length, d}));
 }
 
 torch::Tensor TransformerBlock::mlp(const torch::Tensor& h) {
-  return h + fc_out_->forward(torch::gelu(fc_->forward(ln2_->forward(h)), gelu_tanh_ ? "tanh" : "none"));
+  const auto inner = torch::gelu(linear(fc_, ln2_->forward(h)), gelu_tanh_ ? "tanh" : "none");
+  return h + linear(fc_out_, inner);
 }
 
 torch::Tensor TransformerBlock::forward(const torch::Tensor& x) {

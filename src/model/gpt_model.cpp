@@ -171,15 +171,17 @@ LayerWork GptModel::gpt2_block_work(int64_t rows) const {
   // copies (4 D^2 + 2 D F; not the biases) stay for the backward.
   work.stashed_values = 8 * n * h + 2 * n * f + wide * (4 * n + b * heads * s) +
                         (mixed ? 4 * h * h + 2 * h * f : 0);
-  // Backward peaks in the MLP: the fc's input gradient (N F) and weight gradient (D F) beside
-  // the incoming gradient (N D). The fused attention's backward works in blocks.
-  // Mixed (measured at F = 4 D): the larger of 3 N F - D F (the MLP's backward, the weight copies
-  // read so far freed) and N D + 2 D F (its start: fc_out's float32 weight gradient).
-  work.workspace_values = mixed ? std::max(3 * n * f - h * f, n * h + 2 * h * f)
-                                : n * h + n * f + h * f;
+  // Backward peaks in the MLP, at fc_out's addmm backward: its input gradient (N F) and weight
+  // gradient (D F) beside the incoming gradient (N D), while its bias gradient is summed (D).
+  // The fused attention's backward works in blocks. Mixed: or at its start, when D F outweighs
+  // N F, the weight gradient's float32 copy (2 D F). (oneDNN's bfloat16 products on a CPU also
+  // take a scratch buffer each, 70-230 KB at the tests' shapes, which is not counted: a GPU's
+  // cuBLAS keeps one workspace; GptLayerMemory.*.)
+  work.workspace_values =
+      (mixed ? std::max(n * h + n * f + h * f, n * h + 2 * h * f) : n * h + n * f + h * f) + h;
   // The W pass: the output gradients of q/k/v (3 D), the projection (D), fc (F) and fc_out (D),
-  // once at each matmul and once at each bias add, and the two norms' (D each).
-  work.weight_pass_values = n * (2 * (5 * h + f) + 2 * h);
+  // one at each linear (its addmm adds the bias), and the two norms' (D each).
+  work.weight_pass_values = n * (5 * h + f + 2 * h);
   return work;
 }
 

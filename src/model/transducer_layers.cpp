@@ -4,6 +4,7 @@
 #include <string>
 
 #include "device/precision.h"
+#include "model/linear.h"
 #include "model/speech_batch.h"
 
 namespace pipetrain {
@@ -80,7 +81,7 @@ class ConvSubsampling : public TransducerLayer {
     h = h * frames_within(halved, h.size(2)).unsqueeze(1).unsqueeze(3).to(h.scalar_type());
     h = torch::relu(conv2_(h));  // [rows, channels, frames / 4, bins / 4]
     h = h.permute({0, 2, 1, 3}).flatten(2);
-    h = projection_(h) + sinusoidal_positions(h.size(1), config_.d_model, h.options());
+    h = linear(projection_, h) + sinusoidal_positions(h.size(1), config_.d_model, h.options());
     return with_frame_counts(h, quartered);
   }
 
@@ -107,22 +108,24 @@ class EncoderBlock : public TransducerLayer {
   torch::Tensor forward(const torch::Tensor& x) override {
     auto [h, frames] = split_frame_counts(x);
     h = h + attention(norm1_(h), frames);
-    h = h + fc_out_(torch::relu(fc_(norm2_(h))));
+    h = h + linear(fc_out_, torch::relu(linear(fc_, norm2_(h))));
     return with_frame_counts(h, frames);
   }
 
  private:
   torch::Tensor attention(const torch::Tensor& h, const torch::Tensor& frames) {
     const int64_t rows = h.size(0), length = h.size(1), width = h.size(2), head = width / heads_;
-    const auto qkv = qkv_(h).view({rows, length, 3, heads_, head}).permute({2, 0, 3, 1, 4});
-    auto scores = torch::matmul(qkv[0], qkv[1].transpose(-2, -1)) / std::sqrt(double(head));
+    // unbind on dim 2: one stack in the linear's layout in backward (model/gpt.cpp)
+    const auto qkv = linear(qkv_, h).view({rows, length, 3, heads_, head}).unbind(2);
+    const auto q = qkv[0].transpose(1, 2), k = qkv[1].transpose(1, 2), v = qkv[2].transpose(1, 2);
+    auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(head));
     const auto keys = frames_within(frames, length).view({rows, 1, 1, length});
     scores = scores.masked_fill(keys.logical_not(), -std::numeric_limits<double>::infinity());
     // The softmax in the scores' dtype: CUDA's autocast would otherwise widen it to float32 (a
     // float32 [T, T] map kept for the backward) where the CPU's does not; both accumulate in
     // float32 inside.
-    const auto mixed = torch::matmul(torch::softmax(scores, -1, scores.scalar_type()), qkv[2]);
-    return attn_out_(mixed.transpose(1, 2).reshape({rows, length, width}));
+    const auto mixed = torch::matmul(torch::softmax(scores, -1, scores.scalar_type()), v);
+    return linear(attn_out_, mixed.transpose(1, 2).reshape({rows, length, width}));
   }
 
   int64_t heads_;
@@ -159,7 +162,7 @@ TransducerJoint::TransducerJoint(const TransducerConfig& config) : config_(confi
 
 torch::Tensor TransducerJoint::forward(const torch::Tensor& x) {
   const auto [h, frames] = split_frame_counts(x);
-  return with_frame_counts(encoder_projection_(h), frames);
+  return with_frame_counts(linear(encoder_projection_, h), frames);
 }
 
 torch::Tensor TransducerJoint::predict(const torch::Tensor& labels) {
@@ -172,7 +175,7 @@ torch::Tensor TransducerJoint::predict(const torch::Tensor& labels) {
     device::FullPrecisionScope full(embedded.device().type());
     states = std::get<0>(lstm_(embedded));
   }
-  return predictor_projection_(states);
+  return linear(predictor_projection_, states);
 }
 
 TransducerJoint::PredictorState TransducerJoint::initial_state() const {
@@ -185,7 +188,7 @@ torch::Tensor TransducerJoint::predict_step(int64_t token, PredictorState& state
       torch::full({1, 1}, token, torch::dtype(torch::kInt64).device(embedding_->weight.device())));
   auto [output, next] = lstm_(embedded, state);
   state = next;
-  return predictor_projection_(output).view({config_.d_model});
+  return linear(predictor_projection_, output).view({config_.d_model});
 }
 
 std::shared_ptr<TransducerLayer> make_transducer_layer(const TransducerConfig& config,

@@ -124,15 +124,17 @@ void subsample_memory(const TransducerConfig& config, const TransducerShape& s, 
 //
 // Mixed (measured, TransducerLayerMemory.bfloat16_*): the norms' statistics are float32 (4 more
 // values a frame) and autocast's bfloat16 copies of the four matrices (12 d^2) stay for the
-// backward. Backward peaks in the MLP's (15 d - 1 a frame, fc_out's copy freed), at its start
-// beside the first float32 weight gradient (8 d^2), or in the softmax's (the MLP's and the
-// projection's copies freed). At the smallest shapes (d_model 32 under 256 encoder frames a
-// microbatch, 64 under 128: tens of KB) the peak lies up to 48% above all three.
+// backward. Backward peaks in the MLP's (7 d a frame and the key mask's byte, beside fc's copy
+// and fc_out's weight and bias gradients: 4 d^2 + 2 d), at its start beside the first float32
+// weight gradient (8 d^2), or in the softmax's (the MLP's and the projection's copies freed).
+// Measured with ATen's own CPU products: oneDNN's bfloat16 ones take a scratch buffer each,
+// not modelled (a GPU's cuBLAS keeps one workspace).
 void encoder_memory(const TransducerShape& s, LayerWork& work) {
   const double frames = s.b * s.t, attention = s.heads * s.t, d = s.d;
   if (s.mixed) {
     work.stashed_values = frames * (12 * d + 9 + attention) + frames * s.index() / 8 + 12 * d * d;
-    work.workspace_values = std::max({frames * (15 * d - 1) - 4 * d * d, frames * (5 * d + 1) + 8 * d * d,
+    work.workspace_values = std::max({frames * (7 * d + 0.5) + 4 * d * d + 2 * d,
+                                      frames * (5 * d + 1) + 8 * d * d,
                                       frames * (2 * attention - 5 * d - 3) - 9 * d * d});
     return;
   }

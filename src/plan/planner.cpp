@@ -242,153 +242,213 @@ sim::StageCost model_stage_cost(const std::vector<LayerCost>& layers, int first,
   return stage;
 }
 
-PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& schedule,
-                                 int stages, int64_t microbatch, bool recompute, int variant) {
-  const ClusterSpec& cluster = request.cluster;
-  PlanCandidate c;
-  c.schedule = schedule;
-  c.variant = variant;
-  c.stages = stages;
-  c.dp_width = cluster.devices() / stages;
-  c.microbatch = microbatch;
-  c.recompute = recompute;
-  c.microbatches = request.global_batch / (microbatch * c.dp_width);
-  const schedule::ScheduleEntry& entry = schedule::schedule_entry(schedule);
-  const int chunks = entry.planner.chunks;
-  schedule::ScheduleSpec& spec = c.schedule_spec;
-  spec.name = schedule;
-  spec.stages = stages;
+namespace {
+
+// Why the runtime cannot run a candidate as asked; empty when it can (or when planning for the
+// simulator alone).
+std::string runtime_refusal(const PlanRequest& request, const schedule::ScheduleEntry& entry,
+                            const PlanCandidate& c) {
+  if (!request.for_pipetrain_runtime) return "";
+  if (!entry.runtime.runs) return fmt::format("the runtime does not run {}", c.schedule);
+  if (c.dp_width > 1 && !entry.runtime.data_parallel) {
+    return fmt::format("the runtime runs {} without data parallelism (w = 1 only)", c.schedule);
+  }
+  if (c.recompute && !entry.runtime.recompute) {
+    return fmt::format("the runtime runs {} without recomputation", c.schedule);
+  }
+  return "";
+}
+
+schedule::ScheduleSpec candidate_spec(const PlanRequest& request,
+                                      const schedule::ScheduleEntry& entry,
+                                      const PlanCandidate& c) {
+  schedule::ScheduleSpec spec;
+  spec.name = c.schedule;
+  spec.stages = c.stages;
   spec.microbatches = static_cast<int>(c.microbatches);
-  spec.chunks = chunks;
+  spec.chunks = entry.planner.chunks;
   spec.iterations = entry.simulated_iterations(request.for_pipetrain_runtime);
   spec.dp_width = c.dp_width;
-  c.rejected = entry.check(spec);
-  if (chunks > 1 && stages == 1) c.rejected = fmt::format("{} needs d > 1", schedule);
-  if (request.for_pipetrain_runtime && !entry.runtime.runs) {
-    c.rejected = fmt::format("the runtime does not run {}", schedule);
-  } else if (request.for_pipetrain_runtime && c.dp_width > 1 && !entry.runtime.data_parallel) {
-    c.rejected = fmt::format("the runtime runs {} without data parallelism (w = 1 only)", schedule);
-  } else if (request.for_pipetrain_runtime && recompute && !entry.runtime.recompute) {
-    c.rejected = fmt::format("the runtime runs {} without recomputation", schedule);
-  }
-  if (!c.rejected.empty()) return c;
-  // The schedule's own lists: how many microbatches each worker holds at its peak (1F1B p - s,
-  // GPipe m, ZB-H2 2p - 1, a V two chunks each), which the partitioner's memory check uses.
-  const schedule::Schedule lists = schedule::make_schedule(spec);
+  return spec;
+}
+
+// The partitioner's limits for a candidate: the device's memory and links, the weight versions
+// and microbatches its schedule's lists hold (1F1B p - s, GPipe m, ZB-H2 2p - 1, a V two chunks
+// each), CUDA graphs' rules, and what a recomputed layer needs beside.
+StageLimits candidate_limits(const PlanRequest& request, const schedule::ScheduleEntry& entry,
+                             const schedule::Schedule& lists, const PlanCandidate& c,
+                             const Placement& placement) {
   const schedule::ScheduleStats held = schedule::validate_or_throw(lists);
-  AnalyticOptions options{microbatch, recompute};
-  const bool runtime_memory = !request.model_variants.empty();
-  const std::vector<LayerCost> layers = candidate_layers(request, variant, microbatch, recompute);
-  const Placement placement = place(cluster, stages, c.dp_width);
   StageLimits limits;
-  limits.memory_bytes = cluster.device_memory_bytes;
+  limits.memory_bytes = request.cluster.device_memory_bytes;
   limits.link_bandwidth = placement.p2p_bandwidth;
   limits.link_latency_s = placement.p2p_latency;
-  limits.weight_versions = entry.weight_versions(stages);
+  limits.weight_versions = entry.weight_versions(c.stages);
   limits.microbatches = static_cast<int>(c.microbatches);
-  for (int w = 0; w < stages; ++w) limits.in_flight.push_back(double(held.peak_inflight[size_t(w)]) / chunks);
-  limits.extra_bytes = cluster.worker_overhead_bytes;
-  limits.graphed = graphed_limits(request, lists, recompute, stages * c.dp_width);
-  if (runtime_memory) {
-    limits.recompute_stage = recompute;
+  for (int w = 0; w < c.stages; ++w) {
+    limits.in_flight.push_back(double(held.peak_inflight[size_t(w)]) / lists.chunks);
+  }
+  limits.extra_bytes = request.cluster.worker_overhead_bytes;
+  limits.graphed = graphed_limits(request, lists, c.recompute, c.stages * c.dp_width);
+  if (!request.model_variants.empty()) {
+    limits.recompute_stage = c.recompute;  // the runtime's memory model
   } else if (planner_has_gpt_shape(request)) {
-    limits.extra_bytes += recompute_workspace_bytes(request.model, cluster, options);
-  } else if (recompute) {
+    limits.extra_bytes += recompute_workspace_bytes(request.model, request.cluster,
+                                                    AnalyticOptions{c.microbatch, c.recompute});
+  } else if (c.recompute) {
     // One layer's full activations exist while it is recomputed: the largest layer's.
-    for (const auto& layer : layer_costs(*request.profile, microbatch)) {
+    for (const auto& layer : layer_costs(*request.profile, c.microbatch)) {
       limits.extra_bytes = std::max(limits.extra_bytes, layer.activation_bytes);
     }
   }
-  if (stages > static_cast<int>(layers.size())) {
-    c.rejected = fmt::format("{} stages for {} layers", stages, layers.size());
-    return c;
-  }
-  auto partition = balanced_partition(layers, stages, limits);
-  if (!partition) {
-    // Report how far the best-balanced partition is from fitting.
-    StageLimits unlimited = limits;
-    unlimited.memory_bytes = 1e300;
-    const auto best = balanced_partition(layers, stages, unlimited);
-    const double need = *std::max_element(best->stage_memory_bytes.begin(), best->stage_memory_bytes.end());
-    c.peak_memory_bytes = need;
-    c.rejected = fmt::format("memory: needs {} per device, has {}", format_bytes(need),
-                             format_bytes(cluster.device_memory_bytes));
-    return c;
-  }
-  c.partition = partition->layer_counts;
-  c.peak_memory_bytes = *std::max_element(partition->stage_memory_bytes.begin(),
-                                          partition->stage_memory_bytes.end());
+  return limits;
+}
 
+// The rejection of a candidate no partition fits: how far the best-balanced one is from fitting.
+void reject_for_memory(const std::vector<LayerCost>& layers, const StageLimits& limits,
+                       PlanCandidate& c) {
+  StageLimits unlimited = limits;
+  unlimited.memory_bytes = 1e300;
+  const auto best = balanced_partition(layers, c.stages, unlimited);
+  const auto& needs = best->stage_memory_bytes;
+  const double need = *std::max_element(needs.begin(), needs.end());
+  c.peak_memory_bytes = need;
+  c.rejected = fmt::format("memory: needs {} per device, has {}", format_bytes(need),
+                           format_bytes(limits.memory_bytes));
+}
+
+// The simulator's costs of a candidate's d pipeline stages, each with its all-reduce.
+struct StageTimings {
+  sim::CostModel costs;
+  std::vector<double> device_allreduce_ms;
+  double slowest_compute_s = 0, slowest_allreduce_s = 0;
+};
+
+StageTimings stage_timings(const PlanRequest& request, const std::vector<LayerCost>& layers,
+                           const PlanCandidate& c, const Placement& placement) {
+  const ClusterSpec& cluster = request.cluster;
   sim::CostModel costs;
   costs.stages.clear();
   costs.p2p_latency_ms = placement.p2p_latency * 1e3;
   costs.bandwidth_bytes_per_ms = placement.p2p_bandwidth / 1e3;
-  costs.samples_per_microbatch = double(microbatch);
+  costs.samples_per_microbatch = double(c.microbatch);
   costs.synchronous_updates = request.for_pipetrain_runtime;
   costs.shared_cores = shared_cores(cluster);
   costs.send_post_ms = cluster.measured_send_post_latency_s * 1e3;
   costs.send_post_bytes_per_ms = std::isfinite(cluster.measured_send_post_bandwidth)
                                      ? cluster.measured_send_post_bandwidth / 1e3 : 0.0;
-  double slowest_compute = 0, slowest_allreduce = 0;
   std::vector<double> device_allreduce_ms;
+  double slowest_compute_s = 0, slowest_allreduce_s = 0;
   int first = 0;
-  for (int s = 0; s < stages; ++s) {
+  for (int s = 0; s < c.stages; ++s) {
     sim::StageCost stage = model_stage_cost(layers, first, c.partition[s]);
     first += c.partition[s];
     const double allreduce = allreduce_seconds(stage.weight_bytes, c.dp_width,  // gradient bytes
                                                placement.allreduce_bandwidth, placement.allreduce_latency);
     stage.allreduce_ms = allreduce * 1e3;
     device_allreduce_ms.push_back(stage.allreduce_ms);
-    slowest_compute = std::max(slowest_compute, (stage.forward_ms + stage.backward_ms) / 1e3);
-    slowest_allreduce = std::max(slowest_allreduce, allreduce);
+    slowest_compute_s = std::max(slowest_compute_s, (stage.forward_ms + stage.backward_ms) / 1e3);
+    slowest_allreduce_s = std::max(slowest_allreduce_s, allreduce);
     costs.stages.push_back(stage);
   }
-  if (chunks > 1) {
-    // Interleaved and the V placements run d x v model stages, cut by the balanced
-    // partitioner as the runtime cuts them: time them as such, not as even splits of the d
-    // stages above (whose memory check stands).
-    StageLimits timing = limits;
-    timing.memory_bytes = 1e300;
-    timing.in_flight.clear();  // per device, not per model stage: memory is not checked here
-    // A V placement balances each device's two stages together (v_balanced_partition).
-    const int model_stages = stages * chunks;
-    const bool v = lists.placement == schedule::Placement::V;
-    const auto cut = model_stages > int(layers.size()) ? std::nullopt
-                     : v ? v_balanced_partition(layers, stages, timing)
-                         : balanced_partition(layers, model_stages, timing);
-    if (!cut) {
-      c.fits = false;
-      c.peak_memory_bytes = 0;  // a rule, not memory: not listed among the misfits
-      c.rejected = fmt::format("{} model stages for {} layers", model_stages, layers.size());
-      return c;
-    }
-    c.chunk_partition = cut->layer_counts;
-    costs.stages.clear();
-    int begin = 0;
-    for (size_t s = 0; s < c.chunk_partition.size(); ++s) {
-      sim::StageCost stage = model_stage_cost(layers, begin, c.chunk_partition[s]);
-      const int device = lists.worker_of_stage(int(s));
-      stage.allreduce_ms = device_allreduce_ms[size_t(device)] / chunks;
-      begin += c.chunk_partition[s];
-      costs.stages.push_back(stage);
-    }
+  return {std::move(costs), std::move(device_allreduce_ms), slowest_compute_s, slowest_allreduce_s};
+}
+
+// Interleaved and the V placements run d x v model stages, cut by the balanced partitioner as
+// the runtime cuts them: timed as such, not as even splits of the d stages (whose memory check
+// stands). False, with the candidate rejected, when the layers are too few to cut.
+bool time_model_stages(const std::vector<LayerCost>& layers, const schedule::Schedule& lists,
+                       const StageLimits& limits, PlanCandidate& c, StageTimings& timings) {
+  StageLimits timing = limits;
+  timing.memory_bytes = 1e300;
+  timing.in_flight.clear();  // per device, not per model stage: memory is not checked here
+  const int model_stages = c.stages * lists.chunks;
+  const bool v = lists.placement == schedule::Placement::V;
+  // A V placement balances each device's two stages together (v_balanced_partition).
+  const auto cut = model_stages > int(layers.size()) ? std::nullopt
+                   : v ? v_balanced_partition(layers, c.stages, timing)
+                       : balanced_partition(layers, model_stages, timing);
+  if (!cut) {
+    c.fits = false;
+    c.peak_memory_bytes = 0;  // a rule, not memory: not listed among the misfits
+    c.rejected = fmt::format("{} model stages for {} layers", model_stages, layers.size());
+    return false;
   }
-  if (runtime_memory) set_held_activations(costs, layers, c, limits);
-  c.costs = costs;
-  const sim::SimResult result = sim::simulate(lists, costs);
-  c.peak_memory_bytes = worker_peak_memory(layers, c, limits, lists, result, entry.flushes());
+  c.chunk_partition = cut->layer_counts;
+  timings.costs.stages.clear();
+  int begin = 0;
+  for (size_t s = 0; s < c.chunk_partition.size(); ++s) {
+    sim::StageCost stage = model_stage_cost(layers, begin, c.chunk_partition[s]);
+    const int device = lists.worker_of_stage(int(s));
+    stage.allreduce_ms = timings.device_allreduce_ms[size_t(device)] / lists.chunks;
+    begin += c.chunk_partition[s];
+    timings.costs.stages.push_back(stage);
+  }
+  return true;
+}
+
+// Simulates a partitioned candidate: its worst worker's memory against the device, its rate and
+// where its time goes.
+void simulate_candidate(const PlanRequest& request, const std::vector<LayerCost>& layers,
+                        const schedule::Schedule& lists, const StageLimits& limits, bool flushes,
+                        const StageTimings& timings, PlanCandidate& c) {
+  c.costs = timings.costs;
+  if (!request.model_variants.empty()) set_held_activations(c.costs, layers, c, limits);
+  const sim::SimResult result = sim::simulate(lists, c.costs);
+  c.peak_memory_bytes = worker_peak_memory(layers, c, limits, lists, result, flushes);
   if (c.peak_memory_bytes > limits.memory_bytes) {
     c.rejected = fmt::format("memory: its schedule holds {} per device, has {}",
                              format_bytes(c.peak_memory_bytes), format_bytes(limits.memory_bytes));
-    return c;
+    return;
   }
   c.fits = true;
   c.iteration_s = result.iteration_ms / 1e3;
-  c.samples_per_s = double(request.global_batch) / c.iteration_s;
   const double samples = double(request.global_batch);
-  c.compute_s_per_sample = slowest_compute * double(c.microbatches) / samples;
-  c.allreduce_s_per_sample = slowest_allreduce / samples;
+  c.samples_per_s = samples / c.iteration_s;
+  c.compute_s_per_sample = timings.slowest_compute_s * double(c.microbatches) / samples;
+  c.allreduce_s_per_sample = timings.slowest_allreduce_s / samples;
   c.other_s_per_sample = std::max(0.0, c.iteration_s / samples - c.compute_s_per_sample - c.allreduce_s_per_sample);
+}
+
+}  // namespace
+
+PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& schedule,
+                                 int stages, int64_t microbatch, bool recompute, int variant) {
+  PlanCandidate c;
+  c.schedule = schedule;
+  c.variant = variant;
+  c.stages = stages;
+  c.dp_width = request.cluster.devices() / stages;
+  c.microbatch = microbatch;
+  c.recompute = recompute;
+  c.microbatches = request.global_batch / (microbatch * c.dp_width);
+  const schedule::ScheduleEntry& entry = schedule::schedule_entry(schedule);
+  c.schedule_spec = candidate_spec(request, entry, c);
+  c.rejected = entry.check(c.schedule_spec);
+  if (entry.planner.chunks > 1 && stages == 1) c.rejected = fmt::format("{} needs d > 1", schedule);
+  const std::string refusal = runtime_refusal(request, entry, c);
+  if (!refusal.empty()) c.rejected = refusal;
+  if (!c.rejected.empty()) return c;
+
+  const schedule::Schedule lists = schedule::make_schedule(c.schedule_spec);
+  const std::vector<LayerCost> layers = candidate_layers(request, variant, microbatch, recompute);
+  const Placement placement = place(request.cluster, stages, c.dp_width);
+  const StageLimits limits = candidate_limits(request, entry, lists, c, placement);
+  if (stages > static_cast<int>(layers.size())) {
+    c.rejected = fmt::format("{} stages for {} layers", stages, layers.size());
+    return c;
+  }
+  const auto partition = balanced_partition(layers, stages, limits);
+  if (!partition) {
+    reject_for_memory(layers, limits, c);
+    return c;
+  }
+  c.partition = partition->layer_counts;
+  c.peak_memory_bytes = *std::max_element(partition->stage_memory_bytes.begin(),
+                                          partition->stage_memory_bytes.end());
+  StageTimings timings = stage_timings(request, layers, c, placement);
+  if (lists.chunks > 1 && !time_model_stages(layers, lists, limits, c, timings)) return c;
+  simulate_candidate(request, layers, lists, limits, entry.flushes(), timings, c);
   return c;
 }
 

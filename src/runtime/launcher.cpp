@@ -240,6 +240,99 @@ NodeShare node_share(const PipelineConfig& p, int world) {
   return {int(p.node_rank) * ranks, ranks};
 }
 
+namespace {
+
+// Waits for the workers: a stop signal is forwarded once (they finish the step, checkpoint and
+// exit); when one fails the others get a moment to report, then SIGTERM, then SIGKILL.
+void supervise(std::vector<Worker>& workers) {
+  install_stop_handlers();
+  bool forwarded = false;
+  while (true) {
+    reap(workers);
+    if (all_done(workers)) return;
+    if (stop_signal() != 0 && !forwarded) {
+      signal_all(workers, stop_signal());
+      forwarded = true;
+    }
+    bool any_failed = false;
+    for (const auto& w : workers) any_failed |= failed(w);
+    if (any_failed) {
+      // Peers of a dead worker usually notice at once (closed socket).
+      if (!wait_all(workers, std::chrono::seconds(2))) {
+        signal_all(workers, SIGTERM);
+        if (!wait_all(workers, std::chrono::seconds(3))) {
+          signal_all(workers, SIGKILL);
+          wait_all(workers, std::chrono::seconds(10));
+        }
+      }
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// Workers stopped on request: the run ends with how to continue it (or why it cannot).
+void throw_if_stopped(const std::vector<Worker>& workers, const RunSpec& spec,
+                      const std::string& run_dir) {
+  const int world = spec.layout.world();
+  for (const auto& w : workers) {
+    if (!stopped_on_request(w)) continue;
+    const std::string refusal = schedule::resume_refusal(spec.schedule->rule);
+    if (!refusal.empty()) {
+      throw StopRequested{WEXITSTATUS(w.status) - 128,
+                          fmt::format("all {} workers stopped on request; no checkpoint: {}",
+                                      world, refusal)};
+    }
+    throw StopRequested{WEXITSTATUS(w.status) - 128,
+                        fmt::format("all {} workers stopped on request; checkpoint {}; continue "
+                                    "with: pipetrain train --resume {}", world,
+                                    latest_checkpoint_or_empty(run_dir), run_dir)};
+  }
+}
+
+// What the reporting worker (the last stage of replica 0, maybe on another node) wrote.
+RunSummary read_summary(const Config& config, const std::string& run_dir) {
+  std::ifstream in(fs::path(run_dir) / "summary.json");
+  const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  RunSummary summary;
+  summary.steps = config.train.steps;
+  summary.reported_here = json.is_object();
+  if (json.is_object()) {
+    summary.final_loss = json.value("final_loss", 0.0);
+    summary.final_val_loss = json.value("final_val_loss", 0.0);
+    for (const auto& [key, value] : json.items()) {
+      const std::string prefix = "final_val_";
+      if (key.rfind(prefix, 0) == 0 && key != "final_val_loss" && value.is_number()) {
+        summary.final_val_measures.emplace_back(key.substr(prefix.size()), value.get<double>());
+      }
+    }
+    summary.tokens_per_s = json.value("tokens_per_s", 0.0);
+    summary.seconds = json.value("seconds", 0.0);
+    for (const auto& line : json.value("memory", nlohmann::json::array())) {
+      summary.memory += line.get<std::string>() + "\n";
+    }
+  }
+  std::ifstream sample_in(fs::path(run_dir) / "sample.txt");
+  summary.sample.assign((std::istreambuf_iterator<char>(sample_in)),
+                        std::istreambuf_iterator<char>());
+  while (!summary.sample.empty() && summary.sample.back() == '\n') summary.sample.pop_back();
+  return summary;
+}
+
+// The run folder node 0 owns (locked until the workers end) or this node's copy of it.
+std::optional<RunFolderLock> open_run_folder(const Config& config, const RunOptions& options) {
+  if (config.pipeline.node_rank != 0) {
+    fs::create_directories(options.run_dir);  // node 0's on a shared file system, or our own
+    return std::nullopt;
+  }
+  std::optional<RunFolderLock> lock;
+  lock.emplace(prepare_run_folder(options.run_dir, options.resume, options.overwrite));
+  write_file_atomically((fs::path(options.run_dir) / "config.toml").string(), to_toml(config));
+  return lock;
+}
+
+}  // namespace
+
 RunSummary launch_pipeline_workers(const Config& config, const RunSpec& spec,
                                    const RunOptions& options,
                                    const std::vector<std::string>& train_args) {
@@ -252,13 +345,7 @@ RunSummary launch_pipeline_workers(const Config& config, const RunSpec& spec,
   if (options.resume) refuse_inexact_policy(config);  // the reason, before any missing checkpoint
   const std::string resume_from = options.resume ? latest_checkpoint(options.run_dir) : "";
   if (options.resume) check_resumable(resume_from, config, spec.ranges);  // before writing
-  std::optional<RunFolderLock> folder_lock;  // node 0's, held until the workers end
-  if (p.node_rank == 0) {
-    folder_lock.emplace(prepare_run_folder(options.run_dir, options.resume, options.overwrite));
-    write_file_atomically((fs::path(options.run_dir) / "config.toml").string(), to_toml(config));
-  } else {
-    fs::create_directories(options.run_dir);  // node 0's on a shared file system, or our own
-  }
+  const std::optional<RunFolderLock> folder_lock = open_run_folder(config, options);
   const auto timeout = std::chrono::milliseconds(int64_t(p.timeout_s * 1000));
   // One machine on loopback: rendezvous through a file, so nothing listens beyond loopback (Gloo
   // binds 127.0.0.1). Otherwise node 0 hosts a TCPStore and the others' workers connect to it.
@@ -300,73 +387,12 @@ RunSummary launch_pipeline_workers(const Config& config, const RunSpec& spec,
   }
   pids.close();
 
-  install_stop_handlers();
-  bool forwarded = false;
-  while (true) {
-    reap(workers);
-    if (all_done(workers)) break;
-    if (stop_signal() != 0 && !forwarded) {  // workers finish the step, checkpoint, exit
-      signal_all(workers, stop_signal());
-      forwarded = true;
-    }
-    bool any_failed = false;
-    for (const auto& w : workers) any_failed |= failed(w);
-    if (any_failed) {
-      // Peers of a dead worker usually notice at once (closed socket); give them a moment to
-      // report, then stop the rest.
-      if (!wait_all(workers, std::chrono::seconds(2))) {
-        signal_all(workers, SIGTERM);
-        if (!wait_all(workers, std::chrono::seconds(3))) {
-          signal_all(workers, SIGKILL);
-          wait_all(workers, std::chrono::seconds(10));
-        }
-      }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  supervise(workers);
   for (const auto& w : workers) {
     if (failed(w)) report_failure(workers, p, scratch);
   }
-  for (const auto& w : workers) {
-    if (stopped_on_request(w)) {
-      const std::string refusal = schedule::resume_refusal(spec.schedule->rule);
-      if (!refusal.empty()) {
-        throw StopRequested{WEXITSTATUS(w.status) - 128,
-                            fmt::format("all {} workers stopped on request; no checkpoint: {}",
-                                        world, refusal)};
-      }
-      throw StopRequested{WEXITSTATUS(w.status) - 128,
-                          fmt::format("all {} workers stopped on request; checkpoint {}; continue "
-                                      "with: pipetrain train --resume {}", world,
-                                      latest_checkpoint_or_empty(options.run_dir), options.run_dir)};
-    }
-  }
-  // The reporting worker (the last stage of replica 0) may live on another node.
-  std::ifstream in(fs::path(options.run_dir) / "summary.json");
-  const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  RunSummary summary;
-  summary.steps = config.train.steps;
-  summary.reported_here = json.is_object();
-  if (json.is_object()) {
-    summary.final_loss = json.value("final_loss", 0.0);
-    summary.final_val_loss = json.value("final_val_loss", 0.0);
-    for (const auto& [key, value] : json.items()) {
-      const std::string prefix = "final_val_";
-      if (key.rfind(prefix, 0) == 0 && key != "final_val_loss" && value.is_number()) {
-        summary.final_val_measures.emplace_back(key.substr(prefix.size()), value.get<double>());
-      }
-    }
-    summary.tokens_per_s = json.value("tokens_per_s", 0.0);
-    summary.seconds = json.value("seconds", 0.0);
-    for (const auto& line : json.value("memory", nlohmann::json::array())) {
-      summary.memory += line.get<std::string>() + "\n";
-    }
-  }
-  std::ifstream sample_in(fs::path(options.run_dir) / "sample.txt");
-  summary.sample.assign((std::istreambuf_iterator<char>(sample_in)), std::istreambuf_iterator<char>());
-  while (!summary.sample.empty() && summary.sample.back() == '\n') summary.sample.pop_back();
-  return summary;
+  throw_if_stopped(workers, spec, options.run_dir);
+  return read_summary(config, options.run_dir);
 }
 
 }  // namespace pipetrain::runtime

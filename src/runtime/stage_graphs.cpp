@@ -97,7 +97,7 @@ void StageExecutor::prepare_pass_graphs(int64_t step) {
     if (!pass_graphs_->prepare(c, slots, pass_examples(step, c),
                                [this, c, split] { return passes_of(c, split); }))
       return;
-    pass_slots_[size_t(c)] = {std::vector<bool>(size_t(slots), false), split};
+    pass_slots_[size_t(c)] = {std::vector<bool>(size_t(slots), false), split, {}};
   }
   for (int c = 0; c < layout_.chunks; ++c) pass_slots_[size_t(c)].addresses = addresses_of(c);
   pass_graphs_ready_ = true;

@@ -25,7 +25,7 @@ struct StageCost {
 
 struct CostModel {
   // One entry per pipeline stage (chunk * workers + worker), or a single entry for all stages.
-  std::vector<StageCost> stages{StageCost{}};
+  std::vector<StageCost> stages = std::vector<StageCost>(1);  // (an initializer list: GCC 12 warns)
   double p2p_latency_ms = 0.0;
   double bandwidth_bytes_per_ms = 0.0;  // 0: transfers cost only the latency
   double samples_per_microbatch = 1.0;

@@ -75,8 +75,11 @@ uint64_t speech_header_bytes(const SpeechCorpusInfo& info) {
   return (bytes + 3) / 4 * 4;
 }
 
+}  // namespace
+
 // Reads fields of the mapped file in order; the file size was checked against the header's, so
-// running past the end means the header itself is inconsistent.
+// running past the end means the header itself is inconsistent. (Declared in the header: the
+// reader's parsing steps take it.)
 class SpeechByteCursor {
  public:
   SpeechByteCursor(const unsigned char* bytes, uint64_t size, const std::string& path)
@@ -110,8 +113,6 @@ class SpeechByteCursor {
   const std::string& path_;
   uint64_t offset_ = 0;
 };
-
-}  // namespace
 
 std::string_view speech_split_name(SpeechSplit split) {
   static constexpr std::string_view names[kSpeechSplitCount] = {"train", "validation", "test",
@@ -201,13 +202,37 @@ SpeechFeatureFile::~SpeechFeatureFile() {
 }
 
 void SpeechFeatureFile::parse(const SpeechReadOptions& options) {
+  check_envelope();
+  SpeechByteCursor cursor(bytes_, size_, path_);
+  cursor.claim(kFileBytesOffset + 8);  // the magic, version and size check_envelope read
+  const uint64_t total = read_header(cursor);
+  read_entries(cursor, total);
+  size_t split = 0;
+  for (uint64_t i = 0; i < total; ++i) {
+    Entry& e = entries_[i];
+    while (split + 1 < kSpeechSplitCount && i >= first_[split + 1]) ++split;
+    e.offset = cursor.claim(4 * uint64_t(e.labels));
+    cursor.claim(4 * uint64_t(e.frames) * info_.mel_bins);
+    info_.frames[split] += e.frames;
+    check_utterance(e, SpeechSplit(split), int64_t(i - first_[split]), options);
+  }
+  if (cursor.offset() + 4 != size_) {
+    fail("speech feature file '{}' is corrupt: its header describes {} bytes of {} (prepare it "
+         "again)",
+         path_, cursor.offset() + 4, size_);
+  }
+}
+
+// The magic, the format version, the recorded size and the CRC32C over everything before it.
+void SpeechFeatureFile::check_envelope() const {
   const std::string& path = path_;
-  constexpr uint64_t kPrefix = kFileBytesOffset + 8;
   const uint64_t magic_bytes = std::min<uint64_t>(size_, sizeof kSpeechMagic);
   if (magic_bytes == 0 || std::memcmp(bytes_, kSpeechMagic, magic_bytes) != 0) {
     fail("'{}' is not a pipetrain speech feature file (it does not start with PTSPEECH)", path);
   }
-  if (size_ < kPrefix) fail("speech feature file '{}' is truncated: {} bytes", path, size_);
+  if (size_ < kFileBytesOffset + 8) {
+    fail("speech feature file '{}' is truncated: {} bytes", path, size_);
+  }
   SpeechByteCursor cursor(bytes_, size_, path);
   cursor.claim(sizeof kSpeechMagic);
   const auto version = cursor.take<uint32_t>();
@@ -234,6 +259,10 @@ void SpeechFeatureFile::parse(const SpeechReadOptions& options) {
          "again)",
          path, crc, stored_crc);
   }
+}
+
+// The features' settings, the split counts, the vocabulary and the voices; the utterance count.
+uint64_t SpeechFeatureFile::read_header(SpeechByteCursor& cursor) {
   info_.mel_bins = cursor.take<uint32_t>();
   info_.sample_rate = cursor.take<uint32_t>();
   info_.win_length = cursor.take<uint32_t>();
@@ -250,7 +279,7 @@ void SpeechFeatureFile::parse(const SpeechReadOptions& options) {
     // header) used to pass the total's check and index past the entries (a segfault).
     if (info_.utterances[s] > most - total) {
       fail("speech feature file '{}' is corrupt: its {} split counts {} utterances, more than "
-           "{} bytes can hold (prepare it again)", path, speech_split_name(SpeechSplit(s)),
+           "{} bytes can hold (prepare it again)", path_, speech_split_name(SpeechSplit(s)),
            info_.utterances[s], size_);
     }
     total += info_.utterances[s];
@@ -258,8 +287,12 @@ void SpeechFeatureFile::parse(const SpeechReadOptions& options) {
   for (uint32_t i = 0; i < vocabulary_size; ++i) info_.vocabulary.push_back(cursor.take_string());
   for (uint32_t i = 0; i < voice_count; ++i) info_.voices.push_back(cursor.take_string());
   cursor.align_to_4();
+  return total;
+}
+
+void SpeechFeatureFile::read_entries(SpeechByteCursor& cursor, uint64_t total) {
   if (total > (size_ - cursor.offset()) / 16) {
-    fail("speech feature file '{}' is corrupt: it counts {} utterances (prepare it again)", path,
+    fail("speech feature file '{}' is corrupt: it counts {} utterances (prepare it again)", path_,
          total);
   }
   entries_.resize(total);
@@ -269,40 +302,32 @@ void SpeechFeatureFile::parse(const SpeechReadOptions& options) {
     e.voice = cursor.take<uint32_t>();
     e.text_line = cursor.take<uint32_t>();
   }
-  size_t split = 0;
-  for (uint64_t i = 0; i < total; ++i) {
-    Entry& e = entries_[i];
-    while (split + 1 < kSpeechSplitCount && i >= first_[split + 1]) ++split;
-    e.offset = cursor.claim(4 * uint64_t(e.labels));
-    cursor.claim(4 * uint64_t(e.frames) * info_.mel_bins);
-    info_.frames[split] += e.frames;
-    const auto index = int64_t(i - first_[split]);
-    const auto name = speech_split_name(SpeechSplit(split));
-    if (options.max_frames > 0 && int64_t(e.frames) > options.max_frames) {
-      fail("speech feature file '{}': utterance {} of {} has {} frames, more than the maximum "
-           "{} (prepare with --max-frames {} to drop longer ones, or raise {})",
-           path, index, name, e.frames, options.max_frames, options.max_frames,
-           options.max_frames_setting);
-    }
-    if (options.max_labels > 0 && int64_t(e.labels) > options.max_labels) {
-      fail("speech feature file '{}': utterance {} of {} has {} labels, more than the maximum {} "
-           "(raise {})",
-           path, index, name, e.labels, options.max_labels, options.max_labels_setting);
-    }
-    for (uint32_t j = 0; j < e.labels; ++j) {
-      uint32_t label;
-      std::memcpy(&label, bytes_ + e.offset + 4 * j, 4);
-      if (label == 0 || label >= vocabulary_size) {
-        fail("speech feature file '{}': utterance {} of {} has label {}, outside the vocabulary "
-             "(ids 1..{}; 0 is the blank)",
-             path, index, name, label, int64_t(vocabulary_size) - 1);
-      }
-    }
+}
+
+// An utterance within the reader's maxima, its labels within the vocabulary.
+void SpeechFeatureFile::check_utterance(const Entry& e, SpeechSplit split, int64_t index,
+                                        const SpeechReadOptions& options) const {
+  const auto name = speech_split_name(split);
+  if (options.max_frames > 0 && int64_t(e.frames) > options.max_frames) {
+    fail("speech feature file '{}': utterance {} of {} has {} frames, more than the maximum "
+         "{} (prepare with --max-frames {} to drop longer ones, or raise {})",
+         path_, index, name, e.frames, options.max_frames, options.max_frames,
+         options.max_frames_setting);
   }
-  if (cursor.offset() + 4 != size_) {
-    fail("speech feature file '{}' is corrupt: its header describes {} bytes of {} (prepare it "
-         "again)",
-         path, cursor.offset() + 4, size_);
+  if (options.max_labels > 0 && int64_t(e.labels) > options.max_labels) {
+    fail("speech feature file '{}': utterance {} of {} has {} labels, more than the maximum {} "
+         "(raise {})",
+         path_, index, name, e.labels, options.max_labels, options.max_labels_setting);
+  }
+  const auto vocabulary_size = uint32_t(info_.vocabulary.size());
+  for (uint32_t j = 0; j < e.labels; ++j) {
+    uint32_t label;
+    std::memcpy(&label, bytes_ + e.offset + 4 * j, 4);
+    if (label == 0 || label >= vocabulary_size) {
+      fail("speech feature file '{}': utterance {} of {} has label {}, outside the vocabulary "
+           "(ids 1..{}; 0 is the blank)",
+           path_, index, name, label, int64_t(vocabulary_size) - 1);
+    }
   }
 }
 

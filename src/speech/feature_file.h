@@ -58,6 +58,8 @@ struct SpeechReadOptions {
   std::string max_labels_setting = "the maximum";
 };
 
+class SpeechByteCursor;
+
 class SpeechFeatureFile {
  public:
   // Maps and checks the whole file (structure, CRC32C, labels, lengths): UserError naming the
@@ -79,6 +81,11 @@ class SpeechFeatureFile {
     uint64_t offset;  // of its labels in the file
   };
   void parse(const SpeechReadOptions& options);
+  void check_envelope() const;
+  uint64_t read_header(SpeechByteCursor& cursor);
+  void read_entries(SpeechByteCursor& cursor, uint64_t total);
+  void check_utterance(const Entry& e, SpeechSplit split, int64_t index,
+                       const SpeechReadOptions& options) const;
   const Entry& entry(SpeechSplit split, int64_t index) const;
 
   std::string path_;

@@ -131,6 +131,79 @@ StopVerdict either(const StopVerdict& earlier, const StopVerdict& later) {
   return verdict;
 }
 
+namespace {
+
+// A stop signal at the end of a step: a worker that cannot checkpoint yet defers it one step
+// (keeping what its checkpoint must hold, every worker alike); a run that cannot checkpoint
+// mid-run stops without one; otherwise the checkpoint, due or asked for, is written, and a stop
+// then ends the run with how to continue it.
+class StopHandling {
+ public:
+  StopHandling(TrainingSession& session, const fs::path& dir)
+      : session_(session), dir_(dir), no_resume_(session.mid_run_checkpoint_refusal()) {}
+
+  bool checkpoints_mid_run() const { return no_resume_.empty(); }
+  bool deferring() const { return deferred_signal_ != 0; }
+
+  void after_step(int64_t done, int verdict_signal, bool final_step, bool checkpoint_due,
+                  double val_loss, Report& report) {
+    int signal = deferred_signal_ != 0 ? deferred_signal_ : verdict_signal;
+    if (signal != 0 && checkpoints_mid_run() && !final_step && !session_.checkpointable()) {
+      deferred_signal_ = signal;
+      signal = 0;
+    }
+    if (signal != 0 && !checkpoints_mid_run()) {
+      report.finish_progress();
+      if (!session_.reports()) throw StopRequested{signal, ""};
+      throw StopRequested{signal, fmt::format("stopped by {} after step {}; no checkpoint: {}",
+                                              signal == SIGINT ? "SIGINT" : "SIGTERM", done,
+                                              no_resume_)};
+    }
+    if (signal == 0 && !checkpoint_due) return;
+    const std::string saved = session_.save_checkpoint(done, val_loss);
+    if (signal == 0) return;
+    report.finish_progress();
+    if (!session_.reports()) throw StopRequested{signal, ""};  // one worker tells
+    stop_after_checkpoint(signal, done, saved, dir_.string());
+  }
+
+ private:
+  TrainingSession& session_;
+  fs::path dir_;
+  std::string no_resume_;
+  int deferred_signal_ = 0;
+};
+
+// The reporting worker's end of the run: the sample, the loss curves and summary.json.
+RunSummary summarize_run(const Config& config, const fs::path& dir, const std::string& plot_title,
+                         Report& report, const Validation& validation, double seconds,
+                         TrainingSession::Finished& finished) {
+  RunSummary& summary = report.summary;
+  summary.steps = config.train.steps;
+  summary.final_val_loss = validation.loss;
+  summary.final_val_measures = validation.measures;
+  summary.seconds = seconds;
+  summary.sample = finished.sample;
+  summary.memory = finished.memory;
+  if (!summary.sample.empty()) {
+    write_file_atomically((dir / "sample.txt").string(), summary.sample + "\n");
+  }
+  nlohmann::json& summary_json = finished.summary_fields;
+  write_curves((dir / "loss.svg").string(), plot_title, report.train_curve, report.val_curve);
+  summary_json.update({{"steps", summary.steps},
+                       {"final_loss", summary.final_loss},
+                       {"final_val_loss", summary.final_val_loss},
+                       {"tokens_per_s", summary.tokens_per_s},
+                       {"seconds", summary.seconds}});
+  for (const auto& [name, value] : validation_fields(validation)) {
+    summary_json["final_" + name] = value;
+  }
+  write_file_atomically((dir / "summary.json").string(), summary_json.dump(2) + "\n");
+  return summary;
+}
+
+}  // namespace
+
 std::optional<RunSummary> run_training_loop(const Config& config, TrainingSession& session,
                                              const LoopSettings& settings) {
   const fs::path dir(settings.run_dir);
@@ -141,15 +214,13 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
     report.metrics.emplace((dir / "metrics.jsonl").string(), /*append=*/resumed);
     if (settings.progress) report.progress.emplace(config.train.steps, config.log.every);
   }
-  const std::string no_resume = session.mid_run_checkpoint_refusal();
-  const bool checkpoints_mid_run = no_resume.empty();
+  StopHandling stops(session, dir);
   Validation validation;
   const auto start = Clock::now();
-  int deferred_signal = 0;  // a stop waiting one step for what its checkpoint must hold
   ProfiledSteps profiled(config, dir, session.rank());
   for (int64_t step = settings.first_step; step < config.train.steps; ++step) {
     maybe_inject_fault(session.rank(), step, settings.launched);
-    session.prepare_step(deferred_signal != 0 || periodic_checkpoint_due(config, step + 1));
+    session.prepare_step(stops.deferring() || periodic_checkpoint_due(config, step + 1));
     profiled.before(step + 1);
     const auto step_start = Clock::now();
     const StepResult result = session.train_step(step);
@@ -161,7 +232,8 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
     const bool logged = validate || done % config.log.every == 0 || done == 1;
     const nlohmann::json fields = session.step_fields(logged);
     if (validate) validation = session.evaluate();
-    const bool checkpoint_due = checkpoints_mid_run && periodic_checkpoint_due(config, done);
+    const bool checkpoint_due =
+        stops.checkpoints_mid_run() && periodic_checkpoint_due(config, done);
     const StopVerdict verdict = session.stop_verdict(done, result.loss, final_step || checkpoint_due);
     if (verdict.non_finite_loss) {
       report.finish_progress();
@@ -176,48 +248,14 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
       report_step(report, result, fields, done, logged, validate, validation, elapsed,
                   settings.tokens_per_step * ran / elapsed, step_seconds, elapsed / ran);
     }
-    int signal = deferred_signal != 0 ? deferred_signal : verdict.signal;
-    if (signal != 0 && checkpoints_mid_run && !final_step && !session.checkpointable()) {
-      deferred_signal = signal;  // one more step, keeping what its checkpoint holds (every worker alike)
-      signal = 0;
-    }
-    if (signal != 0 && !checkpoints_mid_run) {
-      report.finish_progress();
-      if (!reports) throw StopRequested{signal, ""};
-      throw StopRequested{signal, fmt::format("stopped by {} after step {}; no checkpoint: {}",
-                                              signal == SIGINT ? "SIGINT" : "SIGTERM", done, no_resume)};
-    }
-    if (signal != 0 || checkpoint_due) {
-      const std::string saved = session.save_checkpoint(done, validation.loss);
-      if (signal != 0) {
-        report.finish_progress();
-        if (!reports) throw StopRequested{signal, ""};  // one worker tells
-        stop_after_checkpoint(signal, done, saved, dir.string());
-      }
-    }
+    stops.after_step(done, verdict.signal, final_step, checkpoint_due, validation.loss, report);
   }
   report.finish_progress();
   maybe_inject_fault(session.rank(), config.train.steps, settings.launched);  // the fault tests' "end"
   TrainingSession::Finished finished = session.finish(validation.loss);
   if (!reports) return std::nullopt;
-  RunSummary& summary = report.summary;
-  summary.steps = config.train.steps;
-  summary.final_val_loss = validation.loss;
-  summary.final_val_measures = validation.measures;
-  summary.seconds = seconds_from(start);
-  summary.sample = finished.sample;
-  summary.memory = finished.memory;
-  if (!summary.sample.empty()) write_file_atomically((dir / "sample.txt").string(), summary.sample + "\n");
-  nlohmann::json& summary_json = finished.summary_fields;
-  write_curves((dir / "loss.svg").string(), settings.plot_title, report.train_curve, report.val_curve);
-  summary_json.update({{"steps", summary.steps},
-                       {"final_loss", summary.final_loss},
-                       {"final_val_loss", summary.final_val_loss},
-                       {"tokens_per_s", summary.tokens_per_s},
-                       {"seconds", summary.seconds}});
-  for (const auto& [name, value] : validation_fields(validation)) summary_json["final_" + name] = value;
-  write_file_atomically((dir / "summary.json").string(), summary_json.dump(2) + "\n");
-  return summary;
+  return summarize_run(config, dir, settings.plot_title, report, validation, seconds_from(start),
+                       finished);
 }
 
 }  // namespace pipetrain

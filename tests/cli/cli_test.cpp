@@ -194,7 +194,9 @@ TEST(Cli, PlannersDataParallelTwoBWPlanTrains) {
     EXPECT_EQ(summary["schedule"], "2bw");
     EXPECT_EQ(summary["steps"], 3);
     EXPECT_TRUE(std::isfinite(summary["final_loss"].get<double>()));
-    if (chosen == wide) EXPECT_EQ(summary["dp_width"], 2);
+    if (chosen == wide) {
+      EXPECT_EQ(summary["dp_width"], 2);
+    }
   }
   const Result shown =
       run("config " + (dir / ("run_" + recomputed.stem().string()) / "config.toml").string());
@@ -309,7 +311,9 @@ TEST(Cli, HelpAndRefusalsNameTheCatalogueSchedules) {
     EXPECT_EQ(listed(train_help), entry.runtime.runs) << entry.name << "\n" << train_help;
     EXPECT_EQ(listed(refusal + "\n"), entry.runtime.runs) << entry.name << "\n" << refusal;
     EXPECT_NE(simulate_help.find(entry.name), std::string::npos) << entry.name;
-    if (entry.planner.plans) EXPECT_NE(plan_help.find(entry.name), std::string::npos) << entry.name;
+    if (entry.planner.plans) {
+      EXPECT_NE(plan_help.find(entry.name), std::string::npos) << entry.name;
+    }
   }
   // Every schedule runs now; what a schedule takes is still checked by its entry.
   expect_one_line_error("train --stages 2 --schedule zb-h1 --pipeline.chunks 2",
@@ -372,7 +376,9 @@ TEST(Cli, PipelineTimelineDrawsAFewStepsReadably) {
   ASSERT_EQ(widths.size(), 24u);
   std::sort(widths.begin(), widths.end());
   const double width_px = std::stod(svg.substr(svg.find("width=\"") + 7));
-  if (width_px < 4000) EXPECT_GE(widths[widths.size() / 2], 31.9) << "median forward in px";
+  if (width_px < 4000) {
+    EXPECT_GE(widths[widths.size() / 2], 31.9) << "median forward in px";
+  }
   // trace.json keeps every traced step.
   const auto trace = nlohmann::json::parse(std::ifstream(dir / "trace.json"));
   size_t forwards = 0;

@@ -19,8 +19,12 @@ std::map<ParameterRole, int> roles_of(GptStack& stack) {
     const ParameterRole role = parameter_role(item.key());
     ++count[role];
     const bool matrix = item.value().dim() == 2;
-    if (role == ParameterRole::Hidden) EXPECT_TRUE(matrix) << item.key();
-    if (role == ParameterRole::Gain || role == ParameterRole::Bias) EXPECT_FALSE(matrix) << item.key();
+    if (role == ParameterRole::Hidden) {
+      EXPECT_TRUE(matrix) << item.key();
+    }
+    if (role == ParameterRole::Gain || role == ParameterRole::Bias) {
+      EXPECT_FALSE(matrix) << item.key();
+    }
   }
   return count;
 }

@@ -48,7 +48,9 @@ TEST(Planner, RanksFeasiblePlansAndExplainsTheRest) {
     EXPECT_LE(c.peak_memory_bytes, request.cluster.device_memory_bytes);
     EXPECT_EQ(c.stages * c.dp_width, 64);
     EXPECT_EQ(c.microbatch * c.microbatches * c.dp_width, 256);
-    if (c.schedule == "2bw") EXPECT_GE(c.microbatches, c.stages);
+    if (c.schedule == "2bw") {
+      EXPECT_GE(c.microbatches, c.stages);
+    }
     EXPECT_FALSE(c.lost_because.empty());
   }
   // 3.9B parameters with Adam (16 bytes each) cannot be replicated on 16 GB devices.

@@ -68,6 +68,7 @@ TEST_P(GptLayerMemory, StashAndPeakMatchTheCountingAllocator) {
   // T = 64 on 2 threads: 17 KB more on an AMD EPYC than on a Xeon), which the model leaves out;
   // the test must give the same answer on any machine.
   torch::set_num_threads(1);
+  const WithoutOneDnn own_products;  // stage_memory.h
   const LayerUnderTest t(GetParam());
   const MeasuredStageMemory measured = measure_stage_memory(*t.stage, t.input, t.tokens, t.last);
 

@@ -252,7 +252,9 @@ TEST_P(PipelineExactness, MatchesTheSingleProcessTrainer) {
     }
     EXPECT_TRUE(found);
   }
-  if (c.model_stages() > 1) EXPECT_TRUE(fs::exists(dir / "trace.json"));  // the real-run timeline
+  if (c.model_stages() > 1) {
+    EXPECT_TRUE(fs::exists(dir / "trace.json"));  // the real-run timeline
+  }
   fs::remove_all(dir);
 }
 

@@ -9,6 +9,18 @@
 
 namespace pipetrain::runtime {
 
+// ATen's own CPU matrix products while it lives: oneDNN's bfloat16 ones take a scratch buffer
+// each from the allocator (70-230 KB at the tests' shapes, by the operands' shapes, layouts and
+// the CPU's instructions), which the memory models leave out (a GPU's cuBLAS keeps one workspace
+// for the process).
+struct WithoutOneDnn {
+  WithoutOneDnn() { at::globalContext().setUserEnabledMkldnn(false); }
+  ~WithoutOneDnn() { at::globalContext().setUserEnabledMkldnn(was_enabled); }
+  WithoutOneDnn(const WithoutOneDnn&) = delete;
+  WithoutOneDnn& operator=(const WithoutOneDnn&) = delete;
+  const bool was_enabled = at::globalContext().userEnabledMkldnn();
+};
+
 struct MeasuredStageMemory {
   double stashed = 0, peak = 0;  // bytes above what existed before the forward
 };

@@ -144,7 +144,9 @@ TEST(Generators, TwoBwAfterASyncWarmUpDelaysOnlyTheLaterGroups) {
       int last_update = -1;
       for (const Action& a : s.actions[size_t(w)]) {
         if (a.kind == ActionKind::OptimizerStep) last_update = a.iteration;
-        if (a.kind == ActionKind::Forward && a.iteration <= 3) EXPECT_EQ(last_update, a.iteration - 1);
+        if (a.kind == ActionKind::Forward && a.iteration <= 3) {
+          EXPECT_EQ(last_update, a.iteration - 1);
+        }
       }
     }
   }

@@ -207,10 +207,13 @@ TEST(ClosedForms, NoFlushSchedulesOverlapTheReplicaAllReduce) {
         // Drawn as the posting, as a real run's trace shows it.
         const auto lists = schedule::make_schedule(two_bw);
         const Timeline timeline = timeline_from_simulation(lists, posted);
-        for (int w = 0; w < 2; ++w)
-          for (size_t k = 0; k < lists.actions[size_t(w)].size(); ++k)
-            if (lists.actions[size_t(w)][k].kind == schedule::ActionKind::AllReduceGrads)
+        for (int w = 0; w < 2; ++w) {
+          for (size_t k = 0; k < lists.actions[size_t(w)].size(); ++k) {
+            if (lists.actions[size_t(w)][k].kind == schedule::ActionKind::AllReduceGrads) {
               ASSERT_EQ(timeline.events[size_t(w)][k].duration_ms, 0.0);
+            }
+          }
+        }
         const SimResult blocking = simulate(schedule::make_schedule(flush), uniform_cost_model(cost));
         ASSERT_NEAR(blocking.iteration_ms, 5 * (c.tf + c.tb) + update_ms + allreduce, kEps)
             << "tf=" << c.tf << " tb=" << c.tb << " A=" << allreduce << " u=" << update_ms;
