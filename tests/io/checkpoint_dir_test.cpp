@@ -104,7 +104,7 @@ TEST(CheckpointDir, ReadingAFileVerifiesItsChecksum) {
 
 TEST(CheckpointDir, DamagedSidecarIsAUserErrorNamingTheFile) {
   const std::string good = checkpoint_info_json(sample_info(2));
-  for (const std::string bad : {std::string("{"), good.substr(0, good.size() / 2), std::string("[]"),
+  for (const std::string& bad : {std::string("{"), good.substr(0, good.size() / 2), std::string("[]"),
                                 std::string("{\"format\": \"pipetrain-checkpoint-2\"}")}) {
     try {
       parse_checkpoint_info(bad, "run/ck.json");
