@@ -171,8 +171,9 @@ int headline(const Config& c, int64_t budget_mb, const c10::Device& device, cons
   std::printf("peak resident memory %.2f GB (ru_maxrss, whole process incl. inputs)\n",
               double(usage.ru_maxrss) / 1024.0 / 1024.0);
   const double tensors_gb = double(host.peak_bytes()) / 1e9;
-  std::printf("peak of the CPU's tensors %.3f GB (counting allocator, inputs included)\n",
-              tensors_gb);
+  if (device.is_cpu()) {
+    std::printf("peak of the tensors %.3f GB (counting allocator, inputs included)\n", tensors_gb);
+  }
   // The peak a table reports: the GPU's allocator on a GPU, the process's resident set on the CPU.
   double peak_gb = double(usage.ru_maxrss) * 1024 / 1e9;
   if (const auto gpu = pipetrain::device::device_memory(device)) {

@@ -40,4 +40,11 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
   return mixed;
 }
 
+std::array<torch::Tensor, 3> split_qkv(const torch::Tensor& projected, int64_t heads) {
+  const int64_t batch = projected.size(0), length = projected.size(1);
+  const int64_t head_dim = projected.size(2) / (3 * heads);
+  const auto qkv = projected.view({batch, length, 3, heads, head_dim}).unbind(2);
+  return {qkv[0].transpose(1, 2), qkv[1].transpose(1, 2), qkv[2].transpose(1, 2)};
+}
+
 }  // namespace pipetrain

@@ -76,14 +76,9 @@ TransformerBlock::TransformerBlock(const GptConfig& config, torch::Generator& ge
 
 // With `kv`, x is a token slice after kv->context() earlier tokens (model/attention.h).
 torch::Tensor TransformerBlock::attention(const torch::Tensor& x, LayerKv* kv) {
-  const int64_t batch = x.size(0), length = x.size(1), d = x.size(2), head_dim = d / heads_;
-  // unbind, not three selects: its backward stacks the three gradients in one kernel, where
-  // each select's would fill a zero tensor of the whole [B, T, 3, H, hd] and add the three. On
-  // dim 2, then each head-major: the stack lands in the linear's own layout (no copy back).
-  const auto qkv = linear(qkv_, x).view({batch, length, 3, heads_, head_dim}).unbind(2);
-  const auto head_major = [](const torch::Tensor& t) { return t.transpose(1, 2); };
-  const auto mixed = causal_attention(head_major(qkv[0]), head_major(qkv[1]), head_major(qkv[2]),
-                                      kv);  // [B, H, T, hd]
+  const int64_t batch = x.size(0), length = x.size(1), d = x.size(2);
+  const auto [q, k, v] = split_qkv(linear(qkv_, x), heads_);
+  const auto mixed = causal_attention(q, k, v, kv);  // [B, H, T, hd]
   return linear(attn_out_, mixed.transpose(1, 2).reshape({batch, length, d}));
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "device/precision.h"
+#include "model/attention.h"
 #include "model/linear.h"
 #include "model/speech_batch.h"
 
@@ -115,9 +116,7 @@ class EncoderBlock : public TransducerLayer {
  private:
   torch::Tensor attention(const torch::Tensor& h, const torch::Tensor& frames) {
     const int64_t rows = h.size(0), length = h.size(1), width = h.size(2), head = width / heads_;
-    // unbind on dim 2: one stack in the linear's layout in backward (model/gpt.cpp)
-    const auto qkv = linear(qkv_, h).view({rows, length, 3, heads_, head}).unbind(2);
-    const auto q = qkv[0].transpose(1, 2), k = qkv[1].transpose(1, 2), v = qkv[2].transpose(1, 2);
+    const auto [q, k, v] = split_qkv(linear(qkv_, h), heads_);
     auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(head));
     const auto keys = frames_within(frames, length).view({rows, 1, 1, length});
     scores = scores.masked_fill(keys.logical_not(), -std::numeric_limits<double>::infinity());

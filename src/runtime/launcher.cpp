@@ -325,8 +325,8 @@ std::optional<RunFolderLock> open_run_folder(const Config& config, const RunOpti
     fs::create_directories(options.run_dir);  // node 0's on a shared file system, or our own
     return std::nullopt;
   }
-  std::optional<RunFolderLock> lock;
-  lock.emplace(prepare_run_folder(options.run_dir, options.resume, options.overwrite));
+  std::optional<RunFolderLock> lock(
+      prepare_run_folder(options.run_dir, options.resume, options.overwrite));
   write_file_atomically((fs::path(options.run_dir) / "config.toml").string(), to_toml(config));
   return lock;
 }

@@ -202,9 +202,8 @@ SpeechFeatureFile::~SpeechFeatureFile() {
 }
 
 void SpeechFeatureFile::parse(const SpeechReadOptions& options) {
-  check_envelope();
   SpeechByteCursor cursor(bytes_, size_, path_);
-  cursor.claim(kFileBytesOffset + 8);  // the magic, version and size check_envelope read
+  check_envelope(cursor);
   const uint64_t total = read_header(cursor);
   read_entries(cursor, total);
   size_t split = 0;
@@ -223,8 +222,9 @@ void SpeechFeatureFile::parse(const SpeechReadOptions& options) {
   }
 }
 
-// The magic, the format version, the recorded size and the CRC32C over everything before it.
-void SpeechFeatureFile::check_envelope() const {
+// The magic, the format version, the recorded size (read through `cursor`) and the CRC32C over
+// everything before it.
+void SpeechFeatureFile::check_envelope(SpeechByteCursor& cursor) const {
   const std::string& path = path_;
   const uint64_t magic_bytes = std::min<uint64_t>(size_, sizeof kSpeechMagic);
   if (magic_bytes == 0 || std::memcmp(bytes_, kSpeechMagic, magic_bytes) != 0) {
@@ -233,7 +233,6 @@ void SpeechFeatureFile::check_envelope() const {
   if (size_ < kFileBytesOffset + 8) {
     fail("speech feature file '{}' is truncated: {} bytes", path, size_);
   }
-  SpeechByteCursor cursor(bytes_, size_, path);
   cursor.claim(sizeof kSpeechMagic);
   const auto version = cursor.take<uint32_t>();
   if (version != kSpeechFileVersion) {

@@ -81,7 +81,7 @@ class SpeechFeatureFile {
     uint64_t offset;  // of its labels in the file
   };
   void parse(const SpeechReadOptions& options);
-  void check_envelope() const;
+  void check_envelope(SpeechByteCursor& cursor) const;
   uint64_t read_header(SpeechByteCursor& cursor);
   void read_entries(SpeechByteCursor& cursor, uint64_t total);
   void check_utterance(const Entry& e, SpeechSplit split, int64_t index,
