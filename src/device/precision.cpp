@@ -51,6 +51,11 @@ ComputeScope::~ComputeScope() {
   at::autocast::set_autocast_dtype(device_, previous_dtype_);
 }
 
+at::Tensor norm_parameter(const at::Tensor& parameter, const at::Tensor& input) {
+  if (!parameter.defined() || input.is_cpu()) return parameter;
+  return parameter.to(input.scalar_type());
+}
+
 FullPrecisionScope::FullPrecisionScope(c10::DeviceType device)
     : device_(device), was_enabled_(at::autocast::is_autocast_enabled(device)) {
   at::autocast::set_autocast_enabled(device_, false);

@@ -33,6 +33,11 @@ at::Tensor at_boundary(const at::Tensor& activation, const Precision& precision)
 // A low-precision tensor widened to float32 (logits before a softmax or a loss); others unchanged.
 at::Tensor at_least_float32(const at::Tensor& tensor);
 
+// A norm's weight or bias as ATen's layer_norm takes it beside a low-precision `input`: as it is
+// (float32) on the CPU, whose kernel mixes the two; in the input's dtype on a GPU, whose kernel
+// takes one dtype. Both kernels keep their statistics in float32 (model/norm.h).
+at::Tensor norm_parameter(const at::Tensor& parameter, const at::Tensor& input);
+
 // Mixed precision: autocast on `device` to the low precision for this scope (this thread), as
 // torch.autocast does; nests; casts of the weights are cached within the outermost scope only.
 // Does nothing for float32 and float64.

@@ -11,6 +11,7 @@
 #include "model/attention.h"
 #include "model/linear.h"
 #include "model/llama_layers.h"
+#include "model/norm.h"
 
 namespace pipetrain {
 namespace {
@@ -83,12 +84,12 @@ torch::Tensor TransformerBlock::attention(const torch::Tensor& x, LayerKv* kv) {
 }
 
 torch::Tensor TransformerBlock::mlp(const torch::Tensor& h) {
-  const auto inner = torch::gelu(linear(fc_, ln2_->forward(h)), gelu_tanh_ ? "tanh" : "none");
+  const auto inner = torch::gelu(linear(fc_, layer_norm(ln2_, h)), gelu_tanh_ ? "tanh" : "none");
   return h + linear(fc_out_, inner);
 }
 
 torch::Tensor TransformerBlock::forward(const torch::Tensor& x) {
-  return mlp(x + attention(ln1_->forward(x), nullptr));
+  return mlp(x + attention(layer_norm(ln1_, x), nullptr));
 }
 
 torch::Tensor TransformerBlock::forward_slice(const torch::Tensor& x, int64_t start, LayerKv& kv) {
@@ -96,7 +97,7 @@ torch::Tensor TransformerBlock::forward_slice(const torch::Tensor& x, int64_t st
     throw std::logic_error("token slice starts at " + std::to_string(start) + " but " +
                            std::to_string(kv.context()) + " earlier tokens are cached");
   }
-  return mlp(x + attention(ln1_->forward(x), &kv));
+  return mlp(x + attention(layer_norm(ln1_, x), &kv));
 }
 
 int64_t aligned_head_rows(int64_t vocab_size) {
@@ -127,7 +128,7 @@ LmHead::LmHead(const GptConfig& config, torch::Generator& generator) : precision
     normalize_ = [norm](const torch::Tensor& x) { return norm->forward(x); };
   } else {
     auto norm = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(config.norm_eps)));
-    normalize_ = [norm](const torch::Tensor& x) { return norm->forward(x); };
+    normalize_ = [norm](const torch::Tensor& x) { return layer_norm(norm, x); };
   }
   if (!config.tied_head) {
     torch::NoGradGuard no_grad;

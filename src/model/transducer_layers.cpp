@@ -6,6 +6,7 @@
 #include "device/precision.h"
 #include "model/attention.h"
 #include "model/linear.h"
+#include "model/norm.h"
 #include "model/speech_batch.h"
 
 namespace pipetrain {
@@ -108,8 +109,8 @@ class EncoderBlock : public TransducerLayer {
 
   torch::Tensor forward(const torch::Tensor& x) override {
     auto [h, frames] = split_frame_counts(x);
-    h = h + attention(norm1_(h), frames);
-    h = h + linear(fc_out_, torch::relu(linear(fc_, norm2_(h))));
+    h = h + attention(layer_norm(norm1_, h), frames);
+    h = h + linear(fc_out_, torch::relu(linear(fc_, layer_norm(norm2_, h))));
     return with_frame_counts(h, frames);
   }
 

@@ -56,5 +56,16 @@ TEST(Precision, AtBoundaryRoundsToBfloat16AndItsGradientComesBackInFloat32) {
   EXPECT_EQ(at_least_float32(sent).scalar_type(), torch::kFloat32);
 }
 
+// ATen's CPU layer_norm takes bfloat16 input with float32 parameters; its CUDA kernel takes one
+// dtype. A meta tensor stands in for the GPU's input: only its device and dtype are read.
+TEST(Precision, NormParametersStayAsTheyAreOnTheCpuAndTakeTheInputsDtypeElsewhere) {
+  const auto weight = torch::ones({4});
+  const auto on_cpu = torch::ones({2, 4}, torch::kBFloat16);
+  EXPECT_TRUE(norm_parameter(weight, on_cpu).is_same(weight));
+  const auto elsewhere = torch::empty({2, 4}, torch::dtype(torch::kBFloat16).device(torch::kMeta));
+  EXPECT_EQ(norm_parameter(weight, elsewhere).scalar_type(), torch::kBFloat16);
+  EXPECT_FALSE(norm_parameter(torch::Tensor(), elsewhere).defined());
+}
+
 }  // namespace
 }  // namespace pipetrain::device
