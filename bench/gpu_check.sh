@@ -14,7 +14,8 @@
 #   4. the transducer: the recognizer in float64 on the GPU (1 process, 2 workers) == on the CPU
 #      (1e-9), in bfloat16 on 2 workers vs 1 process (2^-12); the sample-wise loss at the paper's scale (B = 1024 utterances, T = 1000 frames,
 #      U = 100, V = 1024, joint 512; float32 and bfloat16): peak GPU memory and time, beside
-#      torchaudio's rnnt_loss at the largest batch that fits;
+#      torchaudio's rnnt_loss at the largest batch that fits; 8 utterances under the profiler
+#      (transducer_profile.log: where an utterance's time goes);
 #      the recognizer's step time on the GPU (1 process, 2 workers) vs the CPU (all its cores);
 #   C. the LM head's loss at GPT-2 small's shape (V = 50257, 2048-16384 tokens): the fused
 #      softmax cross-entropy's kernels against ATen's cross_entropy (float64 to 1e-12, bfloat16
@@ -222,6 +223,10 @@ PYEOF
 fi
 sample_wise "$BIG"
 sample_wise "$BIG" --dtype bfloat16
+# Where an utterance's time goes: 8 of them under the profiler (its table in the logs' tarball).
+timeout 100 "$TM" --headline --device "$DEVICE" --batch 8 $RNNT --budget-mb 2048 --dtype bfloat16 \
+  --profile "$OUT/transducer_profile" >"$OUT/transducer_profile.log" 2>&1 ||
+  verdict "FAIL transducer_memory --profile (log $OUT/transducer_profile.log)"
 if [ "$DEVICE" = cuda ]; then
   timeout 120 "$PY" bench/transducer_torchaudio.py --batches 8,16,32,64 $RNNT >"$OUT/torchaudio.log" 2>&1
   grep '^RESULT ' "$OUT/torchaudio.log" | cut -d' ' -f2- >>"$LOSSES"

@@ -6,6 +6,8 @@
 //                     [--device cuda] [--dtype bfloat16]  on a GPU (peak: the CUDA allocator's),
 //                     the joint in bfloat16 (autocast; loss and gradients accumulate in float32),
 //                     or everything in float64 (the reference a float32 run's gradients are off by)
+//                     [--profile PREFIX]  the run under the profiler: every operator and, on a
+//                     GPU, every kernel (PREFIX.trace.json, and the table, PREFIX.txt and stdout)
 //
 // Every run computes the loss and all gradients (encoder output, predictor output, joint).
 #include <malloc.h>
@@ -18,6 +20,7 @@
 #include <string>
 
 #include "device/placement.h"
+#include "device/step_profiler.h"
 #include "device/precision.h"
 #include "loss/joint_network.h"
 #include "peak_memory_child.h"
@@ -113,7 +116,8 @@ at::Tensor leaf_on(const at::Tensor& tensor, const c10::Device& device) {
   return tensor.detach().to(device).requires_grad_(tensor.requires_grad());
 }
 
-int headline(const Config& c, int64_t budget_mb, const c10::Device& device, const std::string& dtype) {
+int headline(const Config& c, int64_t budget_mb, const c10::Device& device, const std::string& dtype,
+             const std::string& profile) {
   const bool bfloat16 = dtype == "bfloat16", float64 = dtype == "float64";
   // On the CPU, the tensors' own high-water mark too: the resident peak also holds what glibc's
   // heap keeps, which moved by up to 0.3 GB between two builds of the same loss code.
@@ -148,6 +152,8 @@ int headline(const Config& c, int64_t budget_mb, const c10::Device& device, cons
     std::fprintf(stderr, "\r%ld/%ld samples  %.0f s elapsed  ETA %.0f s   ", done, total, elapsed,
                  elapsed / double(done) * double(total - done));
   };
+  pipetrain::device::StepProfiler profiler;
+  if (!profile.empty()) profiler.start();
   at::Tensor loss;
   {
     pipetrain::device::ComputeScope scope(precision, device.type());
@@ -158,6 +164,7 @@ int headline(const Config& c, int64_t budget_mb, const c10::Device& device, cons
   loss.backward();
   pipetrain::device::synchronize(device);
   const double total_s = seconds_since(start);
+  if (profiler.running()) std::printf("%s\n", profiler.stop_and_write(profile, 1).c_str());
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   std::fprintf(stderr, "\n");
@@ -199,7 +206,7 @@ int main(int argc, char** argv) {
   bool run_headline = false;
   Config c;
   int64_t budget_mb = 0;
-  std::string device = "cpu", dtype = "float32";
+  std::string device = "cpu", dtype = "float32", profile;
   for (int i = 1; i < argc; ++i) {  // --headline sets the defaults the other flags change
     if (!std::strcmp(argv[i], "--headline")) c = Config{1024, 1000, 100, 256, 256, false};
   }
@@ -215,10 +222,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--budget-mb")) budget_mb = value();
     else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
     else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) dtype = argv[++i];
+    else if (!std::strcmp(argv[i], "--profile") && i + 1 < argc) profile = argv[++i];
     else {
       std::fprintf(stderr, "usage: %s [--headline [--batch B] [--frames T] [--labels U] "
                            "[--vocab V] [--joint J] [--budget-mb M] [--device cuda] "
-                           "[--dtype bfloat16|float64]]\n", argv[0]);
+                           "[--dtype bfloat16|float64] [--profile PREFIX]]\n", argv[0]);
       return 2;
     }
   }
@@ -239,6 +247,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   return run_headline ? headline(c, budget_mb, c10::Device(device == "cuda" ? "cuda:0" : "cpu"),
-                                 dtype)
+                                 dtype, profile)
                       : sweep();
 }

@@ -23,7 +23,7 @@ struct TransducerOptions {
 };
 
 // One sample. logits: [T, U+1, V] float, double, bfloat16 or half, on any device (CPU or GPU:
-// the V-wide work runs there, the T*U lattice on the host; transducer_kernel.cpp), with contiguous
+// the V-wide work and the T*U lattice run there; transducer_kernel.cpp), with contiguous
 // rows (stride(2) == 1, stride(1) == V; views of a padded tensor are fine). targets: [U] integer
 // labels, none blank. Low-precision logits are widened to float32 for everything but the
 // gradient written back.
@@ -31,6 +31,14 @@ struct TransducerOptions {
 // grad_scale * d(loss)/d(logits) (log-softmax folded in), so it must not require grad.
 double transducer_loss_and_grad_(const at::Tensor& logits, const at::Tensor& targets,
                                  int64_t blank, bool want_grad = true, double grad_scale = 1.0);
+
+// The same for a sample of a batch already checked (check_transducer_batch with the vocabulary,
+// and the logits as above): no checks, and nothing read back to the host. labels_on_device: [U]
+// int64 on the logits' device. Returns the loss as a 0-dim double tensor there, so that a GPU
+// caller waits once a batch, not once a sample.
+at::Tensor transducer_loss_and_grad_on_device_(const at::Tensor& logits,
+                                               const at::Tensor& labels_on_device, int64_t blank,
+                                               bool want_grad, double grad_scale);
 
 // Batched reference. logits [B, T, U+1, V] (padded), targets [B, U] (padding values ignored),
 // logit_lengths [B] in 1..T, target_lengths [B] in 0..U. Returns a scalar (Mean/Sum) or the

@@ -32,12 +32,12 @@ int64_t frames_per_block(int64_t labels_plus_one, int64_t vocab, const c10::Devi
 // Runs wherever the logits live, CPU or GPU: the V-wide work (log-softmax denominators, the
 // gradient written over the logits) is ATen ops on the logits' device, block by block; the
 // (T, U+1) lattice (alpha and beta, a sequential recursion of T*U steps) runs there too, in
-// double (transducer_lattice: a loop on the host, one thread block on a GPU), and only the loss
-// comes back to the host. Low-precision logits (bfloat16, float16) are widened to float32 block
+// double (transducer_lattice: a loop on the host, two thread blocks on a GPU); the loss stays
+// there too, as a 0-dim double tensor, so nothing here waits for the device. Low-precision logits (bfloat16, float16) are widened to float32 block
 // by block, so the denominators and the lattice never round to them; only the gradient written
 // back does.
-double fused_loss_and_grad(const at::Tensor& logits, const at::Tensor& y_device, int64_t blank,
-                           bool want_grad, double grad_scale) {
+at::Tensor fused_loss_and_grad(const at::Tensor& logits, const at::Tensor& y_device, int64_t blank,
+                               bool want_grad, double grad_scale) {
   const int64_t T = logits.size(0), U1 = logits.size(1), V = logits.size(2);
   const int64_t block = frames_per_block(U1, V, logits.device());
   const at::ScalarType wide =
@@ -68,7 +68,7 @@ double fused_loss_and_grad(const at::Tensor& logits, const at::Tensor& y_device,
   // 3. forward (alpha) and backward (beta) variables, in double where the logits are: O(T*U).
   at::Tensor alpha = at::empty({T, U1}, doubles), beta = at::empty({T, U1}, doubles);
   transducer_lattice(blank_lp, emit_lp, alpha, beta);
-  const double loss = -beta[0][0].item<double>();  // the utterance's one wait
+  const at::Tensor loss = beta[0][0].neg();
   if (!want_grad) return loss;
 
   // 4. d(loss)/dz[t,u,k] = softmax(z)[k] * occupancy(t,u) - (transition terms at blank and y_u).
@@ -161,7 +161,14 @@ double transducer_loss_and_grad_(const at::Tensor& logits, const at::Tensor& tar
   }
   at::NoGradGuard no_grad;  // the kernel computes its own gradient; autograd records nothing
   const at::Tensor y_device = targets.to(logits.device(), at::kLong);
-  return fused_loss_and_grad(logits, y_device, blank, want_grad, grad_scale);
+  return fused_loss_and_grad(logits, y_device, blank, want_grad, grad_scale).item<double>();
+}
+
+at::Tensor transducer_loss_and_grad_on_device_(const at::Tensor& logits,
+                                               const at::Tensor& labels_on_device, int64_t blank,
+                                               bool want_grad, double grad_scale) {
+  at::NoGradGuard no_grad;
+  return fused_loss_and_grad(logits, labels_on_device, blank, want_grad, grad_scale);
 }
 
 TransducerLengths check_transducer_batch(int64_t batch, int64_t max_frames, int64_t max_labels,

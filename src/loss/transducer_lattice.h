@@ -1,9 +1,9 @@
 #pragma once
 // The lattice of one utterance's transducer loss: alpha (forward) and beta (backward)
 // log-variables over (T, U+1), in double, where the tensors live. The recursion is sequential
-// along t and u, so it runs as one thread on the host and as one thread block on a GPU
-// (anti-diagonal by anti-diagonal: every cell of a diagonal depends only on the one before),
-// one launch per utterance instead of one copy to the host and back and a wait.
+// along t and u, so it runs as one thread on the host and on a GPU as one thread block each for
+// alpha and beta (anti-diagonal by anti-diagonal: every cell of a diagonal depends only on the
+// one before), one launch per utterance instead of one copy to the host and back and a wait.
 #include <ATen/core/Tensor.h>
 
 namespace pipetrain::loss {

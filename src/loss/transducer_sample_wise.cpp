@@ -88,9 +88,11 @@ class SampleWiseTransducerFunction
       }
     }
     const std::vector<int64_t> order = order_by_size(len);
-    double loss_sum = 0.0;
+    // Summed where the samples are, read by whoever reads the loss: no wait for the device a
+    // sample (on a GPU the host queues the next sample's kernels while this one runs).
+    at::Tensor loss_sum = at::zeros({}, enc.options().dtype(at::kDouble));
     int64_t bytes_per_position = -1;  // known after the first group has shown us V
-    const at::Tensor targets = call.targets.to(at::kLong);
+    const at::Tensor targets = call.targets.to(enc.device(), at::kLong, /*non_blocking=*/true);
     for (size_t first = 0; first < order.size();) {
       // Grow the group while the padded footprint fits the budget.
       int64_t t_max = len.logit_lengths[order[first]], u1_max = len.target_lengths[order[first]] + 1;
@@ -105,9 +107,10 @@ class SampleWiseTransducerFunction
         ++last;
       }
       const int64_t G = static_cast<int64_t>(last - first);
+      // Copied from pageable memory without waiting: CUDA stages it before the call returns.
       const at::Tensor index =
           at::tensor(std::vector<int64_t>(order.begin() + first, order.begin() + last), at::kLong)
-              .to(enc.device());
+              .to(enc.device(), at::kLong, /*non_blocking=*/true);
       at::Tensor enc_g = enc.index_select(0, index).narrow(1, 0, t_max).detach();
       at::Tensor pred_g = pred.index_select(0, index).narrow(1, 0, u1_max).detach();
 
@@ -139,9 +142,9 @@ class SampleWiseTransducerFunction
         const int64_t b = order[first + g];
         const int64_t T = len.logit_lengths[b], U1 = len.target_lengths[b] + 1;
         at::Tensor sample = grad[g];
-        loss_sum += transducer_loss_and_grad_(sample.narrow(0, 0, T).narrow(1, 0, U1),
-                                              targets[b].narrow(0, 0, U1 - 1), call.options.blank,
-                                              call.want_grad, 1.0);
+        loss_sum.add_(transducer_loss_and_grad_on_device_(
+            sample.narrow(0, 0, T).narrow(1, 0, U1), targets[b].narrow(0, 0, U1 - 1),
+            call.options.blank, call.want_grad, 1.0));
         if (call.want_grad) {  // padding positions are not part of the loss
           sample.narrow(0, T, t_max - T).zero_();
           sample.narrow(0, 0, T).narrow(1, U1, u1_max - U1).zero_();
@@ -171,9 +174,9 @@ class SampleWiseTransducerFunction
         if (d_params[k].defined()) ctx->saved_data["d_param_" + std::to_string(k)] = d_params[k];
       }
     }
-    const double loss = call.options.reduction == Reduction::Mean ? loss_sum / B : loss_sum;
+    if (call.options.reduction == Reduction::Mean) loss_sum.div_(double(B));
     // float32 at least: a bfloat16 loss (enc's dtype under mixed precision) would keep 3 digits.
-    return at::scalar_tensor(loss, enc.options().dtype(wide).requires_grad(false));
+    return loss_sum.to(wide);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {

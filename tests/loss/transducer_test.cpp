@@ -53,6 +53,19 @@ TEST(TransducerKernel, GradientScaleMultipliesGradient) {
   EXPECT_TRUE(torch::allclose(b, a * -0.25, 1e-12, 1e-12));
 }
 
+// The unchecked entry the sample-wise loss uses: the same loss, as a 0-dim double tensor on the
+// logits' device (nothing read back), and the same gradient written over the logits.
+TEST(TransducerKernel, OnDeviceEntryGivesTheSameLossAsATensorAndTheSameGradient) {
+  at::Tensor checked = vector_a_logits(), on_device = vector_a_logits();
+  const double loss = transducer_loss_and_grad_(checked, vector_a_targets(), 4, true, 0.5);
+  const at::Tensor device_loss =
+      transducer_loss_and_grad_on_device_(on_device, vector_a_targets(), 4, true, 0.5);
+  EXPECT_EQ(device_loss.dim(), 0);
+  EXPECT_EQ(device_loss.scalar_type(), torch::kDouble);
+  EXPECT_EQ(device_loss.item<double>(), loss);
+  EXPECT_TRUE(torch::equal(on_device, checked));
+}
+
 // Oracle: -log of the summed probability of every alignment path (blank = advance t,
 // label = advance u; the path ends with the blank out of (T-1, U)), built from plain libtorch
 // ops so autograd gives the oracle's gradient w.r.t. the logits too.
