@@ -20,8 +20,8 @@
 #include <string>
 
 #include "device/placement.h"
-#include "device/step_profiler.h"
 #include "device/precision.h"
+#include "device/step_profiler.h"
 #include "loss/joint_network.h"
 #include "peak_memory_child.h"
 #include "runtime/memory_accounting.h"
@@ -116,8 +116,8 @@ at::Tensor leaf_on(const at::Tensor& tensor, const c10::Device& device) {
   return tensor.detach().to(device).requires_grad_(tensor.requires_grad());
 }
 
-int headline(const Config& c, int64_t budget_mb, const c10::Device& device, const std::string& dtype,
-             const std::string& profile) {
+int headline(const Config& c, int64_t budget_mb, const c10::Device& device,
+             const std::string& dtype, const std::string& profile) {
   const bool bfloat16 = dtype == "bfloat16", float64 = dtype == "float64";
   // On the CPU, the tensors' own high-water mark too: the resident peak also holds what glibc's
   // heap keeps, which moved by up to 0.3 GB between two builds of the same loss code.

@@ -33,9 +33,9 @@ int64_t frames_per_block(int64_t labels_plus_one, int64_t vocab, const c10::Devi
 // gradient written over the logits) is ATen ops on the logits' device, block by block; the
 // (T, U+1) lattice (alpha and beta, a sequential recursion of T*U steps) runs there too, in
 // double (transducer_lattice: a loop on the host, two thread blocks on a GPU); the loss stays
-// there too, as a 0-dim double tensor, so nothing here waits for the device. Low-precision logits (bfloat16, float16) are widened to float32 block
-// by block, so the denominators and the lattice never round to them; only the gradient written
-// back does.
+// there too, as a 0-dim double tensor, so nothing here waits for the device. Low-precision
+// logits (bfloat16, float16) are widened to float32 block by block, so the denominators and the
+// lattice never round to them; only the gradient written back does.
 at::Tensor fused_loss_and_grad(const at::Tensor& logits, const at::Tensor& y_device, int64_t blank,
                                bool want_grad, double grad_scale) {
   const int64_t T = logits.size(0), U1 = logits.size(1), V = logits.size(2);

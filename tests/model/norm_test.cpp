@@ -43,7 +43,8 @@ TEST(LayerNormHelper, Bfloat16InputIsNormalisedInBfloat16WithinOneRounding) {
   }
   ASSERT_EQ(y.scalar_type(), torch::kBFloat16);
   // The float64 norm of the same bfloat16 values and float32 parameters: the result differs by
-  // its own rounding to bfloat16 (half a unit in the last place: 2^-8 relative, bfloat16 keeps 8 significant bits) and float32 arithmetic's.
+  // its own rounding to bfloat16 (half a unit in the last place: 2^-8 relative, as bfloat16
+  // keeps 8 significant bits) and by float32 arithmetic's.
   auto wide_norm = norm_of_width(64);
   wide_norm->to(torch::kFloat64);
   const auto x64 = x.detach().to(torch::kFloat64).requires_grad_(true);
