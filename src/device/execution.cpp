@@ -100,4 +100,16 @@ std::string describe(const Execution& execution) {
                      execution.graphs == Graphs::Captured ? ", CUDA graphs" : "", emulated);
 }
 
+std::string sharing_advice(const Execution& execution) {
+  const int w = execution.workers_per_node, g = execution.gpus;
+  if (execution.device != DeviceKind::Cuda || w <= g) return "";
+  // Measured on an H200 (docs/benchmarks.md, "GPU check"): GPT-2 small, 2 workers on one GPU.
+  return fmt::format(
+      "pipetrain: note: {} workers share {} GPU{}: their kernels take turns on it and every "
+      "tensor between stages goes through host memory (NCCL wants a GPU per worker), so this "
+      "runs several times slower than one process (2.7-6.3x for GPT-2 small on an H200). It "
+      "checks a pipeline on a small machine; with one GPU, --stages 1 trains faster",
+      w, g, g == 1 ? "" : "s");
+}
+
 }  // namespace pipetrain::device

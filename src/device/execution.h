@@ -75,4 +75,7 @@ const char* name_of(PrecisionKind precision);  // "float32", "float64", "bfloat1
 // "cuda: 1 GPU, bfloat16 mixed, CUDA graphs"
 std::string describe(const Execution& execution);
 
+// One note line when workers share GPUs (why such a run is slow and what is faster), else "".
+std::string sharing_advice(const Execution& execution);
+
 }  // namespace pipetrain::device

@@ -472,8 +472,9 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
     fmt::print(stderr, "pipetrain: resuming at step {} from {}\n", first_step, resume_from);
   }
   // Once the run is sure to start (a refused resume stays one error line).
-  if (const std::string advice = schedule::training_advice(config); reports && !advice.empty()) {
-    fmt::print(stderr, "{}\n", advice);
+  for (const std::string& advice :
+       {schedule::training_advice(config), device::sharing_advice(spec.execution)}) {
+    if (reports && !advice.empty()) fmt::print(stderr, "{}\n", advice);
   }
   install_stop_handlers();
   PipelineWorkerSession session({config, options, dir, layout, spec}, comm, executor, allocator, stop_votes);

@@ -36,6 +36,20 @@ TEST(Execution, NcclOnlyWhenEveryWorkerOfANodeHasItsOwnGpu) {
   EXPECT_EQ(decide_execution("cuda", "float32", 9, Hardware{8}).transport, Transport::GlooHostStaged);
 }
 
+TEST(Execution, SharedGpusGetANoteAndOwnGpusNone) {
+  EXPECT_EQ(sharing_advice(decide_execution("cuda", "bfloat16", 2, Hardware{1})),
+            "pipetrain: note: 2 workers share 1 GPU: their kernels take turns on it and every "
+            "tensor between stages goes through host memory (NCCL wants a GPU per worker), so "
+            "this runs several times slower than one process (2.7-6.3x for GPT-2 small on an "
+            "H200). It checks a pipeline on a small machine; with one GPU, --stages 1 trains "
+            "faster");
+  const std::string three_on_two = sharing_advice(decide_execution("cuda", "float32", 3, Hardware{2}));
+  EXPECT_NE(three_on_two.find("3 workers share 2 GPUs"), std::string::npos);
+  EXPECT_EQ(sharing_advice(decide_execution("cuda", "bfloat16", 2, Hardware{2})), "");
+  EXPECT_EQ(sharing_advice(decide_execution("cuda", "bfloat16", 1, Hardware{1})), "");
+  EXPECT_EQ(sharing_advice(decide_execution("cpu", "float32", 4, Hardware{1})), "");
+}
+
 TEST(Execution, WorkersTakeGpusRoundRobinByLocalRank) {
   const Execution e = decide_execution("cuda", "float32", 5, Hardware{2});
   EXPECT_EQ(gpu_of(e, 0), 0);
