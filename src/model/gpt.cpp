@@ -114,7 +114,8 @@ torch::Tensor aligned_head_product(const torch::Tensor& h, const torch::Tensor& 
                                    c10::ScalarType compute) {
   const int64_t vocab = weight.size(0), rows = aligned_head_rows(vocab);
   if (rows == vocab) return torch::matmul(h, weight.t());
-  auto padded = torch::zeros({rows, weight.size(1)}, weight.options().dtype(compute));
+  auto padded = torch::empty({rows, weight.size(1)}, weight.options().dtype(compute));
+  padded.narrow(0, vocab, rows - vocab).zero_();  // only the padding: the rest is copied over
   padded.narrow(0, 0, vocab).copy_(weight);
   return torch::matmul(h.to(compute), padded.t()).narrow(-1, 0, vocab);
 }
