@@ -39,9 +39,8 @@ Execution decide_execution(const std::string& train_device, const std::string& m
   if (execution.device == DeviceKind::Cpu) return execution;
   execution.gpus = hardware.gpus;
   // NCCL needs a GPU per rank ("Duplicate GPU detected" otherwise); one worker needs no transport.
-  const bool own_gpus = workers_per_node <= hardware.gpus;
-  execution.transport =
-      own_gpus && workers_per_node > 1 ? Transport::Nccl : Transport::GlooHostStaged;
+  execution.transport = !shares_gpus(execution) && workers_per_node > 1 ? Transport::Nccl
+                                                                        : Transport::GlooHostStaged;
   return execution;
 }
 
@@ -94,15 +93,19 @@ std::string describe(const Execution& execution) {
   const int w = execution.workers_per_node, g = execution.gpus;
   const std::string gpus =
       w == 1 ? "1 GPU"
-      : w <= g ? fmt::format("{} workers, a GPU each", w)
+      : !shares_gpus(execution) ? fmt::format("{} workers, a GPU each", w)
                : fmt::format("{} workers sharing {} GPU{}", w, g, g == 1 ? "" : "s");
   return fmt::format("cuda: {}{}, {}{}{}", gpus, transport, name_of(execution.precision),
                      execution.graphs == Graphs::Captured ? ", CUDA graphs" : "", emulated);
 }
 
+bool shares_gpus(const Execution& execution) {
+  return execution.device == DeviceKind::Cuda && execution.workers_per_node > execution.gpus;
+}
+
 std::string sharing_advice(const Execution& execution) {
+  if (!shares_gpus(execution)) return "";
   const int w = execution.workers_per_node, g = execution.gpus;
-  if (execution.device != DeviceKind::Cuda || w <= g) return "";
   // Measured on an H200 (docs/benchmarks.md, "GPU check"): GPT-2 small, 2 workers on one GPU.
   return fmt::format(
       "pipetrain: note: {} workers share {} GPU{}: their kernels take turns on it and every "

@@ -75,6 +75,9 @@ const char* name_of(PrecisionKind precision);  // "float32", "float64", "bfloat1
 // "cuda: 1 GPU, bfloat16 mixed, CUDA graphs"
 std::string describe(const Execution& execution);
 
+// Whether a cuda run's workers of a node outnumber its GPUs, so that some share one.
+bool shares_gpus(const Execution& execution);
+
 // One note line when workers share GPUs (why such a run is slow and what is faster), else "".
 std::string sharing_advice(const Execution& execution);
 
