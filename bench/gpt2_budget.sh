@@ -8,7 +8,8 @@
 # utilisation of both (6 FLOPs per matmul parameter per token plus attention's 12 L T d, over 2
 # cores x GEMM_PEAK, the single-core FP32 GEMM peak bench/train_throughput measures).
 # Usage: bench/gpt2_budget.sh RUNS_DIR   (PRESET=gpt2-small BUDGET=2GiB STEPS=10 BATCH=4 SINGLE=0
-#        GEMM_PEAK=108.1e9 EXTRA="--model.seq_len 256" PIPETRAIN=build/pipetrain)
+#        GEMM_PEAK=108.1e9 EXTRA="--model.seq_len 256" PLAN_ARGS="--schedules gpipe"
+#        PIPETRAIN=build/pipetrain)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${1:?runs folder}"
@@ -25,7 +26,8 @@ ARGS=(examples/default.toml --model.preset "$PRESET" ${EXTRA:-} --data.format to
       --train.batch_size "$BATCH" --train.microbatches "$BATCH" --train.steps "$STEPS"
       --eval.every 0 --eval.batches 1 --sample.tokens 0 --log.every 1 --checkpoint.every 0)
 NAME="$PRESET-$BUDGET"
-"$PIPETRAIN" plan --config "${ARGS[@]}" --memory-per-worker "$BUDGET" --out "$RUNS/$NAME.plan.json" \
+# shellcheck disable=SC2086
+"$PIPETRAIN" plan --config "${ARGS[@]}" --memory-per-worker "$BUDGET" ${PLAN_ARGS:-} --out "$RUNS/$NAME.plan.json" \
   > "$RUNS/$NAME.plan.txt"
 tail -1 "$RUNS/$NAME.plan.txt"
 "$PIPETRAIN" train "${ARGS[@]}" --plan "$RUNS/$NAME.plan.json" --run-dir "$RUNS/$NAME" --overwrite \

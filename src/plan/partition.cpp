@@ -37,6 +37,14 @@ StageMemoryParts stage_memory_parts(const std::vector<LayerCost>& layers, int fi
     parts.workspace = std::max(parts.workspace, layer.workspace_bytes);
     parts.optimizer_workspace = std::max(parts.optimizer_workspace, layer.optimizer_workspace_bytes);
   }
+  // A layer's workspace meets its own microbatch's activations of the layers up to it only: the
+  // later layers' are not made yet (its forward) or freed already (its backward).
+  double later = 0;
+  for (int i = last - 1; i >= first; --i) {
+    const LayerCost& layer = layers[size_t(i)];
+    parts.eager_workspace = std::max(parts.eager_workspace, layer.workspace_bytes - later);
+    later += layer.activation_bytes;
+  }
   const double input = layers[size_t(first)].input_bytes;
   parts.per_microbatch = limits.recompute_stage ? input : input + activations;
   parts.once = limits.recompute_stage ? activations : 0;
@@ -53,15 +61,17 @@ double stage_memory(const std::vector<LayerCost>& layers, int first, int last, i
                            : limits.gpipe_memory     ? limits.microbatches
                                                      : std::min(stages - stage, limits.microbatches);
   const StageMemoryParts parts = stage_memory_parts(layers, first, last, limits);
-  const double held = in_flight * parts.per_microbatch + parts.once + parts.workspace +
+  const double held = in_flight * parts.per_microbatch + parts.once + parts.eager_workspace +
                       parts.optimizer_workspace;
   if (!limits.graphed) {
-    return limits.weight_versions * parts.weights + parts.optimizer + held + limits.extra_bytes;
+    const int copies = limits.weight_versions + (limits.second_gradient_set ? 1 : 0);
+    return copies * parts.weights + parts.optimizer + held + limits.extra_bytes;
   }
   const StageLimits::Graphed& graphed = *limits.graphed;
   const GraphedChunk chunk{parts, layers[size_t(first)].input_bytes,
                            layers[size_t(last - 1)].output_bytes, in_flight, graphed.shared_pool};
-  const int copies = limits.weight_versions + (graphed.extra_weight_copy ? 1 : 0);
+  const int copies = limits.weight_versions + (graphed.extra_weight_copy ? 1 : 0) +
+                     (limits.second_gradient_set ? 1 : 0);
   return copies * parts.weights + parts.optimizer +
          graphed_held_bytes({chunk}, parts.optimizer_workspace, graphed.flushes ? 0 : held) +
          limits.extra_bytes;

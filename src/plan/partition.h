@@ -44,6 +44,9 @@ struct StageLimits {
   // Memory model of the schedule: stage s keeps in_flight(s) microbatches of activations and
   // `weight_versions` copies of its weights (1F1B: in_flight = stages - s; GPipe: microbatches).
   int weight_versions = 1;
+  // A no-flush schedule's update reads one set of gradients while the next iteration's
+  // backwards make the next (runtime/stage_update.cpp): a second set beside the optimizer's.
+  bool second_gradient_set = false;
   int microbatches = 1;
   // Per stage, microbatches of its activations held at the schedule's peak (the schedule's own
   // count, ScheduleStats::peak_inflight over its chunks); empty: the formula below.
@@ -71,9 +74,13 @@ struct Partition {
 
 // One stage's memory in the parts a schedule combines: weights (one version), gradient and
 // optimizer state, what each in-flight microbatch holds, what exists once (the activations of
-// a microbatch being recomputed) and the transient workspace.
+// a microbatch being recomputed) and the transient workspace: its largest layer's (`workspace`,
+// what a CUDA graph's pool keeps), and what an eager run adds to its held activations
+// (`eager_workspace`: less the later layers' activations of the same microbatch, which do not
+// exist while the layer runs).
 struct StageMemoryParts {
   double weights = 0, optimizer = 0, per_microbatch = 0, once = 0, workspace = 0;
+  double eager_workspace = 0;
   double optimizer_workspace = 0;
 };
 StageMemoryParts stage_memory_parts(const std::vector<LayerCost>& layers, int first, int last,

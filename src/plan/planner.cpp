@@ -109,13 +109,15 @@ std::vector<std::pair<int, int>> simulated_stage_layers(const PlanCandidate& c) 
   return ranges;
 }
 
-// What a microbatch in flight holds on each model stage, for the simulator's activation peak.
+// What a microbatch in flight holds on each model stage, and its gradients (its weights' size),
+// for the simulator's peaks.
 void set_held_activations(sim::CostModel& costs, const std::vector<LayerCost>& layers,
                           const PlanCandidate& c, const StageLimits& limits) {
   const auto ranges = simulated_stage_layers(c);
   for (size_t s = 0; s < ranges.size(); ++s) {
-    costs.stages[s].activation_bytes =
-        stage_memory_parts(layers, ranges[s].first, ranges[s].second, limits).per_microbatch;
+    const auto parts = stage_memory_parts(layers, ranges[s].first, ranges[s].second, limits);
+    costs.stages[s].activation_bytes = parts.per_microbatch;
+    costs.stages[s].gradient_bytes = parts.weights;
   }
 }
 
@@ -146,35 +148,48 @@ std::optional<StageLimits::Graphed> graphed_limits(const PlanRequest& request,
 }
 
 // The memory as the schedule holds it, the worst worker: its chunks' weights in as many versions
-// as the action lists keep alive, gradients and optimizer state, the activations in flight at the
+// as the action lists keep alive, gradients (`runtime_memory` and flushing: from the worker's
+// first backward of the step on) and optimizer state, the activations in flight at the
 // simulated peak (with the split backward's held weight-pass gradients), one recomputed
-// microbatch, the largest workspace, its overhead. With CUDA graphs (limits.graphed), the
+// microbatch, the largest (eager) workspace, its overhead. With CUDA graphs (limits.graphed), the
 // slots instead (plan/graph_memory.h), and a stashing policy's parameters are one more copy of
 // the weights.
 double worker_peak_memory(const std::vector<LayerCost>& layers, PlanCandidate& c,
                           const StageLimits& limits, const schedule::Schedule& lists,
-                          const sim::SimResult& result, bool flushes) {
+                          const sim::SimResult& result, bool flushes, bool runtime_memory) {
   const auto ranges = simulated_stage_layers(c);
+  // The runtime's eager flushing step starts without gradients (set to none): the simulator
+  // places them (set_held_activations).
+  const bool gradients_timed = runtime_memory && flushes && !limits.graphed;
   double worst = 0;
   c.worker_memory_bytes.clear();
   for (int w = 0; w < c.stages; ++w) {
-    double fixed = 0, once = 0, workspace = 0, optimizer_workspace = 0;
+    double fixed = 0, once = 0, workspace = 0, optimizer_workspace = 0, gradients = 0;
     std::vector<GraphedChunk> chunks;
     for (int chunk = 0; chunk < lists.chunks; ++chunk) {
       const auto s = size_t(lists.stage_of(w, chunk));
       chunks.push_back(graphed_chunk(layers, ranges[s], limits, lists.actions[size_t(w)], chunk));
       const StageMemoryParts& parts = chunks.back().parts;
       fixed += result.stats.peak_live_versions[size_t(w)] * parts.weights + parts.optimizer;
+      if (limits.second_gradient_set) fixed += parts.weights;
       if (limits.graphed && limits.graphed->extra_weight_copy) fixed += parts.weights;
+      gradients += parts.weights;
       once = std::max(once, parts.once);
-      workspace = std::max(workspace, parts.workspace);
+      workspace = std::max(workspace, parts.eager_workspace);
       optimizer_workspace = std::max(optimizer_workspace, parts.optimizer_workspace);
     }
-    // The step's temporaries: a flushing schedule updates with nothing in flight, a no-flush one
-    // with its microbatches' activations held (both measured: docs/benchmarks.md, GPT-2 small).
-    const double activations = result.peak_activation_bytes[size_t(w)];
-    double held = flushes ? std::max(activations + workspace, optimizer_workspace) + once
-                          : activations + workspace + optimizer_workspace + once;
+    // The step's temporaries: a flushing schedule updates with nothing in flight (its gradients
+    // all made), a no-flush one with its microbatches' activations held (both measured:
+    // docs/benchmarks.md, GPT-2 small).
+    double held = 0;
+    if (gradients_timed) {
+      fixed -= gradients;
+      held = std::max(result.peak_held_bytes[size_t(w)] + workspace, gradients + optimizer_workspace) + once;
+    } else {
+      const double activations = result.peak_activation_bytes[size_t(w)];
+      held = flushes ? std::max(activations + workspace, optimizer_workspace) + once
+                     : activations + workspace + optimizer_workspace + once;
+    }
     if (limits.graphed) held = graphed_held_bytes(chunks, optimizer_workspace, flushes ? 0 : held);
     c.worker_memory_bytes.push_back(fixed + held + limits.extra_bytes);
     worst = std::max(worst, c.worker_memory_bytes.back());
@@ -284,6 +299,7 @@ StageLimits candidate_limits(const PlanRequest& request, const schedule::Schedul
   limits.link_bandwidth = placement.p2p_bandwidth;
   limits.link_latency_s = placement.p2p_latency;
   limits.weight_versions = entry.weight_versions(c.stages);
+  limits.second_gradient_set = !entry.flushes();
   limits.microbatches = static_cast<int>(c.microbatches);
   for (int w = 0; w < c.stages; ++w) {
     limits.in_flight.push_back(double(held.peak_inflight[size_t(w)]) / lists.chunks);
@@ -393,9 +409,10 @@ void simulate_candidate(const PlanRequest& request, const std::vector<LayerCost>
                         const schedule::Schedule& lists, const StageLimits& limits, bool flushes,
                         const StageTimings& timings, PlanCandidate& c) {
   c.costs = timings.costs;
-  if (!request.model_variants.empty()) set_held_activations(c.costs, layers, c, limits);
+  const bool runtime_memory = !request.model_variants.empty();
+  if (runtime_memory) set_held_activations(c.costs, layers, c, limits);
   const sim::SimResult result = sim::simulate(lists, c.costs);
-  c.peak_memory_bytes = worker_peak_memory(layers, c, limits, lists, result, flushes);
+  c.peak_memory_bytes = worker_peak_memory(layers, c, limits, lists, result, flushes, runtime_memory);
   if (c.peak_memory_bytes > limits.memory_bytes) {
     c.rejected = fmt::format("memory: its schedule holds {} per device, has {}",
                              format_bytes(c.peak_memory_bytes), format_bytes(limits.memory_bytes));

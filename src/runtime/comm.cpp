@@ -108,7 +108,8 @@ struct Comm::Impl {
     int peer;
     at::Tensor reduced;  // a reduction's device copy of a host `tensor` (NCCL), else `tensor`
   };
-  std::vector<Posted> pending;  // sends
+  std::map<int64_t, Posted> pending;  // sends, by ticket (the order they were posted in)
+  int64_t next_send_ticket = 0;
   std::map<int, Posted> posted;
   int next_recv_handle = 0;
   // Reductions are posted and waited for from two threads (an update's helper thread posts its
@@ -167,32 +168,45 @@ Comm::~Comm() = default;
 int Comm::rank() const { return impl_->rank; }
 int Comm::world_size() const { return impl_->world; }
 
-void Comm::send(const at::Tensor& tensor, int peer, int tag) {
+int64_t Comm::send(const at::Tensor& tensor, int peer, int tag) {
   const at::Tensor data = impl_->staged() ? device::to_host(tensor.detach()) : tensor.detach();
   std::vector<at::Tensor> tensors{data.contiguous()};
   try {
     auto work = impl_->group->send(tensors, peer, tag);
-    impl_->pending.push_back({tensors[0], work, peer, {}});
+    impl_->pending[impl_->next_send_ticket] = {tensors[0], work, peer, {}};
   } catch (const std::exception& error) {
     impl_->lost("send", peer, error);
   }
+  return impl_->next_send_ticket++;
 }
 
-void Comm::wait_sends() { wait_oldest_sends(impl_->pending.size()); }
+void Comm::wait_sends() { wait_sends_before(impl_->next_send_ticket); }
 
 size_t Comm::pending_sends() const { return impl_->pending.size(); }
 
-void Comm::wait_oldest_sends(size_t count) {
-  count = std::min(count, impl_->pending.size());
-  for (size_t i = 0; i < count; ++i) {
-    auto& send = impl_->pending[i];
-    try {
-      send.work->wait(impl_->timeout);
-    } catch (const std::exception& error) {
-      impl_->lost("send", send.peer, error);
+int64_t Comm::next_send_ticket() const { return impl_->next_send_ticket; }
+
+void Comm::wait_sends_where(const std::function<bool(int64_t ticket, int peer)>& chosen) {
+  for (auto send = impl_->pending.begin(); send != impl_->pending.end();) {
+    if (!chosen(send->first, send->second.peer)) {
+      ++send;
+      continue;
     }
+    try {
+      send->second.work->wait(impl_->timeout);
+    } catch (const std::exception& error) {
+      impl_->lost("send", send->second.peer, error);
+    }
+    send = impl_->pending.erase(send);
   }
-  impl_->pending.erase(impl_->pending.begin(), impl_->pending.begin() + long(count));
+}
+
+void Comm::wait_sends_before(int64_t ticket) {
+  wait_sends_where([ticket](int64_t t, int) { return t < ticket; });
+}
+
+void Comm::wait_sends_to(int peer, int64_t through) {
+  wait_sends_where([peer, through](int64_t t, int p) { return p == peer && t <= through; });
 }
 
 at::Tensor Comm::recv(std::vector<int64_t> shape, at::ScalarType dtype, int peer, int tag) {

@@ -3,6 +3,8 @@
 // rendezvous and ProcessGroupGloo over TCP. Every failure (dead peer, timeout) becomes a
 // UserError naming the rank, never an abort. c10d headers stay in comm.cpp.
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +41,7 @@ class StoreHost {
   int port() const;
 
  private:
+  void wait_sends_where(const std::function<bool(int64_t ticket, int peer)>& chosen);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
@@ -57,13 +60,18 @@ class Comm {
   int rank() const;
   int world_size() const;
 
-  // Asynchronous send: the tensor is kept alive until wait_sends(), so compute overlaps the
-  // transfer. Shapes on both sides come from the config, so Gloo never sees a size mismatch.
-  void send(const at::Tensor& tensor, int peer, int tag);
+  // Asynchronous send: the tensor is kept alive until the send is waited for, so compute
+  // overlaps the transfer. Shapes on both sides come from the config, so Gloo never sees a size
+  // mismatch. Returns the send's ticket: tickets grow in the order sends are posted.
+  int64_t send(const at::Tensor& tensor, int peer, int tag);
   void wait_sends();
-  // The oldest `count` pending sends only: a no-flush step waits for the previous step's sends,
+  // The sends posted before `ticket` only: a no-flush step waits for the previous step's sends,
   // whose receivers are never behind this worker (they would be for this step's).
-  void wait_oldest_sends(size_t count);
+  void wait_sends_before(int64_t ticket);
+  // The sends to `peer` up to ticket `through`: those the peer is known to have received
+  // (schedule/send_release.h), so the wait returns at once and their tensors are freed.
+  void wait_sends_to(int peer, int64_t through);
+  int64_t next_send_ticket() const;
   size_t pending_sends() const;
   // Blocking receive into a fresh tensor of the given shape and dtype, on this worker's device.
   at::Tensor recv(std::vector<int64_t> shape, at::ScalarType dtype, int peer, int tag);
@@ -96,6 +104,7 @@ class Comm {
   void all_gather(const at::Tensor& part, std::vector<at::Tensor>& outputs, int group);
 
  private:
+  void wait_sends_where(const std::function<bool(int64_t ticket, int peer)>& chosen);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "device/reductions.h"
 #include "model/registry.h"
 
 namespace pipetrain::runtime {
@@ -29,7 +30,8 @@ ModelCostOptions model_cost_options(const Config& config) {
   options.activation_bytes_per_value = double(c10::elementSize(precision.activation_dtype()));
   options.optimizer_values_per_parameter = optimizer_values_per_parameter(config.train);
   options.optimizer_step_temporaries = optimizer_step_temporaries(config.train);
-  options.norm_bytes_per_value = precision.parameter_dtype() == c10::kDouble ? 0 : 8;
+  options.norm_bytes_per_value =
+      precision.parameter_dtype() == c10::kDouble ? 0 : device::kSquaredSumBytesPerValue;
   return options;
 }
 

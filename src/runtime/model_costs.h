@@ -29,9 +29,10 @@ struct ModelCostOptions {
   double optimizer_values_per_parameter = 3;
   // Tensors of its largest parameter's size the optimizer's step makes (optimizer_step_temporaries).
   double optimizer_step_temporaries = 2;
-  // Before the step, the global gradient norm reads each gradient in float64 (train/optim.cpp
-  // squared_grad_norm): a float64 copy of the largest (8 bytes per value) unless it is float64.
-  double norm_bytes_per_value = 8;
+  // Before the step, the global gradient norm's temporaries per value of the largest gradient
+  // (device/reductions.h squared_sum: its rows' partial norms on the CPU, 12 bytes per 4096
+  // values, which model_cost_options sets; none for float64).
+  double norm_bytes_per_value = 0;
 };
 
 // Gradient + optimizer state values per parameter for train: SGD 1 + (momentum ? 1 : 0), Adam

@@ -116,8 +116,9 @@ StageExecutor::StageExecutor(const Config& config, const RunSpec& spec, const Ba
   pass_graphs_ = device::make_pass_graphs(spec.execution, device_);
 }
 
-std::vector<schedule::Action> StageExecutor::actions_of(int64_t step) const {
-  const int worker = layout_.worker(), k = int(step - list_start(step));
+std::vector<schedule::Action> StageExecutor::actions_of(int64_t step, int worker) const {
+  if (worker < 0) worker = layout_.worker();
+  const int k = int(step - list_start(step));
   return step == resumed_at_ && step > 0 ? lists_.resumed_step(worker, k) : lists_.step(worker, k);
 }
 
@@ -182,7 +183,8 @@ StepResult StageExecutor::train_step(int64_t step) {
   }
   const size_t end = actions.size();
   const bool list_done = flushes() || step + 1 == lists_.iterations();
-  const size_t earlier_sends = comm_.pending_sends();
+  const int64_t first_send = comm_.next_send_ticket();
+  const auto released = sends_released_in(step);
   size_t last_update = end;  // the run-on follows it (no-flush)
   for (size_t k = 0; k < end; ++k) {
     if (actions[k].kind == ActionKind::OptimizerStep) last_update = k;
@@ -197,7 +199,9 @@ StepResult StageExecutor::train_step(int64_t step) {
     if (schedule::is_compute(action.kind)) finish_running_statistics(action.chunk, stage);
     const size_t start = trace_mark();
     // No-flush: the first stages run ahead into the next step's microbatches.
+    const int64_t ticket = comm_.next_send_ticket();
     run_action(action, batch_of(list_start(step) + action.iteration));
+    track_transfer(action, ticket, released[k]);
     if (k == last_update && !flushes()) {
       for (auto& chunk : chunks_) chunk.weights->hold_releases();
     }
@@ -213,10 +217,12 @@ StepResult StageExecutor::train_step(int64_t step) {
   resolve_trace();
   if (list_done) {  // (a flush: its sends were done at the update)
     comm_.wait_sends();
+    sent_messages_.forget_before(comm_.next_send_ticket());
     point_at_latest_weights();
   } else {
     // No-flush: not at each update, nor this step's sends: their receivers may still be behind.
-    comm_.wait_oldest_sends(earlier_sends);
+    comm_.wait_sends_before(first_send);
+    sent_messages_.forget_before(first_send);
   }
   if (list_done && (!in_flight_.empty() || !kv_caches_.empty()))
     throw std::logic_error("schedule left microbatches in flight");
@@ -267,6 +273,24 @@ void StageExecutor::resolve_trace() {
     events_.push_back(std::move(pending.event));
   }
   pending_trace_.clear();
+}
+
+std::vector<std::optional<schedule::Message>> StageExecutor::sends_released_in(int64_t step) const {
+  const schedule::Schedule& schedule = lists_.schedule();
+  std::vector<std::vector<schedule::Action>> lists;
+  for (int worker = 0; worker < schedule.workers; ++worker) lists.push_back(actions_of(step, worker));
+  return schedule::sends_released_by_receives(schedule, layout_.worker(), lists);
+}
+
+// A send's ticket, by its message; a receive lets go of the sends its peer has taken.
+void StageExecutor::track_transfer(const schedule::Action& action, int64_t ticket,
+                                   const std::optional<schedule::Message>& released) {
+  if (schedule::is_send(action.kind)) {
+    const auto message = schedule::message_of(lists_.schedule(), layout_.worker(), action);
+    sent_messages_.sent(*message, ticket, peer_rank(action.peer));
+  } else if (schedule::is_recv(action.kind)) {
+    sent_messages_.release(released, comm_);
+  }
 }
 
 StageExecutor::RecvRequest StageExecutor::recv_request(const schedule::Action& action) const {
@@ -351,7 +375,8 @@ void StageExecutor::run_action(const schedule::Action& action, const Microbatch&
       auto grad = state.input.grad();
       state.grad_sent = true;
       drop_if_done(key);
-      return comm_.send(grad, peer_rank(action.peer), gradient_tag(stage - 1, unit, units));
+      comm_.send(grad, peer_rank(action.peer), gradient_tag(stage - 1, unit, units));
+      return;
     }
     case ActionKind::RecvGrad:
       in_flight_.at(key).output_grad = receive(action);

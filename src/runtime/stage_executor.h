@@ -21,6 +21,7 @@
 #include "model/batch_source.h"
 #include "model/model.h"
 #include "runtime/comm.h"
+#include "runtime/sent_messages.h"
 #include "runtime/layout.h"
 #include "runtime/partition.h"
 #include "runtime/replica_sums.h"
@@ -203,8 +204,13 @@ class StageExecutor {
   // a transfer; elsewhere nothing.
   void hand_activation_over(const Key& key);
   void hand_gradient_over(const Key& key);
-  // This worker's actions of `step` (a resumed run's first step: with those run ahead of it).
-  std::vector<schedule::Action> actions_of(int64_t step) const;
+  // A worker's actions of `step` (a resumed run's first step: with those run ahead of it); this
+  // worker's by default.
+  std::vector<schedule::Action> actions_of(int64_t step, int worker = -1) const;
+  // For each of this step's actions: what a receive lets go of (schedule/send_release.h).
+  std::vector<std::optional<schedule::Message>> sends_released_in(int64_t step) const;
+  void track_transfer(const schedule::Action& action, int64_t ticket,
+                      const std::optional<schedule::Message>& released);
   // The stashing policies count each version's readers reader_span() steps ahead of `step`:
   // the chunks' actions of the steps not counted yet up to there (and they count as counted).
   std::vector<std::vector<schedule::Action>> readers_ahead_of(int64_t step);
@@ -283,6 +289,7 @@ class StageExecutor {
   std::vector<torch::Tensor> norm_params_;   // parameters counted in the global norm
   std::map<Key, InFlight> in_flight_;
   std::map<std::pair<int, int>, int> posted_receives_;  // (peer, tag) -> Comm's handle
+  SentMessages sent_messages_;
   TokenSlices slices_;  // pipeline.slices; with more than one, the K/V cache per (chunk, microbatch)
   LossScale loss_scale_;  // float16: the last stage scales its loss, every stage unscales
   const schedule::ScheduleEntry& schedule_entry_;  // its closed-form rule names a loss's version

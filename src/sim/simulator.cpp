@@ -1,6 +1,8 @@
 #include "sim/simulator.h"
 
 #include <algorithm>
+#include <set>
+#include <tuple>
 
 #include <fmt/ranges.h>
 
@@ -17,22 +19,34 @@ namespace {
 // Peak bytes of activations held: from the start of a forward to the end of the action that
 // completes the unit's gradients (Backward, or BackwardWeight for a split backward), plus the
 // split backward's weight-pass bytes from the start of BackwardInput to the end of BackwardWeight.
+// With `gradients`, also each stage's gradient_bytes from the end of its chunk's first
+// gradient-producing action of an iteration to the end of that iteration's OptimizerStep.
 double peak_activations(const schedule::Schedule& s, const CostModel& costs, int w,
-                        const std::vector<schedule::ActionTime>& times) {
-  std::vector<std::pair<double, double>> changes;  // (time, bytes); frees sort first at ties
+                        const std::vector<schedule::ActionTime>& times, bool gradients = false) {
+  // (time, last, bytes): frees sort first at ties, but an update's release of the gradients
+  // (`last`) after everything else at its time (a zero-time update ends with its backward).
+  std::vector<std::tuple<double, bool, double>> changes;
+  std::set<std::pair<int, int>> with_gradients;  // (chunk, iteration)
   for (size_t k = 0; k < s.actions[w].size(); ++k) {
     const Action& a = s.actions[w][k];
     const StageCost& c = costs.stage(s.stage_of(w, a.chunk));
     const double share = costs.slice_share(a.slice, s.slices);
     const double bytes = c.activation_bytes * share, held = c.weight_pass_bytes * share;
-    if (a.kind == ActionKind::Forward) changes.push_back({times[k].start, bytes});
-    if (a.kind == ActionKind::BackwardInput) changes.push_back({times[k].start, held});
-    if (a.kind == ActionKind::BackwardWeight) changes.push_back({times[k].end, -held});
-    if (schedule::is_gradient_producer(a.kind)) changes.push_back({times[k].end, -bytes});
+    if (a.kind == ActionKind::Forward) changes.push_back({times[k].start, false, bytes});
+    if (a.kind == ActionKind::BackwardInput) changes.push_back({times[k].start, false, held});
+    if (a.kind == ActionKind::BackwardWeight) changes.push_back({times[k].end, false, -held});
+    if (schedule::is_gradient_producer(a.kind)) changes.push_back({times[k].end, false, -bytes});
+    if (!gradients) continue;
+    if (schedule::is_gradient_producer(a.kind) && with_gradients.insert({a.chunk, a.iteration}).second) {
+      changes.push_back({times[k].end, false, c.gradient_bytes});
+    }
+    if (a.kind == ActionKind::OptimizerStep && with_gradients.count({a.chunk, a.iteration})) {
+      changes.push_back({times[k].end, true, -c.gradient_bytes});
+    }
   }
   std::sort(changes.begin(), changes.end());
   double held = 0, peak = 0;
-  for (const auto& [time, bytes] : changes) peak = std::max(peak, held += bytes);
+  for (const auto& [time, last, bytes] : changes) peak = std::max(peak, held += bytes);
   return peak;
 }
 
@@ -108,6 +122,7 @@ SimResult simulate(const schedule::Schedule& s, const CostModel& costs) {
     double weights = 0;
     for (int c = 0; c < s.chunks; ++c) weights += costs.stage(s.stage_of(w, c)).weight_bytes;
     r.peak_activation_bytes.push_back(activations);
+    r.peak_held_bytes.push_back(peak_activations(s, costs, w, r.times[w], true));
     r.peak_memory_bytes.push_back(activations + weights * r.stats.peak_live_versions[w]);
   }
   return r;

@@ -23,6 +23,10 @@ struct SimResult {
   std::vector<double> busy_ms;          // per worker: compute + optimizer time in the window
   std::vector<double> bubble_fraction;  // per worker: idle share of the window
   std::vector<double> peak_activation_bytes;  // per worker
+  // Per worker: activations plus the stages' gradient_bytes from each chunk's first Backward or
+  // BackwardWeight of an iteration to the end of its OptimizerStep (a flush schedule's peak often
+  // falls in its first backward, before the gradients exist).
+  std::vector<double> peak_held_bytes;
   std::vector<double> peak_memory_bytes;      // activations + weight versions kept
   schedule::ScheduleStats stats;              // from the validator
 };

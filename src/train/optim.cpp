@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "device/reductions.h"
 #include "train/adamw_step.h"
 #include "model/state_io.h"
 #include "train/error_feedback.h"
@@ -99,24 +100,16 @@ std::vector<torch::Tensor> defined_grads(const std::vector<torch::Tensor>& param
   return grads;
 }
 
-// One foreach kernel for every gradient's norm (in float64) instead of a few per parameter: on a
-// GPU each is a launch, and a step of GPT-2 small has ~150 gradients. A gradient that is not
-// float64 is read through a float64 copy, one at a time (8 bytes per value of the largest: what
-// the planner's memory model counts); the sum stays on the device until it is read.
-torch::Tensor squared_norms_summed(const std::vector<torch::Tensor>& grads) {
-  return torch::stack(at::_foreach_norm(grads, 2, torch::kFloat64)).pow(2).sum();
-}
-
 }  // namespace
 
 double squared_grad_norm(const std::vector<torch::Tensor>& params) {
   const auto grads = defined_grads(params);
-  return grads.empty() ? 0.0 : squared_norms_summed(grads).item<double>();
+  return grads.empty() ? 0.0 : device::squared_sum(grads).item<double>();
 }
 
 torch::Tensor grad_norm_on_device(const std::vector<torch::Tensor>& params) {
   const auto grads = defined_grads(params);
-  return grads.empty() ? torch::zeros({}, torch::kFloat64) : squared_norms_summed(grads).sqrt();
+  return grads.empty() ? torch::zeros({}, torch::kFloat64) : device::squared_sum(grads).sqrt();
 }
 
 void clip_grads_to_norm(const std::vector<torch::Tensor>& params, const torch::Tensor& norm,

@@ -66,6 +66,30 @@ TEST(ClosedForms, OneF1bPeakActivationsVsGpipe) {
     }
 }
 
+// Gradients of G bytes exist from a stage's first backward of the step: GPipe peaks at
+// max(m, m - 1 + G) (its first backward frees a microbatch as the gradients appear), 1F1B at
+// p - s + G once a forward follows its first backward (m > p - s), else as GPipe.
+TEST(ClosedForms, PeakHeldCountsGradientsFromTheFirstBackward) {
+  const Costs c = kCostSets[0];
+  for (const double g : {0.5, 3.0})
+    for (int p = 1; p <= 6; ++p)
+      for (int m = 1; m <= 10; ++m) {
+        StageCost cost;
+        cost.gradient_bytes = g;
+        const auto simulate_with = [&](const char* name) {
+          return simulate(schedule::make_schedule(spec_of(name, p, m, c)), uniform_cost_model(cost, 1));
+        };
+        const SimResult one = simulate_with("1f1b"), gpipe = simulate_with("gpipe");
+        for (int s = 0; s < p; ++s) {
+          const double held_back = std::max<double>(m, m - 1 + g);
+          EXPECT_NEAR(gpipe.peak_held_bytes[s], held_back, kEps) << "p=" << p << " m=" << m << " g=" << g;
+          EXPECT_NEAR(one.peak_held_bytes[s], m > p - s ? p - s + g : held_back, kEps)
+              << "p=" << p << " m=" << m << " s=" << s << " g=" << g;
+          EXPECT_NEAR(one.peak_activation_bytes[s], std::min(p - s, m), kEps);  // unchanged
+        }
+      }
+}
+
 // Megatron: bubble time (p-1)(tf+tb)/v, i.e. (p-1)/(v m) of the ideal m (tf+tb); as a share of
 // the iteration (p-1)/(v m + p - 1). Exact for looped BFS (m >= p) and interleaved 1F1B
 // (m % p == 0) at every cost set, with sends posted asynchronously as the runtime does.
