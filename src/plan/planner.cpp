@@ -109,8 +109,8 @@ std::vector<std::pair<int, int>> simulated_stage_layers(const PlanCandidate& c) 
   return ranges;
 }
 
-// What a microbatch in flight holds on each model stage, and its gradients (its weights' size),
-// for the simulator's peaks.
+// What a microbatch in flight holds on each model stage, its gradients (its weights' size) and
+// its compute's workspace, for the simulator's peaks.
 void set_held_activations(sim::CostModel& costs, const std::vector<LayerCost>& layers,
                           const PlanCandidate& c, const StageLimits& limits) {
   const auto ranges = simulated_stage_layers(c);
@@ -118,6 +118,7 @@ void set_held_activations(sim::CostModel& costs, const std::vector<LayerCost>& l
     const auto parts = stage_memory_parts(layers, ranges[s].first, ranges[s].second, limits);
     costs.stages[s].activation_bytes = parts.per_microbatch;
     costs.stages[s].gradient_bytes = parts.weights;
+    costs.stages[s].workspace_bytes = parts.eager_workspace;
   }
 }
 
@@ -159,7 +160,7 @@ double worker_peak_memory(const std::vector<LayerCost>& layers, PlanCandidate& c
                           const sim::SimResult& result, bool flushes, bool runtime_memory) {
   const auto ranges = simulated_stage_layers(c);
   // The runtime's eager flushing step starts without gradients (set to none): the simulator
-  // places them (set_held_activations).
+  // places them, and each compute action's workspace, on the timeline (set_held_activations).
   const bool gradients_timed = runtime_memory && flushes && !limits.graphed;
   double worst = 0;
   c.worker_memory_bytes.clear();
@@ -184,7 +185,7 @@ double worker_peak_memory(const std::vector<LayerCost>& layers, PlanCandidate& c
     double held = 0;
     if (gradients_timed) {
       fixed -= gradients;
-      held = std::max(result.peak_held_bytes[size_t(w)] + workspace, gradients + optimizer_workspace) + once;
+      held = std::max(result.peak_held_bytes[size_t(w)], gradients + optimizer_workspace) + once;
     } else {
       const double activations = result.peak_activation_bytes[size_t(w)];
       held = flushes ? std::max(activations + workspace, optimizer_workspace) + once

@@ -21,9 +21,11 @@ struct StageCost {
   // Split backward: held besides the activations from a BackwardInput's start to the end of its
   // BackwardWeight (the output gradients the weight-gradient pass needs).
   double weight_pass_bytes = 0.0;
-  // The stage's gradients: made by its first gradient-producing action of an iteration, freed
-  // after the iteration's update (a flushing runtime step starts with none), for peak_held_bytes.
+  // For peak_held_bytes: the stage's gradients, made by its first gradient-producing action of an
+  // iteration and freed after the iteration's update (a flushing runtime step starts with none),
+  // and the transient workspace of each of its compute actions.
   double gradient_bytes = 0.0;
+  double workspace_bytes = 0.0;
 };
 
 struct CostModel {

@@ -20,7 +20,8 @@ namespace {
 // completes the unit's gradients (Backward, or BackwardWeight for a split backward), plus the
 // split backward's weight-pass bytes from the start of BackwardInput to the end of BackwardWeight.
 // With `gradients`, also each stage's gradient_bytes from the end of its chunk's first
-// gradient-producing action of an iteration to the end of that iteration's OptimizerStep.
+// gradient-producing action of an iteration to the end of that iteration's OptimizerStep, and its
+// workspace_bytes during each compute action.
 double peak_activations(const schedule::Schedule& s, const CostModel& costs, int w,
                         const std::vector<schedule::ActionTime>& times, bool gradients = false) {
   // (time, last, bytes): frees sort first at ties, but an update's release of the gradients
@@ -37,6 +38,10 @@ double peak_activations(const schedule::Schedule& s, const CostModel& costs, int
     if (a.kind == ActionKind::BackwardWeight) changes.push_back({times[k].end, false, -held});
     if (schedule::is_gradient_producer(a.kind)) changes.push_back({times[k].end, false, -bytes});
     if (!gradients) continue;
+    if (schedule::is_compute(a.kind)) {
+      changes.push_back({times[k].start, false, c.workspace_bytes});
+      changes.push_back({times[k].end, false, -c.workspace_bytes});
+    }
     if (schedule::is_gradient_producer(a.kind) && with_gradients.insert({a.chunk, a.iteration}).second) {
       changes.push_back({times[k].end, false, c.gradient_bytes});
     }

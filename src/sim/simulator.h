@@ -25,7 +25,8 @@ struct SimResult {
   std::vector<double> peak_activation_bytes;  // per worker
   // Per worker: activations plus the stages' gradient_bytes from each chunk's first Backward or
   // BackwardWeight of an iteration to the end of its OptimizerStep (a flush schedule's peak often
-  // falls in its first backward, before the gradients exist).
+  // falls in its first backward, before the gradients exist), plus each compute action's
+  // workspace_bytes while it runs.
   std::vector<double> peak_held_bytes;
   std::vector<double> peak_memory_bytes;      // activations + weight versions kept
   schedule::ScheduleStats stats;              // from the validator

@@ -90,6 +90,25 @@ TEST(ClosedForms, PeakHeldCountsGradientsFromTheFirstBackward) {
       }
 }
 
+// A compute action's workspace W counts while it runs: GPipe at m >= 2 peaks at
+// max(m, m - 1 + G) + W, in a forward or a backward.
+TEST(ClosedForms, PeakHeldCountsTheRunningActionsWorkspace) {
+  const Costs c = kCostSets[0];
+  for (const double g : {0.5, 3.0})
+    for (int p = 1; p <= 6; ++p)
+      for (int m = 2; m <= 10; ++m) {
+        StageCost cost;
+        cost.gradient_bytes = g;
+        cost.workspace_bytes = 7;
+        const SimResult gpipe =
+            simulate(schedule::make_schedule(spec_of("gpipe", p, m, c)), uniform_cost_model(cost, 1));
+        for (int s = 0; s < p; ++s) {
+          EXPECT_NEAR(gpipe.peak_held_bytes[s], std::max<double>(m, m - 1 + g) + 7, kEps)
+              << "p=" << p << " m=" << m << " g=" << g;
+        }
+      }
+}
+
 // Megatron: bubble time (p-1)(tf+tb)/v, i.e. (p-1)/(v m) of the ideal m (tf+tb); as a share of
 // the iteration (p-1)/(v m + p - 1). Exact for looped BFS (m >= p) and interleaved 1F1B
 // (m % p == 0) at every cost set, with sends posted asynchronously as the runtime does.
