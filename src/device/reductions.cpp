@@ -40,8 +40,7 @@ at::Tensor squared_sum(const std::vector<at::Tensor>& tensors) {
     }
   }
   if (!direct.empty()) partial.push_back(at::stack(at::_foreach_norm(direct, 2, at::kDouble)).square().sum());
-  if (partial.empty()) return at::zeros({}, at::kDouble);
-  return partial.size() == 1 ? partial.front() : at::stack(partial).sum();
+  return partial.empty() ? at::zeros({}, at::kDouble) : at::stack(partial).sum();
 }
 
 }  // namespace pipetrain::device

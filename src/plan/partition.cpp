@@ -63,16 +63,13 @@ double stage_memory(const std::vector<LayerCost>& layers, int first, int last, i
   const StageMemoryParts parts = stage_memory_parts(layers, first, last, limits);
   const double held = in_flight * parts.per_microbatch + parts.once + parts.eager_workspace +
                       parts.optimizer_workspace;
-  if (!limits.graphed) {
-    const int copies = limits.weight_versions + (limits.second_gradient_set ? 1 : 0);
-    return copies * parts.weights + parts.optimizer + held + limits.extra_bytes;
-  }
+  // Weight versions, and a no-flush schedule's second gradient set (as large as the weights).
+  const int copies = limits.weight_versions + (limits.second_gradient_set ? 1 : 0);
+  if (!limits.graphed) return copies * parts.weights + parts.optimizer + held + limits.extra_bytes;
   const StageLimits::Graphed& graphed = *limits.graphed;
   const GraphedChunk chunk{parts, layers[size_t(first)].input_bytes,
                            layers[size_t(last - 1)].output_bytes, in_flight, graphed.shared_pool};
-  const int copies = limits.weight_versions + (graphed.extra_weight_copy ? 1 : 0) +
-                     (limits.second_gradient_set ? 1 : 0);
-  return copies * parts.weights + parts.optimizer +
+  return (copies + (graphed.extra_weight_copy ? 1 : 0)) * parts.weights + parts.optimizer +
          graphed_held_bytes({chunk}, parts.optimizer_workspace, graphed.flushes ? 0 : held) +
          limits.extra_bytes;
 }

@@ -182,8 +182,6 @@ int64_t Comm::send(const at::Tensor& tensor, int peer, int tag) {
 
 void Comm::wait_sends() { wait_sends_before(impl_->next_send_ticket); }
 
-size_t Comm::pending_sends() const { return impl_->pending.size(); }
-
 int64_t Comm::next_send_ticket() const { return impl_->next_send_ticket; }
 
 void Comm::wait_sends_where(const std::function<bool(int64_t ticket, int peer)>& chosen) {

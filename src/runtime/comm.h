@@ -72,7 +72,6 @@ class Comm {
   // (schedule/send_release.h), so the wait returns at once and their tensors are freed.
   void wait_sends_to(int peer, int64_t through);
   int64_t next_send_ticket() const;
-  size_t pending_sends() const;
   // Blocking receive into a fresh tensor of the given shape and dtype, on this worker's device.
   at::Tensor recv(std::vector<int64_t> shape, at::ScalarType dtype, int peer, int tag);
   // The same in two halves: post now (returns a handle), wait for the data later.

@@ -6,15 +6,16 @@
 namespace pipetrain::schedule {
 namespace {
 
-using MessageOrder = std::tuple<bool, int, int, int>;
-MessageOrder order_of(const Message& m) { return {m.gradient, m.to_stage, m.microbatch, m.slice}; }
+std::tuple<bool, int, int, int> order_of(const Message& m) {
+  return {m.gradient, m.to_stage, m.microbatch, m.slice};
+}
 
 // Each message `peer` sends to `worker` in its list, with the last message of `worker`'s that
 // `peer` had taken before sending it.
-std::map<MessageOrder, std::optional<Message>> taken_before_each_send(const Schedule& schedule,
-                                                                       int peer, int worker,
-                                                                       const std::vector<Action>& list) {
-  std::map<MessageOrder, std::optional<Message>> taken_before;
+std::map<Message, std::optional<Message>> taken_before_each_send(const Schedule& schedule, int peer,
+                                                                 int worker,
+                                                                 const std::vector<Action>& list) {
+  std::map<Message, std::optional<Message>> taken_before;
   std::optional<Message> last_taken;
   for (const Action& action : list) {
     if (action.peer != worker) continue;
@@ -23,7 +24,7 @@ std::map<MessageOrder, std::optional<Message>> taken_before_each_send(const Sche
     if (is_recv(action.kind)) {
       last_taken = message;
     } else {
-      taken_before[order_of(*message)] = last_taken;
+      taken_before[*message] = last_taken;
     }
   }
   return taken_before;
@@ -52,7 +53,7 @@ std::optional<Message> message_of(const Schedule& schedule, int worker, const Ac
 std::vector<std::optional<Message>> sends_released_by_receives(
     const Schedule& schedule, int worker, const std::vector<std::vector<Action>>& lists) {
   const std::vector<Action>& mine = lists.at(size_t(worker));
-  std::map<int, std::map<MessageOrder, std::optional<Message>>> by_peer;
+  std::map<int, std::map<Message, std::optional<Message>>> by_peer;
   std::vector<std::optional<Message>> released(mine.size());
   for (size_t k = 0; k < mine.size(); ++k) {
     const Action& action = mine[k];
@@ -62,7 +63,7 @@ std::vector<std::optional<Message>> sends_released_by_receives(
       peer = by_peer.emplace(action.peer, taken_before_each_send(schedule, action.peer, worker,
                                                                  lists.at(size_t(action.peer)))).first;
     }
-    const auto sent = peer->second.find(order_of(*message_of(schedule, worker, action)));
+    const auto sent = peer->second.find(*message_of(schedule, worker, action));
     if (sent != peer->second.end()) released[k] = sent->second;
   }
   return released;

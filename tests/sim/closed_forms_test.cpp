@@ -66,20 +66,23 @@ TEST(ClosedForms, OneF1bPeakActivationsVsGpipe) {
     }
 }
 
+// `name` over p workers and m microbatches with gradients of g bytes and a workspace of w bytes
+// per stage, uniform costs.
+SimResult held_run(const char* name, int p, int m, double g, double w) {
+  StageCost cost;
+  cost.gradient_bytes = g;
+  cost.workspace_bytes = w;
+  return simulate(schedule::make_schedule(spec_of(name, p, m, kCostSets[0])), uniform_cost_model(cost, 1));
+}
+
 // Gradients of G bytes exist from a stage's first backward of the step: GPipe peaks at
 // max(m, m - 1 + G) (its first backward frees a microbatch as the gradients appear), 1F1B at
 // p - s + G once a forward follows its first backward (m > p - s), else as GPipe.
 TEST(ClosedForms, PeakHeldCountsGradientsFromTheFirstBackward) {
-  const Costs c = kCostSets[0];
   for (const double g : {0.5, 3.0})
     for (int p = 1; p <= 6; ++p)
       for (int m = 1; m <= 10; ++m) {
-        StageCost cost;
-        cost.gradient_bytes = g;
-        const auto simulate_with = [&](const char* name) {
-          return simulate(schedule::make_schedule(spec_of(name, p, m, c)), uniform_cost_model(cost, 1));
-        };
-        const SimResult one = simulate_with("1f1b"), gpipe = simulate_with("gpipe");
+        const SimResult one = held_run("1f1b", p, m, g, 0), gpipe = held_run("gpipe", p, m, g, 0);
         for (int s = 0; s < p; ++s) {
           const double held_back = std::max<double>(m, m - 1 + g);
           EXPECT_NEAR(gpipe.peak_held_bytes[s], held_back, kEps) << "p=" << p << " m=" << m << " g=" << g;
@@ -93,15 +96,10 @@ TEST(ClosedForms, PeakHeldCountsGradientsFromTheFirstBackward) {
 // A compute action's workspace W counts while it runs: GPipe at m >= 2 peaks at
 // max(m, m - 1 + G) + W, in a forward or a backward.
 TEST(ClosedForms, PeakHeldCountsTheRunningActionsWorkspace) {
-  const Costs c = kCostSets[0];
   for (const double g : {0.5, 3.0})
     for (int p = 1; p <= 6; ++p)
       for (int m = 2; m <= 10; ++m) {
-        StageCost cost;
-        cost.gradient_bytes = g;
-        cost.workspace_bytes = 7;
-        const SimResult gpipe =
-            simulate(schedule::make_schedule(spec_of("gpipe", p, m, c)), uniform_cost_model(cost, 1));
+        const SimResult gpipe = held_run("gpipe", p, m, g, 7);
         for (int s = 0; s < p; ++s) {
           EXPECT_NEAR(gpipe.peak_held_bytes[s], std::max<double>(m, m - 1 + g) + 7, kEps)
               << "p=" << p << " m=" << m << " g=" << g;
