@@ -2,7 +2,7 @@
 # static libraries, the `pipetrain` program and the SentencePiece module, and the CMake package
 # P/lib/cmake/pipetrain (pipetrainConfig.cmake, exporting pipetrain::pipetrain).
 set(PIPETRAIN_EXPORTED_LIBRARIES
-  pipetrain_fmt pipetrain_c10d_gloo pipetrain_core pipetrain_io pipetrain_hf pipetrain_data pipetrain_schedule pipetrain_sim pipetrain_plan
+  pipetrain_fmt pipetrain_torch pipetrain_c10d_gloo pipetrain_core pipetrain_io pipetrain_hf pipetrain_data pipetrain_schedule pipetrain_sim pipetrain_plan
   pipetrain_device pipetrain_loss_cuda pipetrain_loss pipetrain_model pipetrain_speech pipetrain_train pipetrain_runtime
   pipetrain_profile pipetrain_cli pipetrain_library)
 install(TARGETS ${PIPETRAIN_EXPORTED_LIBRARIES} EXPORT pipetrainTargets

@@ -15,9 +15,16 @@ find_package(Torch REQUIRED)
 add_library(pipetrain_c10d_gloo INTERFACE)
 target_compile_definitions(pipetrain_c10d_gloo INTERFACE USE_C10D_GLOO)
 message(STATUS "libtorch ${Torch_VERSION} from ${PIPETRAIN_TORCH_CMAKE_PREFIX}")
+# Every pipetrain target and every program built on an installed pipetrain links libtorch
+# through this one target (exported), so what libtorch needs at link time is said once.
 # The wheel's libtorch.so and libtorch_cpu.so were linked with gcc-toolset 13's nonshared
 # libstdc++ and export copies of std::filesystem (200+ symbols). Whichever library comes first
 # in a program's DT_NEEDED list wins the symbol lookup, and libtorch's remove_all jumps to
-# address 0 when our code calls it (a segfault measured in the TorchScript tests). Naming
-# libstdc++ first, before any object or library, puts the system's copy first in the search.
-add_link_options("LINKER:--push-state,--no-as-needed" "-lstdc++" "LINKER:--pop-state")
+# address 0 on a non-empty folder (its recursive_directory_iterator::__erase is an unresolved
+# weak symbol): a segfault measured in the TorchScript tests and in the installed example's
+# launcher. Naming libstdc++ first, before any object or library (link options come before
+# them on the command line), puts the system's copy first in the search.
+add_library(pipetrain_torch INTERFACE)
+target_link_libraries(pipetrain_torch INTERFACE ${TORCH_LIBRARIES})
+target_link_options(pipetrain_torch INTERFACE
+                    "LINKER:--push-state,--no-as-needed" "-lstdc++" "LINKER:--pop-state")

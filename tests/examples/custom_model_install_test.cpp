@@ -1,6 +1,9 @@
 // A user's project against an installed pipetrain: `cmake --install` into a fresh prefix,
 // examples/custom_model configured and built out of tree with find_package(pipetrain), and its
-// program trains its own model on 2 pipeline stages through pipetrain's launcher.
+// program trains its own model on 2 pipeline stages through pipetrain's launcher. Its checkpoint
+// every 20 steps, keeping 1, removes a full step folder: with libtorch's std::filesystem first in
+// the program's library search (a consumer's link line without pipetrain_torch's options), that
+// remove_all jumps to address 0.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -46,8 +49,11 @@ TEST(InstalledPrefix, BuildsAndTrainsTheCustomModelExample) {
       "train --quiet --model.kind mlp --data.format teacher --model.layers 2 --model.d_model 16 "
       "--pipeline.stages 2 --pipeline.schedule 1f1b --train.batch_size 32 --train.microbatches 4 "
       "--train.steps 40 --train.warmup_steps 0 --train.lr 1e-2 --train.threads 1 --log.every 1 "
-      "--eval.every 0 --eval.batches 2 --sample.tokens 0 --run-dir " + run_dir.string());
+      "--eval.every 0 --eval.batches 2 --sample.tokens 0 --checkpoint.every 20 --checkpoint.keep 1 "
+      "--run-dir " + run_dir.string());
   expect_step_ok(run, "train");
+  EXPECT_FALSE(fs::exists(run_dir / "checkpoints" / "step-000020"));
+  EXPECT_TRUE(fs::exists(run_dir / "checkpoints" / "step-000040" / "checkpoint.json"));
   const auto records = read_metrics((run_dir / "metrics.jsonl").string());
   ASSERT_EQ(records.size(), 40u);
   double first = 0, last = 0;  // mean loss of the first and of the last 5 steps
