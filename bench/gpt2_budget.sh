@@ -47,7 +47,7 @@ import json, os, statistics, sys, tomllib
 plan = json.load(open(sys.argv[1]))
 lines = [json.loads(l) for l in open(sys.argv[2]) if '"mem_peak_mb"' in l]
 mib = 2**20
-overhead = 0.25e9 / mib  # clusters/this-machine.toml worker_overhead_gb
+overhead = plan["predicted_worker_overhead_bytes"] / mib  # the cluster's worker_overhead_gb
 print(f"| worker | predicted tensors (MiB) | measured allocator peak (MiB) | error | measured resident peak (MiB) |")
 print("|---|---|---|---|---|")
 for w, predicted in enumerate(plan["predicted_worker_memory_bytes"]):

@@ -125,10 +125,10 @@ LayerWork GptModel::head_work(int64_t rows) const {
   // LayerNorm keeps its mean and 1/std (float32); RMSNorm (explicit ops) its 1/rms and
   // the normalised input.
   work.stashed_values += wide * 2 * n + (llama ? wide * n * h : 0);
-  // The W pass needs the final norm's output gradient and, with full logits, the logits' (the
-  // padded rows' too under mixed precision); chunked cross-entropy computes its weight gradient
-  // inside B.
-  work.weight_pass_values = n * h;
+  // The W pass needs the final norm's output gradient (RMSNorm's explicit ops run in float32
+  // under mixed precision) and, with full logits, the logits' (the padded rows' too under mixed
+  // precision); chunked cross-entropy computes its weight gradient inside B.
+  work.weight_pass_values = (llama ? wide : 1) * n * h;
   if (config_.loss_chunk_tokens == 0) {
     work.weight_pass_values += n * double(mixed ? aligned_head_rows(config_.vocab_size) : config_.vocab_size);
   }
@@ -144,11 +144,16 @@ LayerWork GptModel::head_work(int64_t rows) const {
     // loss::softmax_cross_entropy keeps the logits (mixed: bfloat16, the padded rows' too, and the
     // product keeps the bfloat16 copy of the head weight) and two float32 values a token. Its
     // backward writes the logits' gradient (the padded rows', zero in the padding) while a block
-    // of rows is widened on the host (none on a GPU).
+    // of rows is widened on the host (none on a GPU). Then the product's backward makes the head
+    // weight's gradient, a temporary beside the accumulated one from the second microbatch on
+    // (and the hidden states' gradient); mixed: its float32 copy, once the logits, their
+    // gradient and the weight's bfloat16 copy are gone. With a large vocabulary and a short
+    // microbatch that is the peak (GPT-2 medium at context 256: 196 MiB).
     const double rows = mixed ? double(aligned_head_rows(config_.vocab_size)) : v;
     const double block = std::min(n, double(loss::softmax_cross_entropy_block_rows(config_.vocab_size)));
     work.stashed_values += n * rows + 2 * wide * n + (mixed ? rows * h : 0);
-    work.workspace_values = n * rows + wide * block * v;
+    const double weight_gradient = mixed ? 2 * v * h - n * rows : n * h + v * h;
+    work.workspace_values = std::max(n * rows + wide * block * v, weight_gradient);
   }
   return work;
 }

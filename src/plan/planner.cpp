@@ -110,15 +110,21 @@ std::vector<std::pair<int, int>> simulated_stage_layers(const PlanCandidate& c) 
 }
 
 // What a microbatch in flight holds on each model stage, its gradients (its weights' size) and
-// its compute's workspace, for the simulator's peaks.
+// its compute's workspace, for the simulator's peaks. Under a split backward the first stage's
+// W is a whole backward that keeps its graph to its end (runtime::SplitBackward): its layers'
+// workspaces meet all its microbatch's activations.
 void set_held_activations(sim::CostModel& costs, const std::vector<LayerCost>& layers,
-                          const PlanCandidate& c, const StageLimits& limits) {
+                          const PlanCandidate& c, const StageLimits& limits,
+                          const schedule::Schedule& lists) {
   const auto ranges = simulated_stage_layers(c);
+  const bool first_keeps_graph =
+      schedule::splits_backward(lists.actions[size_t(lists.worker_of_stage(0))], 0);
   for (size_t s = 0; s < ranges.size(); ++s) {
     const auto parts = stage_memory_parts(layers, ranges[s].first, ranges[s].second, limits);
     costs.stages[s].activation_bytes = parts.per_microbatch;
     costs.stages[s].gradient_bytes = parts.weights;
-    costs.stages[s].workspace_bytes = parts.eager_workspace;
+    costs.stages[s].workspace_bytes =
+        s == 0 && first_keeps_graph ? parts.workspace : parts.eager_workspace;
   }
 }
 
@@ -255,6 +261,8 @@ sim::StageCost model_stage_cost(const std::vector<LayerCost>& layers, int first,
     stage.optimizer_ms += layers[i].optimizer_s * 1e3;
   }
   stage.transfer_bytes = layers[size_t(first + count - 1)].output_bytes;
+  // The first stage has no input gradient: its B pass records nothing, its W is a whole backward.
+  if (first == 0) stage.weight_pass_bytes = 0;
   return stage;
 }
 
@@ -411,7 +419,7 @@ void simulate_candidate(const PlanRequest& request, const std::vector<LayerCost>
                         const StageTimings& timings, PlanCandidate& c) {
   c.costs = timings.costs;
   const bool runtime_memory = !request.model_variants.empty();
-  if (runtime_memory) set_held_activations(c.costs, layers, c, limits);
+  if (runtime_memory) set_held_activations(c.costs, layers, c, limits, lists);
   const sim::SimResult result = sim::simulate(lists, c.costs);
   c.peak_memory_bytes = worker_peak_memory(layers, c, limits, lists, result, flushes, runtime_memory);
   if (c.peak_memory_bytes > limits.memory_bytes) {
@@ -589,7 +597,9 @@ nlohmann::json plan_to_json(const PlanRequest& request, const PlanCandidate& pla
           {"predicted_samples_per_s", plan.samples_per_s},
           {"predicted_peak_memory_bytes", plan.peak_memory_bytes},
           {"predicted_iteration_s", plan.iteration_s},
-          {"predicted_worker_memory_bytes", plan.worker_memory_bytes}};
+          {"predicted_worker_memory_bytes", plan.worker_memory_bytes},
+          // Included in each worker's prediction: subtracted, the rest compares with the tensors.
+          {"predicted_worker_overhead_bytes", request.cluster.worker_overhead_bytes}};
   if (!request.model_variants.empty()) {
     // The chosen variant's config fields (chunked cross-entropy), applied by `train --plan`.
     nlohmann::json fields = nlohmann::json::object();

@@ -1,6 +1,7 @@
 #include "sim/simulator.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -20,14 +21,21 @@ namespace {
 // completes the unit's gradients (Backward, or BackwardWeight for a split backward), plus the
 // split backward's weight-pass bytes from the start of BackwardInput to the end of BackwardWeight.
 // With `gradients`, also each stage's gradient_bytes from the end of its chunk's first
-// gradient-producing action of an iteration to the end of that iteration's OptimizerStep, and its
-// workspace_bytes during each compute action.
+// gradient-producing action of an iteration (the start of a first W pass, which then frees its
+// microbatch's activations at its start too) to the end of the worker's last OptimizerStep of that
+// iteration (the runtime updates a worker's chunks at once: the global norm needs all their
+// gradients, and a V worker's head and embedding share a tied weight's), and its workspace_bytes
+// during each compute action.
 double peak_activations(const schedule::Schedule& s, const CostModel& costs, int w,
                         const std::vector<schedule::ActionTime>& times, bool gradients = false) {
   // (time, last, bytes): frees sort first at ties, but an update's release of the gradients
   // (`last`) after everything else at its time (a zero-time update ends with its backward).
   std::vector<std::tuple<double, bool, double>> changes;
   std::set<std::pair<int, int>> with_gradients;  // (chunk, iteration)
+  std::map<int, size_t> last_update;              // iteration -> its last OptimizerStep here
+  for (size_t k = 0; k < s.actions[w].size(); ++k) {
+    if (s.actions[w][k].kind == ActionKind::OptimizerStep) last_update[s.actions[w][k].iteration] = k;
+  }
   for (size_t k = 0; k < s.actions[w].size(); ++k) {
     const Action& a = s.actions[w][k];
     const StageCost& c = costs.stage(s.stage_of(w, a.chunk));
@@ -35,19 +43,31 @@ double peak_activations(const schedule::Schedule& s, const CostModel& costs, int
     const double bytes = c.activation_bytes * share, held = c.weight_pass_bytes * share;
     if (a.kind == ActionKind::Forward) changes.push_back({times[k].start, false, bytes});
     if (a.kind == ActionKind::BackwardInput) changes.push_back({times[k].start, false, held});
+    const bool produces = schedule::is_gradient_producer(a.kind);
+    const bool first = gradients && produces && with_gradients.insert({a.chunk, a.iteration}).second;
+    // A stage's first W pass of an iteration makes all its gradients, none a temporary (the
+    // first is kept): counted from its start. Restarted from recorded gradients, its junctions
+    // free their saved inputs as they run (counted at its start too) while the recorded
+    // gradients stay to its end; with nothing recorded (the first stage's, which has no input
+    // gradient) it is a whole backward that keeps its graph to its end (runtime::SplitBackward;
+    // measured: docs/planning.md). A whole Backward frees as it goes: its start peaks.
+    const bool first_weight_pass = first && a.kind == ActionKind::BackwardWeight;
+    const double made_at = first_weight_pass ? times[k].start : times[k].end;
+    const bool frees_at_start = first_weight_pass && c.weight_pass_bytes > 0;
     if (a.kind == ActionKind::BackwardWeight) changes.push_back({times[k].end, false, -held});
-    if (schedule::is_gradient_producer(a.kind)) changes.push_back({times[k].end, false, -bytes});
+    if (produces) changes.push_back({frees_at_start ? times[k].start : times[k].end, false, -bytes});
     if (!gradients) continue;
-    if (schedule::is_compute(a.kind)) {
+    if (schedule::is_compute(a.kind) && !first_weight_pass) {
       changes.push_back({times[k].start, false, c.workspace_bytes});
       changes.push_back({times[k].end, false, -c.workspace_bytes});
     }
-    if (schedule::is_gradient_producer(a.kind) && with_gradients.insert({a.chunk, a.iteration}).second) {
-      changes.push_back({times[k].end, false, c.gradient_bytes});
-    }
-    if (a.kind == ActionKind::OptimizerStep && with_gradients.count({a.chunk, a.iteration})) {
-      changes.push_back({times[k].end, true, -c.gradient_bytes});
-    }
+    if (first) changes.push_back({made_at, false, c.gradient_bytes});
+  }
+  for (const auto& [chunk, iteration] : with_gradients) {
+    const auto update = last_update.find(iteration);
+    if (update == last_update.end()) continue;  // never updated here: held to the end
+    const double bytes = costs.stage(s.stage_of(w, chunk)).gradient_bytes;
+    changes.push_back({times[update->second].end, true, -bytes});
   }
   std::sort(changes.begin(), changes.end());
   double held = 0, peak = 0;

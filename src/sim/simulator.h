@@ -24,7 +24,8 @@ struct SimResult {
   std::vector<double> bubble_fraction;  // per worker: idle share of the window
   std::vector<double> peak_activation_bytes;  // per worker
   // Per worker: activations plus the stages' gradient_bytes from each chunk's first Backward or
-  // BackwardWeight of an iteration to the end of its OptimizerStep (a flush schedule's peak often
+  // BackwardWeight of an iteration to the end of the worker's last OptimizerStep of it (the
+  // runtime updates all its chunks there; a flush schedule's peak often
   // falls in its first backward, before the gradients exist), plus each compute action's
   // workspace_bytes while it runs.
   std::vector<double> peak_held_bytes;

@@ -17,7 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Predicted bytes per worker of the 2-stage GPipe plan with one microbatch of `rows` (no
+// Predicted tensor bytes (less the cluster's worker overhead) per worker of the 2-stage GPipe plan with one microbatch of `rows` (no
 // recomputation) for examples/speech.toml at bench/transducer_pipeline_memory.sh's shape.
 std::vector<double> two_stage_worker_memory(const std::string& loss, int rows) {
   const fs::path dir = testing::fresh_dir("plan_transducer_" + loss);
@@ -33,6 +33,7 @@ std::vector<double> two_stage_worker_memory(const std::string& loss, int rows) {
     const auto plan = nlohmann::json::parse(std::ifstream(entry.path()));
     if (plan["stages"] == 2 && plan["microbatch_size"] == rows && !plan["recompute"].get<bool>()) {
       memory = plan["predicted_worker_memory_bytes"].get<std::vector<double>>();
+      for (double& worker : memory) worker -= plan["predicted_worker_overhead_bytes"].get<double>();
     }
   }
   fs::remove_all(dir);
@@ -54,7 +55,7 @@ TEST(PlanTransducer, BatchedJointCostsTheLastWorkerAboutThreeJointActivations) {
   const double difference = batched[1] - sample_wise[1];
   EXPECT_GT(difference, 2.8 * joint_activation);
   EXPECT_LT(difference, 3.0 * joint_activation);
-  EXPECT_GT(batched[1], 4 * sample_wise[1]);
+  EXPECT_GT(batched[1], 9 * sample_wise[1]);  // 9.4 times its tensors
 }
 
 }  // namespace

@@ -106,7 +106,9 @@ INSTANTIATE_TEST_SUITE_P(Llama, GptLayerMemory,
                                            llama(LayerCase{"long_block", 1, 0, 256, 1024}),
                                            llama(LayerCase{"long_head_full_logits", 3, 0, 256, 1024}),
                                            llama(LayerCase{"long_head_chunked", 3, 32, 256, 1024}),
-                                           llama(LayerCase{"block_d128", 1, 0, 128, 512, "float32", 128})));
+                                           llama(LayerCase{"block_d128", 1, 0, 128, 512, "float32", 128}),
+                                           llama(LayerCase{"weight_gradient_head_full_logits", 3, 0, 16, 4096, "float32", 128}),
+                                           llama(LayerCase{"bfloat16_weight_gradient_head_full_logits", 3, 0, 16, 4096, "bfloat16", 128})));
 
 INSTANTIATE_TEST_SUITE_P(Gpt, GptLayerMemory,
                          ::testing::Values(LayerCase{"embedding", 0, 0, 128, 512},
@@ -135,7 +137,12 @@ INSTANTIATE_TEST_SUITE_P(Gpt, GptLayerMemory,
                                            LayerCase{"bfloat16_block_d256_t64", 1, 0, 64, 512, "bfloat16", 256},
                                            // the MLP's start peaks when D^2 outweighs N D
                                            LayerCase{"bfloat16_block_d256_t32", 1, 0, 32, 512, "bfloat16", 256},
-                                           LayerCase{"bfloat16_block_d128_t16", 1, 0, 16, 512, "bfloat16", 128}),
+                                           LayerCase{"bfloat16_block_d128_t16", 1, 0, 16, 512, "bfloat16", 128},
+                                           // the head weight's gradient, a temporary while the
+                                           // accumulated one exists, outweighs the logits'
+                                           // blocks (GPT-2 medium at context 256)
+                                           LayerCase{"weight_gradient_head_full_logits", 3, 0, 16, 4096, "float32", 128},
+                                           LayerCase{"bfloat16_weight_gradient_head_full_logits", 3, 0, 16, 4096, "bfloat16", 128}),
                          [](const auto& info) { return info.param.name; });
 
 struct UpdateCase {
