@@ -41,7 +41,6 @@ class StoreHost {
   int port() const;
 
  private:
-  void wait_sends_where(const std::function<bool(int64_t ticket, int peer)>& chosen);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -23,8 +23,8 @@ struct StageCost {
   double weight_pass_bytes = 0.0;
   // For peak_held_bytes: the stage's gradients, made by its first gradient-producing action of an
   // iteration and freed after the worker's update of the iteration, at its last OptimizerStep (a
-  // flushing runtime step starts with none),
-  // and the transient workspace of each of its compute actions.
+  // flushing runtime step starts with none), and the transient workspace of each of its compute
+  // actions.
   double gradient_bytes = 0.0;
   double workspace_bytes = 0.0;
 };

@@ -103,13 +103,11 @@ std::vector<torch::Tensor> defined_grads(const std::vector<torch::Tensor>& param
 }  // namespace
 
 double squared_grad_norm(const std::vector<torch::Tensor>& params) {
-  const auto grads = defined_grads(params);
-  return grads.empty() ? 0.0 : device::squared_sum(grads).item<double>();
+  return device::squared_sum(defined_grads(params)).item<double>();
 }
 
 torch::Tensor grad_norm_on_device(const std::vector<torch::Tensor>& params) {
-  const auto grads = defined_grads(params);
-  return grads.empty() ? torch::zeros({}, torch::kFloat64) : device::squared_sum(grads).sqrt();
+  return device::squared_sum(defined_grads(params)).sqrt();  // (none: a CPU zero)
 }
 
 void clip_grads_to_norm(const std::vector<torch::Tensor>& params, const torch::Tensor& norm,
