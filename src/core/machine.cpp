@@ -84,7 +84,7 @@ void keep_freed_memory_in_process() {
 
 void return_freed_memory_to_system() {
   mallopt(M_MMAP_MAX, 1 << 20);
-  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  mallopt(M_MMAP_THRESHOLD, 256 << 10);
   mallopt(M_TRIM_THRESHOLD, 16 << 20);
 }
 

@@ -37,9 +37,11 @@ double machine_memory_bytes();
 // maps each block over 32 MB afresh and returns it, and the page faults cost 1.4-4x in
 // throughput here (bench/train_throughput). Call once at start-up.
 void keep_freed_memory_in_process();
-// The opposite, for a run under a memory budget: blocks over 1 MiB are mapped and unmapped when
-// freed, the heap's free top over 16 MiB is returned. A kept heap grew a GPT-2-small worker's
-// resident memory 1.3-2 GiB past its tensors (docs/benchmarks.md). Call once the config is read.
+// The opposite, for a run under a memory budget: blocks of 256 KiB or more are mapped and
+// unmapped when freed, the heap's free top over 16 MiB is returned. A kept heap grew a
+// GPT-2-small worker's resident memory 1.3-2 GiB past its tensors; with 1 MiB, bfloat16's
+// half-size activations (GPT-2 medium: 512 KiB a sequence) fragmented the heap, 170 MiB more
+// resident, over the budget (docs/benchmarks.md). Call once the config is read.
 void return_freed_memory_to_system();
 
 }  // namespace pipetrain

@@ -123,11 +123,13 @@ LayerWork GptModel::head_work(int64_t rows) const {
     work.parameters = v * h + (llama ? h : 2 * h);
   }
   // LayerNorm keeps its mean and 1/std (float32); RMSNorm (explicit ops) its 1/rms and
-  // the normalised input.
-  work.stashed_values += wide * 2 * n + (llama ? wide * n * h : 0);
+  // the normalised input (mixed: a float32 copy of its input and a bfloat16 normalised one).
+  const double rms_norm = llama ? wide * n * h + (mixed ? n * h : 0) : 0;
+  work.stashed_values += wide * 2 * n + rms_norm;
   // The W pass needs the final norm's output gradient (RMSNorm's explicit ops run in float32
   // under mixed precision) and, with full logits, the logits' (the padded rows' too under mixed
-  // precision); chunked cross-entropy computes its weight gradient inside B.
+  // precision); chunked cross-entropy's W recomputes its logits a chunk at a time from what the
+  // loss keeps (B records only the loss's scalar gradient).
   work.weight_pass_values = (llama ? wide : 1) * n * h;
   if (config_.loss_chunk_tokens == 0) {
     work.weight_pass_values += n * double(mixed ? aligned_head_rows(config_.vocab_size) : config_.vocab_size);
@@ -138,8 +140,15 @@ LayerWork GptModel::head_work(int64_t rows) const {
     // gradient, and the gradients of the head weight and the hidden states.
     const double chunk = std::min(n, double(config_.loss_chunk_tokens));
     // Mixed: it runs in float32 on a float32 copy of the hidden states (GptStack::loss).
-    work.stashed_values = wide * (n * h + 2 * n + 3.25 * n) + (llama ? wide * n * h : 0);
+    work.stashed_values = wide * (n * h + 2 * n + 3.25 * n) + rms_norm;
     work.workspace_values = wide * std::max(2 * chunk * v, chunk * v + v * h + n * h);
+    // B: the hidden states' gradient beside a chunk's recomputed logits (float32), or the final
+    // norm's recorded gradient beside its input's (RMSNorm's backward: 4 N D more, mixed 9,
+    // measured). W: the weight's gradient beside a chunk's logits (and two values a token).
+    const double norm_backward = llama ? (mixed ? 9 : 4) * n * h : 0;
+    work.input_pass_values = std::max(wide * (n * h + chunk * (v + 2)),
+                                      work.weight_pass_values + n * h + norm_backward);
+    work.weight_workspace_values = wide * (v * h + chunk * (v + 2));
   } else {
     // loss::softmax_cross_entropy keeps the logits (mixed: bfloat16, the padded rows' too, and the
     // product keeps the bfloat16 copy of the head weight) and two float32 values a token. Its
@@ -154,6 +163,11 @@ LayerWork GptModel::head_work(int64_t rows) const {
     work.stashed_values += n * rows + 2 * wide * n + (mixed ? rows * h : 0);
     const double weight_gradient = mixed ? 2 * v * h - n * rows : n * h + v * h;
     work.workspace_values = std::max(n * rows + wide * block * v, weight_gradient);
+    // B: the logits' gradient (recorded for W) and the widened block; the weight's gradient waits.
+    work.input_pass_values = n * rows + wide * block * v;
+    // W: the weight's gradient (Llama's: and its norm gain's); mixed: its float32 copy, once the
+    // bfloat16 weight copy and N D more are freed (measured).
+    work.weight_workspace_values = mixed ? 2 * v * h - n * h : v * h + (llama ? h : 0);
   }
   return work;
 }
@@ -184,9 +198,14 @@ LayerWork GptModel::gpt2_block_work(int64_t rows) const {
   // cuBLAS keeps one workspace; GptLayerMemory.*.)
   work.workspace_values =
       (mixed ? std::max(n * h + n * f + h * f, n * h + 2 * h * f) : n * h + n * f + h * f) + h;
+  // W: an MLP weight's gradient and a bias's. Mixed: or, with few tokens, the gradient's float32
+  // copy (2 D F) once the F-wide recorded gradients are freed (measured).
+  work.weight_workspace_values = (mixed ? std::max(h * f, 2 * (h * f - n * f)) : h * f) + h;
   // The W pass: the output gradients of q/k/v (3 D), the projection (D), fc (F) and fc_out (D),
   // one at each linear (its addmm adds the bias), and the two norms' (D each).
   work.weight_pass_values = n * (5 * h + f + 2 * h);
+  // B: what it records and its input's gradient.
+  work.input_pass_values = work.weight_pass_values + n * h;
   return work;
 }
 
@@ -208,15 +227,27 @@ LayerWork GptModel::llama_block_work(int64_t rows) const {
   // output, silu of it, up's output and their product; the output. The residual stream enters
   // once: the second norm's input is the attention's residual sum.
   const double head_dim = h / heads;
+  // Mixed: each RMSNorm keeps a float32 copy of its input, and each linear after a norm its own
+  // bfloat16 cast of the norm's float32 output (6 N D more, measured).
   work.stashed_values = 8 * n * h + 2 * n * kv + 4 * n * f + 2 * s * head_dim +
                         wide * (2 * n + b * heads * s) +
-                        (mixed ? 2 * h * h + 2 * h * kv + 3 * h * f : 0);
+                        (mixed ? 6 * n * h + 2 * h * h + 2 * h * kv + 3 * h * f : 0);
   // Backward peaks in the MLP: the gradients of the gate's and up's outputs (2 N F) beside the
-  // incoming gradient (N D).
-  work.workspace_values = n * h + 2 * n * f;
-  // The W pass: the output gradients of the two norms' gains, q, o and down (D each), k and v
-  // (the key/value width), gate and up (F each).
-  work.weight_pass_values = n * (5 * h + 2 * kv + 2 * f);
+  // incoming gradient (N D), or with few tokens in down's backward: its input and weight
+  // gradients (N F + D F). Mixed (measured): those gradients once down's bfloat16 weight copy is
+  // freed, down's weight gradient as its float32 copy (2 D F), and at least 7 N D in the
+  // attention and the norms.
+  work.workspace_values = mixed ? std::max({7 * n * h, n * h + 2 * n * f - h * f, n * h + 2 * h * f})
+                                : n * h + n * f + std::max(n * f, h * f);
+  // The W pass: the output gradients of the two norms' gains (float32 under mixed precision), q,
+  // o and down (D each), k and v (the key/value width), gate and up (F each).
+  work.weight_pass_values = n * (2 * wide * h + 3 * h + 2 * kv + 2 * f);
+  // B: what it records and, at its peak, its input's gradient and the norms' backward (float32
+  // under mixed precision): 4 N D, mixed 9 N D (measured).
+  work.input_pass_values = work.weight_pass_values + (mixed ? 9 : 4) * n * h;
+  // W: an MLP weight's gradient. Mixed: or, with few tokens, its float32 copy once the F-wide
+  // recorded gradients are freed (measured).
+  work.weight_workspace_values = mixed ? std::max(h * f, 2 * h * f - 4 * n * f) : h * f;
   return work;
 }
 

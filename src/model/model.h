@@ -63,6 +63,14 @@ struct LayerWork {
   // junctions for the W pass (runtime::SplitBackward::held_gradient_bytes), held from one to the
   // other; 0 = unknown or none.
   double weight_pass_values = 0;
+  // Zero-bubble's B pass: its high-water mark above its start, the output gradients it records
+  // and its input's gradient included; 0 = unknown: the planner then counts weight_pass_values
+  // and workspace_values.
+  double input_pass_values = 0;
+  // Zero-bubble's W pass, when the weights already hold gradients: the transient values it makes
+  // beyond what it holds at its start (a weight gradient before it is added to the accumulated
+  // one); 0 = unknown: the planner then counts workspace_values.
+  double weight_workspace_values = 0;
 };
 
 // Capability: TeraPipe token slices. Inputs, labels and every boundary activation hold the

@@ -21,6 +21,27 @@ double stage_time(const std::vector<LayerCost>& layers, int first, int last, boo
   return compute + 2 * transfer;
 }
 
+namespace {
+
+void set_split_backward_workspaces(const std::vector<LayerCost>& layers, int first, int last,
+                                   StageMemoryParts& parts) {
+  double recorded = 0, input_peak = 0;
+  bool known = true;
+  for (int i = last - 1; i >= first; --i) {
+    const LayerCost& layer = layers[size_t(i)];
+    // The gradient arriving from the next layer or stage (a loss's: a scalar).
+    const double incoming = i + 1 < int(layers.size()) ? layer.output_bytes : 0;
+    known = known && layer.input_pass_peak_bytes >= 0 && layer.weight_workspace_bytes >= 0;
+    input_peak = std::max(input_peak, recorded + incoming + layer.input_pass_peak_bytes);
+    recorded += layer.weight_pass_bytes;
+    parts.weight_workspace = std::max(parts.weight_workspace, layer.weight_workspace_bytes);
+  }
+  parts.input_workspace = std::max(0.0, input_peak - recorded);
+  if (!known) parts.input_workspace = parts.weight_workspace = parts.eager_workspace;
+}
+
+}  // namespace
+
 StageMemoryParts stage_memory_parts(const std::vector<LayerCost>& layers, int first, int last,
                                     const StageLimits& limits) {
   StageMemoryParts parts;
@@ -45,6 +66,7 @@ StageMemoryParts stage_memory_parts(const std::vector<LayerCost>& layers, int fi
     parts.eager_workspace = std::max(parts.eager_workspace, layer.workspace_bytes - later);
     later += layer.activation_bytes;
   }
+  set_split_backward_workspaces(layers, first, last, parts);
   const double input = layers[size_t(first)].input_bytes;
   parts.per_microbatch = limits.recompute_stage ? input : input + activations;
   parts.once = limits.recompute_stage ? activations : 0;

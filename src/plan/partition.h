@@ -32,6 +32,11 @@ struct LayerCost {
   // weights join the input's path).
   double weight_s = -1;
   double weight_pass_bytes = 0;
+  // The high-water mark of its input-gradient pass above the pass's start (what it records and
+  // its input's gradient included), and the transient bytes of its weight-gradient pass once the
+  // weights hold gradients (< 0: unknown; the stage's workspace stands in).
+  double input_pass_peak_bytes = -1;
+  double weight_workspace_bytes = -1;
 };
 
 // The weight-gradient time of a layer: measured, or half of its backward.
@@ -81,6 +86,10 @@ struct Partition {
 struct StageMemoryParts {
   double weights = 0, optimizer = 0, per_microbatch = 0, once = 0, workspace = 0;
   double eager_workspace = 0;
+  // A split backward's passes: B's transient bytes beyond what it records (its layers run last
+  // to first, each beside what the later ones recorded and its incoming gradient), W's largest
+  // layer's; each the eager workspace when a layer's is unknown.
+  double input_workspace = 0, weight_workspace = 0;
   double optimizer_workspace = 0;
 };
 StageMemoryParts stage_memory_parts(const std::vector<LayerCost>& layers, int first, int last,

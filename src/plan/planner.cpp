@@ -110,9 +110,10 @@ std::vector<std::pair<int, int>> simulated_stage_layers(const PlanCandidate& c) 
 }
 
 // What a microbatch in flight holds on each model stage, its gradients (its weights' size) and
-// its compute's workspace, for the simulator's peaks. Under a split backward the first stage's
-// W is a whole backward that keeps its graph to its end (runtime::SplitBackward): its layers'
-// workspaces meet all its microbatch's activations.
+// its compute's workspace, for the simulator's peaks. Under a split backward B makes input
+// gradients and records output gradients, a W pass only weight gradients; the first stage's B
+// does nothing and its W is a whole backward that keeps its graph to its end
+// (runtime::SplitBackward): its layers' workspaces meet all its microbatch's activations.
 void set_held_activations(sim::CostModel& costs, const std::vector<LayerCost>& layers,
                           const PlanCandidate& c, const StageLimits& limits,
                           const schedule::Schedule& lists) {
@@ -125,6 +126,10 @@ void set_held_activations(sim::CostModel& costs, const std::vector<LayerCost>& l
     costs.stages[s].gradient_bytes = parts.weights;
     costs.stages[s].workspace_bytes =
         s == 0 && first_keeps_graph ? parts.workspace : parts.eager_workspace;
+    // (The first stage's B has no input gradient to make: it does nothing.)
+    costs.stages[s].input_workspace_bytes = s == 0 && first_keeps_graph ? 0 : parts.input_workspace;
+    costs.stages[s].weight_workspace_bytes =
+        s == 0 && first_keeps_graph ? parts.workspace : parts.weight_workspace;
   }
 }
 

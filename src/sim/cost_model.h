@@ -27,6 +27,11 @@ struct StageCost {
   // actions.
   double gradient_bytes = 0.0;
   double workspace_bytes = 0.0;
+  // A split backward's passes: a BackwardInput's transient bytes beyond its weight_pass_bytes
+  // (which it records as it runs), and a BackwardWeight's once the stage holds gradients (its
+  // first W of an iteration makes them in place: none); < 0: workspace_bytes.
+  double input_workspace_bytes = -1.0;
+  double weight_workspace_bytes = -1.0;
 };
 
 struct CostModel {

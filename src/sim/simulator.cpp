@@ -17,6 +17,13 @@ using schedule::ActionKind;
 
 namespace {
 
+// The transient bytes of a compute action: a split backward's passes may know their own.
+double action_workspace(const StageCost& c, ActionKind kind) {
+  if (kind == ActionKind::BackwardInput && c.input_workspace_bytes >= 0) return c.input_workspace_bytes;
+  if (kind == ActionKind::BackwardWeight && c.weight_workspace_bytes >= 0) return c.weight_workspace_bytes;
+  return c.workspace_bytes;
+}
+
 // Peak bytes of activations held: from the start of a forward to the end of the action that
 // completes the unit's gradients (Backward, or BackwardWeight for a split backward), plus the
 // split backward's weight-pass bytes from the start of BackwardInput to the end of BackwardWeight.
@@ -24,8 +31,8 @@ namespace {
 // gradient-producing action of an iteration (the start of a first W pass, which then frees its
 // microbatch's activations at its start too) to the end of the worker's last OptimizerStep of that
 // iteration (the runtime updates a worker's chunks at once: the global norm needs all their
-// gradients, and a V worker's head and embedding share a tied weight's), and its workspace_bytes
-// during each compute action.
+// gradients, and a V worker's head and embedding share a tied weight's), and its workspace
+// during each compute action (action_workspace).
 double peak_activations(const schedule::Schedule& s, const CostModel& costs, int w,
                         const std::vector<schedule::ActionTime>& times, bool gradients = false) {
   // (time, last, bytes): frees sort first at ties, but an update's release of the gradients
@@ -58,8 +65,9 @@ double peak_activations(const schedule::Schedule& s, const CostModel& costs, int
     if (produces) changes.push_back({frees_at_start ? times[k].start : times[k].end, false, -bytes});
     if (!gradients) continue;
     if (schedule::is_compute(a.kind) && !first_weight_pass) {
-      changes.push_back({times[k].start, false, c.workspace_bytes});
-      changes.push_back({times[k].end, false, -c.workspace_bytes});
+      const double workspace = action_workspace(c, a.kind);
+      changes.push_back({times[k].start, false, workspace});
+      changes.push_back({times[k].end, false, -workspace});
     }
     if (first) changes.push_back({made_at, false, c.gradient_bytes});
   }

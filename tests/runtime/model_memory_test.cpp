@@ -22,6 +22,7 @@ struct LayerCase {
   std::string dtype = "float32";  // bfloat16: mixed precision's bytes (runtime/model_costs.h)
   int64_t d_model = 64;
   std::string kind = "gpt";  // llama: 4 query heads sharing 2 key/value heads, an untied head
+  int64_t ffn_hidden = 0;     // the MLP's width; 0: the family's
 };
 
 void PrintTo(const LayerCase& c, std::ostream* out) { *out << c.name; }
@@ -41,6 +42,7 @@ struct LayerUnderTest {
     config.model.dtype = c.dtype;
     config.model.kind = c.kind;
     if (c.kind == "llama") config.model.kv_heads = 2;
+    if (c.ffn_hidden > 0) config.model.ffn_hidden = c.ffn_hidden;
     model = make_model(config);
     stage = model->make_stage(c.layer, c.layer + 1);
     torch::manual_seed(7);
@@ -92,6 +94,35 @@ TEST_P(GptLayerMemory, WeightPassHoldsWhatThePlannerCounts) {
   EXPECT_NEAR(measured, t.predicted().weight_pass_bytes, 4.0);
 }
 
+// Zero-bubble's split backward once the weights hold gradients (every W of an iteration but a
+// stage's first makes temporaries beside the accumulated ones): each pass's high-water mark
+// above its start against the costs' input_pass_peak_bytes and weight_workspace_bytes. The
+// embedding starts the model: its B has nothing to do and its W is a whole backward, whose
+// workspace the peak above measures, so its costs leave both unknown (< 0).
+TEST_P(GptLayerMemory, SplitBackwardPeaksMatchTheCountingAllocator) {
+  CountingAllocator::install();
+  torch::set_num_threads(1);
+  const WithoutOneDnn own_products;
+  const LayerUnderTest t(GetParam());
+  const auto predicted = t.predicted();
+  if (t.layer == 0) {
+    EXPECT_LT(predicted.input_pass_peak_bytes, 0);
+    EXPECT_LT(predicted.weight_workspace_bytes, 0);
+    return;
+  }
+  const MeasuredSplitBackward measured = measure_split_backward(*t.stage, t.input, t.tokens, t.last);
+  // (The losses' scalars and per-token values there are not counted: up to 0.2%.) In bfloat16
+  // at T >= 192, ATen's CPU flash attention's backward takes a float32 scratch of 64 x T values
+  // (the models leave kernels' scratch out), which at d_model 64 peaks B above the model.
+  const auto& model = t.config.model;
+  const bool attention_scratch = model.dtype == "bfloat16" && model.seq_len >= 192 && !t.last;
+  const double scratch = attention_scratch ? 64.0 * double(model.seq_len) * 4 : 0;
+  EXPECT_NEAR(measured.input_pass, predicted.input_pass_peak_bytes,
+              0.01 * predicted.input_pass_peak_bytes + scratch);
+  EXPECT_NEAR(measured.weight_pass, predicted.weight_workspace_bytes,
+              0.01 * predicted.weight_workspace_bytes + 16);
+}
+
 // Llama's layers at the same two shapes (float32): RMSNorm, rotary positions, grouped-query
 // attention, SwiGLU, its own head.
 LayerCase llama(LayerCase c) {
@@ -108,7 +139,18 @@ INSTANTIATE_TEST_SUITE_P(Llama, GptLayerMemory,
                                            llama(LayerCase{"long_head_chunked", 3, 32, 256, 1024}),
                                            llama(LayerCase{"block_d128", 1, 0, 128, 512, "float32", 128}),
                                            llama(LayerCase{"weight_gradient_head_full_logits", 3, 0, 16, 4096, "float32", 128}),
-                                           llama(LayerCase{"bfloat16_weight_gradient_head_full_logits", 3, 0, 16, 4096, "bfloat16", 128})));
+                                           llama(LayerCase{"bfloat16_weight_gradient_head_full_logits", 3, 0, 16, 4096, "bfloat16", 128}),
+                                           // few tokens: down's weight gradient peaks (its
+                                           // float32 copy under mixed precision)
+                                           llama(LayerCase{"block_d256_t8", 1, 0, 8, 512, "float32", 256}),
+                                           llama(LayerCase{"bfloat16_block", 1, 0, 128, 512, "bfloat16"}),
+                                           llama(LayerCase{"bfloat16_block_ffn320", 1, 0, 128, 512, "bfloat16", 64, "llama", 320}),
+                                           llama(LayerCase{"bfloat16_block_t32_ffn512", 1, 0, 32, 512, "bfloat16", 64, "llama", 512}),
+                                           llama(LayerCase{"bfloat16_block_d256_t8", 1, 0, 8, 512, "bfloat16", 256}),
+                                           llama(LayerCase{"bfloat16_block_d256_t128", 1, 0, 128, 512, "bfloat16", 256}),
+                                           llama(LayerCase{"bfloat16_padded_head_full_logits", 3, 0, 64, 4100, "bfloat16"}),
+                                           llama(LayerCase{"bfloat16_head_chunked", 3, 32, 64, 4100, "bfloat16"})),
+                         [](const auto& info) { return info.param.name; });
 
 INSTANTIATE_TEST_SUITE_P(Gpt, GptLayerMemory,
                          ::testing::Values(LayerCase{"embedding", 0, 0, 128, 512},
@@ -142,7 +184,15 @@ INSTANTIATE_TEST_SUITE_P(Gpt, GptLayerMemory,
                                            // accumulated one exists, outweighs the logits'
                                            // blocks (GPT-2 medium at context 256)
                                            LayerCase{"weight_gradient_head_full_logits", 3, 0, 16, 4096, "float32", 128},
-                                           LayerCase{"bfloat16_weight_gradient_head_full_logits", 3, 0, 16, 4096, "bfloat16", 128}),
+                                           LayerCase{"bfloat16_weight_gradient_head_full_logits", 3, 0, 16, 4096, "bfloat16", 128},
+                                           // and padded to 64 rows (model/gpt.cpp's
+                                           // PaddedRowsCopy: once R D + V D more)
+                                           LayerCase{"bfloat16_padded_weight_gradient_head_full_logits", 3, 0, 16, 4100, "bfloat16", 128},
+                                           // few tokens: W's peak is an MLP weight gradient's
+                                           // float32 copy
+                                           LayerCase{"bfloat16_block_d256_t4", 1, 0, 4, 512, "bfloat16", 256},
+                                           LayerCase{"bfloat16_block_d256_t8_ffn512", 1, 0, 8, 512, "bfloat16", 256, "gpt", 512},
+                                           LayerCase{"block_d256_t16", 1, 0, 16, 512, "float32", 256}),
                          [](const auto& info) { return info.param.name; });
 
 struct UpdateCase {

@@ -130,6 +130,19 @@ TEST(ClosedForms, PeakHeldKeepsEveryChunksGradientsToTheWorkersUpdate) {
       }
 }
 
+// One worker's split backward of two microbatches: F F I I W W, then the update.
+schedule::Schedule one_worker_split_backward() {
+  return schedule::parse_csv(
+      "# pipetrain-schedule v1\n"
+      "# name=zb-h1 workers=1 chunks=1 microbatches=2 slices=1 iterations=1 dp_width=1\n"
+      "# policy=sync predict_backward=0 placement=looping\n"
+      "worker,kind,iteration,microbatch,slice,chunk,version,peer\n"
+      "0,Forward,0,0,0,0,0,-1\n0,Forward,0,1,0,0,0,-1\n"
+      "0,BackwardInput,0,0,0,0,0,-1\n0,BackwardInput,0,1,0,0,0,-1\n"
+      "0,BackwardWeight,0,0,0,0,0,-1\n0,BackwardWeight,0,1,0,0,0,-1\n"
+      "0,OptimizerStep,0,0,0,0,1,-1\n");
+}
+
 // A stage's first W pass makes every gradient while it frees its microbatch's activations and
 // keeps the recorded output gradients to its end; the later ones make a temporary gradient (the
 // workspace) beside the held ones. One worker, F F I I W W: activations A = 10, recorded
@@ -138,25 +151,37 @@ TEST(ClosedForms, PeakHeldKeepsEveryChunksGradientsToTheWorkersUpdate) {
 // recorded (a first stage: no input gradient) the W is a whole backward keeping its graph to its
 // end: 2 A + G = 120 (as a whole backward that frees as it goes, 111).
 TEST(ClosedForms, PeakHeldCountsTheFirstWeightPassesGradientsFromItsStart) {
-  const std::string csv =
-      "# pipetrain-schedule v1\n"
-      "# name=zb-h1 workers=1 chunks=1 microbatches=2 slices=1 iterations=1 dp_width=1\n"
-      "# policy=sync predict_backward=0 placement=looping\n"
-      "worker,kind,iteration,microbatch,slice,chunk,version,peer\n"
-      "0,Forward,0,0,0,0,0,-1\n0,Forward,0,1,0,0,0,-1\n"
-      "0,BackwardInput,0,0,0,0,0,-1\n0,BackwardInput,0,1,0,0,0,-1\n"
-      "0,BackwardWeight,0,0,0,0,0,-1\n0,BackwardWeight,0,1,0,0,0,-1\n"
-      "0,OptimizerStep,0,0,0,0,1,-1\n";
   StageCost cost;
   cost.forward_ms = 1, cost.backward_ms = 2, cost.weight_ms = 1;
   cost.activation_bytes = 10, cost.weight_pass_bytes = 4, cost.gradient_bytes = 100;
   cost.workspace_bytes = 1;
-  const SimResult r = simulate(schedule::parse_csv(csv), uniform_cost_model(cost, 1));
+  const SimResult r = simulate(one_worker_split_backward(), uniform_cost_model(cost, 1));
   EXPECT_NEAR(r.peak_held_bytes[0], 118, kEps);
   EXPECT_NEAR(r.peak_activation_bytes[0], 28, kEps);  // 2 A + 2 R before the first W: unchanged
   cost.weight_pass_bytes = 0;
-  const SimResult first_stage = simulate(schedule::parse_csv(csv), uniform_cost_model(cost, 1));
+  const SimResult first_stage = simulate(one_worker_split_backward(), uniform_cost_model(cost, 1));
   EXPECT_NEAR(first_stage.peak_held_bytes[0], 120, kEps);
+}
+
+// A split backward's passes have workspaces of their own: B's beyond what it records, a later
+// W's (weight gradients only). The list above with A = 10, R = 4, G = 100 and S = 30 for F and
+// B: the second W starts at 2 A + 2 R - A + G - R = 114 and adds its workspace (unknown: S, 144;
+// 20: 134); with none the first W's start peaks (118), unless B's own workspace of 100 tops it,
+// at the second B: 2 A + 2 R + 100 = 128.
+TEST(ClosedForms, PeakHeldCountsASplitBackwardsPassesOwnWorkspaces) {
+  StageCost cost;
+  cost.forward_ms = 1, cost.backward_ms = 2, cost.weight_ms = 1;
+  cost.activation_bytes = 10, cost.weight_pass_bytes = 4, cost.gradient_bytes = 100;
+  cost.workspace_bytes = 30;
+  const auto peak = [&](double input_workspace, double weight_workspace) {
+    cost.input_workspace_bytes = input_workspace;
+    cost.weight_workspace_bytes = weight_workspace;
+    return simulate(one_worker_split_backward(), uniform_cost_model(cost, 1)).peak_held_bytes[0];
+  };
+  EXPECT_NEAR(peak(-1, -1), 144, kEps);
+  EXPECT_NEAR(peak(-1, 20), 134, kEps);
+  EXPECT_NEAR(peak(-1, 0), 118, kEps);
+  EXPECT_NEAR(peak(100, 0), 128, kEps);
 }
 
 // Megatron: bubble time (p-1)(tf+tb)/v, i.e. (p-1)/(v m) of the ideal m (tf+tb); as a share of
