@@ -123,8 +123,8 @@ TEST_P(GptLayerMemory, SplitBackwardPeaksMatchTheCountingAllocator) {
               0.01 * predicted.weight_workspace_bytes + 16);
 }
 
-// Llama's layers at the same two shapes (float32): RMSNorm, rotary positions, grouped-query
-// attention, SwiGLU, its own head.
+// Llama's layers at the same two shapes: RMSNorm, rotary positions, grouped-query attention,
+// SwiGLU, its own head; in float32 and, with RMSNorm's float32 ops under autocast, bfloat16.
 LayerCase llama(LayerCase c) {
   c.kind = "llama";
   return c;
