@@ -21,27 +21,6 @@ double stage_time(const std::vector<LayerCost>& layers, int first, int last, boo
   return compute + 2 * transfer;
 }
 
-namespace {
-
-void set_split_backward_workspaces(const std::vector<LayerCost>& layers, int first, int last,
-                                   StageMemoryParts& parts) {
-  double recorded = 0, input_peak = 0;
-  bool known = true;
-  for (int i = last - 1; i >= first; --i) {
-    const LayerCost& layer = layers[size_t(i)];
-    // The gradient arriving from the next layer or stage (a loss's: a scalar).
-    const double incoming = i + 1 < int(layers.size()) ? layer.output_bytes : 0;
-    known = known && layer.input_pass_peak_bytes >= 0 && layer.weight_workspace_bytes >= 0;
-    input_peak = std::max(input_peak, recorded + incoming + layer.input_pass_peak_bytes);
-    recorded += layer.weight_pass_bytes;
-    parts.weight_workspace = std::max(parts.weight_workspace, layer.weight_workspace_bytes);
-  }
-  parts.input_workspace = std::max(0.0, input_peak - recorded);
-  if (!known) parts.input_workspace = parts.weight_workspace = parts.eager_workspace;
-}
-
-}  // namespace
-
 StageMemoryParts stage_memory_parts(const std::vector<LayerCost>& layers, int first, int last,
                                     const StageLimits& limits) {
   StageMemoryParts parts;
@@ -59,14 +38,23 @@ StageMemoryParts stage_memory_parts(const std::vector<LayerCost>& layers, int fi
     parts.optimizer_workspace = std::max(parts.optimizer_workspace, layer.optimizer_workspace_bytes);
   }
   // A layer's workspace meets its own microbatch's activations of the layers up to it only: the
-  // later layers' are not made yet (its forward) or freed already (its backward).
-  double later = 0;
+  // later layers' are not made yet (its forward) or freed already (its backward). A split
+  // backward's B keeps them for W: each layer's B peaks beside what the later ones recorded and
+  // the gradient arriving from the next layer or stage (a loss's: a scalar).
+  double later = 0, recorded = 0, input_peak = 0;
+  bool split_known = true;
   for (int i = last - 1; i >= first; --i) {
     const LayerCost& layer = layers[size_t(i)];
     parts.eager_workspace = std::max(parts.eager_workspace, layer.workspace_bytes - later);
     later += layer.activation_bytes;
+    const double incoming = i + 1 < int(layers.size()) ? layer.output_bytes : 0;
+    split_known = split_known && layer.input_pass_peak_bytes >= 0 && layer.weight_workspace_bytes >= 0;
+    input_peak = std::max(input_peak, recorded + incoming + layer.input_pass_peak_bytes);
+    recorded += layer.weight_pass_bytes;
+    parts.weight_workspace = std::max(parts.weight_workspace, layer.weight_workspace_bytes);
   }
-  set_split_backward_workspaces(layers, first, last, parts);
+  parts.input_workspace = std::max(0.0, input_peak - recorded);
+  if (!split_known) parts.input_workspace = parts.weight_workspace = parts.eager_workspace;
   const double input = layers[size_t(first)].input_bytes;
   parts.per_microbatch = limits.recompute_stage ? input : input + activations;
   parts.once = limits.recompute_stage ? activations : 0;

@@ -122,14 +122,17 @@ void set_held_activations(sim::CostModel& costs, const std::vector<LayerCost>& l
       schedule::splits_backward(lists.actions[size_t(lists.worker_of_stage(0))], 0);
   for (size_t s = 0; s < ranges.size(); ++s) {
     const auto parts = stage_memory_parts(layers, ranges[s].first, ranges[s].second, limits);
-    costs.stages[s].activation_bytes = parts.per_microbatch;
-    costs.stages[s].gradient_bytes = parts.weights;
-    costs.stages[s].workspace_bytes =
-        s == 0 && first_keeps_graph ? parts.workspace : parts.eager_workspace;
-    // (The first stage's B has no input gradient to make: it does nothing.)
-    costs.stages[s].input_workspace_bytes = s == 0 && first_keeps_graph ? 0 : parts.input_workspace;
-    costs.stages[s].weight_workspace_bytes =
-        s == 0 && first_keeps_graph ? parts.workspace : parts.weight_workspace;
+    sim::StageCost& stage = costs.stages[s];
+    stage.activation_bytes = parts.per_microbatch;
+    stage.gradient_bytes = parts.weights;
+    if (s == 0 && first_keeps_graph) {  // B: no input gradient to make; W: a whole backward
+      stage.workspace_bytes = stage.weight_workspace_bytes = parts.workspace;
+      stage.input_workspace_bytes = 0;
+    } else {
+      stage.workspace_bytes = parts.eager_workspace;
+      stage.input_workspace_bytes = parts.input_workspace;
+      stage.weight_workspace_bytes = parts.weight_workspace;
+    }
   }
 }
 
