@@ -5,7 +5,9 @@
 # Made for the port to the torch 2.11 wheel (docs/benchmarks.md, "CPU before and after"): A is
 # a build of the commit before it (Debian's libtorch 1.13 + OpenBLAS), B one of the port.
 # Also (row 4) GPT-2 small's shape in bfloat16 mixed precision at context 256, which the fused
-# softmax cross-entropy changed (docs/benchmarks.md, "The LM head's loss").
+# softmax cross-entropy changed (docs/benchmarks.md, "The LM head's loss"). Rows 5 and 6: the
+# default job under ZB-H2 and ZB-V, whose first stage now runs whole backwards
+# (docs/benchmarks.md, "The first stage's whole backward under zero-bubble").
 # Usage: bench/cpu_before_after.sh A_BUILD_DIR B_BUILD_DIR   (each holds pipetrain and
 #        bench/transducer_memory; ROUNDS=3 STEPS=100 GPT2_STEPS=3 by default; LABEL_A, LABEL_B;
 #        ENV_A, ENV_B: variables for that build's runs, e.g. ENV_A=OPENBLAS_CORETYPE=SkylakeX;
@@ -33,6 +35,8 @@ ROWS=(
   "GPT-2 small, 1 process, 2 threads (batch 2 x 1024)|train --stages 1 --train.threads 2 --model.preset gpt2-small --train.batch_size 2 --train.microbatches 1 --train.steps $GPT2_STEPS --train.warmup_steps 0"
   "transducer loss + gradients, B=8 T=1000 U=100 V=256 (1 thread)|transducer"
   "GPT-2 small shape, bfloat16, context 256, 1 process, 2 threads (batch 8 x 256)|train --stages 1 --train.threads 2 --model.preset gpt2-small --model.dtype bfloat16 --model.seq_len 256 --train.batch_size 8 --train.microbatches 2 --train.steps $GPT2_STEPS --train.warmup_steps 0"
+  "default job, 2 stages, ZB-H2 (m=8, 1 thread/worker)|train --stages 2 --schedule zb-h2 --train.steps $STEPS"
+  "default job, 2 workers, ZB-V (2 chunks each, m=8, 1 thread/worker)|train --stages 2 --pipeline.chunks 2 --schedule zb-v --train.steps $STEPS"
 )
 SELECTED=(${ONLY:-${!ROWS[@]}})
 

@@ -45,13 +45,21 @@ mapfile -t SCHEDULES < <("$PIPETRAIN" simulate --list)
   echo "gradients B recorded where the weights join the input's path (docs/architecture.md,"
   echo "\`SplitBackward\`): W holds those recorded gradients besides the activations, reported as"
   echo "\`weight_pass_held_mb\` per worker in summary.json (docs/benchmarks.md has the measurement)."
+  echo "Stage 0 hands no input gradient back, so it runs whole backwards (\`0B\`, its B and W back"
+  echo "to back): split, its B would have nothing to compute and its W, all the work, would wait"
+  echo "behind the next gradient's receive."
   echo
   echo "## The catalogue"
   echo
   echo "What pipetrain knows about each schedule (\`pipetrain simulate --catalogue\`): its weight"
   echo "policy, when it updates, whether it flushes and resumes exactly from a checkpoint, the"
   echo "parameters it takes, whether real workers run it (\`pipetrain train\`) and whether"
-  echo "\`pipetrain plan\` considers it."
+  echo "\`pipetrain plan\` considers it. Recomputation runs with the no-flush schedules whose backward"
+  echo "reads the weights its forward read (2BW, 2BW-predict, PipeDream): the forward that the backward"
+  echo "runs again rebuilds the same activations, so the update rule is unchanged (\`Recompute/"
+  echo "AsyncExactness.*\`, against the same closed forms). PipeOptim's, SpecTrain's and"
+  echo "PipeDream-nostash's backwards read other weights: recomputing there would change their rule"
+  echo "(allowed on purpose, their exactness tests fail)."
   echo
   "$PIPETRAIN" simulate --catalogue
   echo

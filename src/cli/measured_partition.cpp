@@ -41,8 +41,8 @@ void resolve_measured_partition(Config& config, std::vector<std::string>& worker
              "{} rows a microbatch, {} thread(s)\n", options.microbatch_sizes[0], options.threads);
   const plan::ModelProfile measured = profile::profile_gpt_layers(config, options, nullptr);
   const auto costs = plan::layer_costs(measured, options.microbatch_sizes[0]);
-  const auto placement = schedule::runtime_schedule(p.schedule, "").placement();
-  const auto counts = runtime::balanced_layer_counts(costs, stages, placement);
+  const auto counts =
+      runtime::balanced_layer_counts(costs, stages, schedule::runtime_schedule(p.schedule, ""));
   std::vector<std::string> times;
   for (const auto& layer : costs) {
     times.push_back(fmt::format("{:.2f}", 1e3 * (layer.forward_s + layer.backward_s)));

@@ -111,7 +111,7 @@ LayerWork GptModel::head_work(int64_t rows) const {
   const bool mixed = config_.precision.mixed(), llama = config_.family == DecoderFamily::Llama;
   const double wide = mixed ? 2 : 1;
   LayerWork work;
-  work.forward_flops = 2 * n * h * v;
+  work.forward_flops = work.weight_gradient_flops = 2 * n * h * v;
   work.output_values = n * v;  // computed a chunk at a time with chunked cross-entropy: the same work
   work.stashed_values = n * h;
   work.largest_parameter_values = v * h;  // the tied weight, here or on the embedding's stage
@@ -149,6 +149,7 @@ LayerWork GptModel::head_work(int64_t rows) const {
     work.input_pass_values = std::max(wide * (n * h + chunk * (v + 2)),
                                       work.weight_pass_values + n * h + norm_backward);
     work.weight_workspace_values = wide * (v * h + chunk * (v + 2));
+    work.backward_recompute_flops = work.forward_flops;  // the logits, in B and again in W
   } else {
     // loss::softmax_cross_entropy keeps the logits (mixed: bfloat16, the padded rows' too, and the
     // product keeps the bfloat16 copy of the head weight) and two float32 values a token. Its
@@ -179,7 +180,8 @@ LayerWork GptModel::gpt2_block_work(int64_t rows) const {
   const double wide = mixed ? 2 : 1;
   LayerWork work;
   work.output_values = n * h;
-  work.forward_flops = 8 * n * h * h + 4 * n * h * f + 4 * b * s * s * h;
+  work.weight_gradient_flops = 8 * n * h * h + 4 * n * h * f;  // the linears'
+  work.forward_flops = work.weight_gradient_flops + 4 * b * s * s * h;
   work.parameters = 4 * h * h + 2 * h * f + 9 * h + f;
   work.largest_parameter_values = h * f;  // fc and fc_out
   // ln1 out, q/k/v copies (3), the mixed heads' copy, the residual, ln2 out, fc out (F),
@@ -217,7 +219,8 @@ LayerWork GptModel::llama_block_work(int64_t rows) const {
   const double wide = mixed ? 2 : 1;
   LayerWork work;
   work.output_values = n * h;
-  work.forward_flops = 2 * n * (2 * h * h + 2 * h * kv + 3 * h * f) + 4 * b * s * s * h;
+  work.weight_gradient_flops = 2 * n * (2 * h * h + 2 * h * kv + 3 * h * f);  // the linears'
+  work.forward_flops = work.weight_gradient_flops + 4 * b * s * s * h;
   work.parameters = 2 * h * h + 2 * h * kv + 3 * h * f + 2 * h;
   work.largest_parameter_values = h * f;  // gate, up and down
   // Saved for the backward (measured, GptLayerMemory Llama.*): each RMSNorm its input, its

@@ -71,6 +71,13 @@ struct LayerWork {
   // beyond what it holds at its start (a weight gradient before it is added to the accumulated
   // one); 0 = unknown: the planner then counts workspace_values.
   double weight_workspace_values = 0;
+  // Zero-bubble's W: the weight gradients' products (a linear's X^T dY, as many FLOPs as its
+  // forward product; attention's score products have no weights, so their backward is all B);
+  // 0 = unknown: half the backward.
+  double weight_gradient_flops = 0;
+  // Forward work its backward redoes (chunked cross-entropy's logits, a chunk at a time); a
+  // split backward redoes it in each of its passes, B and W.
+  double backward_recompute_flops = 0;
 };
 
 // Capability: TeraPipe token slices. Inputs, labels and every boundary activation hold the

@@ -79,7 +79,7 @@ std::vector<LayerCost> analytic_gpt_layers(const GptShape& shape, const ClusterS
     block.output_bytes = boundary_bytes;
     // W of the four matmuls needs their output gradients: q, k, v, projection, MLP up (4h) and
     // down (h), 9 h values per token; their inputs are among the activations.
-    block.weight_s = forward;
+    block.weight_s = 24 * b * n * h * h / flops_per_s;  // the linears' (attention's have no weights)
     block.weight_pass_bytes = 9 * value * b * n * h;
     layers.push_back(block);
   }

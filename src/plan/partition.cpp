@@ -13,8 +13,9 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 double stage_time(const std::vector<LayerCost>& layers, int first, int last, bool last_stage,
                   const StageLimits& limits) {
+  const bool split = limits.split_backward && first > 0;
   double compute = 0;
-  for (int i = first; i < last; ++i) compute += layers[i].forward_s + layers[i].backward_s;
+  for (int i = first; i < last; ++i) compute += layers[i].forward_s + stage_backward_s(layers[i], split);
   if (last_stage) return compute;
   // The boundary activation goes forward and its gradient (same size) comes back.
   const double transfer = limits.link_latency_s + layers[last - 1].output_bytes / limits.link_bandwidth;
@@ -63,6 +64,14 @@ StageMemoryParts stage_memory_parts(const std::vector<LayerCost>& layers, int fi
 
 double weight_gradient_s(const LayerCost& layer) {
   return layer.weight_s >= 0 ? layer.weight_s : layer.backward_s / 2;
+}
+
+double input_gradient_s(const LayerCost& layer) {
+  return layer.input_s >= 0 ? layer.input_s : layer.backward_s - weight_gradient_s(layer);
+}
+
+double stage_backward_s(const LayerCost& layer, bool split) {
+  return split ? input_gradient_s(layer) + weight_gradient_s(layer) : layer.backward_s;
 }
 
 double stage_memory(const std::vector<LayerCost>& layers, int first, int last, int stage,

@@ -32,6 +32,9 @@ struct LayerCost {
   // weights join the input's path).
   double weight_s = -1;
   double weight_pass_bytes = 0;
+  // Its input-gradient pass (B): < 0, what backward_s leaves beside weight_s. More where both
+  // passes redo forward work (chunked cross-entropy recomputes its logits in B and in W).
+  double input_s = -1;
   // The high-water mark of its input-gradient pass above the pass's start (what it records and
   // its input's gradient included), and the transient bytes of its weight-gradient pass once the
   // weights hold gradients (< 0: unknown; the stage's workspace stands in).
@@ -41,6 +44,10 @@ struct LayerCost {
 
 // The weight-gradient time of a layer: measured, or half of its backward.
 double weight_gradient_s(const LayerCost& layer);
+// The input-gradient pass's time: measured, or the backward less weight_gradient_s.
+double input_gradient_s(const LayerCost& layer);
+// Its backward as a stage runs it: whole, or split into B and W.
+double stage_backward_s(const LayerCost& layer, bool split);
 
 struct StageLimits {
   double memory_bytes = 1e300;   // per device
@@ -58,6 +65,9 @@ struct StageLimits {
   std::vector<double> in_flight;
   bool gpipe_memory = false;  // in-flight = microbatches on every stage instead of stages - s
   double extra_bytes = 0;     // per stage, whatever it holds (e.g. a recomputation workspace)
+  // Zero-bubble's split backward: a stage past the first runs B and W (input_s + weight_s, more
+  // than backward_s where both passes recompute); the first's B does nothing, its W is whole.
+  bool split_backward = false;
   // pipetrain's recomputation: a stage keeps only its input per in-flight microbatch and
   // rebuilds one microbatch's activations of all its layers in backward.
   bool recompute_stage = false;

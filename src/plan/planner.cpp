@@ -86,9 +86,12 @@ std::vector<LayerCost> candidate_layers(const PlanRequest& request, int variant,
     auto layers = request.model_variants.at(size_t(variant)).costs(microbatch);
     const double speedup = thread_speedup(request.cluster);
     for (auto& layer : layers) {
-      layer.weight_s = weight_gradient_s(layer) / speedup;  // a recomputed forward belongs to B
+      // A recomputed forward belongs to B (and to the whole backward).
+      const double recomputed = recompute ? layer.forward_s / speedup : 0;
+      layer.input_s = input_gradient_s(layer) / speedup + recomputed;
+      layer.weight_s = weight_gradient_s(layer) / speedup;
       layer.forward_s /= speedup;
-      layer.backward_s = layer.backward_s / speedup + (recompute ? layer.forward_s : 0);
+      layer.backward_s = layer.backward_s / speedup + recomputed;
     }
     return layers;
   }
@@ -111,28 +114,19 @@ std::vector<std::pair<int, int>> simulated_stage_layers(const PlanCandidate& c) 
 
 // What a microbatch in flight holds on each model stage, its gradients (its weights' size) and
 // its compute's workspace, for the simulator's peaks. Under a split backward B makes input
-// gradients and records output gradients, a W pass only weight gradients; the first stage's B
-// does nothing and its W is a whole backward that keeps its graph to its end
-// (runtime::SplitBackward): its layers' workspaces meet all its microbatch's activations.
+// gradients and records output gradients, a W pass only weight gradients (the first stage runs
+// whole backwards: schedule::lower_schedule).
 void set_held_activations(sim::CostModel& costs, const std::vector<LayerCost>& layers,
-                          const PlanCandidate& c, const StageLimits& limits,
-                          const schedule::Schedule& lists) {
+                          const PlanCandidate& c, const StageLimits& limits) {
   const auto ranges = simulated_stage_layers(c);
-  const bool first_keeps_graph =
-      schedule::splits_backward(lists.actions[size_t(lists.worker_of_stage(0))], 0);
   for (size_t s = 0; s < ranges.size(); ++s) {
     const auto parts = stage_memory_parts(layers, ranges[s].first, ranges[s].second, limits);
     sim::StageCost& stage = costs.stages[s];
     stage.activation_bytes = parts.per_microbatch;
     stage.gradient_bytes = parts.weights;
-    if (s == 0 && first_keeps_graph) {  // B: no input gradient to make; W: a whole backward
-      stage.workspace_bytes = stage.weight_workspace_bytes = parts.workspace;
-      stage.input_workspace_bytes = 0;
-    } else {
-      stage.workspace_bytes = parts.eager_workspace;
-      stage.input_workspace_bytes = parts.input_workspace;
-      stage.weight_workspace_bytes = parts.weight_workspace;
-    }
+    stage.workspace_bytes = parts.eager_workspace;
+    stage.input_workspace_bytes = parts.input_workspace;
+    stage.weight_workspace_bytes = parts.weight_workspace;
   }
 }
 
@@ -156,10 +150,8 @@ std::optional<StageLimits::Graphed> graphed_limits(const PlanRequest& request,
                                                    int workers) {
   const bool flushes = schedule::flushes(lists.policy.kind);
   if (!request.cuda_graphs || (workers == 1 && lists.chunks == 1 && flushes)) return std::nullopt;
-  bool splits = false;
-  for (const auto& actions : lists.actions) splits = splits || schedule::splits_backward(actions, 0);
-  return StageLimits::Graphed{schedule::stashes_versions(lists.policy.kind), recompute && !splits,
-                              flushes};
+  return StageLimits::Graphed{schedule::stashes_versions(lists.policy.kind),
+                              recompute && !schedule::splits_any_backward(lists), flushes};
 }
 
 // The memory as the schedule holds it, the worst worker: its chunks' weights in as many versions
@@ -257,20 +249,21 @@ double planned_parameters(const PlanRequest& request) {
 // The simulator's cost of layers [first, first + count) as one model stage (no all-reduce).
 sim::StageCost model_stage_cost(const std::vector<LayerCost>& layers, int first, int count) {
   sim::StageCost stage;
-  stage.forward_ms = stage.backward_ms = stage.weight_ms = 0;
+  stage.forward_ms = stage.backward_ms = stage.weight_ms = stage.input_ms = 0;
   stage.weight_bytes = stage.activation_bytes = 0;
   for (int i = first; i < first + count; ++i) {
     stage.forward_ms += layers[i].forward_s * 1e3;
     stage.backward_ms += layers[i].backward_s * 1e3;
     stage.weight_ms += weight_gradient_s(layers[i]) * 1e3;
+    stage.input_ms += input_gradient_s(layers[i]) * 1e3;
     stage.weight_pass_bytes += layers[i].weight_pass_bytes;
     stage.weight_bytes += layers[i].param_bytes;
     stage.activation_bytes += layers[i].activation_bytes;
     stage.optimizer_ms += layers[i].optimizer_s * 1e3;
   }
   stage.transfer_bytes = layers[size_t(first + count - 1)].output_bytes;
-  // The first stage has no input gradient: its B pass records nothing, its W is a whole backward.
-  if (first == 0) stage.weight_pass_bytes = 0;
+  // The first stage runs whole backwards (schedule::lower_schedule): no B, no recorded bytes.
+  if (first == 0) stage.weight_pass_bytes = stage.input_ms = 0, stage.weight_ms = stage.backward_ms;
   return stage;
 }
 
@@ -322,6 +315,7 @@ StageLimits candidate_limits(const PlanRequest& request, const schedule::Schedul
     limits.in_flight.push_back(double(held.peak_inflight[size_t(w)]) / lists.chunks);
   }
   limits.extra_bytes = request.cluster.worker_overhead_bytes;
+  limits.split_backward = entry.splits_backward;
   limits.graphed = graphed_limits(request, lists, c.recompute, c.stages * c.dp_width);
   if (!request.model_variants.empty()) {
     limits.recompute_stage = c.recompute;  // the runtime's memory model
@@ -358,7 +352,7 @@ struct StageTimings {
 };
 
 StageTimings stage_timings(const PlanRequest& request, const std::vector<LayerCost>& layers,
-                           const PlanCandidate& c, const Placement& placement) {
+                           const PlanCandidate& c, const Placement& placement, bool split_backward) {
   const ClusterSpec& cluster = request.cluster;
   sim::CostModel costs;
   costs.stages.clear();
@@ -380,7 +374,9 @@ StageTimings stage_timings(const PlanRequest& request, const std::vector<LayerCo
                                                placement.allreduce_bandwidth, placement.allreduce_latency);
     stage.allreduce_ms = allreduce * 1e3;
     device_allreduce_ms.push_back(stage.allreduce_ms);
-    slowest_compute_s = std::max(slowest_compute_s, (stage.forward_ms + stage.backward_ms) / 1e3);
+    const double backward_ms =
+        split_backward ? sim::input_pass_ms(stage) + stage.weight_ms : stage.backward_ms;
+    slowest_compute_s = std::max(slowest_compute_s, (stage.forward_ms + backward_ms) / 1e3);
     slowest_allreduce_s = std::max(slowest_allreduce_s, allreduce);
     costs.stages.push_back(stage);
   }
@@ -427,7 +423,7 @@ void simulate_candidate(const PlanRequest& request, const std::vector<LayerCost>
                         const StageTimings& timings, PlanCandidate& c) {
   c.costs = timings.costs;
   const bool runtime_memory = !request.model_variants.empty();
-  if (runtime_memory) set_held_activations(c.costs, layers, c, limits, lists);
+  if (runtime_memory) set_held_activations(c.costs, layers, c, limits);
   const sim::SimResult result = sim::simulate(lists, c.costs);
   c.peak_memory_bytes = worker_peak_memory(layers, c, limits, lists, result, flushes, runtime_memory);
   if (c.peak_memory_bytes > limits.memory_bytes) {
@@ -480,7 +476,7 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
   c.partition = partition->layer_counts;
   c.peak_memory_bytes = *std::max_element(partition->stage_memory_bytes.begin(),
                                           partition->stage_memory_bytes.end());
-  StageTimings timings = stage_timings(request, layers, c, placement);
+  StageTimings timings = stage_timings(request, layers, c, placement, limits.split_backward);
   if (lists.chunks > 1 && !time_model_stages(layers, lists, limits, c, timings)) return c;
   simulate_candidate(request, layers, lists, limits, entry.flushes(), timings, c);
   return c;

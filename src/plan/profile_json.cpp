@@ -30,7 +30,7 @@ nlohmann::json to_json(const ModelProfile& profile) {
       sizes.push_back({{"microbatch", m.microbatch}, {"forward_s", m.forward_s},
                        {"backward_s", m.backward_s}, {"weight_s", m.weight_s},
                        {"activation_bytes", m.activation_bytes}, {"output_bytes", m.output_bytes},
-                       {"weight_pass_bytes", m.weight_pass_bytes}});
+                       {"weight_pass_bytes", m.weight_pass_bytes}, {"input_s", m.input_s}});
     }
     layers.push_back({{"name", layer.name}, {"param_bytes", layer.param_bytes},
                       {"optimizer_s", layer.optimizer_s}, {"by_microbatch", sizes}});
@@ -72,7 +72,7 @@ ModelProfile model_profile_from_json(const nlohmann::json& json, const std::stri
                                         m.at("backward_s").get<double>(), m.at("weight_s").get<double>(),
                                         m.at("activation_bytes").get<double>(),
                                         m.at("output_bytes").get<double>(),
-                                        m.value("weight_pass_bytes", 0.0)});
+                                        m.value("weight_pass_bytes", 0.0), m.value("input_s", -1.0)});
       }
       profile.layers.push_back(std::move(parsed));
     }
@@ -101,6 +101,7 @@ std::vector<LayerCost> layer_costs(const ModelProfile& profile, int64_t microbat
                      optimizer_bytes_per_param_byte * layer.param_bytes, found->activation_bytes,
                      found->output_bytes, layer.optimizer_s});
     if (found->weight_s > 0) costs.back().weight_s = found->weight_s;
+    costs.back().input_s = found->input_s;
     costs.back().weight_pass_bytes = found->weight_pass_bytes;
   }
   return costs;
@@ -109,7 +110,8 @@ std::vector<LayerCost> layer_costs(const ModelProfile& profile, int64_t microbat
 std::vector<LayerCost> with_recomputation(std::vector<LayerCost> layers) {
   double input_bytes = 0;  // the embedding's input is token ids: negligible
   for (auto& layer : layers) {
-    layer.weight_s = weight_gradient_s(layer);  // the recomputed forward belongs to B
+    layer.input_s = input_gradient_s(layer) + layer.forward_s;  // the recomputed forward is B's
+    layer.weight_s = weight_gradient_s(layer);
     layer.backward_s += layer.forward_s;
     layer.activation_bytes = input_bytes;
     input_bytes = layer.output_bytes;

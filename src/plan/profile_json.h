@@ -14,11 +14,15 @@ namespace pipetrain::plan {
 
 struct LayerMeasurement {
   int64_t microbatch = 1;
-  double forward_s = 0, backward_s = 0, weight_s = 0;  // weight_s is part of backward_s
+  double forward_s = 0, backward_s = 0;
+  double weight_s = 0;  // the split backward's W pass (older profiles: backward_s less B)
   double activation_bytes = 0, output_bytes = 0;
   // Zero-bubble: the output gradients its split backward holds from B to W (measured; older
   // profiles: 0, counted as none).
   double weight_pass_bytes = 0;
+  // The split backward's B pass (older profiles: -1, taken as backward_s - weight_s). B + W can
+  // exceed backward_s: chunked cross-entropy recomputes its logits in each pass.
+  double input_s = -1;
 };
 
 struct LayerProfile {

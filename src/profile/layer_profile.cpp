@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <memory>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -31,12 +32,15 @@ std::function<void()> synced(const c10::Device& device, std::function<void()> wo
 }
 
 struct LayerTiming {
-  double forward_s, backward_s, input_backward_s;
-  double weight_pass_bytes;  // what a zero-bubble B pass records for its W pass (if measured)
+  double forward_s, backward_s;
+  // Zero-bubble's split backward as the runtime runs it (runtime::SplitBackward): B, the input
+  // gradient, and W, the weight gradients from what B recorded. Timed rather than inferred from
+  // the whole backward: a chunked cross-entropy head recomputes its logits in each pass.
+  double input_pass_s, weight_pass_s;
+  double weight_pass_bytes;  // what B records for W (if measured)
 };
 
-// Forward builds the autograd graph as in training; "input backward" asks autograd for the
-// input gradient only, which skips the weight-gradient GEMMs. `layer` is the one-layer stage
+// Forward builds the autograd graph as in training. `layer` is the one-layer stage
 // [index, index + 1) of `model`; the last layer's time includes the loss.
 LayerTiming time_layer(StageModule& layer, const Model& model, int64_t index, int64_t batch,
                        int repeats, const c10::Device& device, bool measure_weight_pass) {
@@ -53,11 +57,18 @@ LayerTiming time_layer(StageModule& layer, const Model& model, int64_t index, in
     return is_last ? layer.loss(out, example.labels) : out;
   };
   torch::Tensor input, output, grad;
+  std::unique_ptr<runtime::SplitBackward> split;
   const auto fresh_graph = [&] {
+    split.reset();
     layer.zero_grad();
     input = make_input();
     output = output_of(input);
     grad = torch::ones_like(output);
+  };
+  const auto input_pass = [&] {
+    split = std::make_unique<runtime::SplitBackward>(std::vector<torch::Tensor>{output},
+                                                     std::vector<torch::Tensor>{grad}, input,
+                                                     layer.parameters());
   };
   LayerTiming timing{};
   timing.forward_s = median_seconds(repeats, synced(device, [&] { input = make_input(); }),
@@ -65,15 +76,21 @@ LayerTiming time_layer(StageModule& layer, const Model& model, int64_t index, in
   timing.backward_s = median_seconds(repeats, synced(device, fresh_graph),
                                      synced(device, [&] { output.backward(grad); }));
   // The first layer's input is the data (token ids, images): training never asks for its
-  // gradient, so all of the backward is weight gradient.
-  if (index == 0) return timing;
-  timing.input_backward_s = median_seconds(repeats, synced(device, fresh_graph), synced(device, [&] {
-    torch::autograd::grad({output}, {input}, {grad});
-  }));
-  if (measure_weight_pass) {  // bytes, the same every time: once
+  // gradient, so its B does nothing and its W is the whole backward.
+  if (index == 0) {
+    timing.weight_pass_s = timing.backward_s;
+    return timing;
+  }
+  timing.input_pass_s = median_seconds(repeats, synced(device, fresh_graph), synced(device, input_pass));
+  const auto graph_after_input_pass = [&] {
     fresh_graph();
-    const runtime::SplitBackward split({output}, {grad}, input, layer.parameters());
-    timing.weight_pass_bytes = double(split.held_gradient_bytes());
+    input_pass();
+  };
+  timing.weight_pass_s = median_seconds(repeats, synced(device, graph_after_input_pass),
+                                        synced(device, [&] { split->weight_pass(); }));
+  if (measure_weight_pass) {  // bytes, the same every time: once
+    graph_after_input_pass();
+    timing.weight_pass_bytes = double(split->held_gradient_bytes());
   }
   return timing;
 }
@@ -105,7 +122,7 @@ double time_whole_model(StageModule& whole, const Model& model, int64_t batch, i
 
 // Timings of one (layer, microbatch size), one sample per round.
 struct LayerSamples {
-  std::vector<double> forward, backward, input_backward;
+  std::vector<double> forward, backward, input_pass, weight_pass;
   double weight_pass_bytes = 0;
 };
 
@@ -123,7 +140,7 @@ std::vector<double> calibrate_to_whole_model(plan::ModelProfile& profile,
     const double scale = median_of(whole_samples[k]) / layer_sum;
     for (auto& layer : profile.layers) {
       auto& m = layer.by_microbatch[k];
-      m.forward_s *= scale, m.backward_s *= scale, m.weight_s *= scale;
+      m.forward_s *= scale, m.backward_s *= scale, m.weight_s *= scale, m.input_s *= scale;
     }
     scales.push_back(scale);
   }
@@ -190,7 +207,8 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
         auto& entry = samples[size_t(i)][k];
         entry.forward.push_back(t.forward_s);
         entry.backward.push_back(t.backward_s);
-        entry.input_backward.push_back(t.input_backward_s);
+        entry.input_pass.push_back(t.input_pass_s);
+        entry.weight_pass.push_back(t.weight_pass_s);
         if (round == 0) entry.weight_pass_bytes = t.weight_pass_bytes;
       }
     }
@@ -216,7 +234,8 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
       m.microbatch = b;
       m.forward_s = median_of(entry.forward);
       m.backward_s = median_of(entry.backward);
-      m.weight_s = std::max(0.0, m.backward_s - median_of(entry.input_backward));
+      m.input_s = median_of(entry.input_pass);
+      m.weight_s = median_of(entry.weight_pass);
       m.weight_pass_bytes = entry.weight_pass_bytes;
       // Bytes from the model's own memory model (Model::layer_work, checked against the
       // counting allocator: GptLayerMemory.*): what the layer sends on and what it keeps.
@@ -225,8 +244,9 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
       m.activation_bytes = value_bytes * (work.stashed_values > 0 ? work.stashed_values : work.output_values);
       measured.by_microbatch.push_back(m);
       if (progress) {
-        progress(fmt::format("{} b={}: forward {:.2f} ms, backward {:.2f} ms (weights {:.2f} ms)",
-                             measured.name, b, 1e3 * m.forward_s, 1e3 * m.backward_s, 1e3 * m.weight_s));
+        progress(fmt::format("{} b={}: forward {:.2f} ms, backward {:.2f} ms (split: B {:.2f} ms, "
+                             "W {:.2f} ms)", measured.name, b, 1e3 * m.forward_s, 1e3 * m.backward_s,
+                             1e3 * m.input_s, 1e3 * m.weight_s));
       }
     }
     profile.layers.push_back(std::move(measured));

@@ -41,17 +41,18 @@ std::vector<int64_t> parse_counts(const std::string& text) {
 }  // namespace
 
 std::vector<int64_t> balanced_layer_counts(const std::vector<plan::LayerCost>& costs, int64_t stages,
-                                           schedule::Placement placement) {
+                                           const schedule::ScheduleEntry& schedule) {
+  plan::StageLimits unlimited;
+  unlimited.split_backward = schedule.splits_backward;
   // A V placement (worker w: stages w and 2p-1-w) balances each worker's two stages together.
-  const plan::StageLimits unlimited;
-  const auto partition = placement == schedule::Placement::V
+  const auto partition = schedule.placement() == schedule::Placement::V
                              ? plan::v_balanced_partition(costs, int(stages / 2), unlimited)
                              : plan::balanced_partition(costs, int(stages), unlimited);
   return {partition->layer_counts.begin(), partition->layer_counts.end()};
 }
 
 std::vector<StageRange> stage_ranges(const Model& model, const PipelineConfig& pipeline,
-                                     int64_t microbatch_rows, schedule::Placement placement) {
+                                     int64_t microbatch_rows, const schedule::ScheduleEntry& schedule) {
   const int64_t layers = model.layer_count();
   const std::string layer_list =
       fmt::format("{} .. {}", model.layer_name(0), model.layer_name(layers - 1));
@@ -68,7 +69,7 @@ std::vector<StageRange> stage_ranges(const Model& model, const PipelineConfig& p
   }
   std::vector<int64_t> counts;
   if (pipeline.partition == "balanced" || pipeline.partition == "measured") {
-    counts = balanced_layer_counts(model_layer_costs(model, microbatch_rows), stages, placement);
+    counts = balanced_layer_counts(model_layer_costs(model, microbatch_rows), stages, schedule);
   } else {
     counts = parse_counts(pipeline.partition);
     int64_t total = 0;

@@ -8,7 +8,7 @@
 
 #include "core/config.h"
 #include "plan/partition.h"
-#include "schedule/schedule.h"
+#include "schedule/catalogue.h"
 
 namespace pipetrain {
 class Model;
@@ -26,19 +26,20 @@ struct StageRange {
 // full-resolution block, count with their true weight.
 std::vector<plan::LayerCost> model_layer_costs(const Model& model, int64_t microbatch);
 
-// Layer counts per model stage that balance `costs` over `stages` stages (BaPipe's exact
-// partitioner; under a V `placement` over `stages` / 2 workers, each worker's two stages together).
+// Layer counts per model stage that balance `costs` over `stages` stages under `schedule`
+// (BaPipe's exact partitioner; under a V placement over `stages` / 2 workers, each worker's two
+// stages together; a split backward's stages cost forward + B + W).
 std::vector<int64_t> balanced_layer_counts(const std::vector<plan::LayerCost>& costs, int64_t stages,
-                                           schedule::Placement placement);
+                                           const schedule::ScheduleEntry& schedule);
 
 // The stage ranges of `pipeline` (partition, stages x chunks) over the model's layers, balanced
-// for microbatches of `microbatch_rows` rows (under a V `placement`, each worker's two stages
-// together; UserError for a malformed or impossible partition). "measured" is "balanced" for
-// one stage; for several, pipetrain's launcher resolves it to counts first (cli/train_command),
-// so reaching here with it (a worker under torchrun) is a UserError. A run asks its RunSpec
+// for microbatches of `microbatch_rows` rows under `schedule` (balanced_layer_counts; UserError
+// for a malformed or impossible partition). "measured" is "balanced" for one stage; for
+// several, pipetrain's launcher resolves it to counts first (cli/train_command), so reaching
+// here with it (a worker under torchrun) is a UserError. A run asks its RunSpec
 // (runtime/run_spec.h), which calls this once.
 std::vector<StageRange> stage_ranges(const Model& model, const PipelineConfig& pipeline,
-                                     int64_t microbatch_rows, schedule::Placement placement);
+                                     int64_t microbatch_rows, const schedule::ScheduleEntry& schedule);
 
 // pipeline.recompute: "none", "all", or stage indices "0,2", as a flag per model stage.
 // UserError for anything else.

@@ -154,7 +154,7 @@ RunSpec make_run_spec(const Config& config) {
   const auto model = make_model(config);
   if (!spec.pipelined) check_single_process(config, *model);
   spec.microbatch_rows = microbatch_rows_of(config);
-  spec.ranges = stage_ranges(*model, p, spec.microbatch_rows, spec.layout.placement);
+  spec.ranges = stage_ranges(*model, p, spec.microbatch_rows, *spec.schedule);
   const int64_t workers = spec.pipelined ? p.stages * p.dp_width : 1;
   const int64_t nodes = std::max<int64_t>(1, p.nnodes);
   spec.execution = device::with_cuda_graphs(

@@ -373,6 +373,7 @@ void StageExecutor::run_action(const schedule::Action& action, const Microbatch&
       // weight pass, under zero-bubble).
       InFlight& state = in_flight_.at(key);
       auto grad = state.input.grad();
+      state.input.mutable_grad() = torch::Tensor();  // a pending W needs only what B recorded
       state.grad_sent = true;
       drop_if_done(key);
       comm_.send(grad, peer_rank(action.peer), gradient_tag(stage - 1, unit, units));
@@ -420,6 +421,7 @@ void StageExecutor::hand_gradient_over(const Key& key) {
   InFlight& state = in_flight_.at(key);
   const int previous_chunk = layout_.chunk_of_stage(stage - 1);
   in_flight_.at({previous_chunk, microbatch, slice}).output_grad = state.input.grad();
+  state.input.mutable_grad() = torch::Tensor();
   state.grad_sent = true;
   drop_if_done(key);
 }

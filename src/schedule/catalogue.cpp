@@ -94,12 +94,13 @@ std::vector<ScheduleEntry> entries() {
                           "grad); W fills the cooldown.");
   zero_bubble.runtime = runs_fully();
   zero_bubble.planner.plans = true;
+  zero_bubble.splits_backward = true;
 
   auto& zb_h2 = add("zb-h2", make_zb_h2_schedule, K::Sync,
                     "Zero-bubble ZB-H2: 2(p-1-r) extra warm-up forwards on worker r, W deferred "
                     "by 2r B-passes; up to 2p-1 microbatches in flight; parallelograms that "
                     "interlock across iterations without an update barrier.");
-  zb_h2.interlocks_iterations = true;
+  zb_h2.interlocks_iterations = zb_h2.splits_backward = true;
   zb_h2.runtime = runs_fully();
   zb_h2.planner.plans = true;
 
@@ -107,7 +108,7 @@ std::vector<ScheduleEntry> entries() {
                    "Zero-bubble ZB-V (torch ScheduleZBVZeroBubble): 2 chunks per worker in a V "
                    "(worker w: stages w and 2p-1-w), split backward, 1F1B's peak memory.");
   zb_v.parameters.chunks = zb_v.parameters.v_shape = true;
-  zb_v.interlocks_iterations = true;
+  zb_v.interlocks_iterations = zb_v.splits_backward = true;
   zb_v.runtime = runs_fully();
   zb_v.planner = {true, false, 2};
 
@@ -115,6 +116,7 @@ std::vector<ScheduleEntry> entries() {
                         "DualPipeV (torch ScheduleDualPipeV): V placement, the forward of one "
                         "chunk and the full backward of the other run as a pair; m >= 2p.");
   dualpipev.parameters.chunks = dualpipev.parameters.v_shape = true;
+  dualpipev.splits_backward = true;
   dualpipev.parameters.microbatches_per_worker = 2;
   dualpipev.runtime = runs_fully();
   dualpipev.planner = {true, false, 2};

@@ -100,6 +100,10 @@ struct ScheduleEntry {
   // update, and consecutive parallelograms tile. An update barrier (pipetrain's runtime, whose
   // update all-reduces the global gradient norm) undoes it.
   bool interlocks_iterations = false;
+  // Its stages past the first split their backwards into B and W (zero-bubble): what a stage
+  // costs then is forward + B + W (plan::StageLimits::split_backward). Checked against the
+  // generator's lists (Catalogue.NamesAreUniqueAndEachGeneratorBuildsItsOwnEntry).
+  bool splits_backward = false;
   // No-flush schedules reach their steady state from the third iteration on, and so do the
   // interlocking ones when updates are not synchronised (with a barrier their lists of several
   // iterations, whose transfers interleave, would deadlock: one iteration is the steady state).

@@ -121,6 +121,23 @@ double transfer_time(const BusyIntervals& a, const BusyIntervals& b, double read
   return ready;
 }
 
+// The first stage's B W pairs as one Backward at B's place.
+ComputeOrder whole_first_stage_backward(const Schedule& s, ComputeOrder order) {
+  for (int w = 0; w < s.workers; ++w) {
+    auto& items = order[size_t(w)];
+    const auto on_first_stage = [&](const ComputeItem& item) {
+      return s.stage_of(w, item.chunk) == 0;
+    };
+    items.erase(std::remove_if(items.begin(), items.end(), [&](const ComputeItem& item) {
+      return on_first_stage(item) && item.kind == ActionKind::BackwardWeight;
+    }), items.end());
+    for (auto& item : items) {
+      if (on_first_stage(item) && item.kind == ActionKind::BackwardInput) item.kind = ActionKind::Backward;
+    }
+  }
+  return order;
+}
+
 }  // namespace
 
 std::vector<std::vector<Timed>> dataflow_times(const Schedule& s, const DurationOf& duration_of) {
@@ -182,7 +199,7 @@ double nominal_duration(const ScheduleSpec& spec, ActionKind kind, int slices) {
 }
 
 Schedule lower_schedule(Schedule s, const ComputeOrder& order, const ScheduleSpec& spec) {
-  std::vector<std::vector<Action>> lists = insert_updates(s, order);
+  std::vector<std::vector<Action>> lists = insert_updates(s, whole_first_stage_backward(s, order));
   assign_versions(s, lists);
   s.actions = lists;
   auto times = dataflow_times(

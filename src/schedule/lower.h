@@ -23,7 +23,11 @@ struct ComputeItem {
 };
 using ComputeOrder = std::vector<std::vector<ComputeItem>>;  // [worker][position]
 
-// `header` carries the metadata (name, sizes, policy kind); its action lists are replaced.
+// `header` carries the metadata (name, sizes, policy kind); its action lists are replaced. The
+// model's first stage hands no input gradient back, so a split backward there (zero-bubble's B
+// and W) becomes one whole Backward at B's place: a W left behind would do all the work (B has
+// nothing to compute) and, behind the next gradient's receive, wait for it
+// (tests/sim/zero_bubble_test.cpp).
 Schedule lower_schedule(Schedule header, const ComputeOrder& order, const ScheduleSpec& spec);
 
 struct Timed {

@@ -10,6 +10,10 @@ bool counts_as_busy(ActionKind kind) {
   return schedule::is_compute(kind) || kind == ActionKind::OptimizerStep;
 }
 
+double input_pass_ms(const StageCost& stage) {
+  return stage.input_ms >= 0 ? stage.input_ms : stage.backward_ms - stage.weight_ms;
+}
+
 const StageCost& CostModel::stage(int index) const {
   if (stages.empty()) throw std::invalid_argument("cost model without stages");
   if (stages.size() == 1) return stages[0];
@@ -29,7 +33,7 @@ double CostModel::duration_ms(const schedule::Schedule& s, int worker, const Act
   switch (a.kind) {
     case ActionKind::Forward: return c.forward_ms * share;
     case ActionKind::Backward: return c.backward_ms * share;
-    case ActionKind::BackwardInput: return (c.backward_ms - c.weight_ms) * share;
+    case ActionKind::BackwardInput: return input_pass_ms(c) * share;
     case ActionKind::BackwardWeight: return c.weight_ms * share;
     case ActionKind::AllReduceGrads: return s.dp_width > 1 ? c.allreduce_ms : 0.0;
     case ActionKind::OptimizerStep: return c.optimizer_ms;
@@ -51,6 +55,7 @@ CostModel uniform_cost_model(const StageCost& w, int chunks) {
   c.forward_ms /= v;
   c.backward_ms /= v;
   c.weight_ms /= v;
+  if (c.input_ms > 0) c.input_ms /= v;
   c.optimizer_ms /= v;
   c.allreduce_ms /= v;
   c.activation_bytes /= v;

@@ -11,6 +11,9 @@ struct StageCost {
   double forward_ms = 1.0;
   double backward_ms = 2.0;  // full backward: input gradient + weight gradient
   double weight_ms = 1.0;    // the weight-gradient part of backward_ms (split backward, ZB)
+  // A split backward's input-gradient pass (B); < 0: backward_ms - weight_ms. More than that
+  // where both passes redo forward work (chunked cross-entropy recomputes its logits in each).
+  double input_ms = -1.0;
   double optimizer_ms = 0.0;
   // Gradient all-reduce across the dp_width replicas: flush schedules wait for it; no-flush ones
   // post it and wait only before the first action that needs their update (as the runtime does).
@@ -33,6 +36,9 @@ struct StageCost {
   double input_workspace_bytes = -1.0;
   double weight_workspace_bytes = -1.0;
 };
+
+// A stage's B time: input_ms, or what the full backward leaves beside W.
+double input_pass_ms(const StageCost& stage);
 
 struct CostModel {
   // One entry per pipeline stage (chunk * workers + worker), or a single entry for all stages.

@@ -8,6 +8,8 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "schedule/catalogue.h"
+#include "schedule/send_release.h"
 #include "schedule/steps.h"
 #include "sim/shared_cores.h"
 
@@ -24,6 +26,53 @@ double action_workspace(const StageCost& c, ActionKind kind) {
   return c.workspace_bytes;
 }
 
+using Changes = std::vector<std::tuple<double, bool, double>>;  // (time, last, bytes)
+
+// The runtime's sent gradients (a sent activation is its forward's output, held anyway): a send
+// keeps its tensor until a receive from its peer shows the peer took it (schedule/send_release.h:
+// freed at that receive's end), or until the step's end waits for it (a no-flush step's sends:
+// the next step's end). The zero-bubble tail of W passes, after the last gradient is sent and
+// before anything arrives, holds several.
+Changes held_gradient_sends(const schedule::Schedule& s, const CostModel& costs, int w,
+                            const std::vector<schedule::ActionTime>& times) {
+  const std::vector<Action>& list = s.actions[size_t(w)];
+  std::map<int, double> step_end;  // the worker's last action of each iteration
+  for (size_t k = 0; k < list.size(); ++k) {
+    step_end[list[k].iteration] = std::max(step_end[list[k].iteration], times[k].end);
+  }
+  struct Held {
+    int peer;
+    size_t at;
+    double bytes, freed;
+  };
+  std::map<schedule::Message, Held> sends;
+  const auto released = schedule::sends_released_by_receives(s, w, s.actions);
+  const int waited_at = schedule::flushes(s.policy.kind) ? 0 : 1;  // steps after the send's
+  for (size_t k = 0; k < list.size(); ++k) {
+    const Action& a = list[k];
+    if (a.kind == ActionKind::SendGrad) {
+      const double bytes = costs.stage(s.stage_of(w, a.chunk) - 1).transfer_bytes *
+                           costs.slice_share(a.slice, s.slices);
+      const auto end = step_end.find(a.iteration + waited_at);
+      sends[*schedule::message_of(s, w, a)] = {a.peer, k, bytes,
+                                               end == step_end.end() ? times.back().end : end->second};
+    }
+    const auto found = released[k] ? sends.find(*released[k]) : sends.end();
+    if (found == sends.end()) continue;
+    for (auto& [message, send] : sends) {
+      if (send.peer == found->second.peer && send.at <= found->second.at) {
+        send.freed = std::min(send.freed, times[k].end);
+      }
+    }
+  }
+  Changes changes;
+  for (const auto& [message, send] : sends) {
+    changes.push_back({times[send.at].start, false, send.bytes});
+    changes.push_back({send.freed, false, -send.bytes});
+  }
+  return changes;
+}
+
 // Peak bytes of activations held: from the start of a forward to the end of the action that
 // completes the unit's gradients (Backward, or BackwardWeight for a split backward), plus the
 // split backward's weight-pass bytes from the start of BackwardInput to the end of BackwardWeight.
@@ -31,13 +80,14 @@ double action_workspace(const StageCost& c, ActionKind kind) {
 // gradient-producing action of an iteration (the start of a first W pass, which then frees its
 // microbatch's activations at its start too) to the end of the worker's last OptimizerStep of that
 // iteration (the runtime updates a worker's chunks at once: the global norm needs all their
-// gradients, and a V worker's head and embedding share a tied weight's), and its workspace
-// during each compute action (action_workspace).
+// gradients, and a V worker's head and embedding share a tied weight's), its workspace during
+// each compute action (action_workspace), and the gradients it has sent and still holds
+// (held_gradient_sends).
 double peak_activations(const schedule::Schedule& s, const CostModel& costs, int w,
                         const std::vector<schedule::ActionTime>& times, bool gradients = false) {
   // (time, last, bytes): frees sort first at ties, but an update's release of the gradients
   // (`last`) after everything else at its time (a zero-time update ends with its backward).
-  std::vector<std::tuple<double, bool, double>> changes;
+  Changes changes = gradients ? held_gradient_sends(s, costs, w, times) : Changes{};
   std::set<std::pair<int, int>> with_gradients;  // (chunk, iteration)
   std::map<int, size_t> last_update;              // iteration -> its last OptimizerStep here
   for (size_t k = 0; k < s.actions[w].size(); ++k) {
@@ -55,9 +105,9 @@ double peak_activations(const schedule::Schedule& s, const CostModel& costs, int
     // A stage's first W pass of an iteration makes all its gradients, none a temporary (the
     // first is kept): counted from its start. Restarted from recorded gradients, its junctions
     // free their saved inputs as they run (counted at its start too) while the recorded
-    // gradients stay to its end; with nothing recorded (the first stage's, which has no input
-    // gradient) it is a whole backward that keeps its graph to its end (runtime::SplitBackward;
-    // measured: docs/planning.md). A whole Backward frees as it goes: its start peaks.
+    // gradients stay to its end; with nothing recorded (a model that gives no weight-pass bytes)
+    // its activations count to its end. A whole Backward frees as it goes: its start peaks. (The
+    // first stage runs whole backwards: schedule::lower_schedule.)
     const bool first_weight_pass = first && a.kind == ActionKind::BackwardWeight;
     const double made_at = first_weight_pass ? times[k].start : times[k].end;
     const bool frees_at_start = first_weight_pass && c.weight_pass_bytes > 0;
@@ -90,10 +140,12 @@ SimResult simulate(const schedule::Schedule& s, const CostModel& costs) {
   r.stats = schedule::validate_or_throw(s);
   for (int st = 0; st < s.stages(); ++st) {
     const StageCost& c = costs.stage(st);
-    if (c.forward_ms < 0 || c.backward_ms < 0 || c.weight_ms < 0 || c.weight_ms > c.backward_ms ||
+    const bool weight_fits = c.input_ms >= 0 || c.weight_ms <= c.backward_ms;
+    if (c.forward_ms < 0 || c.backward_ms < 0 || c.weight_ms < 0 || !weight_fits ||
         c.optimizer_ms < 0 || c.allreduce_ms < 0 || c.activation_bytes < 0 || c.weight_bytes < 0 || c.weight_pass_bytes < 0 ||
         c.transfer_bytes < 0)
-      fail("cost model of stage {}: times and sizes must be >= 0 and weight <= backward", st);
+      fail("cost model of stage {}: times and sizes must be >= 0 and weight <= backward (or an input "
+           "pass time given)", st);
   }
   if (costs.p2p_latency_ms < 0 || costs.bandwidth_bytes_per_ms < 0 || costs.send_post_ms < 0 ||
       costs.send_post_bytes_per_ms < 0)

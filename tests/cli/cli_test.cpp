@@ -530,12 +530,13 @@ std::vector<WorkerMemory> planned_and_measured(const fs::path& dir, const std::s
 // peak (measured: 0.3-0.9% under), for a flushing and a no-flush schedule (the optimizer step's
 // temporaries fall with nothing in flight in 1F1B and on top of the held activations in 2BW,
 // beside the second set of gradients 2BW's pending update holds), and for zero-bubble's split
-// backward (ZB-H1, ZB-H2, ZB-V) with full logits and chunked cross-entropy (measured 0.4-1.9%
-// under). There the first stage's B does nothing and its W is a whole backward that keeps its
-// graph to its end; elsewhere B's peak holds what it records (with full logits, the head's
-// logits gradient) and a later W makes weight gradients only. (Charged the stage's workspace on
-// top of what they record, B and W stood 14% high on ZB-H1's last worker with full logits, 4-5%
-// with chunked cross-entropy.)
+// backward (ZB-H1, ZB-H2, ZB-V) with full logits and chunked cross-entropy (measured 0.0-0.8%
+// under). There B's peak holds what it records (with full logits, the head's logits gradient), a
+// later W makes weight gradients only, and the gradients a worker sent stay until a receive shows
+// they arrived: with chunked cross-entropy the head's stage is the head alone, whose W tail holds
+// two (3.2% under before they were counted and the sent input gradient was let go). (Charged the
+// stage's workspace on top of what they record, B and W stood 14% high on ZB-H1's last worker
+// with full logits, 4-5% with chunked cross-entropy.)
 TEST(Cli, PlannedWorkerMemoryMatchesTheRunsCountedPeaks) {
   const auto dir = temp_dir("plan_memory");
   fs::create_directories(dir);

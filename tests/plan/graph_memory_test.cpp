@@ -53,12 +53,14 @@ std::vector<double> graphs_add(const std::string& schedule, bool recompute) {
 
 // 1F1B: worker w has 2 - w slots, each keeping A, its workspace and the 150 B left in its pool;
 // the transfers' 200 B and the optimizer's 300 B beside them. Eager: the slots' activations and
-// one workspace: worker 0 holds 2 x 3050 + 500, worker 1 3050 + 500.
+// one workspace: worker 0 holds 2 x 3050 + 500, worker 1 3050 + 500 and the gradient it sent
+// for the previous microbatch (100 B), which it lets go when worker 0's next activation shows
+// it arrived (schedule/send_release.h); graphed, that gradient is among the transfers.
 TEST(GraphMemory, EachSlotKeepsItsActivationsAndWorkspace) {
   const double slot = 3050 + 150 + 500;
   const auto added = graphs_add("1f1b", false);
   EXPECT_DOUBLE_EQ(added[0], 2 * slot + 200 + 300 - (2 * 3050 + 500));
-  EXPECT_DOUBLE_EQ(added[1], slot + 200 + 300 - (3050 + 500));
+  EXPECT_DOUBLE_EQ(added[1], slot + 200 + 300 - (3050 + 500 + 100));
 }
 
 // Recomputing 1F1B: slots keep their input (and outputs), one shared pool rebuilds a
@@ -67,7 +69,7 @@ TEST(GraphMemory, RecomputingSlotsShareOnePool) {
   const auto added = graphs_add("1f1b", true);
   const double shared = 3000 + 500;
   EXPECT_DOUBLE_EQ(added[0], 2 * (50 + 150) + shared + 200 + 300 - (2 * 50 + 500 + 3000));
-  EXPECT_DOUBLE_EQ(added[1], (50 + 150) + shared + 200 + 300 - (50 + 500 + 3000));
+  EXPECT_DOUBLE_EQ(added[1], (50 + 150) + shared + 200 + 300 - (50 + 500 + 3000 + 100));
 }
 
 // 2BW (no flush, stashing): one more copy of the 3 kB of weights, and the capture step holds the

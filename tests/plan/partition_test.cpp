@@ -148,6 +148,26 @@ TEST(BalancedPartition, TiedHeadGetsFewerBlocksThanEqualCounts) {
   EXPECT_EQ(balanced->layer_counts, (std::vector<int>{3, 3, 3, 1}));
 }
 
+// Four blocks (1 + 2 units) and a head with chunked cross-entropy: forward 2, whole backward 6
+// (2 products + the logits recomputed once), B and W 5 each (each recomputes them). Whole, the
+// cut 3 | 1 + head costs 9 | 11; split, the head's stage runs forward + B + W: 9 | 15, so
+// 4 | head (12 | 12) wins. The first stage runs whole backwards either way.
+TEST(BalancedPartition, ASplitBackwardsStageCostsForwardPlusBPlusW) {
+  std::vector<LayerCost> layers(5);
+  for (int i = 0; i < 4; ++i) layers[i].forward_s = 1, layers[i].backward_s = 2;
+  layers[4].forward_s = 2, layers[4].backward_s = 6, layers[4].input_s = 5, layers[4].weight_s = 5;
+  EXPECT_DOUBLE_EQ(stage_backward_s(layers[4], false), 6);
+  EXPECT_DOUBLE_EQ(stage_backward_s(layers[4], true), 10);
+  EXPECT_DOUBLE_EQ(stage_backward_s(layers[0], true), 2);  // B + W = the backward, halves unknown
+  StageLimits limits;
+  EXPECT_EQ(balanced_partition(layers, 2, limits)->layer_counts, (std::vector<int>{3, 2}));
+  EXPECT_DOUBLE_EQ(balanced_partition(layers, 2, limits)->bottleneck_s, 11);
+  limits.split_backward = true;
+  EXPECT_EQ(balanced_partition(layers, 2, limits)->layer_counts, (std::vector<int>{4, 1}));
+  EXPECT_DOUBLE_EQ(balanced_partition(layers, 2, limits)->bottleneck_s, 12);
+  EXPECT_DOUBLE_EQ(balanced_partition(layers, 1, limits)->bottleneck_s, 20);  // one stage: whole
+}
+
 TEST(BalancedPartition, BadRequestsAreUserErrors) {
   const std::vector<LayerCost> layers(3);
   EXPECT_THROW(balanced_partition(layers, 4, {}), UserError);

@@ -74,7 +74,8 @@ TEST(ScheduleChoice, MemoryThatAllowsZeroBubblePicksItAndTightMemoryPicks1F1B) {
 // Six equal layers (1 ms forward, 2 ms backward of which 1 ms weight gradient, 1 kB of
 // activations each) on 2 devices: 3 layers a stage, A = 3 kB per microbatch in flight. The
 // first worker holds p = 2 microbatches under 1F1B and ZB-H1 (no weight-pass bytes measured) and
-// 2p - 1 = 3 under ZB-H2: (p - 1) A more; the split backward's measured W time is what ZB uses.
+// 2p - 1 = 3 under ZB-H2: (p - 1) A more; the split backward's measured B and W times are what
+// ZB uses.
 TEST(ScheduleChoice, EachScheduleHoldsItsOwnActivations) {
   PlanRequest request = uniform_profile_request();
   request.cluster = four_devices(1000);
@@ -89,8 +90,12 @@ TEST(ScheduleChoice, EachScheduleHoldsItsOwnActivations) {
   EXPECT_DOUBLE_EQ(memory("zb-h2") - memory("1f1b"), 3e3);
   EXPECT_DOUBLE_EQ(memory("zb-h1"), memory("1f1b"));
   EXPECT_DOUBLE_EQ(memory("gpipe") - memory("1f1b"), 2 * 3e3);  // m = 4 in flight
+  // The first stage runs whole backwards (schedule::lower_schedule): all of it W, none B.
   const PlanCandidate zb = evaluate_candidate(request, "zb-h1", 2, 4, false);
-  for (const auto& stage : zb.costs.stages) EXPECT_DOUBLE_EQ(stage.weight_ms, 3.0);
+  EXPECT_DOUBLE_EQ(zb.costs.stages.at(0).input_ms, 0.0);
+  EXPECT_DOUBLE_EQ(zb.costs.stages.at(0).weight_ms, 6.0);
+  EXPECT_DOUBLE_EQ(zb.costs.stages.at(1).input_ms, 3.0);
+  EXPECT_DOUBLE_EQ(zb.costs.stages.at(1).weight_ms, 3.0);
 }
 
 }  // namespace

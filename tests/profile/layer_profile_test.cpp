@@ -42,9 +42,17 @@ TEST(LayerProfile, MeasuresEveryLayerAtEverySize) {
     for (const auto& m : layer.by_microbatch) {
       EXPECT_GT(m.forward_s, 0) << layer.name;
       EXPECT_GT(m.backward_s, 0) << layer.name;
-      EXPECT_LE(m.weight_s, m.backward_s) << layer.name;
+      EXPECT_GT(m.weight_s, 0) << layer.name;  // the split's passes, each timed
+      if (layer.name != "embedding") {
+        EXPECT_GT(m.input_s, 0) << layer.name;
+      }
     }
     EXPECT_DOUBLE_EQ(layer.by_microbatch[1].output_bytes, 4 * layer.by_microbatch[0].output_bytes);
+  }
+  // The token input takes no gradient: the embedding's B does nothing, its W is its backward.
+  for (const auto& m : profile.layers[0].by_microbatch) {
+    EXPECT_EQ(m.input_s, 0);
+    EXPECT_EQ(m.weight_s, m.backward_s);
   }
 }
 
@@ -81,8 +89,16 @@ TEST(LayerProfile, JsonRoundTripAndLayerCosts) {
   EXPECT_DOUBLE_EQ(costs[1].optimizer_bytes, 3 * costs[1].param_bytes);
   EXPECT_THROW(plan::layer_costs(parsed, 3), UserError);
   EXPECT_THROW(plan::model_profile_from_json({{"format", "other"}}, "x"), UserError);
+  EXPECT_DOUBLE_EQ(costs[2].input_s, profile.layers[2].by_microbatch[1].input_s);
+  // Profiles written before B was timed: B is what the backward leaves beside W.
+  for (auto& layer : older["layers"])
+    for (auto& m : layer["by_microbatch"]) m.erase("input_s");
+  const auto older_costs = plan::layer_costs(plan::model_profile_from_json(older, "old"), 4);
+  EXPECT_DOUBLE_EQ(plan::input_gradient_s(older_costs[2]), costs[2].backward_s - costs[2].weight_s);
   const auto recomputed = plan::with_recomputation(costs);
   EXPECT_DOUBLE_EQ(recomputed[2].backward_s, costs[2].backward_s + costs[2].forward_s);
+  EXPECT_DOUBLE_EQ(recomputed[2].input_s, costs[2].input_s + costs[2].forward_s);  // B recomputes
+  EXPECT_DOUBLE_EQ(recomputed[2].weight_s, costs[2].weight_s);
   EXPECT_DOUBLE_EQ(recomputed[2].activation_bytes, costs[1].output_bytes);
 }
 

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "model/registry.h"
+#include "runtime/model_costs.h"
 #include "runtime/run_spec.h"
 
 namespace pipetrain::runtime {
@@ -82,6 +83,31 @@ TEST(Partition, BadPartitionsAreUserErrors) {
 
 // "measured" reaches the run spec unresolved only in a worker nobody resolved it for (torchrun):
 // refused there, since every worker would time its own layers; one stage has nothing to cut.
+// W is a layer's weight products: the head's X^T dY (2 N D V FLOPs, N tokens), a block's four
+// linears (8 N D^2 + 4 N D F) without attention's score products (4 B T^2 D), whose backward is
+// all B. Chunked cross-entropy recomputes its logits (2 N D V) in the backward: once in a whole
+// one, in each pass of a split one. The default GPT (D 128, F 512, V 256, T 128), 4 sequences.
+TEST(ModelCosts, WIsTheWeightProductsAndChunkedCrossEntropyRecomputesInEachPass) {
+  Config chunked;
+  chunked.model.loss_chunk_tokens = 64;
+  const auto full = model_layer_costs(*make_model(Config{}), 4);
+  const auto chunked_head = model_layer_costs(*make_model(chunked), 4).back();
+  const double flops_per_s = ModelCostOptions{}.flops_per_s, n = 4 * 128;
+  const double logits_s = 2 * n * 128 * 256 / flops_per_s;
+  const double linears_s = (8 * n * 128 * 128 + 4 * n * 128 * 512) / flops_per_s;
+  const auto& block = full[1];
+  EXPECT_DOUBLE_EQ(plan::weight_gradient_s(block), linears_s);
+  EXPECT_DOUBLE_EQ(plan::input_gradient_s(block), block.backward_s - linears_s);
+  EXPECT_GT(plan::input_gradient_s(block), 1.3 * linears_s);  // + 2 x 4 B T^2 D: 33.5M of 201M
+  const auto& full_head = full.back();
+  EXPECT_DOUBLE_EQ(plan::weight_gradient_s(full_head), logits_s);
+  EXPECT_DOUBLE_EQ(plan::input_gradient_s(full_head), full_head.backward_s - logits_s);
+  EXPECT_DOUBLE_EQ(chunked_head.forward_s, full_head.forward_s);
+  EXPECT_DOUBLE_EQ(chunked_head.backward_s, full_head.backward_s + logits_s);
+  EXPECT_DOUBLE_EQ(plan::weight_gradient_s(chunked_head), 2 * logits_s);
+  EXPECT_DOUBLE_EQ(plan::input_gradient_s(chunked_head), full_head.backward_s);
+}
+
 TEST(Partition, MeasuredIsTheLaunchersToResolve) {
   try {
     make_run_spec(config_with(4, 2, "measured"));
@@ -94,7 +120,8 @@ TEST(Partition, MeasuredIsTheLaunchersToResolve) {
   // Balancing given costs: the cut that evens the stages' sums (1 | 1 1 | 3 over 3 stages).
   std::vector<plan::LayerCost> costs(4);
   for (size_t i = 0; i < costs.size(); ++i) costs[i].forward_s = i == 3 ? 3.0 : 1.0;
-  EXPECT_EQ(balanced_layer_counts(costs, 3, schedule::Placement::Looping), (std::vector<int64_t>{1, 2, 1}));
+  EXPECT_EQ(balanced_layer_counts(costs, 3, schedule::schedule_entry("1f1b")),
+            (std::vector<int64_t>{1, 2, 1}));
 }
 
 }  // namespace

@@ -57,6 +57,7 @@ TEST(Catalogue, NamesAreUniqueAndEachGeneratorBuildsItsOwnEntry) {
     const Schedule s = make_schedule(spec);
     EXPECT_EQ(s.name, entry.name);
     EXPECT_EQ(s.policy.kind, entry.policy) << entry.name;
+    EXPECT_EQ(splits_any_backward(s), entry.splits_backward) << entry.name;
   }
   EXPECT_EQ(schedule_names().size(), schedule_catalogue().size());
   EXPECT_EQ(find_schedule("zigzag"), nullptr);

@@ -87,7 +87,8 @@ TEST(Generators, MostInFlightPerChunk) {
   }
   const Schedule zb = make_schedule(spec_of("zb-h2", 3, 6));
   EXPECT_EQ(most_in_flight(zb.actions[0], 0), 5);
-  EXPECT_TRUE(splits_backward(zb.actions[0], 0));
+  EXPECT_FALSE(splits_backward(zb.actions[0], 0));  // the first stage: whole backwards
+  EXPECT_TRUE(splits_backward(zb.actions[1], 0));
   const Schedule v = make_schedule(spec_of("zb-v", 2, 4, 2));
   EXPECT_EQ(most_in_flight(v.actions[0], 0), 4);
   EXPECT_EQ(most_in_flight(v.actions[0], 1), 1);
