@@ -66,7 +66,8 @@ struct StageLimits {
   bool gpipe_memory = false;  // in-flight = microbatches on every stage instead of stages - s
   double extra_bytes = 0;     // per stage, whatever it holds (e.g. a recomputation workspace)
   // Zero-bubble's split backward: a stage past the first runs B and W (input_s + weight_s, more
-  // than backward_s where both passes recompute); the first's B does nothing, its W is whole.
+  // than backward_s where both passes recompute); the first runs whole backwards
+  // (schedule::lower_schedule).
   bool split_backward = false;
   // pipetrain's recomputation: a stage keeps only its input per in-flight microbatch and
   // rebuilds one microbatch's activations of all its layers in backward.

@@ -147,11 +147,11 @@ GraphedChunk graphed_chunk(const std::vector<LayerCost>& layers, std::pair<int, 
 // its whole step holds the eager step's peak: counted as eager).
 std::optional<StageLimits::Graphed> graphed_limits(const PlanRequest& request,
                                                    const schedule::Schedule& lists, bool recompute,
-                                                   int workers) {
+                                                   bool split_backward, int workers) {
   const bool flushes = schedule::flushes(lists.policy.kind);
   if (!request.cuda_graphs || (workers == 1 && lists.chunks == 1 && flushes)) return std::nullopt;
   return StageLimits::Graphed{schedule::stashes_versions(lists.policy.kind),
-                              recompute && !schedule::splits_any_backward(lists), flushes};
+                              recompute && !split_backward, flushes};
 }
 
 // The memory as the schedule holds it, the worst worker: its chunks' weights in as many versions
@@ -316,7 +316,8 @@ StageLimits candidate_limits(const PlanRequest& request, const schedule::Schedul
   }
   limits.extra_bytes = request.cluster.worker_overhead_bytes;
   limits.split_backward = entry.splits_backward;
-  limits.graphed = graphed_limits(request, lists, c.recompute, c.stages * c.dp_width);
+  limits.graphed =
+      graphed_limits(request, lists, c.recompute, limits.split_backward, c.stages * c.dp_width);
   if (!request.model_variants.empty()) {
     limits.recompute_stage = c.recompute;  // the runtime's memory model
   } else if (planner_has_gpt_shape(request)) {

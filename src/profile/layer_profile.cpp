@@ -85,13 +85,11 @@ LayerTiming time_layer(StageModule& layer, const Model& model, int64_t index, in
   const auto graph_after_input_pass = [&] {
     fresh_graph();
     input_pass();
+    // What B recorded for W: the same bytes every time (kept when asked).
+    if (measure_weight_pass) timing.weight_pass_bytes = double(split->held_gradient_bytes());
   };
   timing.weight_pass_s = median_seconds(repeats, synced(device, graph_after_input_pass),
                                         synced(device, [&] { split->weight_pass(); }));
-  if (measure_weight_pass) {  // bytes, the same every time: once
-    graph_after_input_pass();
-    timing.weight_pass_bytes = double(split->held_gradient_bytes());
-  }
   return timing;
 }
 

@@ -60,11 +60,4 @@ bool splits_backward(const std::vector<Action>& actions, int chunk) {
   });
 }
 
-bool splits_any_backward(const Schedule& lists) {
-  return std::any_of(lists.actions.begin(), lists.actions.end(), [](const auto& actions) {
-    return std::any_of(actions.begin(), actions.end(),
-                       [](const Action& action) { return action.kind == ActionKind::BackwardInput; });
-  });
-}
-
 }  // namespace pipetrain::schedule

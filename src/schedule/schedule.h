@@ -90,8 +90,6 @@ struct Schedule {
 int most_in_flight(const std::vector<Action>& actions, int chunk);
 // Whether `chunk`'s backwards are split in two in `actions` (zero-bubble's B and W).
 bool splits_backward(const std::vector<Action>& actions, int chunk);
-// Whether any worker splits any chunk's backwards.
-bool splits_any_backward(const Schedule& lists);
 
 // Parameters of a generator. Nominal costs only order the send/recv pairs (see lower.h); the
 // simulator takes its own cost model.

@@ -41,11 +41,12 @@ Changes held_gradient_sends(const schedule::Schedule& s, const CostModel& costs,
     step_end[list[k].iteration] = std::max(step_end[list[k].iteration], times[k].end);
   }
   struct Held {
-    int peer;
     size_t at;
     double bytes, freed;
   };
-  std::map<schedule::Message, Held> sends;
+  std::map<int, std::vector<Held>> to_peer;  // in send order
+  std::map<int, size_t> released_to_peer;    // how many of them a receive showed arrived
+  std::map<schedule::Message, std::pair<int, size_t>> sent;  // its peer and place
   const auto released = schedule::sends_released_by_receives(s, w, s.actions);
   const int waited_at = schedule::flushes(s.policy.kind) ? 0 : 1;  // steps after the send's
   for (size_t k = 0; k < list.size(); ++k) {
@@ -54,21 +55,24 @@ Changes held_gradient_sends(const schedule::Schedule& s, const CostModel& costs,
       const double bytes = costs.stage(s.stage_of(w, a.chunk) - 1).transfer_bytes *
                            costs.slice_share(a.slice, s.slices);
       const auto end = step_end.find(a.iteration + waited_at);
-      sends[*schedule::message_of(s, w, a)] = {a.peer, k, bytes,
-                                               end == step_end.end() ? times.back().end : end->second};
+      auto& sends = to_peer[a.peer];
+      sent[*schedule::message_of(s, w, a)] = {a.peer, sends.size()};
+      sends.push_back({k, bytes, end == step_end.end() ? times.back().end : end->second});
     }
-    const auto found = released[k] ? sends.find(*released[k]) : sends.end();
-    if (found == sends.end()) continue;
-    for (auto& [message, send] : sends) {
-      if (send.peer == found->second.peer && send.at <= found->second.at) {
-        send.freed = std::min(send.freed, times[k].end);
-      }
+    const auto found = released[k] ? sent.find(*released[k]) : sent.end();
+    if (found == sent.end()) continue;
+    const auto [peer, through] = found->second;  // messages to a peer arrive in order
+    auto& sends = to_peer[peer];
+    for (size_t& next = released_to_peer[peer]; next <= through; ++next) {
+      sends[next].freed = std::min(sends[next].freed, times[k].end);
     }
   }
   Changes changes;
-  for (const auto& [message, send] : sends) {
-    changes.push_back({times[send.at].start, false, send.bytes});
-    changes.push_back({send.freed, false, -send.bytes});
+  for (const auto& [peer, sends] : to_peer) {
+    for (const Held& send : sends) {
+      changes.push_back({times[send.at].start, false, send.bytes});
+      changes.push_back({send.freed, false, -send.bytes});
+    }
   }
   return changes;
 }
