@@ -167,6 +167,7 @@ double worker_peak_memory(const std::vector<LayerCost>& layers, PlanCandidate& c
   const auto ranges = simulated_stage_layers(c);
   // The runtime's eager flushing step starts without gradients (set to none): the simulator
   // places them, and each compute action's workspace, on the timeline (set_held_activations).
+  // A no-flush worker keeps its gradients whole (fixed): the timeline gives the rest.
   const bool gradients_timed = runtime_memory && flushes && !limits.graphed;
   double worst = 0;
   c.worker_memory_bytes.clear();
@@ -192,10 +193,14 @@ double worker_peak_memory(const std::vector<LayerCost>& layers, PlanCandidate& c
     if (gradients_timed) {
       fixed -= gradients;
       held = std::max(result.peak_held_bytes[size_t(w)], gradients + optimizer_workspace) + once;
+    } else if (flushes) {
+      held = std::max(result.peak_activation_bytes[size_t(w)] + workspace, optimizer_workspace) + once;
     } else {
-      const double activations = result.peak_activation_bytes[size_t(w)];
-      held = flushes ? std::max(activations + workspace, optimizer_workspace) + once
-                     : activations + workspace + optimizer_workspace + once;
+      // A no-flush update meets microbatches in flight. Its replica sums land before it runs:
+      // their flat buffers meet what the timeline holds (the run-on's transients), not the
+      // optimizer's temporaries.
+      held = result.peak_activation_bytes[size_t(w)] + workspace + optimizer_workspace + once;
+      if (runtime_memory && !limits.graphed) held = std::max(held, result.peak_transient_bytes[size_t(w)] + once);
     }
     if (limits.graphed) held = graphed_held_bytes(chunks, optimizer_workspace, flushes ? 0 : held);
     c.worker_memory_bytes.push_back(fixed + held + limits.extra_bytes);

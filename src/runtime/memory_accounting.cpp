@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -26,6 +27,7 @@ namespace {
 struct Counters {
   std::atomic<int64_t> live{0};
   std::atomic<int64_t> peak{0};
+  std::atomic<int64_t> window_peak{0};  // since the last action's start (trace.json)
   std::mutex mutex;
   std::unordered_map<void*, size_t> sizes;  // live block -> bytes
   c10::DeleterFnPtr base_deleter = nullptr;
@@ -36,8 +38,12 @@ struct Counters {
       sizes.emplace(data, bytes);
     }
     const int64_t now = live.fetch_add(int64_t(bytes)) + int64_t(bytes);
-    int64_t seen = peak.load();
-    while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+    raise(peak, now);
+    raise(window_peak, now);
+  }
+  static void raise(std::atomic<int64_t>& high, int64_t now) {
+    int64_t seen = high.load();
+    while (now > seen && !high.compare_exchange_weak(seen, now)) {
     }
   }
   void remove(void* data) {
@@ -109,6 +115,42 @@ CountingAllocator& CountingAllocator::install() {
 int64_t CountingAllocator::live_bytes() const { return counters().live.load(); }
 int64_t CountingAllocator::peak_bytes() const { return counters().peak.load(); }
 void CountingAllocator::reset_peak() { counters().peak.store(counters().live.load()); }
+int64_t CountingAllocator::window_peak_bytes() const { return counters().window_peak.load(); }
+void CountingAllocator::reset_window_peak() { counters().window_peak.store(counters().live.load()); }
+
+MemoryWatch::MemoryWatch(CountingAllocator& allocator, const c10::Device& device)
+    : allocator_(allocator), device_(device) {}
+
+void MemoryWatch::begin_step() {
+  allocator_.reset_peak();
+  device::reset_peak_memory(device_);
+  folded_device_peak_ = 0;
+}
+
+void MemoryWatch::begin_action() {
+  allocator_.reset_window_peak();
+  if (const auto gpu = device::device_memory(device_)) {
+    folded_device_peak_ = std::max(folded_device_peak_, gpu->peak);
+    device::reset_peak_memory(device_);
+  }
+}
+
+ActionMemory MemoryWatch::end_action(int64_t graph_pools) const {
+  if (const auto gpu = device::device_memory(device_)) {
+    return {gpu->peak + graph_pools, gpu->allocated + graph_pools};
+  }
+  return {allocator_.window_peak_bytes(), allocator_.live_bytes()};
+}
+
+int64_t MemoryWatch::live_bytes() const {
+  const auto gpu = device::device_memory(device_);
+  return gpu ? gpu->allocated : allocator_.live_bytes();
+}
+
+int64_t MemoryWatch::step_peak_bytes() const {
+  const auto gpu = device::device_memory(device_);
+  return gpu ? std::max(folded_device_peak_, gpu->peak) : allocator_.peak_bytes();
+}
 
 int64_t storage_bytes(const std::vector<at::Tensor>& tensors) {
   std::unordered_set<const void*> seen;
@@ -152,21 +194,15 @@ MemoryReport MemoryReport::max_with(const MemoryReport& other) const {
           std::max(graph_pools, other.graph_pools)};
 }
 
-void reset_peak_memory(CountingAllocator& allocator, const c10::Device& device) {
-  allocator.reset_peak();
-  device::reset_peak_memory(device);
-}
-
-MemoryReport measure_memory(const CountingAllocator& allocator, const c10::Device& device,
-                            const std::vector<at::Tensor>& parameters,
+MemoryReport measure_memory(const MemoryWatch& watch, const std::vector<at::Tensor>& parameters,
                             torch::optim::Optimizer& optimizer, int64_t graph_pools) {
   MemoryReport report;
-  report.live = allocator.live_bytes();
-  report.peak = allocator.peak_bytes();
-  if (const auto gpu = device::device_memory(device)) {
+  report.live = watch.live_bytes();
+  report.peak = watch.step_peak_bytes();
+  if (watch.device().is_cuda()) {
     report.graph_pools = graph_pools;
-    report.live = gpu->allocated + graph_pools;
-    report.peak = gpu->peak + graph_pools;
+    report.live += graph_pools;
+    report.peak += graph_pools;
   }
   report.weights = storage_bytes(parameters);
   report.gradients = storage_bytes(gradients_of(parameters));

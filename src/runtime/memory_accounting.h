@@ -30,6 +30,34 @@ class CountingAllocator {
   int64_t live_bytes() const;
   int64_t peak_bytes() const;  // since the last reset_peak()
   void reset_peak();           // peak := live
+  // A second, independent peak: one action's (trace.json), leaving the step's alone.
+  int64_t window_peak_bytes() const;  // since the last reset_window_peak()
+  void reset_window_peak();           // window peak := live
+};
+
+// One action's memory (bytes): its peak while it ran and what it left live.
+struct ActionMemory {
+  int64_t peak = -1, live = -1;
+};
+
+// A worker's tensor bytes, on its device: the step's peak (metrics.jsonl) and each traced
+// action's (trace.json). On a GPU worker they are the CUDA caching allocator's, which keeps one
+// peak: an action's window resets it, so the step's peak folds in the windows before it.
+class MemoryWatch {
+ public:
+  MemoryWatch(CountingAllocator& allocator, const c10::Device& device);
+  void begin_step();  // the step's peak := live
+  void begin_action();
+  // (graph_pools: what CUDA graphs' pools hold beyond their tensors, as in MemoryReport.)
+  ActionMemory end_action(int64_t graph_pools) const;
+  int64_t live_bytes() const;
+  int64_t step_peak_bytes() const;  // since begin_step()
+  const c10::Device& device() const { return device_; }
+
+ private:
+  CountingAllocator& allocator_;
+  c10::Device device_;
+  int64_t folded_device_peak_ = 0;  // the step's device peak before the current window
 };
 
 // Bytes of the distinct storages behind `tensors` (a storage shared by two tensors counts once;
@@ -57,14 +85,11 @@ struct MemoryReport {
   MemoryReport max_with(const MemoryReport& other) const;  // field-wise maximum
 };
 
-// On a GPU worker live and peak are the CUDA caching allocator's bytes on `device` (the
+// On a GPU worker live and peak are the CUDA caching allocator's bytes on its device (the
 // counting allocator sees only host tensors there) plus `graph_pools`; weights, gradients and
 // optimizer state are counted from the tensors wherever they live.
-MemoryReport measure_memory(const CountingAllocator& allocator, const c10::Device& device,
-                            const std::vector<at::Tensor>& parameters,
+MemoryReport measure_memory(const MemoryWatch& watch, const std::vector<at::Tensor>& parameters,
                             torch::optim::Optimizer& optimizer, int64_t graph_pools = 0);
-// The start of a step: both peaks (host counter, device allocator) from what is live now.
-void reset_peak_memory(CountingAllocator& allocator, const c10::Device& device);
 
 // Every rank's report, on every rank (one all-reduce over the world group: each rank fills its
 // own row of a zero matrix). A collective: all ranks call it at the same point.

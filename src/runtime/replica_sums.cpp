@@ -27,4 +27,9 @@ std::vector<at::Tensor> PostedFlatSum::finish() {
   return pieces;
 }
 
+void PostedFlatSum::release() {
+  if (flat_.defined()) flat_.storage().unsafeGetStorageImpl()->reset();  // (the reduction is done)
+  flat_ = at::Tensor();
+}
+
 }  // namespace pipetrain::runtime

@@ -16,6 +16,10 @@ class PostedFlatSum {
   PostedFlatSum(Comm& comm, int group, const std::vector<at::Tensor>& parts);
   // Waits for the sum; returns it in pieces shaped as the parts (views of the flat buffer).
   std::vector<at::Tensor> finish();
+  // Lets go of the flat buffer's bytes now, its pieces done with. Gloo's worker thread drops its
+  // own reference to a finished reduction a moment after the wait returns: left to it, the
+  // buffer was freed an action later on one replica and not on the other (trace.json's memory).
+  void release();
 
  private:
   Comm* comm_;

@@ -179,7 +179,8 @@ StepResult StageExecutor::train_step(int64_t step) {
   if (pass_graphs_ && !pass_graphs_tried_ && step >= resumed_at_ + pass_graphs_->eager_steps()) {
     prepare_pass_graphs(step);
     // The capture's allocations are the pools, counted whole from here on (graph_pool_bytes).
-    device::reset_peak_memory(device_);
+    if (memory_watch_) memory_watch_->begin_step();
+    else device::reset_peak_memory(device_);
   }
   const size_t end = actions.size();
   const bool list_done = flushes() || step + 1 == lists_.iterations();
@@ -256,11 +257,20 @@ int StageExecutor::tag_window() const {
   return std::min(lists_.total_microbatches() * slices_.count(), per_iteration * (layout_.stages() + 4));
 }
 
-size_t StageExecutor::trace_mark() { return current_step_ < traced_steps ? clock_->mark() : 0; }
+size_t StageExecutor::trace_mark() {
+  if (current_step_ >= traced_steps) return 0;
+  if (memory_watch_) memory_watch_->begin_action();
+  return clock_->mark();
+}
 
 void StageExecutor::trace(sim::TimedEvent event, size_t start_mark) {
   if (event.step >= traced_steps) return;
   const size_t end = clock_->mark();
+  if (memory_watch_) {
+    const ActionMemory memory = memory_watch_->end_action(graph_pool_bytes());
+    event.memory_peak_bytes = memory.peak;
+    event.memory_live_bytes = memory.live;
+  }
   pending_trace_.push_back({std::move(event), start_mark, end});
 }
 

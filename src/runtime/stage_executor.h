@@ -23,6 +23,7 @@
 #include "runtime/comm.h"
 #include "runtime/sent_messages.h"
 #include "runtime/layout.h"
+#include "runtime/memory_accounting.h"
 #include "runtime/partition.h"
 #include "runtime/replica_sums.h"
 #include "runtime/run_spec.h"
@@ -148,6 +149,8 @@ class StageExecutor {
   // the machine's monotonic clock, shared by all processes on it): the real-run timeline.
   const std::vector<sim::TimedEvent>& events() const { return events_; }
   static constexpr int64_t traced_steps = 20;
+  // Where the traced actions read their memory (none: the trace has no memory). Not owned.
+  void set_memory_watch(MemoryWatch* watch) { memory_watch_ = watch; }
 
  private:
   // What a chunk holds for one in-flight microbatch, dropped once its backward is done.
@@ -217,7 +220,7 @@ class StageExecutor {
   void count_readers_through(int64_t step);
   // The real-run timeline of the first traced_steps steps, as the device ran it
   // (device::EventClock): a mark before an action, its event from that mark to now, resolved
-  // into clock times at the step's end.
+  // into clock times at the step's end, with the action's memory (memory_watch_).
   size_t trace_mark();
   void trace(sim::TimedEvent event, size_t start_mark);
   void resolve_trace();
@@ -330,6 +333,7 @@ class StageExecutor {
     size_t start, end;  // EventClock marks
   };
   std::vector<PendingTrace> pending_trace_;
+  MemoryWatch* memory_watch_ = nullptr;
   std::unique_ptr<device::PassGraphs> pass_graphs_;  // null unless train.cuda_graphs
   bool pass_graphs_tried_ = false, pass_graphs_ready_ = false;
   struct PassSlots {

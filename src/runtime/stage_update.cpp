@@ -49,6 +49,7 @@ void StageExecutor::land_replica_sums(std::vector<ReplicaGradients>& sums) {
     const auto pieces = posted.sum.finish();
     // Copied, not aliased: zero_grad detaches gradients in place, which views forbid.
     for (size_t i = 0; i < pieces.size(); ++i) posted.grads[i].copy_(pieces[i]);
+    posted.sum.release();
   }
   sums.clear();
 }

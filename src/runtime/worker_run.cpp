@@ -206,7 +206,8 @@ std::string assemble_model_and_sample(const Config& config, const fs::path& chec
 void write_trace_part(const fs::path& dir, int rank, const std::vector<sim::TimedEvent>& events) {
   nlohmann::json part = nlohmann::json::array();
   for (const auto& e : events) {
-    part.push_back({e.name, e.category, e.start_ms, e.duration_ms, e.microbatch, e.step});
+    part.push_back({e.name, e.category, e.start_ms, e.duration_ms, e.microbatch, e.step,
+                    e.memory_peak_bytes, e.memory_live_bytes});
   }
   write_file_atomically((dir / fmt::format("trace-rank{}.json", rank)).string(), part.dump());
 }
@@ -246,7 +247,7 @@ void write_trace(const fs::path& dir, const Layout& layout) {
     timeline.events.emplace_back();
     if (!fs::exists(path)) continue;  // a worker on another node: its lane stays empty
     for (const auto& e : nlohmann::json::parse(read_file(path.string()))) {
-      timeline.events.back().push_back({e[0], e[1], e[2], e[3], e[4], e[5]});
+      timeline.events.back().push_back({e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]});
       origin = std::min(origin, e[2].get<double>());
     }
     fs::remove(path);
@@ -271,14 +272,17 @@ class PipelineWorkerSession : public TrainingSession {
   };
   PipelineWorkerSession(Run run, Comm& comm, StageExecutor& executor, CountingAllocator& allocator,
                         StopVotes& votes)
-      : run_(std::move(run)), comm_(comm), executor_(executor), allocator_(allocator), votes_(votes) {}
+      : run_(std::move(run)), comm_(comm), executor_(executor),
+        memory_(allocator, executor.device()), votes_(votes) {
+    executor_.set_memory_watch(&memory_);
+  }
 
   bool reports() const override { return run_.layout.reports(); }
   int rank() const override { return comm_.rank(); }
   StepResult train_step(int64_t step) override {
-    reset_peak_memory(allocator_, executor_.device());
+    memory_.begin_step();
     const StepResult result = executor_.train_step(step);
-    step_memory_ = measure_memory(allocator_, executor_.device(), executor_.held_weights(),
+    step_memory_ = measure_memory(memory_, executor_.held_weights(),
                                   executor_.optimizer(), executor_.graph_pool_bytes());
     run_memory_ = run_memory_.max_with(step_memory_);
     return result;
@@ -326,7 +330,7 @@ class PipelineWorkerSession : public TrainingSession {
   Run run_;
   Comm& comm_;
   StageExecutor& executor_;
-  CountingAllocator& allocator_;
+  MemoryWatch memory_;
   PostedMemoryTable posted_memory_;  // this worker's row of the last logged step's table
   StopVotes& votes_;
   MemoryReport step_memory_;

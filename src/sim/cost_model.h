@@ -26,8 +26,8 @@ struct StageCost {
   double weight_pass_bytes = 0.0;
   // For peak_held_bytes: the stage's gradients, made by its first gradient-producing action of an
   // iteration and freed after the worker's update of the iteration, at its last OptimizerStep (a
-  // flushing runtime step starts with none), and the transient workspace of each of its compute
-  // actions.
+  // flushing runtime step starts with none), the transient workspace of each of its compute
+  // actions, and with dp_width > 1 a flat copy of them from its AllReduceGrads until the sum lands.
   double gradient_bytes = 0.0;
   double workspace_bytes = 0.0;
   // A split backward's passes: a BackwardInput's transient bytes beyond its weight_pass_bytes

@@ -1,6 +1,8 @@
 #include "sim/simulator.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -27,6 +29,7 @@ double action_workspace(const StageCost& c, ActionKind kind) {
 }
 
 using Changes = std::vector<std::tuple<double, bool, double>>;  // (time, last, bytes)
+constexpr double kForever = std::numeric_limits<double>::infinity();
 
 // The runtime's sent gradients (a sent activation is its forward's output, held anyway): a send
 // keeps its tensor until a receive from its peer shows the peer took it (schedule/send_release.h:
@@ -85,13 +88,17 @@ Changes held_gradient_sends(const schedule::Schedule& s, const CostModel& costs,
 // microbatch's activations at its start too) to the end of the worker's last OptimizerStep of that
 // iteration (the runtime updates a worker's chunks at once: the global norm needs all their
 // gradients, and a V worker's head and embedding share a tied weight's), its workspace during
-// each compute action (action_workspace), and the gradients it has sent and still holds
-// (held_gradient_sends).
+// each compute action (action_workspace), the gradients it has sent and still holds
+// (held_gradient_sends), and the flat copy of a stage's gradients its replica sum makes.
+// Held::transients counts all but the gradients (a no-flush worker's, kept whole across steps).
+enum class Held { activations, transients, everything };
+
 double peak_activations(const schedule::Schedule& s, const CostModel& costs, int w,
-                        const std::vector<schedule::ActionTime>& times, bool gradients = false) {
+                        const std::vector<schedule::ActionTime>& times, Held count) {
+  const bool transients = count != Held::activations, gradients = count == Held::everything;
   // (time, last, bytes): frees sort first at ties, but an update's release of the gradients
   // (`last`) after everything else at its time (a zero-time update ends with its backward).
-  Changes changes = gradients ? held_gradient_sends(s, costs, w, times) : Changes{};
+  Changes changes = transients ? held_gradient_sends(s, costs, w, times) : Changes{};
   std::set<std::pair<int, int>> with_gradients;  // (chunk, iteration)
   std::map<int, size_t> last_update;              // iteration -> its last OptimizerStep here
   for (size_t k = 0; k < s.actions[w].size(); ++k) {
@@ -105,27 +112,45 @@ double peak_activations(const schedule::Schedule& s, const CostModel& costs, int
     if (a.kind == ActionKind::Forward) changes.push_back({times[k].start, false, bytes});
     if (a.kind == ActionKind::BackwardInput) changes.push_back({times[k].start, false, held});
     const bool produces = schedule::is_gradient_producer(a.kind);
-    const bool first = gradients && produces && with_gradients.insert({a.chunk, a.iteration}).second;
-    // A stage's first W pass of an iteration makes all its gradients, none a temporary (the
-    // first is kept): counted from its start. Restarted from recorded gradients, its junctions
-    // free their saved inputs as they run (counted at its start too) while the recorded
-    // gradients stay to its end; with nothing recorded (a model that gives no weight-pass bytes)
-    // its activations count to its end. A whole Backward frees as it goes: its start peaks. (The
-    // first stage runs whole backwards: schedule::lower_schedule.)
+    const bool first = transients && produces && with_gradients.insert({a.chunk, a.iteration}).second;
+    // A stage's first W pass of an iteration makes all its gradients (the first is kept):
+    // counted from its start. Restarted from recorded gradients, its junctions free their saved
+    // inputs as they run (counted at its start too) while the recorded gradients stay to its
+    // end. Its first junction makes its weight gradient before any of that is freed: the pass's
+    // workspace (which holds that gradient) on what it started with, an instant before the swap
+    // (GPT-2 small's block stage: an MLP weight's 9 MiB, seen in trace.json). With nothing
+    // recorded (a model that gives no weight-pass bytes) its activations count to its end. A
+    // whole Backward frees as it goes: its start peaks. (The first stage runs whole backwards:
+    // schedule::lower_schedule.)
     const bool first_weight_pass = first && a.kind == ActionKind::BackwardWeight;
-    const double made_at = first_weight_pass ? times[k].start : times[k].end;
     const bool frees_at_start = first_weight_pass && c.weight_pass_bytes > 0;
+    // (just after its start: once its first junction's weight gradient is made)
+    const double swapped_at = frees_at_start ? std::nextafter(times[k].start, kForever) : times[k].start;
+    const double made_at = first_weight_pass ? swapped_at : times[k].end;
     if (a.kind == ActionKind::BackwardWeight) changes.push_back({times[k].end, false, -held});
-    if (produces) changes.push_back({frees_at_start ? times[k].start : times[k].end, false, -bytes});
-    if (!gradients) continue;
-    if (schedule::is_compute(a.kind) && !first_weight_pass) {
+    if (produces) changes.push_back({frees_at_start ? swapped_at : times[k].end, false, -bytes});
+    if (!transients) continue;
+    if (schedule::is_compute(a.kind) && (!first_weight_pass || frees_at_start)) {
       const double workspace = action_workspace(c, a.kind);
       changes.push_back({times[k].start, false, workspace});
-      changes.push_back({times[k].end, false, -workspace});
+      changes.push_back({frees_at_start ? swapped_at : times[k].end, false, -workspace});
     }
-    if (first) changes.push_back({made_at, false, c.gradient_bytes});
+    if (first && gradients) changes.push_back({made_at, false, c.gradient_bytes});
+    if (a.kind == ActionKind::AllReduceGrads && s.dp_width > 1) {
+      // The replica sum copies the stage's gradients into one flat buffer (runtime/replica_sums.h)
+      // that a flushing step lands at once, a no-flush one once both the sum is done (a posted
+      // AllReduceGrads' end) and the worker's update has begun.
+      const auto update = last_update.find(a.iteration);
+      const double landed = schedule::flushes(s.policy.kind) ? times[k].end
+                            : update != last_update.end()
+                                ? std::max(times[k].end, times[update->second].end)
+                                : times.back().end;
+      changes.push_back({times[k].start, false, c.gradient_bytes});
+      changes.push_back({landed, false, -c.gradient_bytes});
+    }
   }
   for (const auto& [chunk, iteration] : with_gradients) {
+    if (!gradients) break;
     const auto update = last_update.find(iteration);
     if (update == last_update.end()) continue;  // never updated here: held to the end
     const double bytes = costs.stage(s.stage_of(w, chunk)).gradient_bytes;
@@ -207,11 +232,12 @@ SimResult simulate(const schedule::Schedule& s, const CostModel& costs) {
     }
     r.busy_ms.push_back(busy);
     r.bubble_fraction.push_back(window > 0 ? 1.0 - busy / window : 0.0);
-    double activations = peak_activations(s, costs, w, r.times[w]);
+    double activations = peak_activations(s, costs, w, r.times[w], Held::activations);
     double weights = 0;
     for (int c = 0; c < s.chunks; ++c) weights += costs.stage(s.stage_of(w, c)).weight_bytes;
     r.peak_activation_bytes.push_back(activations);
-    r.peak_held_bytes.push_back(peak_activations(s, costs, w, r.times[w], true));
+    r.peak_held_bytes.push_back(peak_activations(s, costs, w, r.times[w], Held::everything));
+    r.peak_transient_bytes.push_back(peak_activations(s, costs, w, r.times[w], Held::transients));
     r.peak_memory_bytes.push_back(activations + weights * r.stats.peak_live_versions[w]);
   }
   return r;

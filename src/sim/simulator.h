@@ -27,8 +27,11 @@ struct SimResult {
   // BackwardWeight of an iteration to the end of the worker's last OptimizerStep of it (the
   // runtime updates all its chunks there; a flush schedule's peak often
   // falls in its first backward, before the gradients exist), plus each compute action's
-  // workspace_bytes while it runs.
+  // workspace_bytes while it runs, the sent gradients still held, and with dp_width > 1 the
+  // replica sums' flat copies of the gradients.
   std::vector<double> peak_held_bytes;
+  // Per worker: the same without the gradients (a no-flush worker holds them whole all along).
+  std::vector<double> peak_transient_bytes;
   std::vector<double> peak_memory_bytes;      // activations + weight versions kept
   schedule::ScheduleStats stats;              // from the validator
 };

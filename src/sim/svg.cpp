@@ -43,6 +43,40 @@ bool is_transfer(const std::string& category) {
   return category.rfind("Send", 0) == 0 || category.rfind("Recv", 0) == 0;
 }
 
+double peak_memory_bytes(const Timeline& t) {
+  double most = 0;
+  for (const auto& lane : t.events)
+    for (const auto& e : lane) most = std::max(most, double(e.memory_peak_bytes));
+  return most;
+}
+
+// A lane's tensor memory under its actions (a real run's trace): each action's peak over its
+// span, what it left live until the next one; one scale, `most` bytes, for every lane.
+std::string memory_strip(const std::vector<TimedEvent>& events, double left, double scale,
+                         double y, double height, double most) {
+  std::vector<const TimedEvent*> measured;
+  for (const auto& e : events)
+    if (e.memory_peak_bytes >= 0) measured.push_back(&e);
+  if (measured.empty()) return "";
+  std::sort(measured.begin(), measured.end(),
+            [](const TimedEvent* a, const TimedEvent* b) { return a->start_ms < b->start_ms; });
+  const double base = y + height;
+  const auto level = [&](int64_t bytes) { return base - height * double(bytes) / most; };
+  std::string points = fmt::format("{:.2f},{:.1f}", left + measured.front()->start_ms * scale, base);
+  for (const TimedEvent* e : measured) {
+    const double x0 = left + e->start_ms * scale, x1 = left + (e->start_ms + e->duration_ms) * scale;
+    points += fmt::format(" {0:.2f},{1:.1f} {2:.2f},{1:.1f} {2:.2f},{3:.1f}", x0,
+                          level(e->memory_peak_bytes), x1, level(e->memory_live_bytes));
+  }
+  const double end = left + (measured.back()->start_ms + measured.back()->duration_ms) * scale;
+  int64_t lane_peak = 0;
+  for (const TimedEvent* e : measured) lane_peak = std::max(lane_peak, e->memory_peak_bytes);
+  return fmt::format("<polygon points=\"{} {:.2f},{:.1f}\" fill=\"#c9d9ee\" stroke=\"#4a78b0\" "
+                     "stroke-width=\"0.7\"/>\n<text x=\"4\" y=\"{:.1f}\" font-size=\"9\" "
+                     "fill=\"#4a78b0\">{:.0f} MiB</text>\n",
+                     points, end, base, base - 2, double(lane_peak) / (1024.0 * 1024.0));
+}
+
 }  // namespace
 
 std::string render_svg(const Timeline& t, const SvgOptions& o) {
@@ -52,8 +86,11 @@ std::string render_svg(const Timeline& t, const SvgOptions& o) {
     for (const auto& e : lane) end_ms = std::max(end_ms, e.start_ms + e.duration_ms);
   if (end_ms <= 0) end_ms = 1;
   const double plot_w = o.width_px - left - right, scale = plot_w / end_ms;
-  const double lanes_h = t.lanes.size() * (o.lane_height_px + lane_gap);
-  const double axis_y = top + lanes_h + 4, height = axis_y + 70;
+  const double most_memory = peak_memory_bytes(t);
+  const double strip_h = most_memory > 0 ? 30 : 0;  // a memory strip under each lane
+  const double pitch = o.lane_height_px + strip_h + lane_gap;
+  const double lanes_h = t.lanes.size() * pitch;
+  const double axis_y = top + lanes_h + 4, height = axis_y + (strip_h > 0 ? 86 : 70);
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" "
       "font-family=\"monospace\" font-size=\"11\">\n"
@@ -64,12 +101,15 @@ std::string render_svg(const Timeline& t, const SvgOptions& o) {
       "<text x=\"{:.0f}\" y=\"20\" font-size=\"14\">{}</text>\n",
       o.width_px, height, left, escape(t.title));
   for (size_t lane = 0; lane < t.lanes.size(); ++lane) {
-    double y = top + lane * (o.lane_height_px + lane_gap);
+    double y = top + lane * pitch;
     svg += fmt::format(
         "<text x=\"4\" y=\"{:.1f}\">{}</text>\n<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
         "height=\"{:.1f}\" fill=\"url(#idle)\"/>\n",
         y + o.lane_height_px * 0.65, escape(t.lanes[lane]), left, y, plot_w, o.lane_height_px);
     if (lane >= t.events.size()) continue;
+    if (strip_h > 0) {
+      svg += memory_strip(t.events[lane], left, scale, y + o.lane_height_px + 1, strip_h - 2, most_memory);
+    }
     for (const TimedEvent& e : t.events[lane]) {
       bool transfer = is_transfer(e.category);
       if (transfer && !o.show_transfers) continue;
@@ -113,6 +153,12 @@ std::string render_svg(const Timeline& t, const SvgOptions& o) {
     lx += 30 + 7.0 * std::string(label).size();
   }
   svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">hue = microbatch</text>\n", lx, ly + 10);
+  if (strip_h > 0) {
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#4a78b0\">under each worker: its tensor "
+                       "memory (an action's peak, then what it left live; the worker's peak at the "
+                       "left; one scale for all, 0 to {:.0f} MiB)</text>\n",
+                       left, ly + 28, most_memory / (1024.0 * 1024.0));
+  }
   return svg + "</svg>\n";
 }
 

@@ -64,6 +64,23 @@ double median_forward_ms(const Timeline& timeline) {
   return durations[durations.size() / 2];
 }
 
+namespace {
+
+double mib(int64_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
+
+// A counter track per worker (Perfetto draws it as a graph under the worker's actions): the
+// action's peak while it runs, what it left live from its end.
+void add_memory_counter(nlohmann::json& events, const TimedEvent& e, size_t lane) {
+  const auto counter = [&](double ms, int64_t bytes) {
+    return nlohmann::json{{"name", "tensor memory (MiB)"}, {"ph", "C"},          {"pid", lane},
+                          {"tid", 0},                      {"ts", ms * 1000.0}, {"args", {{"MiB", mib(bytes)}}}};
+  };
+  events.push_back(counter(e.start_ms, e.memory_peak_bytes));
+  events.push_back(counter(e.start_ms + e.duration_ms, e.memory_live_bytes));
+}
+
+}  // namespace
+
 std::string chrome_trace_json(const Timeline& timeline) {
   nlohmann::json events = nlohmann::json::array();
   for (size_t lane = 0; lane < timeline.lanes.size(); ++lane) {
@@ -83,7 +100,12 @@ std::string chrome_trace_json(const Timeline& timeline) {
                               {"dur", e.duration_ms * 1000.0}};
       if (e.microbatch >= 0) event["args"]["microbatch"] = e.microbatch;
       if (e.step >= 0) event["args"]["step"] = e.step;
+      if (e.memory_peak_bytes >= 0) {
+        event["args"]["memory_peak_mib"] = mib(e.memory_peak_bytes);
+        event["args"]["memory_live_mib"] = mib(e.memory_live_bytes);
+      }
       events.push_back(std::move(event));
+      if (e.memory_peak_bytes >= 0) add_memory_counter(events, e, lane);
     }
   }
   nlohmann::json trace = {{"traceEvents", events},

@@ -32,6 +32,28 @@ TEST(CountingAllocator, PeakRisesByExactlyOneTensorsBytes) {
   EXPECT_EQ(&CountingAllocator::install(), &allocator);       // installed once
 }
 
+// An action's window (trace.json) has its own peak: resetting it leaves the step's alone.
+TEST(MemoryWatch, AnActionsPeakIsItsOwnAndTheStepsKeepsEveryAction) {
+  CountingAllocator& allocator = CountingAllocator::install();
+  MemoryWatch watch(allocator, torch::kCPU);
+  watch.begin_step();
+  const int64_t base = watch.live_bytes();
+  watch.begin_action();
+  { auto big = torch::empty({4000}, torch::kFloat32); }  // 16000 bytes, freed
+  const ActionMemory first = watch.end_action(0);
+  EXPECT_EQ(first.peak - base, 16000);
+  EXPECT_EQ(first.live, base);
+  auto kept = torch::empty({500}, torch::kFloat64);  // 4000 bytes between the actions
+  watch.begin_action();
+  { auto small = torch::empty({250}, torch::kFloat32); }  // 1000 bytes beside the kept ones
+  const ActionMemory second = watch.end_action(0);
+  EXPECT_EQ(second.peak - base, 4000 + 1000);
+  EXPECT_EQ(second.live - base, 4000);
+  EXPECT_EQ(watch.step_peak_bytes() - base, 16000);  // the first action's, not reset
+  watch.begin_step();
+  EXPECT_EQ(watch.step_peak_bytes() - base, 4000);
+}
+
 TEST(StorageBytes, CountsASharedStorageOnce) {
   auto base = torch::zeros({10, 10});
   EXPECT_EQ(storage_bytes({base, base.slice(0, 0, 5), base.view({100}), torch::Tensor()}), 400);
@@ -66,11 +88,12 @@ TEST_P(OptimizerStateBytes, EqualTheClosedFormAfterOneStep) {
   int64_t n = 0;
   for (const auto& p : params) n += p.numel();
 
-  allocator.reset_peak();
+  MemoryWatch watch(allocator, torch::kCPU);
+  watch.begin_step();
   auto tokens = torch::randint(0, 256, {4, 16}, torch::kInt64);
   lm_loss(model->forward(tokens), tokens).backward();
   optimizer->step();
-  const MemoryReport report = measure_memory(allocator, torch::kCPU, params, *optimizer);
+  const MemoryReport report = measure_memory(watch, params, *optimizer);
   EXPECT_EQ(report.weights, 4 * n);
   EXPECT_EQ(report.gradients, 4 * n);
   EXPECT_EQ(report.optimizer, 4 * n * GetParam().state_floats_per_parameter);

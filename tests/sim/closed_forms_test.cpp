@@ -108,6 +108,32 @@ TEST(ClosedForms, PeakHeldCountsTheRunningActionsWorkspace) {
       }
 }
 
+// With replicas (dp_width 2) a stage's AllReduceGrads copies its G bytes of gradients into one
+// flat buffer: a flushing step's stages peak there, after their last backward, at 2 G (G far
+// above the m activations); alone (dp_width 1) as above, in the first backward. GPT-2 small's
+// embedding stage peaked there 150 MiB (its gradients) above the model before this was counted.
+TEST(ClosedForms, PeakHeldCountsTheReplicaSumsFlatCopyOfTheGradients) {
+  const double g = 100;
+  for (const char* name : {"gpipe", "1f1b"})
+    for (int p = 1; p <= 4; ++p)
+      for (int m = 1; m <= 6; ++m)
+        for (int width : {1, 2}) {
+          ScheduleSpec spec = spec_of(name, p, m, kCostSets[0]);
+          spec.dp_width = width;
+          StageCost cost;
+          cost.gradient_bytes = g;
+          cost.allreduce_ms = 0.5;  // (a transient counts over its action's time)
+          const SimResult r = simulate(schedule::make_schedule(spec), uniform_cost_model(cost, 1));
+          for (int s = 0; s < p; ++s) {
+            const bool gpipe = name[0] == 'g';
+            const double alone = gpipe || m <= p - s ? m - 1 + g : p - s + g;  // (as above)
+            EXPECT_NEAR(r.peak_held_bytes[s], width == 2 ? 2 * g : alone, kEps)
+                << name << " p=" << p << " m=" << m << " width=" << width << " s=" << s;
+            EXPECT_NEAR(r.peak_activation_bytes[s], gpipe ? m : std::min(p - s, m), kEps);
+          }
+        }
+}
+
 // A worker of several chunks updates them all at its last OptimizerStep (the runtime's global
 // norm needs every chunk's gradients): with gradients G far above the activations, each
 // worker's peak is its v chunks' v G plus at most its peak activations. (Released at each
@@ -166,8 +192,8 @@ TEST(ClosedForms, PeakHeldCountsTheFirstWeightPassesGradientsFromItsStart) {
 // A split backward's passes have workspaces of their own: B's beyond what it records, a later
 // W's (weight gradients only). The list above with A = 10, R = 4, G = 100 and S = 30 for F and
 // B: the second W starts at 2 A + 2 R - A + G - R = 114 and adds its workspace (unknown: S, 144;
-// 20: 134); with none the first W's start peaks (118), unless B's own workspace of 100 tops it,
-// at the second B: 2 A + 2 R + 100 = 128.
+// 20: 134; the first W's, 30 or 20 on its start's 28, is below); with none the first W's swap
+// peaks (118), unless B's own workspace of 100 tops it, at the second B: 2 A + 2 R + 100 = 128.
 TEST(ClosedForms, PeakHeldCountsASplitBackwardsPassesOwnWorkspaces) {
   StageCost cost;
   cost.forward_ms = 1, cost.backward_ms = 2, cost.weight_ms = 1;
@@ -182,6 +208,11 @@ TEST(ClosedForms, PeakHeldCountsASplitBackwardsPassesOwnWorkspaces) {
   EXPECT_NEAR(peak(-1, 20), 134, kEps);
   EXPECT_NEAR(peak(-1, 0), 118, kEps);
   EXPECT_NEAR(peak(100, 0), 128, kEps);
+  // The first W's first junction makes its weight gradient before anything is freed: with
+  // gradients G = 1 and a W workspace of 50 it peaks at its start, 2 A + 2 R + 50 = 78 (the swap
+  // leaves 2 A + 2 R - A + G = 19; the second W 19 - R + 50 = 65).
+  cost.gradient_bytes = 1;
+  EXPECT_NEAR(peak(-1, 50), 78, kEps);
 }
 
 // Megatron: bubble time (p-1)(tf+tb)/v, i.e. (p-1)/(v m) of the ideal m (tf+tb); as a share of

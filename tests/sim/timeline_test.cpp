@@ -50,6 +50,25 @@ TEST(Timeline, SvgDrawsLanesAxisAndLegend) {
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
 }
 
+// A real run's memory: a strip under each lane on one scale (the largest peak, 4 MiB, at the
+// strip's top). Lane 0's strip spans y 63-91 (lanes of 26 px, strips of 28, 6 px apart from
+// y 36), so its 2 MiB peak sits at 77; lane 1's strip starts at 125, where its 4 MiB peak is.
+TEST(Timeline, SvgDrawsEachLanesMemoryOnOneScale) {
+  constexpr int64_t kMiB = 1 << 20;
+  Timeline t;
+  t.lanes = {"worker 0", "worker 1"};
+  t.events = {{{"0F0", "Forward", 0, 1, 0, 0, 2 * kMiB, kMiB}},
+              {{"1F0", "Forward", 0, 1, 0, 0, 4 * kMiB, 3 * kMiB}}};
+  const std::string svg = render_svg(t);
+  EXPECT_NE(svg.find("80.00,77.0"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("80.00,125.0"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">2 MiB</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">4 MiB</text>"), std::string::npos);
+  EXPECT_NE(svg.find("0 to 4 MiB"), std::string::npos);
+  t.events = {{{"0F0", "Forward", 0, 1, 0}}, {{"1F0", "Forward", 0, 1, 0}}};  // none measured
+  EXPECT_EQ(render_svg(t).find("<polygon"), std::string::npos);
+}
+
 TEST(Timeline, StepWindowKeepsThoseStepsFromZero) {
   Timeline t;
   t.lanes = {"worker 0", "worker 1"};
