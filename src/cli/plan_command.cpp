@@ -75,6 +75,23 @@ std::vector<plan::PlanRequest::ModelVariant> model_variants(
   return variants;
 }
 
+// The best plan's memory on its simulated timeline, tensors only (as a run's trace.json has
+// it): the simulator's held bytes per action, raised on each worker so its highest is the plan's
+// predicted worker memory less the cluster's per-worker overhead.
+void add_predicted_memory(sim::Timeline& timeline, const schedule::Schedule& s,
+                          const sim::SimResult& simulated, const plan::PlanCandidate& best,
+                          double overhead_bytes) {
+  std::vector<std::vector<sim::HeldDuring>> held;
+  std::vector<double> base;
+  for (int w = 0; w < s.workers; ++w) {
+    held.push_back(sim::held_during_actions(s, best.costs, w, simulated));
+    double highest = 0;
+    for (const auto& action : held.back()) highest = std::max(highest, action.peak);
+    base.push_back(best.worker_memory_bytes.at(size_t(w)) - overhead_bytes - highest);
+  }
+  sim::add_simulated_memory(timeline, held, base);
+}
+
 }  // namespace
 
 void add_plan_command(CLI::App& app) {
@@ -218,7 +235,11 @@ void add_plan_command(CLI::App& app) {
     }
     if (!svg.empty() || !trace.empty()) {
       const auto s = schedule::make_schedule(best.schedule_spec);
-      sim::Timeline timeline = sim::timeline_from_simulation(s, sim::simulate(s, best.costs));
+      const sim::SimResult simulated = sim::simulate(s, best.costs);
+      sim::Timeline timeline = sim::timeline_from_simulation(s, simulated);
+      if (!best.worker_memory_bytes.empty()) {
+        add_predicted_memory(timeline, s, simulated, best, request.cluster.worker_overhead_bytes);
+      }
       timeline.title = fmt::format("predicted: {} d={} w={} b={} m={}, iteration {:.1f} ms", best.schedule,
                                    best.stages, best.dp_width, best.microbatch, best.microbatches,
                                    1e3 * best.iteration_s);

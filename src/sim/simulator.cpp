@@ -93,8 +93,8 @@ Changes held_gradient_sends(const schedule::Schedule& s, const CostModel& costs,
 // Held::transients counts all but the gradients (a no-flush worker's, kept whole across steps).
 enum class Held { activations, transients, everything };
 
-double peak_activations(const schedule::Schedule& s, const CostModel& costs, int w,
-                        const std::vector<schedule::ActionTime>& times, Held count) {
+Changes held_changes(const schedule::Schedule& s, const CostModel& costs, int w,
+                     const std::vector<schedule::ActionTime>& times, Held count) {
   const bool transients = count != Held::activations, gradients = count == Held::everything;
   // (time, last, bytes): frees sort first at ties, but an update's release of the gradients
   // (`last`) after everything else at its time (a zero-time update ends with its backward).
@@ -157,8 +157,13 @@ double peak_activations(const schedule::Schedule& s, const CostModel& costs, int
     changes.push_back({times[update->second].end, true, -bytes});
   }
   std::sort(changes.begin(), changes.end());
+  return changes;
+}
+
+double peak_activations(const schedule::Schedule& s, const CostModel& costs, int w,
+                        const std::vector<schedule::ActionTime>& times, Held count) {
   double held = 0, peak = 0;
-  for (const auto& [time, last, bytes] : changes) peak = std::max(peak, held += bytes);
+  for (const auto& [time, last, bytes] : held_changes(s, costs, w, times, count)) peak = std::max(peak, held += bytes);
   return peak;
 }
 
@@ -241,6 +246,38 @@ SimResult simulate(const schedule::Schedule& s, const CostModel& costs) {
     r.peak_memory_bytes.push_back(activations + weights * r.stats.peak_live_versions[w]);
   }
   return r;
+}
+
+std::vector<HeldDuring> held_during_actions(const schedule::Schedule& s, const CostModel& costs,
+                                            int worker, const SimResult& result) {
+  const auto& times = result.times.at(size_t(worker));
+  const Changes changes = held_changes(s, costs, worker, times, Held::everything);
+  // Changes before `t`, and the frees at `t` (which sort first): an allocation at an action's
+  // end is the next action's. An update's release of the gradients (`last`) is the update's own.
+  const auto before = [&](size_t next, double t, bool update) {
+    const auto& [time, last, bytes] = changes[next];
+    return time < t || (time == t && bytes < 0 && (!last || update));
+  };
+  const bool posts = schedule::posts_replica_sums(s);
+  std::vector<HeldDuring> during;
+  size_t next = 0;  // the first change not yet applied
+  double held = 0;
+  for (size_t k = 0; k < times.size(); ++k) {
+    const ActionKind kind = s.actions[size_t(worker)][k].kind;
+    for (; next < changes.size() && before(next, times[k].start, false); ++next) held += std::get<2>(changes[next]);
+    HeldDuring action{held, held};
+    // A posted all-reduce's worker goes on at once, and a send's once it is posted: their times
+    // overlap the next actions', which take the changes from there.
+    double end = posts && kind == ActionKind::AllReduceGrads ? times[k].start : times[k].end;
+    if (k + 1 < times.size()) end = std::min(end, std::max(times[k].start, times[k + 1].start));
+    for (; next < changes.size() && before(next, end, kind == ActionKind::OptimizerStep); ++next) {
+      held += std::get<2>(changes[next]);
+      action.peak = std::max(action.peak, held);
+    }
+    action.at_end = held;
+    during.push_back(action);
+  }
+  return during;
 }
 
 }  // namespace pipetrain::sim

@@ -39,4 +39,12 @@ struct SimResult {
 // Validates first (UserError on an invalid schedule).
 SimResult simulate(const schedule::Schedule& schedule, const CostModel& costs);
 
+// Per action of `worker` (its list's order): the most bytes the simulator holds while it runs and
+// what it holds at its end, as peak_held_bytes counts them (the planner's memory timeline).
+struct HeldDuring {
+  double peak = 0, at_end = 0;
+};
+std::vector<HeldDuring> held_during_actions(const schedule::Schedule& schedule, const CostModel& costs,
+                                            int worker, const SimResult& result);
+
 }  // namespace pipetrain::sim

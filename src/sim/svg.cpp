@@ -62,13 +62,20 @@ std::string memory_strip(const std::vector<TimedEvent>& events, double left, dou
             [](const TimedEvent* a, const TimedEvent* b) { return a->start_ms < b->start_ms; });
   const double base = y + height;
   const auto level = [&](int64_t bytes) { return base - height * double(bytes) / most; };
-  std::string points = fmt::format("{:.2f},{:.1f}", left + measured.front()->start_ms * scale, base);
-  for (const TimedEvent* e : measured) {
-    const double x0 = left + e->start_ms * scale, x1 = left + (e->start_ms + e->duration_ms) * scale;
-    points += fmt::format(" {0:.2f},{1:.1f} {2:.2f},{1:.1f} {2:.2f},{3:.1f}", x0,
+  // Steps: what the last action left until the next starts, its peak over its span (cut where the
+  // next starts: a simulated send overlaps the actions after it), then what it leaves.
+  double x = left + measured.front()->start_ms * scale, y_left = base;
+  std::string points = fmt::format("{:.2f},{:.1f}", x, base);
+  for (size_t i = 0; i < measured.size(); ++i) {
+    const TimedEvent* e = measured[i];
+    double end_ms = e->start_ms + e->duration_ms;
+    if (i + 1 < measured.size()) end_ms = std::min(end_ms, std::max(e->start_ms, measured[i + 1]->start_ms));
+    const double x0 = left + e->start_ms * scale, x1 = left + end_ms * scale;
+    points += fmt::format(" {0:.2f},{1:.1f} {0:.2f},{2:.1f} {3:.2f},{2:.1f} {3:.2f},{4:.1f}", x0, y_left,
                           level(e->memory_peak_bytes), x1, level(e->memory_live_bytes));
+    x = x1, y_left = level(e->memory_live_bytes);
   }
-  const double end = left + (measured.back()->start_ms + measured.back()->duration_ms) * scale;
+  const double end = x;
   int64_t lane_peak = 0;
   for (const TimedEvent* e : measured) lane_peak = std::max(lane_peak, e->memory_peak_bytes);
   return fmt::format("<polygon points=\"{} {:.2f},{:.1f}\" fill=\"#c9d9ee\" stroke=\"#4a78b0\" "

@@ -33,6 +33,17 @@ Timeline timeline_from_simulation(const schedule::Schedule& s, const SimResult& 
   return t;
 }
 
+void add_simulated_memory(Timeline& timeline, const std::vector<std::vector<HeldDuring>>& held,
+                          const std::vector<double>& base_bytes) {
+  for (size_t w = 0; w < held.size(); ++w) {
+    auto& events = timeline.events.at(w);
+    for (size_t k = 0; k < events.size(); ++k) {
+      events[k].memory_peak_bytes = int64_t(base_bytes.at(w) + held[w].at(k).peak);
+      events[k].memory_live_bytes = int64_t(base_bytes.at(w) + held[w].at(k).at_end);
+    }
+  }
+}
+
 Timeline step_window(const Timeline& timeline, int first_step, int steps) {
   Timeline window;
   window.title = timeline.title;

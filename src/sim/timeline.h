@@ -28,6 +28,11 @@ struct Timeline {
 };
 
 Timeline timeline_from_simulation(const schedule::Schedule& s, const SimResult& result);
+// Gives each event of a timeline_from_simulation its predicted memory: what the simulator holds
+// during the action (`held`: held_during_actions per worker) plus its lane's `base_bytes` (what
+// the simulator does not place on the timeline: weights, optimizer state).
+void add_simulated_memory(Timeline& timeline, const std::vector<std::vector<HeldDuring>>& held,
+                          const std::vector<double>& base_bytes);
 
 // {"traceEvents": [...]} with one "X" event per action: pid = lane (a worker is a process in
 // the runtime), tid 0, ts/dur in microseconds, plus process_name metadata.

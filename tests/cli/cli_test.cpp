@@ -320,6 +320,12 @@ TEST(Cli, HelpAndRefusalsNameTheCatalogueSchedules) {
                         "pipeline.chunks = 2 needs pipeline.schedule = \"interleaved\" or \"bfs\"");
 }
 
+// The default config with `overrides`: 3 steps, each logged, no evaluation or sample.
+std::string three_logged_steps(const std::string& overrides) {
+  return std::string(PIPETRAIN_SOURCE_DIR) + "/examples/default.toml " + overrides +
+         " --train.steps 3 --eval.every 0 --eval.batches 1 --sample.tokens 0 --log.every 1";
+}
+
 // `plan --svg/--trace` draw the best plan's simulated timeline: one lane per pipeline worker,
 // m forwards and m backwards on each.
 TEST(Cli, PlanWritesTheBestPlansSimulatedTimeline) {
@@ -342,6 +348,38 @@ TEST(Cli, PlanWritesTheBestPlansSimulatedTimeline) {
   std::stringstream svg;
   svg << std::ifstream(dir / "t.svg").rdbuf();
   EXPECT_NE(svg.str().find("predicted: 1f1b"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// A plan of a model run here draws its predicted memory on the timeline, as a run's trace.json
+// has it: every action's, rising and falling with the schedule, each worker's highest the plan's
+// predicted tensors (its worker memory less the cluster's overhead).
+TEST(Cli, PlanTimelineCarriesEachWorkersPredictedMemory) {
+  const auto dir = temp_dir("plan_timeline_memory");
+  fs::create_directories(dir);
+  const Result result = run("plan --config " + three_logged_steps("--model.layers 4 --model.d_model 128") +
+                            " --schedules zb-h1 --out " + (dir / "plan.json").string() + " --trace " +
+                            (dir / "t.json").string() + " --svg " + (dir / "t.svg").string());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto plan = nlohmann::json::parse(std::ifstream(dir / "plan.json"));
+  const double overhead = plan["predicted_worker_overhead_bytes"].get<double>();
+  std::map<int, std::pair<double, double>> lowest_and_highest;  // per worker, MiB
+  const auto trace = nlohmann::json::parse(std::ifstream(dir / "t.json"));
+  for (const auto& event : trace["traceEvents"]) {
+    if (event["ph"] != "X") continue;
+    const double peak = event["args"]["memory_peak_mib"].get<double>();
+    auto [it, fresh] = lowest_and_highest.try_emplace(event["pid"].get<int>(), peak, peak);
+    it->second = {std::min(it->second.first, peak), std::max(it->second.second, peak)};
+  }
+  ASSERT_EQ(lowest_and_highest.size(), plan["stages"].get<size_t>());
+  for (const auto& [worker, range] : lowest_and_highest) {
+    const double predicted = (plan["predicted_worker_memory_bytes"][worker].get<double>() - overhead) / (1 << 20);
+    EXPECT_NEAR(range.second, predicted, 1e-5) << worker;
+    EXPECT_LT(range.first, 0.95 * range.second) << worker;
+  }
+  std::stringstream svg;
+  svg << std::ifstream(dir / "t.svg").rdbuf();
+  EXPECT_NE(svg.str().find("under each worker: its tensor memory"), std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -515,12 +553,6 @@ namespace {
 struct WorkerMemory {
   double predicted = 0, measured = 0;
 };
-// The default config with `overrides`: 3 steps, each logged, no evaluation or sample.
-std::string three_logged_steps(const std::string& overrides) {
-  return std::string(PIPETRAIN_SOURCE_DIR) + "/examples/default.toml " + overrides +
-         " --train.steps 3 --eval.every 0 --eval.batches 1 --sample.tokens 0 --log.every 1";
-}
-
 // The first ranked plan of `schedule` on 2 stages x `replicas`, trained: per rank (replica-major).
 std::vector<WorkerMemory> planned_and_measured(const fs::path& dir, const std::string& config,
                                                const std::string& schedule, bool recompute,

@@ -189,6 +189,25 @@ TEST(ClosedForms, PeakHeldCountsTheFirstWeightPassesGradientsFromItsStart) {
   EXPECT_NEAR(first_stage.peak_held_bytes[0], 120, kEps);
 }
 
+// The same list action by action (`plan --svg` draws it): A = 10, R = 4, G = 100 and a workspace
+// of 1. F: +A (+1 while it runs); B: +R; the first W +1 at its start, then swaps A for G, and
+// frees R at its end; the second W +1, then frees its R and A; the update lets go of G.
+TEST(ClosedForms, HeldDuringActionsFollowsTheListActionByAction) {
+  StageCost cost;
+  cost.forward_ms = 1, cost.backward_ms = 2, cost.weight_ms = 1;
+  cost.activation_bytes = 10, cost.weight_pass_bytes = 4, cost.gradient_bytes = 100;
+  cost.workspace_bytes = 1;
+  const schedule::Schedule list = one_worker_split_backward();
+  const CostModel costs = uniform_cost_model(cost, 1);
+  const auto held = held_during_actions(list, costs, 0, simulate(list, costs));
+  const std::vector<double> peaks{11, 21, 25, 29, 118, 115, 100}, ends{10, 20, 24, 28, 114, 100, 0};
+  ASSERT_EQ(held.size(), peaks.size());
+  for (size_t k = 0; k < held.size(); ++k) {
+    EXPECT_NEAR(held[k].peak, peaks[k], kEps) << "action " << k;
+    EXPECT_NEAR(held[k].at_end, ends[k], kEps) << "action " << k;
+  }
+}
+
 // A split backward's passes have workspaces of their own: B's beyond what it records, a later
 // W's (weight gradients only). The list above with A = 10, R = 4, G = 100 and S = 30 for F and
 // B: the second W starts at 2 A + 2 R - A + G - R = 114 and adds its workspace (unknown: S, 144;
