@@ -5,7 +5,7 @@
 #      sharing the GPU == one process on the GPU (losses, gradient norms, final weights, 1e-9);
 #      one process replaying a captured step (train.cuda_graphs) == eager, and so do pipeline
 #      workers replaying each microbatch's captured passes (1F1B on 2, GPipe on 3; emulated on a
-#      CPU);
+#      CPU); each step's memory peak is its highest traced action's (trace.json);
 #   2. bfloat16 and float16 (loss scaled): 2 workers sharing the GPU vs the single process (2^-12,
 #      the bound of tests/runtime/mixed_precision_test.cpp), float16 under 2BW on 2 vs 3 workers;
 #      CUDA graphs == eager (one process; 2 workers in bfloat16 and float16);
@@ -69,6 +69,7 @@ train() {  # name, then fields; the run folder is $OUT/name
   fi
 }
 compare() { "$PY" bench/compare_runs.py "$@" | tee -a "$RESULTS"; }
+trace_memory() { "$PY" bench/trace_memory_check.py "${@/#/$OUT/}" | tee -a "$RESULTS"; }  # run names
 said() {  # run name, text its log must hold
   if grep -q "$2" "$OUT/$1.log"; then verdict "PASS $1 says '$2'"; else verdict "FAIL $1 does not say '$2'"; fi
 }
@@ -113,6 +114,10 @@ for run in "2 1f1b none 1" "3 gpipe none 1" "2 zb-h1 none 1" "2 1f1b all 1" "2 g
   compare --label "float64 CUDA graphs, $2 on $1 workers, recompute $3, $4 slice(s)" --rtol 1e-9 --weights "$OUT/$name" "$OUT/${name}_graphs"
   unsaid "${name}_graphs" "could not be captured"
 done
+# Each step's peak is its highest traced action's, eagerly and with graphs (their pools in both):
+# on a GPU the caching allocator's one peak, reset per action and folded into the step's.
+trace_memory f64_dev_p2 f64_p2_1f1b_recompute_none_slices_1_graphs f64_p2_zb-h1_recompute_none_slices_1_graphs \
+  f64_p2_2bw_recompute_none_slices_1 f64_p2_2bw_recompute_none_slices_1_graphs
 
 fi
 if phase 2; then
