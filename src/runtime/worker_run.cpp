@@ -234,7 +234,20 @@ std::string timeline_picture(const sim::Timeline& traced) {
   return sim::render_svg(window, options);
 }
 
-void write_trace(const fs::path& dir, const Layout& layout) {
+// Where each worker peaked in the traced steps (its lane's highest action), after its memory line.
+void add_traced_peaks(std::vector<std::string>& memory_lines, const sim::Timeline& traced) {
+  for (size_t rank = 0; rank < std::min(memory_lines.size(), traced.events.size()); ++rank) {
+    const auto& lane = traced.events[rank];
+    const auto highest = std::max_element(lane.begin(), lane.end(), [](const auto& a, const auto& b) {
+      return a.memory_peak_bytes < b.memory_peak_bytes;
+    });
+    if (highest == lane.end() || highest->memory_peak_bytes < 0) continue;
+    memory_lines[rank] += fmt::format("; traced peak {:.1f} MB in {} ({}, step {})", to_mb(highest->memory_peak_bytes),
+                                      highest->name, highest->category, highest->step + 1);
+  }
+}
+
+sim::Timeline write_trace(const fs::path& dir, const Layout& layout) {
   sim::Timeline timeline;
   timeline.title = fmt::format("pipetrain: real run, first {} steps", StageExecutor::traced_steps);
   double origin = std::numeric_limits<double>::infinity();
@@ -257,6 +270,7 @@ void write_trace(const fs::path& dir, const Layout& layout) {
   }
   write_file_atomically((dir / "trace.json").string(), sim::chrome_trace_json(timeline));
   write_file_atomically((dir / "timeline.svg").string(), timeline_picture(timeline));
+  return timeline;
 }
 
 // What a pipeline worker's steps share with the loop: the executor, the collectives around a
@@ -357,6 +371,7 @@ TrainingSession::Finished PipelineWorkerSession::finish(double val_loss) {
   Finished finished;
   if (!reports()) return finished;
   auto memory_lines = describe_memory_by_rank(run_.layout, run_memory_by_rank);
+  add_traced_peaks(memory_lines, write_trace(dir, run_.layout));
   if (config.pipeline.memory_budget_mb > 0) {
     memory_lines.push_back(describe_budget(config.pipeline.memory_budget_mb, run_memory_by_rank));
   }
@@ -368,7 +383,6 @@ TrainingSession::Finished PipelineWorkerSession::finish(double val_loss) {
     finished.sample = assemble_model_and_sample(config, checkpoint_dir, run_.layout.stages(), final_info,
                                                 run_.options.data_root);
   }
-  write_trace(dir, run_.layout);
   finished.summary_fields = {{"stages", run_.layout.stages()},
                              {"dp_width", run_.layout.replicas},
                              {"memory", memory_lines},

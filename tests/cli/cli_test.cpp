@@ -447,6 +447,19 @@ TEST(Cli, PipelineTimelineDrawsAFewStepsReadably) {
   }
   EXPECT_EQ(steps, 7);
   EXPECT_NE(svg.find("under each worker: its tensor memory"), std::string::npos);
+  // Each worker's memory line (summary.json) names its highest traced action.
+  const auto summary = nlohmann::json::parse(std::ifstream(dir / "summary.json"));
+  ASSERT_EQ(summary["memory"].size(), 2u);
+  for (int w = 0; w < 2; ++w) {
+    double highest = 0;
+    for (const auto& [step_and_worker, peak] : action_peaks) {
+      if (step_and_worker.second == w) highest = std::max(highest, peak);
+    }
+    const std::string line = summary["memory"][w];
+    char expected[64];
+    std::snprintf(expected, sizeof expected, "; traced peak %.1f MB in %d", highest, w);
+    EXPECT_NE(line.find(expected), std::string::npos) << line;
+  }
   fs::remove_all(dir);
 }
 
