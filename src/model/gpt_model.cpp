@@ -150,6 +150,7 @@ LayerWork GptModel::head_work(int64_t rows) const {
                                       work.weight_pass_values + n * h + norm_backward);
     work.weight_workspace_values = wide * (v * h + chunk * (v + 2));
     work.backward_recompute_flops = work.forward_flops;  // the logits, in B and again in W
+    work.backward_recompute_values = wide * n * v;
   } else {
     // loss::softmax_cross_entropy keeps the logits (mixed: bfloat16, the padded rows' too, and the
     // product keeps the bfloat16 copy of the head weight) and two float32 values a token. Its

@@ -75,9 +75,11 @@ struct LayerWork {
   // forward product; attention's score products have no weights, so their backward is all B);
   // 0 = unknown: half the backward.
   double weight_gradient_flops = 0;
-  // Forward work its backward redoes (chunked cross-entropy's logits, a chunk at a time); a
-  // split backward redoes it in each of its passes, B and W.
+  // Forward work its backward redoes (chunked cross-entropy's logits, a chunk at a time): its
+  // products and the values it writes (in activation values: the logits, float32); a split
+  // backward redoes it in each of its passes, B and W.
   double backward_recompute_flops = 0;
+  double backward_recompute_values = 0;
 };
 
 // Capability: TeraPipe token slices. Inputs, labels and every boundary activation hold the

@@ -48,7 +48,8 @@ std::vector<plan::LayerCost> model_plan_costs(const Model& model, int64_t microb
                      (work.parameters + work.output_values) * value / options.bytes_per_s;
     // The backward's two halves (input and weight gradient) cost a forward each, plus what it
     // recomputes, which a split backward recomputes in both passes. W is the weight products.
-    const double recompute_s = work.backward_recompute_flops / options.flops_per_s;
+    const double recompute_s = work.backward_recompute_flops / options.flops_per_s +
+                               work.backward_recompute_values * activation / options.bytes_per_s;
     cost.backward_s = 2 * cost.forward_s + recompute_s;
     if (work.weight_gradient_flops > 0) {
       const double products_s = work.weight_gradient_flops / options.flops_per_s;

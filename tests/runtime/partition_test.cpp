@@ -85,8 +85,9 @@ TEST(Partition, BadPartitionsAreUserErrors) {
 // refused there, since every worker would time its own layers; one stage has nothing to cut.
 // W is a layer's weight products: the head's X^T dY (2 N D V FLOPs, N tokens), a block's four
 // linears (8 N D^2 + 4 N D F) without attention's score products (4 B T^2 D), whose backward is
-// all B. Chunked cross-entropy recomputes its logits (2 N D V) in the backward: once in a whole
-// one, in each pass of a split one. The default GPT (D 128, F 512, V 256, T 128), 4 sequences.
+// all B. Chunked cross-entropy recomputes its logits (2 N D V, and N V float32 values written)
+// in the backward: once in a whole one, in each pass of a split one. The default GPT (D 128,
+// F 512, V 256, T 128), 4 sequences.
 TEST(ModelCosts, WIsTheWeightProductsAndChunkedCrossEntropyRecomputesInEachPass) {
   Config chunked;
   chunked.model.loss_chunk_tokens = 64;
@@ -94,6 +95,7 @@ TEST(ModelCosts, WIsTheWeightProductsAndChunkedCrossEntropyRecomputesInEachPass)
   const auto chunked_head = model_layer_costs(*make_model(chunked), 4).back();
   const double flops_per_s = ModelCostOptions{}.flops_per_s, n = 4 * 128;
   const double logits_s = 2 * n * 128 * 256 / flops_per_s;
+  const double logits_written_s = n * 256 * 4 / ModelCostOptions{}.bytes_per_s;  // recomputed, float32
   const double linears_s = (8 * n * 128 * 128 + 4 * n * 128 * 512) / flops_per_s;
   const auto& block = full[1];
   EXPECT_DOUBLE_EQ(plan::weight_gradient_s(block), linears_s);
@@ -103,9 +105,9 @@ TEST(ModelCosts, WIsTheWeightProductsAndChunkedCrossEntropyRecomputesInEachPass)
   EXPECT_DOUBLE_EQ(plan::weight_gradient_s(full_head), logits_s);
   EXPECT_DOUBLE_EQ(plan::input_gradient_s(full_head), full_head.backward_s - logits_s);
   EXPECT_DOUBLE_EQ(chunked_head.forward_s, full_head.forward_s);
-  EXPECT_DOUBLE_EQ(chunked_head.backward_s, full_head.backward_s + logits_s);
-  EXPECT_DOUBLE_EQ(plan::weight_gradient_s(chunked_head), 2 * logits_s);
-  EXPECT_DOUBLE_EQ(plan::input_gradient_s(chunked_head), full_head.backward_s);
+  EXPECT_DOUBLE_EQ(chunked_head.backward_s, full_head.backward_s + logits_s + logits_written_s);
+  EXPECT_DOUBLE_EQ(plan::weight_gradient_s(chunked_head), 2 * logits_s + logits_written_s);
+  EXPECT_DOUBLE_EQ(plan::input_gradient_s(chunked_head), full_head.backward_s + logits_written_s);
 }
 
 TEST(Partition, MeasuredIsTheLaunchersToResolve) {
