@@ -6,6 +6,7 @@
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/measured_partition.h"
+#include "cli/plan_check.h"
 #include "cli/preflight.h"
 #include "core/error.h"
 #include "core/machine.h"
@@ -38,7 +39,8 @@ Pipeline shorthands (see docs/config.md, [pipeline]):
   --chunks V          model chunks per worker, {chunked} only (pipeline.chunks)
   --partition LIST    layer counts per stage, e.g. 3,3, or balanced (pipeline.partition)
   --plan FILE         run a plan from `pipetrain plan --out FILE`: its model shape,
-                      stages, width, microbatching, schedule, partition, recomputation
+                      stages, width, microbatching, schedule, partition, recomputation;
+                      the run ends with the plan's predictions beside what it measured
   --zero1             ZeRO-1: shard optimizer state over the replicas (pipeline.zero1 = 1)
 With --stages > 1 pipetrain spawns the workers itself; under torchrun (RANK,
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT set) each process is one worker.
@@ -81,8 +83,8 @@ std::string train_usage() {
 }
 
 // `--plan plan.json` -> the plan's `--section.field VALUE` pairs, in its place: fields given
-// after it still override it.
-std::vector<std::string> expand_plan(const std::vector<std::string>& args) {
+// after it still override it. `plan_path`: the plan's file (the last, given several).
+std::vector<std::string> expand_plan(const std::vector<std::string>& args, std::string* plan_path = nullptr) {
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string path;
@@ -95,6 +97,7 @@ std::vector<std::string> expand_plan(const std::vector<std::string>& args) {
       out.push_back(args[i]);
       continue;
     }
+    if (plan_path != nullptr) *plan_path = path;
     for (const auto& [key, value] : plan::plan_config_overrides(parse_json_file(path), path)) {
       out.push_back("--" + key);
       out.push_back(value);
@@ -127,7 +130,7 @@ std::vector<std::string> expand_shorthands(const std::vector<std::string>& args)
   return out;
 }
 
-void report(const RunSummary& summary, const RunOptions& options);
+void report(const RunSummary& summary, const RunOptions& options, const std::string& plan_path);
 
 // `--resume DIR`: the run's own config.toml is the base the overrides apply to.
 void use_resumed_config(ConfigArguments& arguments, const std::string& dir) {
@@ -173,7 +176,8 @@ std::string launch_file_of(const ConfigArguments& arguments) {
 }
 
 void run_train(const std::vector<std::string>& raw_args) {
-  const auto args = expand_plan(expand_shorthands(raw_args));
+  std::string plan_path;
+  const auto args = expand_plan(expand_shorthands(raw_args), &plan_path);
   auto arguments = parse_config_arguments(args, {"--run-dir", "--resume", runtime::kLaunchFileOption},
                                           {"--overwrite", "--quiet"});
   const std::string launch_file = launch_file_of(arguments);
@@ -199,13 +203,13 @@ void run_train(const std::vector<std::string>& raw_args) {
     const auto pipeline_summary =
         runtime::run_pipeline(config, spec, options, worker_args, launch_file);
     if (!pipeline_summary) return;  // a worker: the launcher or the last stage reports
-    report(*pipeline_summary, options);
+    report(*pipeline_summary, options, plan_path);
     return;
   }
-  report(run_training(config, options), options);
+  report(run_training(config, options), options, plan_path);
 }
 
-void report(const RunSummary& summary, const RunOptions& options) {
+void report(const RunSummary& summary, const RunOptions& options, const std::string& plan_path) {
   if (!summary.reported_here) {
     fmt::print("done: this node's workers finished; metrics, checkpoint and sample are in the run "
                "folder of the node holding the last stage\n");
@@ -218,6 +222,12 @@ void report(const RunSummary& summary, const RunOptions& options) {
              summary.steps, summary.seconds, summary.tokens_per_s, summary.final_loss,
              summary.final_val_loss, measures);
   fmt::print("{}", summary.memory);  // per worker, pipeline runs only
+  if (!plan_path.empty()) {  // the plan beside what it planned, and how it held
+    const std::string kept = options.run_dir + "/plan.json";
+    std::error_code not_there;
+    if (!std::filesystem::equivalent(plan_path, kept, not_there)) write_file_atomically(kept, read_file(plan_path));
+    fmt::print("{}", plan_check(parse_json_file(kept), plan_path, options.run_dir));
+  }
   fmt::print("run folder: {} (metrics.jsonl, loss.svg, config.toml, checkpoint/, sample.txt)\n",
              options.run_dir);
 }

@@ -603,6 +603,19 @@ std::vector<WorkerMemory> planned_and_measured(const fs::path& dir, const std::s
   for (size_t w = 0; w < workers.size(); ++w) {
     workers[w].predicted = plan["predicted_worker_memory_bytes"][w % stages].get<double>() / (1 << 20) - overhead_mib;
   }
+  // The run says how the plan held (cli/plan_check.h) and keeps the plan beside it.
+  EXPECT_NE(trained.output.find("against the plan (" + plan_path.string() + "): step time"), std::string::npos)
+      << trained.output;
+  for (size_t w = 0; w < workers.size(); ++w) {
+    char line[160];
+    const std::string who = replicas > 1 ? "rank " + std::to_string(w) + " (replica " + std::to_string(w / stages) +
+                                               " worker " + std::to_string(w % stages) + ")"
+                                         : "worker " + std::to_string(w);
+    std::snprintf(line, sizeof line, "  %s: tensors peaked at %.1f MiB, %.1f MiB predicted", who.c_str(),
+                  workers[w].measured, workers[w].predicted);
+    EXPECT_NE(trained.output.find(line), std::string::npos) << line << "\n" << trained.output;
+  }
+  EXPECT_TRUE(fs::exists(dir / (name + "-run") / "plan.json"));
   return workers;
 }
 }  // namespace

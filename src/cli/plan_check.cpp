@@ -1,0 +1,77 @@
+#include "cli/plan_check.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace pipetrain::cli {
+namespace {
+
+struct Measured {
+  std::vector<double> step_seconds;  // per logged step from step 3 on (the first two fill the
+                                     // allocator's and the transport's buffers)
+  int64_t first = 0, last = 0;       // those steps' numbers
+  std::vector<double> peak_mib;      // per rank, the largest over the logged steps
+};
+
+Measured read_metrics(const std::string& run_dir) {
+  Measured measured;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!record.is_object() || !record.contains("step_seconds")) continue;
+    const int64_t step = record.value("step", int64_t(0));
+    if (step > 2) {
+      measured.step_seconds.push_back(record["step_seconds"].get<double>());
+      if (measured.first == 0) measured.first = step;
+      measured.last = step;
+    }
+    if (!record.contains("mem_peak_mb")) continue;
+    const auto& peaks = record["mem_peak_mb"];
+    measured.peak_mib.resize(std::max(measured.peak_mib.size(), peaks.size()), 0.0);
+    for (size_t rank = 0; rank < peaks.size(); ++rank) {
+      measured.peak_mib[rank] = std::max(measured.peak_mib[rank], peaks[rank].get<double>());
+    }
+  }
+  return measured;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+std::string percent(double measured, double predicted) {
+  return fmt::format("{:+.1f}%", 100 * (predicted - measured) / measured);
+}
+
+}  // namespace
+
+std::string plan_check(const nlohmann::json& plan, const std::string& plan_path, const std::string& run_dir) {
+  const Measured measured = read_metrics(run_dir);
+  if (measured.step_seconds.empty()) return "";
+  const double step = median(measured.step_seconds), predicted_step = plan.value("predicted_iteration_s", 0.0);
+  std::string out = fmt::format("against the plan ({}): step time {:.3g} s measured (median of {} logged "
+                                "steps, {}-{}), {:.3g} s predicted ({})\n",
+                                plan_path, step, measured.step_seconds.size(), measured.first, measured.last,
+                                predicted_step, percent(step, predicted_step));
+  const auto predicted = plan.value("predicted_worker_memory_bytes", std::vector<double>{});
+  if (predicted.empty() || measured.peak_mib.empty()) return out;
+  const double overhead = plan.value("predicted_worker_overhead_bytes", 0.0);
+  const size_t stages = predicted.size();
+  for (size_t rank = 0; rank < measured.peak_mib.size(); ++rank) {
+    const double planned = (predicted[rank % stages] - overhead) / (1024.0 * 1024.0);
+    const std::string who = measured.peak_mib.size() > stages
+                                ? fmt::format("rank {} (replica {} worker {})", rank, rank / stages, rank % stages)
+                                : fmt::format("worker {}", rank);
+    out += fmt::format("  {}: tensors peaked at {:.1f} MiB, {:.1f} MiB predicted ({})\n", who,
+                       measured.peak_mib[rank], planned, percent(measured.peak_mib[rank], planned));
+  }
+  return out;
+}
+
+}  // namespace pipetrain::cli
