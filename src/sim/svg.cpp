@@ -50,8 +50,9 @@ double peak_memory_bytes(const Timeline& t) {
   return most;
 }
 
-// A lane's tensor memory under its actions (a real run's trace): each action's peak over its
-// span, what it left live until the next one; one scale, `most` bytes, for every lane.
+// A lane's tensor memory under its actions (a run's trace.json, or a plan's prediction): each
+// action's peak over its span, what it left live until the next one; one scale, `most` bytes,
+// for every lane.
 std::string memory_strip(const std::vector<TimedEvent>& events, double left, double scale,
                          double y, double height, double most) {
   std::vector<const TimedEvent*> measured;

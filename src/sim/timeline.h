@@ -16,8 +16,8 @@ struct TimedEvent {
   double duration_ms = 0;
   int microbatch = -1;  // colour key in the SVG; -1 for none
   int step = -1;        // the training step a real run's action belongs to; -1 unknown
-  // A real run's tensor bytes (runtime::MemoryWatch): the worker's peak while the action ran and
-  // what it left live; -1 unknown.
+  // Tensor bytes: the worker's peak while the action ran and what it left live, as a run counted
+  // them (runtime::MemoryWatch) or a plan predicts them (add_simulated_memory); -1 unknown.
   int64_t memory_peak_bytes = -1, memory_live_bytes = -1;
 };
 
@@ -52,8 +52,8 @@ struct SvgOptions {
   bool show_transfers = false;  // draw send/recv as thin bars under the compute boxes
 };
 // Colour per microbatch; forward light, backward mid, weight-gradient dark; updates grey;
-// idle time shows as the striped lane background; a real run's memory (TimedEvent::memory_*) as
-// a strip under each lane; time axis in ms; legend at the bottom.
+// idle time shows as the striped lane background; memory (TimedEvent::memory_*: a run's, or a
+// plan's prediction) as a strip under each lane; time axis in ms; legend at the bottom.
 std::string render_svg(const Timeline& timeline, const SvgOptions& options = {});
 
 // A width at which a median forward spans at least `forward_px` pixels (its label fits),
