@@ -36,7 +36,7 @@ ClusterSpec parse_cluster_toml(const std::string& text, const std::string& origi
                                 "device_memory_gb", "device_tflops", "compute_efficiency", "half_efficiency_tokens",
                                 "bytes_per_value", "intra_node_gbps", "intra_node_latency_us",
                                 "inter_node_gbps", "inter_node_latency_us", "cores_per_node",
-                                "worker_overhead_gb"};
+                                "worker_overhead_gb", "memory_bandwidth_gb_s"};
   for (const auto& [key, node] : root) {
     if (std::find(std::begin(known), std::end(known), key.str()) == std::end(known)) {
       fail("{}: unknown cluster field '{}'", origin, key.str());
@@ -53,6 +53,8 @@ ClusterSpec parse_cluster_toml(const std::string& text, const std::string& origi
   if (c.compute_efficiency > 1) fail("{}: compute_efficiency must be <= 1", origin);
   c.half_efficiency_tokens = number(root, "half_efficiency_tokens", 256, 0, origin);
   c.bytes_per_value = number(root, "bytes_per_value", 2, 1, origin);
+  // Device memory in gigabytes per second, as vendors quote it (links below: gigabits).
+  c.memory_bandwidth = number(root, "memory_bandwidth_gb_s", 0, 0, origin) * 1e9;
   // Links are given in gigabits per second, as vendors quote them.
   c.intra_node_bandwidth = number(root, "intra_node_gbps", 1200, 1e-3, origin) * 1e9 / 8;
   c.intra_node_latency_s = number(root, "intra_node_latency_us", 5, 0, origin) * 1e-6;

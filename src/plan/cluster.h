@@ -17,6 +17,9 @@ struct ClusterSpec {
   // compute_efficiency * n / (n + half_efficiency_tokens).
   double half_efficiency_tokens = 256;
   double bytes_per_value = 2;         // 2: fp16/bf16 mixed precision, 4: fp32
+  // Device memory bytes/s (an H200's HBM: 4.8e12); 0 = not given: a `--config` plan takes one
+  // CPU core's, scaled by the device's compute rate (runtime::ModelCostOptions).
+  double memory_bandwidth = 0;
   double intra_node_bandwidth = 150e9;  // bytes/s per device (NVLink)
   double intra_node_latency_s = 5e-6;
   double inter_node_bandwidth = 3.125e9;  // bytes/s per node (25 Gbps)

@@ -730,3 +730,27 @@ TEST(Cli, PlanConfigPlansAGptRunConfigWithOverrides) {
                         "/examples/default.toml --model gpt-355m", "without --model");
   expect_one_line_error("plan --model.layers 6", "need --config");
 }
+
+// A `--config` plan times memory-bound work at the cluster's memory bandwidth when it gives one
+// (an H200's 4.8 TB/s; before, one CPU core's scaled by the GPU's compute rate: 111 TB/s). The
+// same cluster with a tenth of it predicts a slower step.
+TEST(Cli, PlanConfigTimesMemoryAtTheClustersBandwidth) {
+  const auto dir = temp_dir("plan_memory_bandwidth");
+  fs::create_directories(dir);
+  std::stringstream text;
+  text << std::ifstream(std::string(PIPETRAIN_SOURCE_DIR) + "/clusters/hgx-h200-x2.toml").rdbuf();
+  const std::string cluster = text.str();
+  ASSERT_NE(cluster.find("memory_bandwidth_gb_s = 4800"), std::string::npos);
+  std::ofstream(dir / "fast.toml") << cluster;
+  std::string slow = cluster;
+  slow.replace(slow.find("4800"), 4, "480");
+  std::ofstream(dir / "slow.toml") << slow;
+  const auto step_s = [&](const std::string& file) {
+    const Result result = run("plan --config " + three_logged_steps("--model.dtype bfloat16") + " --cluster " +
+                              (dir / file).string() + " --schedules 1f1b --out " + (dir / "p.json").string());
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+    return nlohmann::json::parse(std::ifstream(dir / "p.json"))["predicted_iteration_s"].get<double>();
+  };
+  EXPECT_GT(step_s("slow.toml"), 1.05 * step_s("fast.toml"));
+  fs::remove_all(dir);
+}

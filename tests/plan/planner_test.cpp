@@ -136,6 +136,11 @@ TEST(Cluster, DescriptionsParseAndErrorsAreClear) {
   EXPECT_THROW(parse_cluster_toml("gpus = 3\n", "t"), UserError);
   EXPECT_THROW(parse_cluster_toml("nodes = 0\n", "t"), UserError);
   EXPECT_THROW(load_cluster("no-such-cluster", "/nonexistent"), UserError);
+  // Device memory in gigabytes per second (an H200's HBM), 0 when not given.
+  EXPECT_DOUBLE_EQ(parse_cluster_toml("memory_bandwidth_gb_s = 4800\n", "t").memory_bandwidth, 4.8e12);
+  EXPECT_DOUBLE_EQ(c.memory_bandwidth, 900e9);  // clusters/p3-16xlarge-x8.toml's V100s
+  EXPECT_DOUBLE_EQ(parse_cluster_toml("nodes = 1\n", "t").memory_bandwidth, 0);
+  EXPECT_THROW(parse_cluster_toml("memory_bandwidth_gb_s = -1\n", "t"), UserError);
 }
 
 }  // namespace
