@@ -31,6 +31,20 @@ double action_workspace(const StageCost& c, ActionKind kind) {
 using Changes = std::vector<std::tuple<double, bool, double>>;  // (time, last, bytes)
 constexpr double kForever = std::numeric_limits<double>::infinity();
 
+// A no-flush worker's posted replica sum (the AllReduceGrads at `k`) lands before its update's
+// finish point: the start of the first action after the update that needs its new weights
+// (schedule::needs_update_done), or the list's end.
+double landed_by(const schedule::Schedule& s, int w, const std::vector<schedule::ActionTime>& times, size_t k) {
+  const std::vector<Action>& list = s.actions[size_t(w)];
+  size_t update = k;
+  while (update < list.size() && list[update].kind != ActionKind::OptimizerStep) ++update;
+  if (update == list.size()) return times.back().end;
+  for (size_t next = update + 1; next < list.size(); ++next) {
+    if (schedule::needs_update_done(list[next], list[update].version)) return times[next].start;
+  }
+  return times.back().end;
+}
+
 // The runtime's sent gradients (a sent activation is its forward's output, held anyway): a send
 // keeps its tensor until a receive from its peer shows the peer took it (schedule/send_release.h:
 // freed at that receive's end), or until the step's end waits for it (a no-flush step's sends:
@@ -138,13 +152,10 @@ Changes held_changes(const schedule::Schedule& s, const CostModel& costs, int w,
     if (first && gradients) changes.push_back({made_at, false, c.gradient_bytes});
     if (a.kind == ActionKind::AllReduceGrads && s.dp_width > 1) {
       // The replica sum copies the stage's gradients into one flat buffer (runtime/replica_sums.h)
-      // that a flushing step lands at once, a no-flush one once both the sum is done (a posted
-      // AllReduceGrads' end) and the worker's update has begun.
-      const auto update = last_update.find(a.iteration);
-      const double landed = schedule::flushes(s.policy.kind) ? times[k].end
-                            : update != last_update.end()
-                                ? std::max(times[k].end, times[update->second].end)
-                                : times.back().end;
+      // that a flushing step lands at once. A no-flush one lands it once the other replicas' sums
+      // have come and its update has begun, in a helper thread, at a time no schedule fixes: by
+      // the update's finish point at the latest (landed_by), which the model takes.
+      const double landed = schedule::flushes(s.policy.kind) ? times[k].end : landed_by(s, w, times, k);
       changes.push_back({times[k].start, false, c.gradient_bytes});
       changes.push_back({landed, false, -c.gradient_bytes});
     }

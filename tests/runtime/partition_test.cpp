@@ -110,6 +110,28 @@ TEST(ModelCosts, WIsTheWeightProductsAndChunkedCrossEntropyRecomputesInEachPass)
   EXPECT_DOUBLE_EQ(plan::input_gradient_s(chunked_head), full_head.backward_s + logits_written_s);
 }
 
+// The update streams memory: AdamW reads and writes the weight and its two moments and reads the
+// gradient twice (the global norm, the step): 8 values a parameter; plain SGD 4, with weight
+// decay 6 (its decayed gradient, written and read). Its time is those bytes at bytes_per_s.
+TEST(ModelCosts, TheUpdateStreamsEachParametersValuesAtTheMemoryRate) {
+  TrainConfig adamw, sgd, decayed_sgd;
+  adamw.optimizer = "adamw";
+  sgd.optimizer = decayed_sgd.optimizer = "sgd";
+  sgd.momentum = decayed_sgd.momentum = 0;
+  sgd.weight_decay = 0;
+  decayed_sgd.weight_decay = 0.1;
+  EXPECT_DOUBLE_EQ(optimizer_traffic_values(adamw), 8);
+  EXPECT_DOUBLE_EQ(optimizer_traffic_values(sgd), 4);
+  EXPECT_DOUBLE_EQ(optimizer_traffic_values(decayed_sgd), 6);
+  Config config;
+  config.train.optimizer = "adamw";
+  const ModelCostOptions options = model_cost_options(config);
+  for (const auto& layer : model_plan_costs(*make_model(config), 4, options)) {
+    EXPECT_DOUBLE_EQ(layer.optimizer_s, 8 * layer.param_bytes / options.bytes_per_s) << layer.name;
+    EXPECT_GT(layer.optimizer_s, 0) << layer.name;
+  }
+}
+
 TEST(Partition, MeasuredIsTheLaunchersToResolve) {
   try {
     make_run_spec(config_with(4, 2, "measured"));
