@@ -11,6 +11,7 @@ namespace pipetrain::cli {
 namespace {
 
 struct Measured {
+  int64_t logged = 0;                // steps logged
   std::vector<double> step_seconds;  // per logged step from step 3 on (the first two fill the
                                      // allocator's and the transport's buffers)
   int64_t first = 0, last = 0;       // those steps' numbers
@@ -24,6 +25,7 @@ Measured read_metrics(const std::string& run_dir) {
     const auto record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!record.is_object() || !record.contains("step_seconds")) continue;
     const int64_t step = record.value("step", int64_t(0));
+    ++measured.logged;
     if (step > 2) {
       measured.step_seconds.push_back(record["step_seconds"].get<double>());
       if (measured.first == 0) measured.first = step;
@@ -53,12 +55,17 @@ std::string percent(double measured, double predicted) {
 
 std::string plan_check(const nlohmann::json& plan, const std::string& plan_path, const std::string& run_dir) {
   const Measured measured = read_metrics(run_dir);
-  if (measured.step_seconds.empty()) return "";
-  const double step = median(measured.step_seconds), predicted_step = plan.value("predicted_iteration_s", 0.0);
-  std::string out = fmt::format("against the plan ({}): step time {:.3g} s measured (median of {} logged "
-                                "steps, {}-{}), {:.3g} s predicted ({})\n",
-                                plan_path, step, measured.step_seconds.size(), measured.first, measured.last,
-                                predicted_step, percent(step, predicted_step));
+  if (measured.logged == 0) return "";
+  const double predicted_step = plan.value("predicted_iteration_s", 0.0);
+  std::string out = fmt::format("against the plan ({}): ", plan_path);
+  if (measured.step_seconds.empty() || predicted_step <= 0) {
+    out += "step time not compared (no step logged after step 2, or a plan without a prediction)\n";
+  } else {
+    const double step = median(measured.step_seconds);
+    out += fmt::format("step time {:.3g} s measured (median of {} logged steps, {}-{}), {:.3g} s predicted ({})\n",
+                       step, measured.step_seconds.size(), measured.first, measured.last, predicted_step,
+                       percent(step, predicted_step));
+  }
   const auto predicted = plan.value("predicted_worker_memory_bytes", std::vector<double>{});
   if (predicted.empty() || measured.peak_mib.empty()) return out;
   const double overhead = plan.value("predicted_worker_overhead_bytes", 0.0);
