@@ -82,9 +82,16 @@ std::string train_usage() {
                      fmt::arg("chunked", join(chunked, ", ")));
 }
 
+// The plan a run was given (`--plan`), read once at the start: the run's end keeps it in the
+// run folder and compares with it, whatever became of the file (the user's, in that folder or not).
+struct GivenPlan {
+  std::string path;
+  nlohmann::json plan;
+};
+
 // `--plan plan.json` -> the plan's `--section.field VALUE` pairs, in its place: fields given
-// after it still override it. `plan_path`: the plan's file (the last, given several).
-std::vector<std::string> expand_plan(const std::vector<std::string>& args, std::string* plan_path = nullptr) {
+// after it still override it. `given`: the plan (the last, given several).
+std::vector<std::string> expand_plan(const std::vector<std::string>& args, GivenPlan* given) {
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string path;
@@ -97,8 +104,8 @@ std::vector<std::string> expand_plan(const std::vector<std::string>& args, std::
       out.push_back(args[i]);
       continue;
     }
-    if (plan_path != nullptr) *plan_path = path;
-    for (const auto& [key, value] : plan::plan_config_overrides(parse_json_file(path), path)) {
+    *given = {path, parse_json_file(path)};
+    for (const auto& [key, value] : plan::plan_config_overrides(given->plan, path)) {
       out.push_back("--" + key);
       out.push_back(value);
     }
@@ -130,7 +137,7 @@ std::vector<std::string> expand_shorthands(const std::vector<std::string>& args)
   return out;
 }
 
-void report(const RunSummary& summary, const RunOptions& options, const std::string& plan_path);
+void report(const RunSummary& summary, const RunOptions& options, const GivenPlan& given);
 
 // `--resume DIR`: the run's own config.toml is the base the overrides apply to.
 void use_resumed_config(ConfigArguments& arguments, const std::string& dir) {
@@ -176,8 +183,8 @@ std::string launch_file_of(const ConfigArguments& arguments) {
 }
 
 void run_train(const std::vector<std::string>& raw_args) {
-  std::string plan_path;
-  const auto args = expand_plan(expand_shorthands(raw_args), &plan_path);
+  GivenPlan given;
+  const auto args = expand_plan(expand_shorthands(raw_args), &given);
   auto arguments = parse_config_arguments(args, {"--run-dir", "--resume", runtime::kLaunchFileOption},
                                           {"--overwrite", "--quiet"});
   const std::string launch_file = launch_file_of(arguments);
@@ -203,13 +210,13 @@ void run_train(const std::vector<std::string>& raw_args) {
     const auto pipeline_summary =
         runtime::run_pipeline(config, spec, options, worker_args, launch_file);
     if (!pipeline_summary) return;  // a worker: the launcher or the last stage reports
-    report(*pipeline_summary, options, plan_path);
+    report(*pipeline_summary, options, given);
     return;
   }
-  report(run_training(config, options), options, plan_path);
+  report(run_training(config, options), options, given);
 }
 
-void report(const RunSummary& summary, const RunOptions& options, const std::string& plan_path) {
+void report(const RunSummary& summary, const RunOptions& options, const GivenPlan& given) {
   if (!summary.reported_here) {
     fmt::print("done: this node's workers finished; metrics, checkpoint and sample are in the run "
                "folder of the node holding the last stage\n");
@@ -222,11 +229,9 @@ void report(const RunSummary& summary, const RunOptions& options, const std::str
              summary.steps, summary.seconds, summary.tokens_per_s, summary.final_loss,
              summary.final_val_loss, measures);
   fmt::print("{}", summary.memory);  // per worker, pipeline runs only
-  if (!plan_path.empty()) {  // the plan beside what it planned, and how it held
-    const std::string kept = options.run_dir + "/plan.json";
-    std::error_code not_there;
-    if (!std::filesystem::equivalent(plan_path, kept, not_there)) write_file_atomically(kept, read_file(plan_path));
-    fmt::print("{}", plan_check(parse_json_file(kept), plan_path, options.run_dir));
+  if (!given.path.empty()) {  // the plan beside what it planned, and how it held
+    write_file_atomically(options.run_dir + "/plan.json", given.plan.dump(2) + "\n");
+    fmt::print("{}", plan_check(given.plan, given.path, options.run_dir));
   }
   fmt::print("run folder: {} (metrics.jsonl, loss.svg, config.toml, checkpoint/, sample.txt)\n",
              options.run_dir);
