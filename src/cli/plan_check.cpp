@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "profile/layer_profile.h"
+
 namespace pipetrain::cli {
 namespace {
 
@@ -41,12 +43,6 @@ Measured read_metrics(const std::string& run_dir) {
   return measured;
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
 std::string percent(double measured, double predicted) {
   return fmt::format("{:+.1f}%", 100 * (predicted - measured) / measured);
 }
@@ -61,7 +57,7 @@ std::string plan_check(const nlohmann::json& plan, const std::string& plan_path,
   if (measured.step_seconds.empty() || predicted_step <= 0) {
     out += "step time not compared (no step logged after step 2, or a plan without a prediction)\n";
   } else {
-    const double step = median(measured.step_seconds);
+    const double step = profile::median_of(measured.step_seconds);
     out += fmt::format("step time {:.3g} s measured (median of {} logged steps, {}-{}), {:.3g} s predicted ({})\n",
                        step, measured.step_seconds.size(), measured.first, measured.last, predicted_step,
                        percent(step, predicted_step));

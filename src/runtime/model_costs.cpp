@@ -23,9 +23,17 @@ double optimizer_step_temporaries(const TrainConfig& train) {
   return 2;  // muon: its matrices' Newton-Schulz iterates (not measured)
 }
 
+namespace {
+
+// values_per_parameter: the gradient and the states beside the weight.
+double traffic_values(double values_per_parameter, double step_temporaries) {
+  return 2 + 2 + 2 * (values_per_parameter - 1) + 2 * step_temporaries;
+}
+
+}  // namespace
+
 double optimizer_traffic_values(const TrainConfig& train) {
-  const double states = optimizer_values_per_parameter(train) - 1;  // beside the gradient
-  return 2 + 2 + 2 * states + 2 * optimizer_step_temporaries(train);
+  return traffic_values(optimizer_values_per_parameter(train), optimizer_step_temporaries(train));
 }
 
 ModelCostOptions model_cost_options(const Config& config) {
@@ -35,7 +43,6 @@ ModelCostOptions model_cost_options(const Config& config) {
   options.activation_bytes_per_value = double(c10::elementSize(precision.activation_dtype()));
   options.optimizer_values_per_parameter = optimizer_values_per_parameter(config.train);
   options.optimizer_step_temporaries = optimizer_step_temporaries(config.train);
-  options.optimizer_traffic_values = optimizer_traffic_values(config.train);
   options.norm_bytes_per_value =
       precision.parameter_dtype() == c10::kDouble ? 0 : device::kSquaredSumBytesPerValue;
   return options;
@@ -64,7 +71,8 @@ std::vector<plan::LayerCost> model_plan_costs(const Model& model, int64_t microb
     }
     cost.param_bytes = work.parameters * value;
     cost.optimizer_bytes = options.optimizer_values_per_parameter * cost.param_bytes;
-    cost.optimizer_s = options.optimizer_traffic_values * cost.param_bytes / options.bytes_per_s;
+    cost.optimizer_s = traffic_values(options.optimizer_values_per_parameter, options.optimizer_step_temporaries) *
+                       cost.param_bytes / options.bytes_per_s;
     cost.output_bytes = work.output_values * activation;
     cost.activation_bytes = (work.stashed_values > 0 ? work.stashed_values : work.output_values) * activation;
     cost.workspace_bytes = work.workspace_values * activation;

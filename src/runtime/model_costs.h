@@ -29,9 +29,6 @@ struct ModelCostOptions {
   double optimizer_values_per_parameter = 3;
   // Tensors of its largest parameter's size the optimizer's step makes (optimizer_step_temporaries).
   double optimizer_step_temporaries = 2;
-  // Values the update reads and writes per parameter (optimizer_traffic_values): its time at
-  // bytes_per_s, for it streams memory.
-  double optimizer_traffic_values = 8;
   // Before the step, the global gradient norm's temporaries per value of the largest gradient
   // (device/reductions.h squared_sum: its rows' partial norms on the CPU, 12 bytes per 4096
   // values, which model_cost_options sets; none for float64).
@@ -46,7 +43,8 @@ double optimizer_values_per_parameter(const TrainConfig& train);
 // Adam's denominator (sqrt, then divided) and its decayed gradient, SGD's decayed gradient (each
 // only with weight decay); Muon: 2, not measured.
 double optimizer_step_temporaries(const TrainConfig& train);
-// The weight read and written, the gradient read twice (the global norm, the step), each state
+// Values the update reads and writes per parameter (its time: these bytes at the memory rate):
+// the weight read and written, the gradient read twice (the global norm, the step), each state
 // value read and written (AdamW 8 in all, SGD 4), and each temporary written and read.
 double optimizer_traffic_values(const TrainConfig& train);
 ModelCostOptions model_cost_options(const Config& config);

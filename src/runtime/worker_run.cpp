@@ -290,6 +290,9 @@ class PipelineWorkerSession : public TrainingSession {
         memory_(allocator, executor.device()), votes_(votes) {
     executor_.set_memory_watch(&memory_);
   }
+  ~PipelineWorkerSession() override { executor_.set_memory_watch(nullptr); }  // (it outlives us)
+  PipelineWorkerSession(const PipelineWorkerSession&) = delete;
+  PipelineWorkerSession& operator=(const PipelineWorkerSession&) = delete;
 
   bool reports() const override { return run_.layout.reports(); }
   int rank() const override { return comm_.rank(); }

@@ -67,8 +67,10 @@ std::string memory_strip(const std::vector<TimedEvent>& events, double left, dou
   // next starts: a simulated send overlaps the actions after it), then what it leaves.
   double x = left + measured.front()->start_ms * scale, y_left = base;
   std::string points = fmt::format("{:.2f},{:.1f}", x, base);
+  int64_t lane_peak = 0;
   for (size_t i = 0; i < measured.size(); ++i) {
     const TimedEvent* e = measured[i];
+    lane_peak = std::max(lane_peak, e->memory_peak_bytes);
     double end_ms = e->start_ms + e->duration_ms;
     if (i + 1 < measured.size()) end_ms = std::min(end_ms, std::max(e->start_ms, measured[i + 1]->start_ms));
     const double x0 = left + e->start_ms * scale, x1 = left + end_ms * scale;
@@ -76,13 +78,10 @@ std::string memory_strip(const std::vector<TimedEvent>& events, double left, dou
                           level(e->memory_peak_bytes), x1, level(e->memory_live_bytes));
     x = x1, y_left = level(e->memory_live_bytes);
   }
-  const double end = x;
-  int64_t lane_peak = 0;
-  for (const TimedEvent* e : measured) lane_peak = std::max(lane_peak, e->memory_peak_bytes);
   return fmt::format("<polygon points=\"{} {:.2f},{:.1f}\" fill=\"#c9d9ee\" stroke=\"#4a78b0\" "
                      "stroke-width=\"0.7\"/>\n<text x=\"4\" y=\"{:.1f}\" font-size=\"9\" "
                      "fill=\"#4a78b0\">{:.0f} MiB</text>\n",
-                     points, end, base, base - 2, double(lane_peak) / (1024.0 * 1024.0));
+                     points, x, base, base - 2, double(lane_peak) / (1024.0 * 1024.0));
 }
 
 }  // namespace
