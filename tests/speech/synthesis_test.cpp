@@ -55,24 +55,37 @@ fs::path synthesis_dir(const std::string& name) {
 
 // Where two feature files of the same plan differ: the first utterance whose frames or features
 // differ (other frame counts or large differences: the audio; the same frames and rounding-size
-// differences: the arithmetic).
+// differences: the arithmetic), its voice, which of its frames differ, and how many utterances
+// differ in all (one: a local upset; all after one: state carried from utterance to utterance).
 std::string first_difference(const fs::path& a, const fs::path& b) {
   const SpeechFeatureFile one(a.string()), two(b.string());
+  std::string first;
+  int differing = 0, utterances = 0;
   for (size_t s = 0; s < kSpeechSplitCount; ++s) {
     const auto split = SpeechSplit(s);
     const auto x = one.load_split(split), y = two.load_split(split);
-    for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) {
+    for (size_t i = 0; i < std::min(x.size(), y.size()); ++i, ++utterances) {
+      const std::string where = "split " + std::to_string(s) + " utterance " + std::to_string(i) + " (voice " +
+                                std::to_string(x[i].voice) + "): ";
       if (x[i].features.sizes() != y[i].features.sizes()) {
-        return "split " + std::to_string(s) + " utterance " + std::to_string(i) + ": " +
-               std::to_string(x[i].features.size(0)) + " vs " + std::to_string(y[i].features.size(0)) + " frames";
-      }
-      if (!torch::equal(x[i].features, y[i].features)) {
-        return "split " + std::to_string(s) + " utterance " + std::to_string(i) + ": features differ by up to " +
-               std::to_string((x[i].features - y[i].features).abs().max().item<double>());
+        ++differing;
+        if (first.empty()) {
+          first = where + std::to_string(x[i].features.size(0)) + " vs " + std::to_string(y[i].features.size(0)) + " frames";
+        }
+      } else if (!torch::equal(x[i].features, y[i].features)) {
+        ++differing;
+        if (first.empty()) {
+          const auto gap = (x[i].features - y[i].features).abs();
+          const auto frames = gap.amax(1).nonzero().flatten();
+          first = where + "features differ by up to " + std::to_string(gap.max().item<double>()) + " in " +
+                  std::to_string(frames.numel()) + " of " + std::to_string(gap.size(0)) + " frames, " +
+                  std::to_string(frames.min().item<int64_t>()) + " to " + std::to_string(frames.max().item<int64_t>());
+        }
       }
     }
   }
-  return "no utterance differs (the header does)";
+  if (first.empty()) return "no utterance differs (the header does)";
+  return first + "; " + std::to_string(differing) + " of " + std::to_string(utterances) + " utterances differ";
 }
 
 TEST(SpeechSynthesis, SameSeedGivesTheSameFileWhateverTheThreads) {
@@ -86,8 +99,15 @@ TEST(SpeechSynthesis, SameSeedGivesTheSameFileWhateverTheThreads) {
   prepare_speech(options);
   const std::string first = file_bytes_of(dir / "a.bin");
   EXPECT_EQ(first.size(), summary.file_bytes);
-  EXPECT_TRUE(first == file_bytes_of(dir / "b.bin"))
-      << "same seed, different bytes: " << first_difference(dir / "a.bin", dir / "b.bin");
+  if (first != file_bytes_of(dir / "b.bin")) {
+    // A third run tells a threads-dependent result (it matches b) from a rare upset (it matches a).
+    options.out_path = (dir / "c.bin").string();
+    prepare_speech(options);
+    const std::string third = file_bytes_of(dir / "c.bin");
+    ADD_FAILURE() << "same seed, different bytes: " << first_difference(dir / "a.bin", dir / "b.bin")
+                  << "; a third run with 1 thread equals "
+                  << (third == first ? "the 2-thread run" : third == file_bytes_of(dir / "b.bin") ? "the 1-thread run" : "neither");
+  }
 
   const SpeechFeatureFile file((dir / "a.bin").string());
   EXPECT_EQ(file.info().utterances, (std::array<uint64_t, kSpeechSplitCount>{4, 1, 1, 1}));
