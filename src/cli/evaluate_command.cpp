@@ -30,7 +30,8 @@ Options:
   --checkpoint PATH  a checkpoint folder (default: the run's newest, checkpoint/ or
                      checkpoints/latest, by step)
   --split NAME       the held-out split to read (data.val_split): validation, test, or
-                     unseen-voice (speech; other data formats hold out one split)
+                     unseen-voice (speech; other data formats hold out one split and
+                     refuse the others)
   --json             print one JSON object: checkpoint, step, split, val_loss,
                      val_<measure> ..., examples
   -h, --help         this text

@@ -17,6 +17,12 @@ void add_profile_command(CLI::App& app) {
       "profile", "Measure per-layer forward/backward/weight-gradient time of the configured GPT "
                  "([CONFIG.toml] [--section.field VALUE ...] --out profile.json "
                  "[--microbatch-sizes 1,2,4,8] [--repeats 5] [--threads 1])");
+  cmd->footer(
+      "Config fields (the model to profile) as for train: CONFIG.toml and --section.field VALUE.\n"
+      "  --out FILE               the profile JSON to write (required; plan --profile reads it)\n"
+      "  --microbatch-sizes LIST  microbatch sizes to time each layer at (default 1,2,4,8)\n"
+      "  --repeats N              timings per measurement, the median kept (default 5)\n"
+      "  --threads N              intra-op threads, as each worker will run (default 1)");
   cmd->prefix_command();
   cmd->callback([cmd] {
     const auto arguments = parse_config_arguments(

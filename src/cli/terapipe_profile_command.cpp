@@ -17,6 +17,12 @@ void add_terapipe_profile_command(CLI::App& app) {
                           "cached ones (one transformer block of the configured GPT) and fit "
                           "t(l,c) = t(l,0) + a l + b c + g l c ([CONFIG.toml] [--section.field "
                           "VALUE ...] --out slices.json [--batch 1] [--repeats 7] [--threads 1])");
+  cmd->footer(
+      "Config fields (the model) as for train: CONFIG.toml and --section.field VALUE.\n"
+      "  --out FILE    the slice profile JSON to write (required; terapipe-plan --profile reads it)\n"
+      "  --batch B     sequences per slice (default 1)\n"
+      "  --repeats N   timings per grid point, the median kept (default 7)\n"
+      "  --threads N   intra-op threads (default 1)");
   cmd->prefix_command();
   cmd->callback([cmd] {
     const auto arguments = parse_config_arguments(

@@ -26,8 +26,9 @@ namespace {
 // {schedules} and {chunked} come from the schedule catalogue.
 constexpr const char* kTrainUsage = R"(Usage: pipetrain train [CONFIG.toml] [--section.field VALUE ...] [options]
 
-Trains a GPT. With no arguments: the embedded default (byte-level GPT on
-data/tinyshakespeare.txt, a few minutes on 2 cores). Any config field can be
+Trains the configured model (model.kind, docs/models.md). With no arguments:
+the embedded default (byte-level GPT on data/tinyshakespeare.txt, a few
+minutes on 2 cores). Any config field can be
 overridden, e.g. --model.layers 8 --train.steps 200 (see docs/config.md).
 
 Pipeline shorthands (see docs/config.md, [pipeline]):
@@ -37,7 +38,8 @@ Pipeline shorthands (see docs/config.md, [pipeline]):
   --microbatches M    microbatches per step (train.microbatches)
   --dp-width W        data-parallel replicas, W x P workers (pipeline.dp_width)
   --chunks V          model chunks per worker, {chunked} only (pipeline.chunks)
-  --partition LIST    layer counts per stage, e.g. 3,3, or balanced (pipeline.partition)
+  --partition LIST    layer counts per stage, e.g. 3,3; balanced; or measured (by timed
+                      layers) (pipeline.partition)
   --plan FILE         run a plan from `pipetrain plan --out FILE`: its model shape,
                       stages, width, microbatching, schedule, partition, recomputation;
                       the run ends with the plan's predictions beside what it measured
@@ -58,6 +60,18 @@ Options:
   --quiet         no live progress line
   -h, --help      this text
 )";
+
+// The outputs this run left in its folder (README.md, "What the main job does"): a run without a
+// sample or a pipeline's trace names only what is there.
+std::string run_folder_outputs(const std::string& run_dir) {
+  std::vector<std::string> present;
+  for (const char* name : {"metrics.jsonl", "loss.svg", "config.toml", "checkpoint", "checkpoints", "sample.txt", "summary.json",
+                           "trace.json", "timeline.svg", "plan.json"}) {
+    const auto path = std::filesystem::path(run_dir) / name;
+    if (std::filesystem::exists(path)) present.push_back(std::filesystem::is_directory(path) ? std::string(name) + "/" : name);
+  }
+  return join(present, ", ");
+}
 
 // The schedules the runtime runs, wrapped under the usage's option descriptions.
 std::string runtime_schedule_lines() {
@@ -233,8 +247,7 @@ void report(const RunSummary& summary, const RunOptions& options, const GivenPla
     write_file_atomically(options.run_dir + "/plan.json", given.plan.dump(2) + "\n");
     fmt::print("{}", plan_check(given.plan, given.path, options.run_dir));
   }
-  fmt::print("run folder: {} (metrics.jsonl, loss.svg, config.toml, checkpoint/, sample.txt)\n",
-             options.run_dir);
+  fmt::print("run folder: {} ({})\n", options.run_dir, run_folder_outputs(options.run_dir));
 }
 
 }  // namespace

@@ -193,6 +193,10 @@ void validate(const Config& c) {
     fail("model.vocab_size must be >= 256 for byte-level text (data.format = \"bytes\"), got {}",
          c.model.vocab_size);
   }
+  if (c.data.val_split != "validation" && c.data.format != "speech") {
+    fail("data.val_split = \"{}\" reads a speech feature file's other held-out splits; data.format "
+         "\"{}\" holds out one, its validation split", c.data.val_split, c.data.format);
+  }
   if (c.data.format == "bytes" && !c.data.tokenizer.empty()) {
     fail("data.tokenizer is for token files: set data.format = \"tokens\" too (docs/data.md)");
   }
