@@ -67,17 +67,32 @@ LayerWork CnnModel::layer_work(int64_t layer, int64_t rows) const {
     total.flops += w.flops;
     total.parameters += w.parameters;
   };
+  // What autograd keeps for the backward, in outputs' sizes: each convolution's output (its
+  // BatchNorm's input) and each ReLU's output (the last is the layer's output); a BatchNorm's
+  // output feeds a ReLU or the sum, which keep nothing of it. The backward's transients, at a
+  // block's first convolution: the gradient arriving and the BatchNorm's (outputs' sizes), the
+  // convolution's and the shortcut's input gradients (inputs' sizes), and oneDNN's scratch (about
+  // two outputs' sizes; tests/runtime/cnn_memory_test.cpp measures them).
+  const double out = work.output_values;
+  const double in = layer == 0 ? 0 : b * product_of(config_.output_shape(layer - 1));
   if (layer == 0) {
     add(conv_work(b, config_.image_channels, config_.channels, 3, config_.image_size));
+    work.stashed_values = 2 * out;  // conv, relu
+    work.workspace_values = 4 * out;
   } else if (layer == config_.layer_count() - 1) {
-    const double in = double(config_.output_shape(layer - 1).at(0));
+    const double features = double(config_.output_shape(layer - 1).at(0));
     const double classes = double(config_.classes);
-    total = {2 * b * in * classes, (in + 1) * classes};
+    total = {2 * b * features * classes, (features + 1) * classes};
+    work.stashed_values = out + b * features;  // the logits and the pooled features the linear keeps
+    work.workspace_values = in;  // the pooling's input gradient
   } else {
     const auto shape = config_.block_shape(layer - 1);
     add(conv_work(b, shape.in, shape.out, 3, shape.size));
     add(conv_work(b, shape.out, shape.out, 3, shape.size));
-    if (shape.stride != 1 || shape.in != shape.out) add(conv_work(b, shape.in, shape.out, 1, shape.size));
+    const bool projected = shape.stride != 1 || shape.in != shape.out;
+    if (projected) add(conv_work(b, shape.in, shape.out, 1, shape.size));
+    work.stashed_values = (projected ? 5 : 4) * out;  // conv1, relu1, conv2, (shortcut conv,) relu
+    work.workspace_values = 4 * out + 2 * in;
   }
   work.forward_flops = total.flops;
   work.parameters = total.parameters;
