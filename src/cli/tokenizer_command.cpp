@@ -31,7 +31,12 @@ double tokenizer_seconds_since(TokenizerClock::time_point start) {
 // A text path as data.path is found: as given, else under the pipetrain source folder.
 std::string resolve_text_file(const std::string& path) {
   if (path.empty()) fail("give the text file to read, e.g. data/tinyshakespeare.txt");
-  return resolve_existing_path(path, PIPETRAIN_SOURCE_DIR);
+  const std::string found = resolve_existing_path(path, PIPETRAIN_SOURCE_DIR);
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(found, error)) {
+    fail("text '{}' is not a regular file (a folder or a device): give a text file", found);
+  }
+  return found;
 }
 
 void require_option(const std::string& value, const std::string& what) {

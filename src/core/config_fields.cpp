@@ -38,7 +38,7 @@ std::vector<FieldSpec> make_fields() {
        "ffn_hidden, rope_theta, rope_scaling, head and norm_eps; those given beside it (in the "
        "file or on the command line) override it",
        at(&C::model, &M::preset)),
-      spec("model.layers", "number of transformer blocks (gpt, transducer: its encoder's), residual blocks (cnn)", at(&C::model, &M::layers), 1),
+      spec("model.layers", "number of transformer blocks (gpt, transducer: its encoder's), residual blocks (cnn)", at(&C::model, &M::layers), 1, {}, kMaxCount),
       spec("model.d_model", "hidden size (gpt); the stem's channels (cnn: doubled by blocks 1 and 2)", at(&C::model, &M::d_model), 1),
       spec("model.heads", "attention heads; must divide model.d_model", at(&C::model, &M::heads), 1),
       spec("model.seq_len", "context length in tokens (bytes); transducer: the most feature frames of "

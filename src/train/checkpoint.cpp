@@ -182,6 +182,12 @@ CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
     fail("{}: checkpoint of a different model ({}); this run's model is {}", dir,
          shape_text(info.model_shape), shape_text(model_shape(config.model)));
   }
+  if (head_is_tied(written) != head_is_tied(config.model)) {
+    const auto name = [](bool tied) { return tied ? "tied" : "untied"; };
+    fail("{}: checkpoint of a model whose head is {} to the embedding; model.head makes it {}: its "
+         "trained head would be lost (set model.head = \"{}\")", dir, name(head_is_tied(written)),
+         name(head_is_tied(config.model)), name(head_is_tied(written)));
+  }
   // The tensors are in the writing run's model.dtype (its config, stored in the sidecar).
   const std::string& dtype = written.dtype;
   if (dtype != config.model.dtype) {

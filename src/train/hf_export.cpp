@@ -43,7 +43,10 @@ void prepare_out_dir(const std::string& dir) {
   if (fs::is_directory(dir) && !fs::is_empty(dir)) {
     fail("export: --out '{}' already holds files; name a new or empty folder", dir);
   }
-  fs::create_directories(dir);
+  if (dir.empty()) fail("export: --out must name a folder");
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) fail("export: cannot make the folder --out '{}': {}", dir, error.message());
 }
 
 }  // namespace
