@@ -5,8 +5,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <filesystem>
-
 #include <fmt/format.h>
 
 #include "cli/commands.h"
@@ -32,10 +30,7 @@ double tokenizer_seconds_since(TokenizerClock::time_point start) {
 std::string resolve_text_file(const std::string& path) {
   if (path.empty()) fail("give the text file to read, e.g. data/tinyshakespeare.txt");
   const std::string found = resolve_existing_path(path, PIPETRAIN_SOURCE_DIR);
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(found, error)) {
-    fail("text '{}' is not a regular file (a folder or a device): give a text file", found);
-  }
+  regular_file_size(found, "text");  // a folder or a device is one error line
   return found;
 }
 
