@@ -19,13 +19,24 @@ printf 'short' > "$work/short.txt"
 printf '{"format": ' > "$work/bad_plan.json"
 printf 'not,a,schedule\n1,2\n' > "$work/bad.csv"
 mkdir -p "$work/ro" && touch "$work/file"
+"$bin" plan --config examples/default.toml --out "$work/plan.json" >/dev/null 2>&1
+python3 - "$work" <<'PY'
+import json, sys
+work = sys.argv[1]
+plan = json.load(open(f"{work}/plan.json"))
+json.dump(dict(plan, partition=[2.5] + plan["partition"][1:]), open(f"{work}/fractional_plan.json", "w"))
+json.dump(dict(plan, config_fields={"model.layer": "3"}), open(f"{work}/unknown_field_plan.json", "w"))
+PY
 "$bin" train $tiny --stages 1 --checkpoint.every 1 --run-dir "$work/done" >/dev/null 2>&1
 "$bin" train $tiny --stages 1 --train.steps 4 --checkpoint.every 1 --run-dir "$work/base" >/dev/null 2>&1
 "$bin" train $tiny --stages 2 --train.steps 4 --checkpoint.every 1 --run-dir "$work/pipe" >/dev/null 2>&1
 "$bin" train $tiny --stages 2 --schedule 2bw --train.steps 4 --checkpoint.every 1 --run-dir "$work/twobw" >/dev/null 2>&1
+head -c 20000 data/tinyshakespeare.txt > "$work/run_text.txt"
+"$bin" train $tiny --stages 1 --train.steps 4 --checkpoint.every 1 --data.path "$work/run_text.txt" --run-dir "$work/ondata" >/dev/null 2>&1
+printf 'one more line\n' >> "$work/run_text.txt"  # the run's data rewritten
 cp -r "$work/pipe" "$work/otherstage"
 rm "$(echo "$work/pipe/checkpoints/$(cat "$work/pipe/checkpoints/latest")")/stage1.safetensors"
-for name in truncated corrupt badjson wrongmodel noconfig nockpt emptied bitflip; do cp -r "$work/base" "$work/$name"; done
+for name in truncated corrupt badjson wrongmodel noconfig nockpt emptied bitflip editedstep; do cp -r "$work/base" "$work/$name"; done
 latest() { echo "$work/$1/checkpoints/$(cat "$work/$1/checkpoints/latest")"; }
 # Records FILE's new CRC32C in its checkpoint.json, as a consistent (if buggy) writer would, so
 # that the content itself is what a resume refuses.
@@ -43,6 +54,7 @@ def crc32c(data):
 sidecar = os.path.join(os.path.dirname(path), "checkpoint.json")
 info = json.load(open(sidecar))
 info["crc32c"][os.path.basename(path)] = "%08x" % crc32c(open(path, "rb").read())
+info.pop("checkpoint_json_crc32c", None)  # its own checksum: as a sidecar written before it
 json.dump(info, open(sidecar, "w"), indent=2)
 PY
 }
@@ -56,6 +68,7 @@ cut_to_half() { truncate -s $(($(stat -c %s "$1") / 2)) "$1"; }
 cut_to_half "$(latest truncated)/model.safetensors"
 printf '\xff\xff\xff\xff\xff\xff\xff\x7fgarbage' > "$(latest corrupt)/model.safetensors"
 printf '{"format": "pipetrain-checkpoint-2", "step": "x"}' > "$(latest badjson)/checkpoint.json"
+sed -i 's/"step": 4,/"step": 3,/' "$(latest editedstep)/checkpoint.json"
 rm "$(latest twobw)/stage0.version3.safetensors"
 rm "$work/noconfig/config.toml"
 rm -r "$work/nockpt/checkpoints"
@@ -134,12 +147,14 @@ run_case "resume: the head untied where the run's was tied" "" "train --resume $
 run_case "resume: truncated checkpoint" "" "train --resume $work/truncated --train.steps 6"
 run_case "resume: corrupt safetensors header" "" "train --resume $work/corrupt --train.steps 6"
 run_case "resume: malformed checkpoint.json" "" "train --resume $work/badjson --train.steps 6"
+run_case "resume: checkpoint.json's step edited by hand" "" "train --resume $work/editedstep --train.steps 6"
 run_case "resume: wrong-model checkpoint" "" "train --resume $work/wrongmodel --train.steps 6"
 run_case "resume: different model shape requested" "" "train --resume $work/base --train.steps 6 --model.layers 3"
 run_case "resume: different optimizer" "" "train --resume $work/base --train.steps 6 --train.optimizer sgd"
 run_case "resume: run already finished" "" "train --resume $work/done"
 run_case "resume: another seed (other batches)" "" "train --resume $work/base --train.steps 6 --train.seed 7"
 run_case "resume: another validation fraction (trains on former validation data)" "" "train --resume $work/base --train.steps 6 --data.val_fraction 0.2"
+run_case "resume: the data file rewritten since" "" "train --resume $work/ondata --train.steps 6"
 run_case "resume: stage file of a pipeline checkpoint missing" "" "train --resume $work/pipe --train.steps 6"
 run_case "resume with a config file" "" "train $work/malformed.toml --resume $work/base"
 run_case "plan file missing" "" "train --plan $work/nope.json"
@@ -211,6 +226,16 @@ run_case "evaluate: run folder missing" "" "evaluate --run-dir $work/nothing"
 run_case "evaluate: folder without config.toml" "" "evaluate --run-dir $work/noconfig"
 run_case "evaluate: checkpoint missing" "" "evaluate --run-dir $work/base --checkpoint $work/base/checkpoints/step-000099"
 run_case "evaluate: unknown split" "" "evaluate --run-dir $work/base --split training"
+run_case "evaluate: --run-dir names a file" "" "evaluate --run-dir $work/file"
+run_case "learning rate 0" "" "train $tiny --train.lr 0"
+run_case "validation fraction too small for one sequence" "" "train $tiny --data.val_fraction 1e-7"
+run_case "plan: cluster file that describes no hardware" "" "plan --cluster $work/empty.txt"
+run_case "plan: cluster path is a folder" "" "plan --cluster $work"
+run_case "plan: --top 0" "" "plan --top 0"
+run_case "simulate: --iterations 0" "" "simulate --iterations 0"
+run_case "simulate: --load a folder" "" "simulate --load $work"
+run_case "plan file: a fractional layer count" "" "train $tiny --plan $work/fractional_plan.json"
+run_case "plan file: an unknown config field" "" "train $tiny --plan $work/unknown_field_plan.json"
 kill $listener 2>/dev/null
 
 table=$(printf '%s\n' "| # | case | command (W = scratch folder, TINY = a 1-layer model, 2 steps) | exit | lines | message |" "|---|---|---|---|---|---|" "${rows[@]}")

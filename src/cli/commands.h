@@ -19,4 +19,19 @@ void add_tokenizer_command(CLI::App& app);  // tokenizer_command.cpp
 void add_tokenize_command(CLI::App& app);   // tokenizer_command.cpp
 void add_prepare_speech_command(CLI::App& app);  // prepare_speech_command.cpp
 
+// For counts that must be at least 1 (`->check(at_least_one())`): "must be >= 1, got 0"
+// (CLI11's own PositiveNumber names a range up to 1.8e308).
+inline CLI::Validator at_least_one() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        try {
+          size_t used = 0;
+          if (std::stod(value, &used) >= 1 && used == value.size()) return "";
+        } catch (const std::exception&) {
+        }
+        return "must be >= 1, got " + value;
+      },
+      "COUNT >= 1");
+}
+
 }  // namespace pipetrain::cli

@@ -49,6 +49,18 @@ plan::PlanRequest::ModelVariant model_variant(std::string label, const Config& c
   return variant;
 }
 
+// A model whose training depends on the microbatch size (BatchNorm) is planned at the run's own
+// microbatch: another one would train another model.
+void keep_microbatch_if_it_trains_the_model(const Config& config, plan::PlanRequest& request) {
+  const std::string dependence = make_model(config)->microbatch_dependence();
+  if (dependence.empty()) return;
+  const int64_t microbatch =
+      config.train.batch_size / (config.train.microbatches * config.pipeline.dp_width);
+  request.microbatch_sizes = {microbatch};
+  fmt::print("plan: the microbatch stays {} samples, the run's: {} (another size would train "
+             "another model)\n", microbatch, dependence);
+}
+
 double held_bytes(const plan::PlanRequest::ModelVariant& variant) {
   double bytes = 0;
   for (const auto& layer : variant.costs(1)) bytes += layer.activation_bytes + layer.workspace_bytes;
@@ -111,7 +123,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--cluster", cluster, "a name in clusters/ or a cluster .toml path")->capture_default_str();
   cmd->add_option("--global-batch", global_batch, "sequences per optimizer step")->capture_default_str();
   cmd->add_option("--schedules", schedules, "comma-separated subset of " + join(planned_schedules(), ","));
-  cmd->add_option("--top", top, "alternatives to show")->capture_default_str();
+  cmd->add_option("--top", top, "alternatives to show")->capture_default_str()->check(at_least_one());
   cmd->add_option("--out", out, "write the best plan as JSON here");
   cmd->add_option("--out-ranked", out_ranked, "write every plan that fits as DIR/rank-NNN.json, best first "
                   "(to measure the ranking: bench/plan_choice.sh)");
@@ -128,7 +140,8 @@ void add_plan_command(CLI::App& app) {
                   "--max-workers workers sharing the cluster's cores, counting each worker's "
                   "resident overhead (the cluster's worker_overhead_gb)");
   cmd->add_option("--max-workers", max_workers, "with --memory-per-worker: the most workers to plan for")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least_one());
   cmd->allow_extras();  // the config overrides
   cmd->callback([cmd] {
     plan::PlanRequest request;
@@ -181,7 +194,10 @@ void add_plan_command(CLI::App& app) {
       request.cluster.device_memory_bytes = *budget;
       for (int workers = 1; workers <= max_workers; ++workers) request.worker_counts.push_back(workers);
     }
-    if (run_config) request.model_variants = model_variants(*run_config, request.cluster, overrides);
+    if (run_config) {
+      request.model_variants = model_variants(*run_config, request.cluster, overrides);
+      keep_microbatch_if_it_trains_the_model(*run_config, request);
+    }
     if (!memory_per_worker.empty()) {  // the run keeps to it: pipeline.memory_budget_mb
       for (auto& variant : request.model_variants) {
         variant.config_fields.push_back(

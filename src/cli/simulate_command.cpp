@@ -1,14 +1,13 @@
 // `pipetrain simulate`: build (or load) a schedule, validate it, simulate it under a cost model,
 // print the grid and the summary, optionally write the SVG timeline, Chrome trace and CSV; or
 // list the schedule catalogue.
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "core/text.h"
 #include "schedule/catalogue.h"
 #include "schedule/generators.h"
@@ -30,21 +29,6 @@ struct SimulateOptions {
   bool show_transfers = false, show_versions = false;
   bool list = false, catalogue = false;
 };
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) fail("cannot write '{}'", path);
-  out << text;
-  if (!out) fail("failed writing '{}'", path);
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read '{}'", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // The flags docs/schedules.md simulates a schedule with (beyond p and m): two chunks where it
 // takes chunks, and the iterations that show a no-flush schedule's steady state.
@@ -84,7 +68,6 @@ schedule::Schedule build(SimulateOptions& o) {
     if (s.policy.kind == schedule::WeightPolicyKind::Predicted) schedule::derive_staleness(s);
     return s;
   }
-  if (o.iterations < 0) fail("--iterations must be >= 1 (got {})", o.iterations);
   o.spec.iterations = o.iterations > 0 ? o.iterations
                                        : schedule::schedule_entry(o.spec.name).simulated_iterations();
   o.spec.nominal_forward = o.cost.forward_ms;
@@ -139,9 +122,9 @@ void run(SimulateOptions& o) {
   sim::Timeline timeline = sim::timeline_from_simulation(s, r);
   timeline.title = fmt::format("{}: p={} v={} m={} iterations={}  iteration {:.2f} ms", s.name,
                                s.workers, s.chunks, s.microbatches, s.iterations, r.iteration_ms);
-  if (!o.svg.empty()) write_file(o.svg, sim::render_svg(timeline));
-  if (!o.trace.empty()) write_file(o.trace, sim::chrome_trace_json(timeline));
-  if (!o.csv_out.empty()) write_file(o.csv_out, schedule::to_csv(s));
+  if (!o.svg.empty()) write_file_atomically(o.svg, sim::render_svg(timeline));
+  if (!o.trace.empty()) write_file_atomically(o.trace, sim::chrome_trace_json(timeline));
+  if (!o.csv_out.empty()) write_file_atomically(o.csv_out, schedule::to_csv(s));
 }
 
 }  // namespace
@@ -161,7 +144,8 @@ void add_simulate_command(CLI::App& app) {
                   "Token slices per microbatch (" + names_taking(&schedule::Parameters::slices) + ")")
       ->capture_default_str();
   cmd->add_option("--iterations", o->iterations,
-                  "Iterations (default: 1; 4 for no-flush schedules to see the steady state)");
+                  "Iterations (default: 1; 4 for no-flush schedules to see the steady state)")
+      ->check(at_least_one());
   cmd->add_option("--dp-width,-w", o->spec.dp_width, "Data-parallel replicas of each worker")
       ->capture_default_str();
   cmd->add_option("--forward-ms", o->cost.forward_ms, "Forward time of one worker's share")

@@ -13,8 +13,8 @@
 #include "core/files.h"
 #include "core/text.h"
 #include "io/json_file.h"
+#include "io/run_folder.h"
 #include "plan/plan_file.h"
-#include "core/text.h"
 #include "runtime/pipeline.h"
 #include "runtime/run_spec.h"
 #include "schedule/catalogue.h"
@@ -60,18 +60,6 @@ Options:
   --quiet         no live progress line
   -h, --help      this text
 )";
-
-// The outputs this run left in its folder (README.md, "What the main job does"): a run without a
-// sample or a pipeline's trace names only what is there.
-std::string run_folder_outputs(const std::string& run_dir) {
-  std::vector<std::string> present;
-  for (const char* name : {"metrics.jsonl", "loss.svg", "config.toml", "checkpoint", "checkpoints", "sample.txt", "summary.json",
-                           "trace.json", "timeline.svg", "plan.json"}) {
-    const auto path = std::filesystem::path(run_dir) / name;
-    if (std::filesystem::exists(path)) present.push_back(std::filesystem::is_directory(path) ? std::string(name) + "/" : name);
-  }
-  return join(present, ", ");
-}
 
 // The schedules the runtime runs, wrapped under the usage's option descriptions.
 std::string runtime_schedule_lines() {

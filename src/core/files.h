@@ -10,7 +10,7 @@ namespace pipetrain {
 // so a crash leaves either the old file or the new one, never a torn one.
 void write_file_atomically(const std::string& path, std::string_view bytes);
 
-std::string read_file(const std::string& path);  // UserError if missing, unreadable, a FIFO or a device
+std::string read_file(const std::string& path);  // UserError if missing, unreadable, a folder, a FIFO or a device
 
 // A file the user names (config, data): its size, or UserError naming `what` ("data file") when
 // it is missing, a folder, or not a regular file (a device such as /dev/zero never ends).

@@ -7,7 +7,8 @@ namespace {
 
 volatile std::sig_atomic_t received = 0;
 
-void on_signal(int sig) { received = sig; }
+// A hangup (the terminal closed) stops as SIGTERM does: the run checkpoints instead of dying.
+void on_signal(int sig) { received = sig == SIGHUP ? SIGTERM : sig; }
 
 }  // namespace
 
@@ -18,6 +19,11 @@ void install_stop_handlers() {
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  // Under nohup (SIGHUP ignored) a closed terminal must not stop the run: ignored stays ignored.
+  struct sigaction hangup {};
+  if (sigaction(SIGHUP, nullptr, &hangup) == 0 && hangup.sa_handler != SIG_IGN) {
+    sigaction(SIGHUP, &action, nullptr);
+  }
 }
 
 int stop_signal() { return received; }

@@ -28,6 +28,11 @@ TextDataset::TextDataset(std::vector<uint8_t> bytes, double val_fraction, int64_
   val_.assign(bytes.begin() + static_cast<std::ptrdiff_t>(train_size), bytes.end());
   // A window needs seq_len + 1 bytes (inputs plus the shifted targets).
   const auto need = static_cast<size_t>(seq_len) + 1;
+  if (train_.size() >= need && val_.size() < need && bytes.size() >= 2 * need) {  // the fraction's fault
+    fail("{}: data.val_fraction {:g} holds out {} of its {} bytes, fewer than one validation "
+         "sequence of {} tokens needs ({}): raise it to at least {:.2g}", origin, val_fraction,
+         val_.size(), bytes.size(), seq_len, need, double(need) / double(bytes.size()));
+  }
   if (train_.size() < need || val_.size() < need) {
     fail("{}: {} bytes are too few for sequences of {} tokens with {:g} held out for validation",
          origin, bytes.size(), seq_len, val_fraction);

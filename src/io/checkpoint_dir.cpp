@@ -63,6 +63,26 @@ void check_checksums_listed(const CheckpointInfo& info, const std::string& origi
   }
 }
 
+// The sidecar's own CRC32C, over its other fields as written (nlohmann's objects keep their keys
+// sorted, so the text re-dumped from a parse is the text the writer checksummed): a changed step,
+// format or partition is refused like a flipped bit in a tensor file.
+constexpr const char* kSidecarChecksum = "checkpoint_json_crc32c";
+
+std::string sidecar_checksum(nlohmann::json json) {
+  json.erase(kSidecarChecksum);
+  return crc32c_hex(json.dump(2));
+}
+
+// Sidecars written before it carry none, and load unverified.
+void check_sidecar_checksum(const nlohmann::json& json, const std::string& origin) {
+  if (!json.contains(kSidecarChecksum)) return;
+  const auto& recorded = json.at(kSidecarChecksum);
+  if (!recorded.is_string() || recorded.get<std::string>() != sidecar_checksum(json)) {
+    fail("{}: checkpoint.json changed after it was written (its own CRC32C does not match: damaged "
+         "or edited); a checkpoint resumes only as written", origin);
+  }
+}
+
 }  // namespace
 
 std::string checkpoint_info_json(const CheckpointInfo& info) {
@@ -85,6 +105,8 @@ std::string checkpoint_info_json(const CheckpointInfo& info) {
                                {"optimizer_files", info.optimizer_files},
                                {"crc32c", info.crc32c},
                                {"config", info.config_toml}};
+  if (!info.data_fingerprint.empty()) json["data"] = info.data_fingerprint;
+  json[kSidecarChecksum] = sidecar_checksum(json);
   if (info.loss_scale > 0) {
     json["loss_scale"] = info.loss_scale;
     json["loss_scale_good_steps"] = info.loss_scale_good_steps;
@@ -97,6 +119,7 @@ std::string checkpoint_info_json(const CheckpointInfo& info) {
 CheckpointInfo parse_checkpoint_info(const std::string& text, const std::string& origin) {
   const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!json.is_object()) fail("{}: checkpoint.json is not valid JSON (damaged?)", origin);
+  check_sidecar_checksum(json, origin);
   const auto format = field<std::string>(json, "format", origin);
   if (format != kFormat && format != kFormatWithoutChecksums) {
     fail("{}: checkpoint format '{}' is not '{}'", origin, format, kFormat);
@@ -132,6 +155,7 @@ CheckpointInfo parse_checkpoint_info(const std::string& text, const std::string&
   info.weight_versions = field<std::vector<std::vector<std::string>>>(json, "weight_versions", origin);
   info.optimizer_files = field<std::vector<std::string>>(json, "optimizer_files", origin);
   info.config_toml = field<std::string>(json, "config", origin);
+  if (json.contains("data")) info.data_fingerprint = field<std::string>(json, "data", origin);
   if (format == kFormat) info.crc32c = field<std::map<std::string, std::string>>(json, "crc32c", origin);
   if (info.step < 0 || info.stages < 1 || int64_t(info.partition.size()) != info.stages ||
       int64_t(info.weight_versions.size()) != info.stages) {
@@ -174,6 +198,12 @@ std::string config_hash(const std::string& text) {
 }
 
 std::string checkpoints_root(const std::string& run_dir) { return (fs::path(run_dir) / "checkpoints").string(); }
+
+std::string run_dir_of_checkpoint(const std::string& step_dir) {
+  fs::path path = fs::path(step_dir).lexically_normal();
+  if (!path.has_filename()) path = path.parent_path();  // "step-N/"
+  return path.parent_path().parent_path().string();
+}
 
 std::string step_dir_name(int64_t step) { return fmt::format("step-{:06d}", step); }
 

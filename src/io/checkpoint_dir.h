@@ -29,6 +29,9 @@ struct CheckpointInfo {
   std::vector<int64_t> model_shape; // layers, d_model, heads, seq_len, vocab_size
   std::string config_hash;          // FNV-1a of the run's config TOML
   std::string config_toml;
+  // data.path's content_fingerprint (io/content_fingerprint.h) when the run started; "" in
+  // checkpoints written before it was recorded, which resume unchecked.
+  std::string data_fingerprint;
   std::string rng_state;            // hex of the torch CPU generator state
   int64_t data_position = 0;        // batches are a pure function of (seed, step): = step
   double val_loss = 0;
@@ -58,6 +61,7 @@ std::vector<TensorEntry> read_checkpoint_file(const std::string& dir, const std:
 
 std::string config_hash(const std::string& text);  // 16 hex digits
 std::string checkpoints_root(const std::string& run_dir);
+std::string run_dir_of_checkpoint(const std::string& step_dir);  // RUN_DIR of RUN_DIR/checkpoints/step-N
 std::string step_dir_name(int64_t step);  // "step-000200"
 
 // Creates (empty) RUN_DIR/checkpoints/step-N.partial/ and returns its path.

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/files.h"
@@ -18,13 +19,29 @@ namespace fs = std::filesystem;
 namespace pipetrain {
 namespace {
 
-// Names a run writes, as regular expressions over a file name (an atomic write's temp file
-// adds .tmp.PID, core/files.h).
+// What a run writes at the top of its folder besides config.toml, metrics.jsonl and the
+// checkpoint folders: the name `train`'s last line shows ("" for its working files), and the
+// name as a regular expression over file names (an atomic write's temp file adds .tmp.PID,
+// core/files.h).
+struct RunOutput {
+  const char* shown;
+  const char* pattern;
+};
+constexpr RunOutput kOtherOutputList[] = {
+    {"loss.svg", R"(loss\.svg)"},        {"sample.txt", R"(sample\.txt)"},
+    {"summary.json", R"(summary\.json)"}, {"trace.json", R"(trace\.json)"},
+    {"timeline.svg", R"(timeline\.svg)"}, {"plan.json", R"(plan\.json)"},
+    {"", R"(trace-rank[0-9]+\.json)"},    {"", R"(workers\.pid)"},
+    {"", R"(launch-node[0-9]+\.json)"}};
 const char* const kMetrics = R"(metrics\.jsonl)";
-const char* const kOtherOutputs =
-    R"(loss\.svg|summary\.json|sample\.txt|trace\.json|timeline\.svg|trace-rank[0-9]+\.json|)"
-    R"(workers\.pid|launch-node[0-9]+\.json)";
 const char* const kConfig = R"(config\.toml)";
+
+std::string other_outputs_pattern() {
+  std::string out;
+  for (const auto& output : kOtherOutputList) out += (out.empty() ? "" : "|") + std::string(output.pattern);
+  return out;
+}
+const std::string kOtherOutputs = other_outputs_pattern();
 const char* const kCheckpointFiles =
     R"(((model|optimizer|stage[0-9]+|stage[0-9]+\.optimizer|stage[0-9]+\.version[0-9]+)\.safetensors|)"
     R"(checkpoint\.json))";
@@ -117,6 +134,20 @@ void remove_interrupted_writes(const std::string& run_dir) {
                   std::string(kStepFolder) + R"(\.(partial|old)|latest)" + kTempSuffix, false);
   remove_matching(dir / "checkpoint", with_temp(kCheckpointFiles), false);
   remove_matching(dir, with_temp(any_of({kMetrics, kOtherOutputs, kConfig})), false);
+}
+
+std::string run_folder_outputs(const std::string& run_dir) {
+  std::vector<std::string> shown = {"metrics.jsonl", "config.toml", "checkpoint", "checkpoints"};
+  for (const auto& output : kOtherOutputList) {
+    if (*output.shown != 0) shown.push_back(output.shown);
+  }
+  std::string present;
+  for (const auto& name : shown) {
+    const fs::path path = fs::path(run_dir) / name;
+    if (!fs::exists(path)) continue;
+    present += (present.empty() ? "" : ", ") + name + (fs::is_directory(path) ? "/" : "");
+  }
+  return present;
 }
 
 }  // namespace pipetrain

@@ -1,6 +1,6 @@
 #pragma once
 // What a run folder holds besides config.toml: metrics.jsonl, loss.svg, summary.json,
-// sample.txt, trace.json, timeline.svg, workers.pid, launch-node<K>.json, run.lock, the final checkpoint/
+// sample.txt, trace.json, timeline.svg, plan.json, workers.pid, launch-node<K>.json, run.lock, the final checkpoint/
 // and the periodic checkpoints/ (io/checkpoint_dir.h). Everything here removes files by those names only, so a
 // run folder shared with the user's own files, or a mistaken --run-dir, loses nothing else.
 #include <string>
@@ -46,5 +46,10 @@ void remove_previous_run(const std::string& run_dir);
 // folders, and the NAME.tmp.PID files of atomic writes of the run's own files. A resumed run
 // removes them before it starts.
 void remove_interrupted_writes(const std::string& run_dir);
+
+// The run's outputs present in `run_dir`, as `train`'s last line names them ("metrics.jsonl,
+// config.toml, checkpoint/, ..., summary.json"): a run without a sample or a trace names only
+// what is there.
+std::string run_folder_outputs(const std::string& run_dir);
 
 }  // namespace pipetrain

@@ -25,6 +25,9 @@ class CnnModel : public Model {
   TensorSpec boundary_spec(int64_t boundary, int64_t rows) const override;
   LayerWork layer_work(int64_t layer, int64_t rows) const override;
   Microbatch example(int64_t rows, torch::Generator& generator) const override;
+  std::string microbatch_dependence() const override {
+    return "BatchNorm normalises each microbatch with its own statistics";
+  }
 
  private:
   CnnConfig config_;

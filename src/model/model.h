@@ -153,6 +153,9 @@ class Model {
   virtual Microbatch example(int64_t rows, torch::Generator& generator) const = 0;
   // TeraPipe token slices: the sequence length in dimension 1, or 0 without the capability.
   virtual int64_t sliceable_length() const { return 0; }
+  // "" when a batch trains the same whatever its split into microbatches; else why not (layers
+  // that normalise over the microbatch): a plan then keeps the run's microbatch size.
+  virtual std::string microbatch_dependence() const { return ""; }
 };
 
 // Parameter names that are copies of a shared parameter other than its first (the head's own

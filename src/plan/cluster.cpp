@@ -42,6 +42,13 @@ ClusterSpec parse_cluster_toml(const std::string& text, const std::string& origi
       fail("{}: unknown cluster field '{}'", origin, key.str());
     }
   }
+  // A description that sets nothing (an empty file) would plan for made-up hardware.
+  if (std::none_of(root.begin(), root.end(), [](const auto& field) {
+        return field.first.str() != "name" && field.first.str() != "description";
+      })) {
+    fail("{}: describes no hardware (set nodes, devices_per_node, device_memory_gb, device_tflops, "
+         "...: docs/planning.md)", origin);
+  }
   ClusterSpec c;
   c.name = root["name"].value_or(std::string("unnamed"));
   c.description = root["description"].value_or(std::string());

@@ -3,10 +3,53 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "schedule/catalogue.h"
 
 namespace pipetrain::plan {
+namespace {
+
+// A count in the plan: a whole number (2.5 layers would be cut to 2 without a word).
+int64_t whole(const nlohmann::json& value, const std::string& what, const std::string& origin) {
+  if (!value.is_number_integer()) fail("{}: {} must be a whole number, got {}", origin, what, value.dump());
+  return value.get<int64_t>();
+}
+
+std::vector<int64_t> whole_list(const nlohmann::json& values, const std::string& what,
+                                const std::string& origin) {
+  if (!values.is_array()) fail("{}: {} must be a list of whole numbers, got {}", origin, what, values.dump());
+  std::vector<int64_t> out;
+  for (const auto& value : values) out.push_back(whole(value, what, origin));
+  return out;
+}
+
+// The planned config's own fields, each a known field whose value it takes (checked here, so a
+// bad one is blamed on the plan file, not the command line).
+std::vector<std::pair<std::string, std::string>> planned_config_fields(const nlohmann::json& plan,
+                                                                       const std::string& origin) {
+  std::vector<std::pair<std::string, std::string>> fields;
+  const nlohmann::json given = plan.value("config_fields", nlohmann::json::object());
+  if (!given.is_object()) fail("{}: config_fields must be an object of \"section.field\": \"value\"", origin);
+  for (const auto& field : given.items()) {
+    if (!field.value().is_string()) {
+      fail("{}: config_fields' '{}' must be a string, got {}", origin, field.key(), field.value().dump());
+    }
+    if (find_field(field.key()) == nullptr) {
+      fail("{}: config_fields names an unknown config field '{}'", origin, field.key());
+    }
+    Config check;
+    try {
+      set_field_from_string(check, field.key(), field.value().get<std::string>());
+    } catch (const UserError& error) {
+      fail("{}: in config_fields, {}", origin, error.what());
+    }
+    fields.push_back({field.key(), field.value().get<std::string>()});
+  }
+  return fields;
+}
+
+}  // namespace
 
 std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlohmann::json& plan,
                                                                        const std::string& origin) {
@@ -20,10 +63,11 @@ std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlo
     const auto schedule = plan.at("schedule").get<std::string>();
     const schedule::ScheduleEntry* entry = schedule::find_schedule(schedule);
     if (entry == nullptr) fail("{}: plan of an unknown schedule '{}'", origin, schedule);
-    const auto stages = plan.at("stages").get<int64_t>(), width = plan.at("dp_width").get<int64_t>();
-    const auto micro = plan.at("microbatch_size").get<int64_t>();
-    const auto microbatches = plan.at("microbatches").get<int64_t>();
-    const auto partition = plan.at("partition").get<std::vector<int64_t>>();
+    const auto stages = whole(plan.at("stages"), "stages", origin);
+    const auto width = whole(plan.at("dp_width"), "dp_width", origin);
+    const auto micro = whole(plan.at("microbatch_size"), "microbatch_size", origin);
+    const auto microbatches = whole(plan.at("microbatches"), "microbatches", origin);
+    const auto partition = whole_list(plan.at("partition"), "partition", origin);
     if (stages < 1 || width < 1 || micro < 1 || microbatches < 1 ||
         int64_t(partition.size()) != stages) {
       fail("{}: inconsistent plan (stages {}, dp_width {}, microbatch {} x {}, {} partition counts)",
@@ -33,18 +77,16 @@ std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlo
     std::vector<std::pair<std::string, std::string>> fields;
     if (gpt) {
       const auto& shape = plan.at("model_shape");
-      fields = {{"model.layers", text(shape.at("layers").get<int64_t>())},
-                {"model.d_model", text(shape.at("hidden").get<int64_t>())},
-                {"model.heads", text(shape.at("heads").get<int64_t>())},
-                {"model.seq_len", text(shape.at("seq_len").get<int64_t>())},
-                {"model.vocab_size", text(shape.at("vocab").get<int64_t>())}};
+      const auto size = [&](const char* key) { return text(whole(shape.at(key), key, origin)); };
+      fields = {{"model.layers", size("layers")},
+                {"model.d_model", size("hidden")},
+                {"model.heads", size("heads")},
+                {"model.seq_len", size("seq_len")},
+                {"model.vocab_size", size("vocab")}};
     }
     // The planned config's own fields (`plan --config` overrides, chunked cross-entropy) first:
     // what the plan decides below wins over them.
-    const nlohmann::json config_fields = plan.value("config_fields", nlohmann::json::object());
-    for (const auto& field : config_fields.items()) {
-      fields.push_back({field.key(), field.value().get<std::string>()});
-    }
+    for (auto& field : planned_config_fields(plan, origin)) fields.push_back(std::move(field));
     const std::vector<std::pair<std::string, std::string>> run_fields = {
         {"pipeline.schedule", schedule},
         {"pipeline.stages", text(stages)},
@@ -56,7 +98,8 @@ std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlo
     const int64_t chunks = entry->planner.chunks;
     if (chunks > 1) {
       // The runtime takes the p x v model stages' counts (older plans: its balanced cut).
-      const auto chunked = plan.value("chunk_partition", std::vector<int64_t>{});
+      const auto chunked = whole_list(plan.value("chunk_partition", nlohmann::json::array()),
+                                      "chunk_partition", origin);
       if (!chunked.empty() && int64_t(chunked.size()) != chunks * stages) {
         fail("{}: inconsistent plan ({} chunk partition counts for {} stages x {} chunks)", origin,
              chunked.size(), stages, chunks);

@@ -19,6 +19,7 @@
 #include "core/machine.h"
 #include "core/stop_signal.h"
 #include "io/checkpoint_dir.h"
+#include "io/content_fingerprint.h"
 #include "io/run_folder.h"
 #include "runtime/comm.h"
 #include "runtime/launch_file.h"
@@ -344,7 +345,9 @@ RunSummary launch_pipeline_workers(const Config& config, const RunSpec& spec,
   if (options.resume && p.node_rank == 0) refuse_run_folder_in_use(options.run_dir);
   if (options.resume) refuse_inexact_policy(config);  // the reason, before any missing checkpoint
   const std::string resume_from = options.resume ? latest_checkpoint(options.run_dir) : "";
-  if (options.resume) check_resumable(resume_from, config, spec.ranges);  // before writing
+  if (options.resume) {  // before writing
+    check_resumable(resume_from, config, spec.ranges, data_fingerprint(config.data.path, options.data_root));
+  }
   const std::optional<RunFolderLock> folder_lock = open_run_folder(config, options);
   const auto timeout = std::chrono::milliseconds(int64_t(p.timeout_s * 1000));
   // One machine on loopback: rendezvous through a file, so nothing listens beyond loopback (Gloo

@@ -160,8 +160,8 @@ std::map<std::string, std::string> write_stage_files(const std::string& dir,
 
 CheckpointInfo pipeline_checkpoint_info(const Config& config, int64_t step,
                                         const std::vector<StageRange>& ranges, double val_loss,
-                                        const LossScale& loss_scale) {
-  CheckpointInfo info = make_checkpoint_info(config, step, as_pairs(ranges));
+                                        const LossScale& loss_scale, const std::string& data) {
+  CheckpointInfo info = make_checkpoint_info(config, step, as_pairs(ranges), data);
   info.val_loss = val_loss;
   record_loss_scale(info, loss_scale);  // the same on every worker
   for (size_t s = 0; s < ranges.size(); ++s) {
@@ -176,12 +176,12 @@ CheckpointInfo pipeline_checkpoint_info(const Config& config, int64_t step,
 
 std::string write_pipeline_checkpoint(const std::string& run_dir, StageExecutor& executor,
                                       Comm& comm, const Layout& layout, const Config& config,
-                                      const std::vector<StageRange>& ranges, int64_t step,
-                                      double val_loss) {
+                                      const std::vector<StageRange>& ranges,
+                                      const std::string& data, int64_t step, double val_loss) {
   const fs::path partial = fs::path(checkpoints_root(run_dir)) / (step_dir_name(step) + ".partial");
   if (layout.reports()) begin_checkpoint(run_dir, step);
   comm.barrier();  // the folder exists (and is empty)
-  CheckpointInfo info = pipeline_checkpoint_info(config, step, ranges, val_loss, executor.loss_scale());
+  CheckpointInfo info = pipeline_checkpoint_info(config, step, ranges, val_loss, executor.loss_scale(), data);
   // Also the barrier "every stage file is written": a sum completes once every worker adds in.
   info.crc32c = gather_checksums(comm, info, write_stage_files(partial.string(), executor, layout, step));
   if (!layout.reports()) return (fs::path(checkpoints_root(run_dir)) / step_dir_name(step)).string();
@@ -194,9 +194,9 @@ void refuse_inexact_policy(const Config& config) {
 }
 
 void check_resumable(const std::string& checkpoint_dir, const Config& config,
-                     const std::vector<StageRange>& ranges) {
+                     const std::vector<StageRange>& ranges, const std::string& data) {
   refuse_inexact_policy(config);
-  const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges));
+  const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges), data);
   check_width(checkpoint_dir, info, config);
   const auto model = make_model(config);
   // Present and well-formed:
@@ -206,9 +206,10 @@ void check_resumable(const std::string& checkpoint_dir, const Config& config,
 }
 
 int64_t restore_pipeline_state(const std::string& checkpoint_dir, StageExecutor& executor,
-                               const Config& config, const std::vector<StageRange>& ranges) {
+                               const Config& config, const std::vector<StageRange>& ranges,
+                               const std::string& data) {
   refuse_inexact_policy(config);  // workers started without the launcher's check
-  const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges));
+  const CheckpointInfo info = read_checkpoint_for(checkpoint_dir, config, as_pairs(ranges), data);
   const auto tensors = read_checkpoint_tensors(checkpoint_dir, info, roles_of(executor.model_definition()),
                                                layers_to_load(executor, ranges));
   executor.load_state(tensors, checkpoint_dir);

@@ -22,6 +22,7 @@
 #include "device/placement.h"
 #include "device/torch_build.h"
 #include "data/text_codec.h"
+#include "io/content_fingerprint.h"
 #include "io/metrics.h"
 #include "io/plot.h"
 #include "io/run_folder.h"
@@ -283,6 +284,7 @@ class PipelineWorkerSession : public TrainingSession {
     fs::path dir;
     Layout layout;
     const RunSpec& spec;
+    std::string data;  // data_fingerprint when the run started (the reporter's, which commits)
   };
   PipelineWorkerSession(Run run, Comm& comm, StageExecutor& executor, CountingAllocator& allocator,
                         StopVotes& votes)
@@ -298,6 +300,7 @@ class PipelineWorkerSession : public TrainingSession {
   int rank() const override { return comm_.rank(); }
   StepResult train_step(int64_t step) override {
     memory_.begin_step();
+    stepped_ = true;
     const StepResult result = executor_.train_step(step);
     step_memory_ = measure_memory(memory_, executor_.held_weights(),
                                   executor_.optimizer(), executor_.graph_pool_bytes());
@@ -336,7 +339,7 @@ class PipelineWorkerSession : public TrainingSession {
   bool checkpointable() const override { return executor_.checkpointable(); }
   std::string save_checkpoint(int64_t done, double val_loss) override {
     return write_pipeline_checkpoint(run_.dir.string(), executor_, comm_, run_.layout, run_.config,
-                                     run_.spec.ranges, done, val_loss);
+                                     run_.spec.ranges, run_.data, done, val_loss);
   }
   Finished finish(double val_loss) override;
   std::string loss_stage() const override {
@@ -352,6 +355,7 @@ class PipelineWorkerSession : public TrainingSession {
   StopVotes& votes_;
   MemoryReport step_memory_;
   MemoryReport run_memory_;  // field-wise maximum over the steps
+  bool stepped_ = false;     // a run resumed at its last step only finishes
 };
 
 TrainingSession::Finished PipelineWorkerSession::finish(double val_loss) {
@@ -361,21 +365,25 @@ TrainingSession::Finished PipelineWorkerSession::finish(double val_loss) {
   const fs::path checkpoint_dir = dir / "checkpoint";
   fs::create_directories(checkpoint_dir);
   CheckpointInfo final_info = pipeline_checkpoint_info(config, config.train.steps, run_.spec.ranges,
-                                                       val_loss, executor_.loss_scale());
+                                                       val_loss, executor_.loss_scale(), run_.data);
   final_info.crc32c = gather_checksums(
       comm_, final_info, write_stage_files(checkpoint_dir.string(), executor_, run_.layout, config.train.steps));
   write_pipeline_checkpoint(dir.string(), executor_, comm_, run_.layout, config, run_.spec.ranges,
-                            config.train.steps, val_loss);
-  write_trace_part(dir, comm_.rank(), executor_.events());
+                            run_.data, config.train.steps, val_loss);
+  if (stepped_) write_trace_part(dir, comm_.rank(), executor_.events());  // else keep the run's
   const auto run_memory_by_rank = gather_memory(comm_, run_memory_);
   const nlohmann::json weight_memory = weight_memory_report(comm_, executor_);
   const nlohmann::json cores = cores_report(comm_);
   comm_.barrier();  // every stage's files are written
   Finished finished;
   if (!reports()) return finished;
-  auto memory_lines = describe_memory_by_rank(run_.layout, run_memory_by_rank);
-  add_traced_peaks(memory_lines, write_trace(dir, run_.layout));
-  if (config.pipeline.memory_budget_mb > 0) {
+  std::vector<std::string> memory_lines = {
+      "memory: not measured: no step ran (the run resumed at its last step to finish it)"};
+  if (stepped_) {
+    memory_lines = describe_memory_by_rank(run_.layout, run_memory_by_rank);
+    add_traced_peaks(memory_lines, write_trace(dir, run_.layout));
+  }
+  if (config.pipeline.memory_budget_mb > 0 && stepped_) {
     memory_lines.push_back(describe_budget(config.pipeline.memory_budget_mb, run_memory_by_rank));
   }
   for (const auto& line : memory_lines) finished.memory += line + "\n";
@@ -487,10 +495,16 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
   const std::string resume_from = launched        ? launch->resume_from
                                   : options.resume ? latest_checkpoint(dir.string())
                                                    : "";
-  const int64_t first_step = resume_from.empty() ? 0 : restore_pipeline_state(resume_from, executor, config, ranges);
+  // Read by the worker that writes checkpoint.json, and by each worker that checks a resume
+  // itself (under torchrun: no launcher checked it).
+  const std::string data = reports || (!launched && options.resume)
+                               ? data_fingerprint(config.data.path, options.data_root) : "";
+  const int64_t first_step =
+      resume_from.empty() ? 0
+                          : restore_pipeline_state(resume_from, executor, config, ranges, launched ? "" : data);
   if (reports && !resume_from.empty()) {
     keep_metrics_up_to((dir / "metrics.jsonl").string(), first_step);
-    fmt::print(stderr, "pipetrain: resuming at step {} from {}\n", first_step, resume_from);
+    fmt::print(stderr, "{}\n", resuming_line(first_step, config.train.steps, resume_from));
   }
   // Once the run is sure to start (a refused resume stays one error line).
   for (const std::string& advice :
@@ -498,7 +512,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
     if (reports && !advice.empty()) fmt::print(stderr, "{}\n", advice);
   }
   install_stop_handlers();
-  PipelineWorkerSession session({config, options, dir, layout, spec}, comm, executor, allocator, stop_votes);
+  PipelineWorkerSession session({config, options, dir, layout, spec, data}, comm, executor, allocator, stop_votes);
   LoopSettings settings;
   settings.run_dir = dir.string();
   settings.first_step = first_step;

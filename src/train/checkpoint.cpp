@@ -120,8 +120,10 @@ void restore_loss_scale(const CheckpointInfo& info, int64_t updates, LossScale& 
 }
 
 CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
-                                    const std::vector<std::pair<int64_t, int64_t>>& partition) {
+                                    const std::vector<std::pair<int64_t, int64_t>>& partition,
+                                    const std::string& data_fingerprint) {
   CheckpointInfo info;
+  info.data_fingerprint = data_fingerprint;
   info.step = step;
   info.data_position = step;
   info.policy = schedule::policy_of(config);
@@ -140,9 +142,10 @@ CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
 
 namespace {
 
+// The run's data file where it was, or moved away (its content is compared: refuse_other_data).
 bool same_file(const std::string& a, const std::string& b) {
   std::error_code error;
-  return a == b || fs::equivalent(a, b, error) || !fs::exists(a, error);  // moved data: as given
+  return a == b || fs::equivalent(a, b, error) || !fs::exists(a, error);
 }
 
 // A resumed run continues its own stream of batches (train.seed, train.batch_size, the data) and
@@ -165,15 +168,27 @@ void refuse_changed_meaning(const Config& written, const Config& now, const std:
        join(changed, ", "));
 }
 
+// The same path rewritten, or another file where the run's was moved from: other tokens under
+// the same batch positions. (Checkpoints before the fingerprint was recorded: not compared.)
+void refuse_other_data(const CheckpointInfo& info, const std::string& now, const Config& config,
+                       const std::string& dir) {
+  if (info.data_fingerprint.empty() || now.empty() || info.data_fingerprint == now) return;
+  fail("{}: data.path '{}' is not the data the run trained on (now {}; the run's: {}); a resumed "
+       "run continues on its own data (put it back, or start a new run)", dir, config.data.path, now,
+       info.data_fingerprint);
+}
+
 }  // namespace
 
 CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
-                                   const std::vector<std::pair<int64_t, int64_t>>& partition) {
+                                   const std::vector<std::pair<int64_t, int64_t>>& partition,
+                                   const std::string& data_fingerprint) {
   const std::string path = (fs::path(dir) / "checkpoint.json").string();
   if (!fs::exists(path)) fail("{}: missing (not a complete checkpoint)", path);
   CheckpointInfo info = parse_checkpoint_info(read_file(path), path);
   const Config written_config = parse_config_toml(info.config_toml, path);
   refuse_changed_meaning(written_config, config, dir);
+  refuse_other_data(info, data_fingerprint, config, dir);
   const ModelConfig& written = written_config.model;
   if (written.kind != config.model.kind) {
     fail("{}: checkpoint of a '{}' model; model.kind is '{}'", dir, written.kind, config.model.kind);
@@ -206,7 +221,9 @@ CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
     fail("{}: weight policy '{}' keeps per-stage weight versions; loading them into another "
          "partition would not be exact (checkpoint: {} stages)", dir, info.policy, info.stages);
   }
-  if (info.step >= config.train.steps) {
+  // At the last step, a run stopped before its summary (after the final checkpoint) finishes.
+  const bool finished = fs::exists(fs::path(run_dir_of_checkpoint(dir)) / "summary.json");
+  if (info.step > config.train.steps || (info.step == config.train.steps && finished)) {
     fail("{}: checkpoint is at step {}, the run has train.steps = {}: nothing to resume (raise "
          "--train.steps)", dir, info.step, config.train.steps);
   }

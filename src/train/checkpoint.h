@@ -37,16 +37,19 @@ std::map<std::string, std::string> save_module_state(
 std::string write_checkpoint_file(const std::string& dir, const std::string& file,
                                   const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
 
-// The sidecar for this config at `step` (schedule, partition, shape, hash, RNG); the caller
-// fills weight_versions / optimizer_files.
+// The sidecar for this config at `step` (schedule, partition, shape, hash, RNG, the data's
+// fingerprint); the caller fills weight_versions / optimizer_files.
 CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
-                                    const std::vector<std::pair<int64_t, int64_t>>& partition);
+                                    const std::vector<std::pair<int64_t, int64_t>>& partition,
+                                    const std::string& data_fingerprint);
 
 // Reads `dir`/checkpoint.json and refuses (UserError, with the reason) what cannot continue
-// exactly under `config`: another model shape, model.dtype or optimizer, or an asynchronous
-// policy's weight versions on another partition.
+// exactly under `config`: another model shape, model.dtype or optimizer, an asynchronous
+// policy's weight versions on another partition, or other data (`data_fingerprint`, the data's
+// now; "" = not compared, for a worker whose launcher compared it).
 CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
-                                   const std::vector<std::pair<int64_t, int64_t>>& partition);
+                                   const std::vector<std::pair<int64_t, int64_t>>& partition,
+                                   const std::string& data_fingerprint);
 
 // Every tensor of the checkpoint's weight files (newest version) and optimizer files, the
 // optimizer state checked against the weights (`roles`: the model's, for Muon's matrices).

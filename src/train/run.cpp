@@ -15,6 +15,7 @@
 #include "device/torch_build.h"
 #include "data/text_codec.h"
 #include "io/checkpoint_dir.h"
+#include "io/content_fingerprint.h"
 #include "io/run_folder.h"
 #include "model/registry.h"
 #include "model/state_io.h"
@@ -32,11 +33,11 @@ namespace {
 
 // Weights + optimizer state into `dir`; returns the sidecar describing them.
 CheckpointInfo write_state(const std::string& dir, Trainer& trainer, const Config& config,
-                           int64_t step, double val_loss) {
+                           const std::string& data, int64_t step, double val_loss) {
   const auto checksums = save_module_state(dir, "model.safetensors", "optimizer.safetensors",
                                            trainer.model(), trainer.optimizer());
   CheckpointInfo info =
-      make_checkpoint_info(config, step, {{0, trainer.model_definition().layer_count()}});
+      make_checkpoint_info(config, step, {{0, trainer.model_definition().layer_count()}}, data);
   info.crc32c = checksums;
   info.val_loss = val_loss;
   info.weight_versions = {{"model.safetensors"}};
@@ -46,18 +47,19 @@ CheckpointInfo write_state(const std::string& dir, Trainer& trainer, const Confi
 }
 
 // The run folder's checkpoint/ (the final state, the documented place of model.safetensors).
-void write_checkpoint(const std::string& dir, Trainer& trainer, const Config& config, int64_t step,
-                      double val_loss) {
+void write_checkpoint(const std::string& dir, Trainer& trainer, const Config& config,
+                      const std::string& data, int64_t step, double val_loss) {
   fs::create_directories(dir);
-  const CheckpointInfo info = write_state(dir, trainer, config, step, val_loss);
+  const CheckpointInfo info = write_state(dir, trainer, config, data, step, val_loss);
   write_file_atomically((fs::path(dir) / "checkpoint.json").string(), checkpoint_info_json(info));
 }
 
 // RUN_DIR/checkpoints/step-N/, made complete and `latest` before older ones are dropped.
 std::string write_periodic_checkpoint(const std::string& run_dir, Trainer& trainer,
-                                      const Config& config, int64_t step, double val_loss) {
+                                      const Config& config, const std::string& data, int64_t step,
+                                      double val_loss) {
   const std::string partial = begin_checkpoint(run_dir, step);
-  return commit_checkpoint(run_dir, write_state(partial, trainer, config, step, val_loss),
+  return commit_checkpoint(run_dir, write_state(partial, trainer, config, data, step, val_loss),
                            config.checkpoint.keep);
 }
 
@@ -68,18 +70,19 @@ struct ResumePoint {
   CheckpointTensors tensors;
 };
 
-std::optional<ResumePoint> read_resume_point(const Config& config, const RunOptions& options) {
+std::optional<ResumePoint> read_resume_point(const Config& config, const RunOptions& options,
+                                             const std::string& data) {
   if (!options.resume) return std::nullopt;
   ResumePoint point;
   point.dir = latest_checkpoint(options.run_dir);
   const auto model = make_model(config);
-  point.info = read_checkpoint_for(point.dir, config, {{0, model->layer_count()}});
+  point.info = read_checkpoint_for(point.dir, config, {{0, model->layer_count()}}, data);
   point.tensors = read_checkpoint_tensors(point.dir, point.info, roles_of(*model));
   return point;
 }
 
 // The step a resumed run continues from (0 for a new run), with the trainer's state loaded.
-int64_t restore(Trainer& trainer, const RunOptions& options,
+int64_t restore(Trainer& trainer, const Config& config, const RunOptions& options,
                 const std::optional<ResumePoint>& point) {
   if (!point) return 0;
   const std::string& dir = point->dir;
@@ -89,16 +92,17 @@ int64_t restore(Trainer& trainer, const RunOptions& options,
   restore_torch_rng_state(info.rng_state, dir);
   restore_loss_scale(info, info.step, trainer.loss_scale());  // an update a step
   keep_metrics_up_to((fs::path(options.run_dir) / "metrics.jsonl").string(), info.step);
-  fmt::print(stderr, "pipetrain: resuming at step {} from {}\n", info.step, dir);
+  fmt::print(stderr, "{}\n", resuming_line(info.step, config.train.steps, dir));
   return info.step;
 }
 
 // The single-process trainer behind the shared loop.
 class SingleProcessSession : public TrainingSession {
  public:
-  SingleProcessSession(const Config& config, const RunOptions& options, Trainer& trainer,
-                       const TextCodec* codec, const BatchSource& batches)
-      : config_(config), options_(options), trainer_(trainer), codec_(codec), batches_(batches) {}
+  SingleProcessSession(const Config& config, const RunOptions& options, std::string data,
+                       Trainer& trainer, const TextCodec* codec, const BatchSource& batches)
+      : config_(config), options_(options), data_(std::move(data)), trainer_(trainer),
+        codec_(codec), batches_(batches) {}
   bool reports() const override { return true; }
   int rank() const override { return 0; }
   StepResult train_step(int64_t step) override { return trainer_.train_step(step); }
@@ -108,12 +112,12 @@ class SingleProcessSession : public TrainingSession {
     return {stop_signal(), !std::isfinite(loss), done, loss};
   }
   std::string save_checkpoint(int64_t done, double val_loss) override {
-    return write_periodic_checkpoint(options_.run_dir, trainer_, config_, done, val_loss);
+    return write_periodic_checkpoint(options_.run_dir, trainer_, config_, data_, done, val_loss);
   }
   Finished finish(double val_loss) override {
     const fs::path dir(options_.run_dir);
-    write_checkpoint((dir / "checkpoint").string(), trainer_, config_, config_.train.steps, val_loss);
-    write_periodic_checkpoint(options_.run_dir, trainer_, config_, config_.train.steps, val_loss);
+    write_checkpoint((dir / "checkpoint").string(), trainer_, config_, data_, config_.train.steps, val_loss);
+    write_periodic_checkpoint(options_.run_dir, trainer_, config_, data_, config_.train.steps, val_loss);
     return {sample_of(trainer_.model(), config_, codec_, batches_), "", nlohmann::json::object()};
   }
   std::string loss_stage() const override { return "stage 0, the single-process trainer"; }
@@ -121,6 +125,7 @@ class SingleProcessSession : public TrainingSession {
  private:
   const Config& config_;
   const RunOptions& options_;
+  const std::string data_;  // data_fingerprint when the run started
   Trainer& trainer_;
   const TextCodec* codec_;  // none for data that is not text
   const BatchSource& batches_;
@@ -139,7 +144,8 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   const auto batches = make_batch_source(config, options.data_root);
   const auto codec = make_text_codec(config.data, options.data_root);
   if (options.resume) refuse_run_folder_in_use(options.run_dir);
-  const auto resume_point = read_resume_point(config, options);
+  const std::string data = data_fingerprint(config.data.path, options.data_root);
+  const auto resume_point = read_resume_point(config, options, data);
   const RunFolderLock folder_lock = prepare_run_folder(options.run_dir, options.resume, options.overwrite);
   const fs::path dir(options.run_dir);
   if (!options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));
@@ -152,10 +158,10 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
              trainer.model_definition().describe(), format_count(double(parameter_count(trainer.model()))),
              batches->describe(), options.run_dir);
 
-  const int64_t first_step = restore(trainer, options, resume_point);
+  const int64_t first_step = restore(trainer, config, options, resume_point);
   if (options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));  // it loaded
   install_stop_handlers();
-  SingleProcessSession session(config, options, trainer, codec.get(), *batches);
+  SingleProcessSession session(config, options, data, trainer, codec.get(), *batches);
   LoopSettings settings;
   settings.run_dir = options.run_dir;
   settings.first_step = first_step;

@@ -50,11 +50,12 @@ void maybe_inject_fault(int rank, int64_t step, bool launched) {
   if (std::sscanf(fault, "%d:%lld:%15s", &fault_rank, &fault_step, action) < 2) return;
   if (fault_rank != rank || fault_step != step) return;
   const std::string what(action);
-  if (what == "term") {
-    ::kill(launched ? ::getppid() : ::getpid(), SIGTERM);
+  if (what == "term" || what == "hup") {  // hup: the terminal closed, to the whole job
+    const int signal = what == "term" ? SIGTERM : SIGHUP;
+    ::kill(launched ? ::getppid() : ::getpid(), signal);
     // This worker sees it at once (as if forwarded): the stop lands in this step, whatever
     // the launcher's polling delay.
-    if (launched) std::raise(SIGTERM);
+    if (launched) std::raise(signal);
   } else if (what == "int") {
     std::raise(SIGINT);  // to this worker only, as `kill -INT <worker pid>` would
   } else if (what == "hang") {
@@ -73,6 +74,12 @@ void keep_metrics_up_to(const std::string& path, int64_t step) {
     if (record.is_object() && record.value("step", int64_t(0)) <= step) kept += line + "\n";
   }
   write_file_atomically(path, kept);
+}
+
+std::string resuming_line(int64_t step, int64_t steps, const std::string& checkpoint_dir) {
+  if (step < steps) return fmt::format("pipetrain: resuming at step {} from {}", step, checkpoint_dir);
+  return fmt::format("pipetrain: the run stopped after its last step's checkpoint ({}), before its "
+                     "summary: writing the final checkpoint, sample and summary", checkpoint_dir);
 }
 
 }  // namespace pipetrain

@@ -32,4 +32,8 @@ void maybe_inject_fault(int rank, int64_t step, bool launched);
 // are dropped so no step appears twice.
 void keep_metrics_up_to(const std::string& path, int64_t step);
 
+// What a resumed run says it does: continue at `step` of `steps` from `checkpoint_dir`, or, at
+// the last step, write what a stop after the final checkpoint left unwritten.
+std::string resuming_line(int64_t step, int64_t steps, const std::string& checkpoint_dir);
+
 }  // namespace pipetrain

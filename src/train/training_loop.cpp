@@ -174,6 +174,35 @@ class StopHandling {
   int deferred_signal_ = 0;
 };
 
+double number_or(const nlohmann::json& record, const char* key, double otherwise) {
+  const auto it = record.find(key);
+  return it != record.end() && it->is_number() ? it->get<double>() : otherwise;
+}
+
+// A resumed run's curves, final loss and last validation so far, from the metrics lines it
+// kept (those of logged steps: before the resume the plot is as dense as log.every). A run
+// resumed at its last step, whose summary a stop cut short, reports what it ended with.
+Validation continue_report(Report& report, const fs::path& metrics_path) {
+  Validation validation;
+  if (!fs::exists(metrics_path)) return validation;
+  for (const auto& record : read_metrics(metrics_path.string())) {
+    const double step = number_or(record, "step", 0), loss = number_or(record, "loss", NAN);
+    if (!std::isfinite(loss)) continue;
+    report.train_curve.emplace_back(step, loss);
+    report.summary.final_loss = loss;
+    report.summary.tokens_per_s = number_or(record, "tokens_per_s", 0);
+    if (!std::isfinite(number_or(record, "val_loss", NAN))) continue;
+    validation = {record["val_loss"].get<double>(), {}};
+    for (const auto& [key, value] : record.items()) {
+      if (key != "val_loss" && key.rfind("val_", 0) == 0 && value.is_number()) {
+        validation.measures.emplace_back(key.substr(4), value.get<double>());
+      }
+    }
+    report.val_curve.emplace_back(step, validation.loss);
+  }
+  return validation;
+}
+
 // The reporting worker's end of the run: the sample, the loss curves and summary.json.
 RunSummary summarize_run(const Config& config, const fs::path& dir, const std::string& plot_title,
                          Report& report, const Validation& validation, double seconds,
@@ -216,6 +245,7 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
   }
   StopHandling stops(session, dir);
   Validation validation;
+  if (reports && resumed) validation = continue_report(report, dir / "metrics.jsonl");
   const auto start = Clock::now();
   ProfiledSteps profiled(config, dir, session.rank());
   for (int64_t step = settings.first_step; step < config.train.steps; ++step) {

@@ -12,6 +12,7 @@
 
 #include "core/files.h"
 #include "../pipetrain_run.h"
+#include "io/checkpoint_dir.h"
 #include "io/crc32c.h"
 #include "io/safetensors.h"
 
@@ -287,12 +288,12 @@ TEST(BadInput, WiderStageFileIsRefusedBeforeAnythingIsRewritten) {
   // Stage 0 of the wider run, weights and optimizer state, with their checksums recorded as if
   // the run had written them: the shape check against the model must catch it.
   const auto sidecar = latest(dir) / "checkpoint.json";
-  auto info = nlohmann::json::parse(read_file(sidecar.string()));
+  CheckpointInfo info = parse_checkpoint_info(read_file(sidecar.string()), sidecar.string());
   for (const char* file : {"stage0.safetensors", "stage0.optimizer.safetensors"}) {
     fs::copy_file(latest(wide) / file, latest(dir) / file, fs::copy_options::overwrite_existing);
-    info["crc32c"][file] = crc32c_hex(read_file((latest(dir) / file).string()));
+    info.crc32c[file] = crc32c_hex(read_file((latest(dir) / file).string()));
   }
-  write_file_atomically(sidecar.string(), info.dump(2));
+  write_file_atomically(sidecar.string(), checkpoint_info_json(info));
   const std::string config = read_file((dir / "config.toml").string());
   expect_one_line_error("train --resume " + dir.string() + " --train.steps 4 --stages 2",
                         "tensor 'layer0.token_weight' has shape [256, 32], the model needs [256, 16]");

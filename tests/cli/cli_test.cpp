@@ -514,6 +514,10 @@ TEST(Cli, PlanConfigPlansTheCnnFromItsOwnLayerCosts) {
   // 2 stages: [stem, 28x28 block] | [14x14 block, 7x7 block, head]. GPT's costs for 5 layers
   // (near-free embedding, equal blocks, heavier head) would cut 3 | 2.
   EXPECT_EQ(partitions_at(plans, 2), (std::set<std::vector<int>>{{2, 3}})) << output;
+  // BatchNorm normalises over a microbatch: every plan keeps the example's 40 images (80 in 2
+  // microbatches), as another size would train another model.
+  EXPECT_NE(output.find("plan: the microbatch stays 40 samples, the run's: BatchNorm"), std::string::npos) << output;
+  for (const auto& plan : plans) EXPECT_EQ(plan["microbatch_size"], 40) << plan.dump();
 
   // 3 devices: the heaviest block (28x28) alone with the near-free stem, then each other block.
   std::ifstream this_machine(std::string(PIPETRAIN_SOURCE_DIR) + "/clusters/this-machine.toml");
@@ -525,10 +529,9 @@ TEST(Cli, PlanConfigPlansTheCnnFromItsOwnLayerCosts) {
   std::ofstream(dir / "three.toml") << three;
   const auto plans3 = ranked_plans("--config " + std::string(PIPETRAIN_SOURCE_DIR) +
                                    "/examples/fashion_mnist.toml --cluster " + (dir / "three.toml").string() +
-                                   " --global-batch 96", dir / "three", &output);
+                                   " --global-batch 120", dir / "three", &output);
   ASSERT_FALSE(plans3.empty()) << output;
-  // (Single-image microbatches compute so little that sending the 28x28 activations decides.)
-  EXPECT_EQ(partitions_at(plans3, 3, 2), (std::set<std::vector<int>>{{2, 1, 2}})) << output;
+  EXPECT_EQ(partitions_at(plans3, 3), (std::set<std::vector<int>>{{2, 1, 2}})) << output;
   fs::remove_all(dir);
 }
 

@@ -66,5 +66,40 @@ TEST(RunFolder, AResumeThatWouldTrainOnOtherDataIsRefusedAndChangesNothing) {
   fs::remove_all(dir);
 }
 
+// The same path with other contents, or another file where the run's was moved from: refused,
+// naming the data, before anything changes; the run's own bytes under another name resume.
+TEST(RunFolder, AResumeOnDataWhoseContentsChangedIsRefused) {
+  const fs::path data_dir = testing::fresh_dir("changed_data");
+  const auto text = [](char letter) {
+    std::string bytes;
+    for (int i = 0; i < 4000; ++i) bytes += char(i % 7 == 6 ? ' ' : letter + i % 5);
+    return bytes;
+  };
+  fs::create_directories(data_dir);
+  const fs::path data = data_dir / "text.txt";
+  write_file_atomically(data.string(), text('a'));
+  for (const std::string stages : {"1", "2"}) {
+    const fs::path dir = trained_run("changed_data_" + stages,
+                                     "--pipeline.stages " + stages + " --data.path " + data.string());
+    const std::string sidecar = read_file((dir / "checkpoint" / "checkpoint.json").string());
+    EXPECT_NE(sidecar.find("\"data\": \"4000 bytes, crc32c "), std::string::npos) << sidecar;
+    const std::string metrics = read_file((dir / "metrics.jsonl").string());
+    const std::string resume = "train --resume " + dir.string() + " --train.steps 3";
+    write_file_atomically(data.string(), text('k'));  // rewritten in place, the same size
+    testing::expect_one_line_error(resume, "data.path '" + data.string() +
+                                               "' is not the data the run trained on (now 4000 bytes");
+    const fs::path moved = data_dir / "moved.txt";  // the run's file gone, another given
+    fs::rename(data, moved);
+    testing::expect_one_line_error(resume + " --data.path " + moved.string(), "is not the data the run trained on");
+    EXPECT_EQ(read_file((dir / "metrics.jsonl").string()), metrics);
+    write_file_atomically(moved.string(), text('a'));  // its own bytes, moved
+    const auto resumed = testing::run_pipetrain(resume + " --quiet --data.path " + moved.string());
+    EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+    fs::rename(moved, data);
+    fs::remove_all(dir);
+  }
+  fs::remove_all(data_dir);
+}
+
 }  // namespace
 }  // namespace pipetrain

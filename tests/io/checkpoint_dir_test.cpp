@@ -73,7 +73,32 @@ TEST(CheckpointDir, EveryListedFileHasAChecksumExceptInFormatTwo) {
   auto old = nlohmann::json::parse(checkpoint_info_json(sample_info(2)));
   old["format"] = "pipetrain-checkpoint-2";
   old.erase("crc32c");
+  old.erase("checkpoint_json_crc32c");  // (format 2 had none)
   EXPECT_TRUE(parse_checkpoint_info(old.dump(), "x").crc32c.empty());
+}
+
+// The sidecar's own CRC32C: any field changed after writing (the step, the partition, the
+// format) is refused; the same content in other JSON formatting is not a change; a sidecar
+// written before the checksum (none recorded) loads unverified.
+TEST(CheckpointDir, AnEditedSidecarIsRefusedByItsOwnChecksum) {
+  const std::string text = checkpoint_info_json(sample_info(4));
+  EXPECT_NE(text.find("\"checkpoint_json_crc32c\": \""), std::string::npos) << text;
+  EXPECT_EQ(parse_checkpoint_info(nlohmann::json::parse(text).dump(), "x").step, 4);  // one line
+  std::string edited = text;
+  edited.replace(edited.find("\"step\": 4"), 9, "\"step\": 3");
+  try {
+    parse_checkpoint_info(edited, "x");
+    FAIL() << "an edited step was accepted";
+  } catch (const UserError& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "x: checkpoint.json changed after it was written (its own CRC32C does not match: "
+              "damaged or edited); a checkpoint resumes only as written");
+  }
+  auto partition = nlohmann::json::parse(text);
+  partition["partition"] = {{0, 2}, {2, 6}};
+  EXPECT_THROW(parse_checkpoint_info(partition.dump(), "x"), UserError);
+  partition.erase("checkpoint_json_crc32c");
+  EXPECT_EQ(parse_checkpoint_info(partition.dump(), "x").partition.at(0).second, 2);
 }
 
 // A file whose bytes differ from its recorded CRC32C is refused naming it; without checksums

@@ -135,6 +135,8 @@ TEST(Cluster, DescriptionsParseAndErrorsAreClear) {
   EXPECT_THROW(parse_cluster_toml("nodes = \"many\"\n", "t"), UserError);
   EXPECT_THROW(parse_cluster_toml("gpus = 3\n", "t"), UserError);
   EXPECT_THROW(parse_cluster_toml("nodes = 0\n", "t"), UserError);
+  EXPECT_THROW(parse_cluster_toml("", "t"), UserError);  // no hardware: not all defaults
+  EXPECT_THROW(parse_cluster_toml("name = \"x\"\ndescription = \"y\"\n", "t"), UserError);
   EXPECT_THROW(load_cluster("no-such-cluster", "/nonexistent"), UserError);
   // Device memory in gigabytes per second (an H200's HBM), 0 when not given.
   EXPECT_DOUBLE_EQ(parse_cluster_toml("memory_bandwidth_gb_s = 4800\n", "t").memory_bandwidth, 4.8e12);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/files.h"
+#include "io/checkpoint_dir.h"
 #include "io/crc32c.h"
 #include "io/metrics.h"
 #include "../exactness.h"
@@ -77,6 +78,8 @@ void kill_and_resume(const std::string& args, int rank, int step, const std::str
         << resumed.output;
   }
   expect_same_final_state(dir, reference_run(args));
+  // The plot has the steps before the resume too (log.every 1: the same points, the same bytes).
+  EXPECT_EQ(read_file((dir / "loss.svg").string()), read_file((reference_run(args) / "loss.svg").string()));
   fs::remove_all(dir);
 }
 
@@ -286,6 +289,28 @@ TEST(Resume, SingleProcessSigtermStopsWithACheckpoint) {
   fs::remove_all(dir);
 }
 
+// A closed terminal (SIGHUP) stops a run as SIGTERM does, with a checkpoint to resume from (it
+// used to kill it without one); under nohup (SIGHUP ignored) the run goes on to its end.
+TEST(Resume, AHangupStopsWithACheckpointUnlessIgnored) {
+  for (const std::string stages : {"1", "2"}) {
+    SCOPED_TRACE("stages " + stages);
+    const std::string args = kTiny + " --stages " + stages + " --checkpoint.every 0";
+    const auto dir = testing::fresh_dir("sighup");
+    const auto stopped = testing::run_pipetrain(args + " --run-dir " + dir.string(), "PIPETRAIN_FAULT=0:3:hup");
+    EXPECT_EQ(stopped.exit_code, 128 + SIGTERM) << stopped.output;
+    EXPECT_TRUE(fs::exists(dir / "checkpoints" / "latest")) << stopped.output;
+    const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string());
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    expect_same_final_state(dir, reference_run(args));
+    fs::remove_all(dir);
+    const auto under_nohup = testing::run_program("nohup " + std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain",
+                                                  args + " --run-dir " + dir.string(), "PIPETRAIN_FAULT=0:3:hup");
+    EXPECT_EQ(under_nohup.exit_code, 0) << under_nohup.output;
+    expect_same_final_state(dir, reference_run(args));
+    fs::remove_all(dir);
+  }
+}
+
 // The final weights of a float64 run.
 std::map<std::string, std::vector<double>> weights(const fs::path& dir) {
   const auto path = (dir / "checkpoint" / "model.safetensors").string();
@@ -456,9 +481,9 @@ void replace_checkpoint_file(const fs::path& checkpoint, const std::string& file
                              const std::string& bytes) {
   write_file_atomically((checkpoint / file).string(), bytes);
   const auto sidecar = (checkpoint / "checkpoint.json").string();
-  auto json = nlohmann::json::parse(read_file(sidecar));
-  if (json.contains("crc32c")) json["crc32c"][file] = crc32c_hex(bytes);
-  write_file_atomically(sidecar, json.dump(2));
+  CheckpointInfo info = parse_checkpoint_info(read_file(sidecar), sidecar);
+  info.crc32c[file] = crc32c_hex(bytes);
+  write_file_atomically(sidecar, checkpoint_info_json(info));  // with its own checksum again
 }
 
 void expect_one_line_refusal(const std::string& args, const std::vector<std::string>& fragments) {
@@ -553,6 +578,34 @@ TEST(Resume, StoppedAndResumedRunHasEveryMetricsLineOnce) {
     const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string());
     ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
     EXPECT_EQ(metrics_steps(dir), all_steps);
+    fs::remove_all(dir);
+  }
+}
+
+// A stop after the final checkpoint, before the summary (what its writes leave: no sample.txt,
+// loss.svg or summary.json): --resume finishes the run, with the summary, plot and final state
+// of the run that was not stopped; then it has nothing left to resume.
+TEST(Resume, ARunStoppedBeforeItsSummaryFinishesOnResume) {
+  for (const std::string stages : {"1", "2"}) {
+    SCOPED_TRACE("stages " + stages);
+    const std::string args = kTiny + " --stages " + stages + " --sample.tokens 4";
+    const fs::path& reference = reference_run(args);
+    const auto dir = testing::fresh_dir("finish_summary");
+    fs::copy(reference, dir, fs::copy_options::recursive);
+    for (const char* file : {"summary.json", "loss.svg", "sample.txt"}) fs::remove(dir / file);
+    const auto resumed = testing::run_pipetrain("train --quiet --resume " + dir.string());
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("before its summary: writing the final checkpoint, sample and summary"),
+              std::string::npos) << resumed.output;
+    const auto summary = nlohmann::json::parse(read_file((dir / "summary.json").string()));
+    const auto expected = nlohmann::json::parse(read_file((reference / "summary.json").string()));
+    for (const char* key : {"steps", "final_loss", "final_val_loss", "tokens_per_s"}) {
+      EXPECT_EQ(summary[key], expected[key]) << key;
+    }
+    EXPECT_EQ(read_file((dir / "loss.svg").string()), read_file((reference / "loss.svg").string()));
+    EXPECT_EQ(read_file((dir / "sample.txt").string()), read_file((reference / "sample.txt").string()));
+    expect_same_final_state(dir, reference);
+    testing::expect_one_line_error("train --resume " + dir.string(), "nothing to resume");
     fs::remove_all(dir);
   }
 }
