@@ -227,7 +227,7 @@ run_case "evaluate: folder without config.toml" "" "evaluate --run-dir $work/noc
 run_case "evaluate: checkpoint missing" "" "evaluate --run-dir $work/base --checkpoint $work/base/checkpoints/step-000099"
 run_case "evaluate: unknown split" "" "evaluate --run-dir $work/base --split training"
 run_case "evaluate: --run-dir names a file" "" "evaluate --run-dir $work/file"
-run_case "learning rate 0" "" "train $tiny --train.lr 0"
+run_case "learning rate 0 above the default floor" "" "train $tiny --train.lr 0"
 run_case "validation fraction too small for one sequence" "" "train $tiny --data.val_fraction 1e-7"
 run_case "plan: cluster file that describes no hardware" "" "plan --cluster $work/empty.txt"
 run_case "plan: cluster path is a folder" "" "plan --cluster $work"

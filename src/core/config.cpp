@@ -183,7 +183,10 @@ void validate(const Config& c) {
   if (c.data.val_fraction <= 0 || c.data.val_fraction >= 1) {
     fail("data.val_fraction must be between 0 and 1 (exclusive), got {:g}", c.data.val_fraction);
   }
-  if (!(c.train.lr > 0)) fail("train.lr must be > 0, got {:g}", c.train.lr);
+  if (c.train.min_lr > c.train.lr && c.train.lr == 0) {  // (weights that never move: allowed)
+    fail("train.lr = 0 holds the weights still, but the schedule's floor train.min_lr is {:g}: set "
+         "train.min_lr = 0 too, or give train.lr > 0", c.train.min_lr);
+  }
   if (c.train.min_lr > c.train.lr) {
     fail("train.min_lr ({:g}) must not exceed train.lr ({:g})", c.train.min_lr, c.train.lr);
   }

@@ -1,5 +1,7 @@
 #include "core/stop_signal.h"
 
+#include <pthread.h>
+
 #include <csignal>
 
 namespace pipetrain {
@@ -24,6 +26,12 @@ void install_stop_handlers() {
   if (sigaction(SIGHUP, nullptr, &hangup) == 0 && hangup.sa_handler != SIG_IGN) {
     sigaction(SIGHUP, &action, nullptr);
   }
+  // A pipeline worker starts with these blocked (runtime/launcher.cpp): what came meanwhile is
+  // delivered now, to the handler.
+  sigset_t stops;
+  sigemptyset(&stops);
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, signal);
+  pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);  // (the calling thread's mask: the one that starts)
 }
 
 int stop_signal() { return received; }

@@ -131,6 +131,12 @@ pid_t spawn(std::vector<std::string> argv, std::vector<std::string> env, const s
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // no orphans if the launcher dies
     if (getppid() != parent) _exit(127);
     if (!cores.empty()) bind_to_cores(cores);  // if refused, it runs unbound (summary.json: "cores")
+    // Stop signals wait (the mask survives exec) until the worker's handlers take them
+    // (install_stop_handlers unblocks): one sent while it loads would otherwise kill it.
+    sigset_t stops;
+    sigemptyset(&stops);
+    for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, signal);
+    sigprocmask(SIG_BLOCK, &stops, nullptr);
     execve("/proc/self/exe", c_argv.data(), c_env.data());
     _exit(127);
   }
@@ -246,7 +252,6 @@ namespace {
 // Waits for the workers: a stop signal is forwarded once (they finish the step, checkpoint and
 // exit); when one fails the others get a moment to report, then SIGTERM, then SIGKILL.
 void supervise(std::vector<Worker>& workers) {
-  install_stop_handlers();
   bool forwarded = false;
   while (true) {
     reap(workers);
@@ -340,6 +345,9 @@ RunSummary launch_pipeline_workers(const Config& config, const RunSpec& spec,
   const auto& p = config.pipeline;
   const int world = spec.layout.world();
   const NodeShare share = node_share(p, world);
+  // From the start: a stop before the workers run ends the launch cleanly (no half-written
+  // launch file), one after is forwarded to them (supervise).
+  install_stop_handlers();
   // Every worker resumes from the same checkpoint, whatever `latest` says later. (Several
   // nodes resume from a run folder they share.)
   if (options.resume && p.node_rank == 0) refuse_run_folder_in_use(options.run_dir);
@@ -374,6 +382,10 @@ RunSummary launch_pipeline_workers(const Config& config, const RunSpec& spec,
   launch.resume_from = resume_from;
   const std::string launch_file = launch_file_path(options.run_dir, p.node_rank);
   write_launch_file(launch_file, launch);
+  if (const int signal = stop_signal(); signal != 0) {
+    throw StopRequested{signal, fmt::format("stopped by {} before the workers started; nothing was "
+                                            "trained", signal == SIGINT ? "SIGINT" : "SIGTERM")};
+  }
   std::vector<std::string> argv = {"pipetrain", "train"};
   argv.insert(argv.end(), train_args.begin(), train_args.end());
   argv.insert(argv.end(), {std::string(kLaunchFileOption), launch_file});

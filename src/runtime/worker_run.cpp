@@ -431,7 +431,12 @@ std::optional<RunSummary> run_pipeline(const Config& config, const RunSpec& spec
 std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpec& spec,
                                               const RunOptions& options,
                                               const std::optional<LaunchSettings>& launch) {
+  // From the start: a Ctrl-C to the process group, or a stop the launcher forwards, while the
+  // workers still start (rendezvous, model, a resumed checkpoint) is a stop request like any
+  // other (the run stops at a step boundary with its checkpoint), not a worker killed by it.
+  install_stop_handlers();
   const WorkerEnvironment env = environment_from_env(config, spec, launch);
+  maybe_inject_fault(env.rank, kStartupFault, launch.has_value());  // the fault tests' "start"
   const bool launched = launch.has_value();  // our launcher prepared the run folder
   const fs::path dir(launched ? launch->run_dir : options.run_dir);
   const bool progress_wanted = launched ? launch->progress : options.progress;
@@ -511,7 +516,6 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
        {schedule::training_advice(config), device::sharing_advice(spec.execution)}) {
     if (reports && !advice.empty()) fmt::print(stderr, "{}\n", advice);
   }
-  install_stop_handlers();
   PipelineWorkerSession session({config, options, dir, layout, spec, data}, comm, executor, allocator, stop_votes);
   LoopSettings settings;
   settings.run_dir = dir.string();

@@ -23,9 +23,11 @@ bool periodic_checkpoint_due(const Config& config, int64_t done);
 // Test hook for fault tests, PIPETRAIN_FAULT=RANK:STEP[:ACTION], before that step on that rank
 // (the single-process trainer is rank 0): "kill" (default) = SIGKILL itself; "term" = SIGTERM
 // to the launcher (`launched`, and to itself, so the run stops after this very step) or itself,
-// as a user stopping the run would; "int" = SIGINT to itself only (a user signalling one
-// worker); "hang" = SIGSTOP itself, a worker that stops responding. STEP = train.steps: after
-// the last step, before the final checkpoint and the sample.
+// as a user stopping the run would; "hup" = as "term" with SIGHUP (a closed terminal); "int" =
+// SIGINT to itself only (a user signalling one worker); "hang" = SIGSTOP itself, a worker that
+// stops responding. STEP = train.steps: after the last step, before the final checkpoint and
+// the sample; STEP = kStartupFault (-1): as a pipeline worker starts, before its rendezvous.
+constexpr int64_t kStartupFault = -1;
 void maybe_inject_fault(int rank, int64_t step, bool launched);
 
 // A resumed run continues metrics.jsonl: lines after `step` (written after that checkpoint)

@@ -85,6 +85,11 @@ TEST(Config, CrossFieldRules) {
             }),
             "train.optimizer = \"muon\" cannot run with pipeline.zero1 = 1 (Muon orthogonalises whole "
             "matrices; ZeRO-1 shards a flat buffer): use pipeline.zero1 = 0");
+  // A zero learning rate holds the weights still (allowed), once the schedule's floor is 0 too.
+  EXPECT_EQ(error_of([] { parse_config_toml("[train]\nlr = 0\n", "t"); }),
+            "train.lr = 0 holds the weights still, but the schedule's floor train.min_lr is 0.0003: set "
+            "train.min_lr = 0 too, or give train.lr > 0");
+  EXPECT_EQ(parse_config_toml("[train]\nlr = 0\nmin_lr = 0\n", "t").train.lr, 0);
   EXPECT_EQ(error_of([] { parse_config_toml("[train]\noptimizer = \"muon\"\nlr = 0\nmin_lr = 0\n", "t"); }),
             "train.optimizer = \"muon\" needs train.lr > 0 (Muon's learning rate follows its schedule)");
   EXPECT_EQ(parse_config_toml("[train]\ncuda_graphs = 1\n[pipeline]\nstages = 1\n", "t").train.cuda_graphs, 1);

@@ -311,6 +311,27 @@ TEST(Resume, AHangupStopsWithACheckpointUnlessIgnored) {
   }
 }
 
+// A stop while the workers still start (rendezvous, model; before their first step): a Ctrl-C
+// to the process group reaches every worker there, a SIGTERM to the launcher is forwarded. It
+// used to kill the workers (the launcher reported "worker killed by signal 2", exit 2); now the
+// run stops at a step boundary with a checkpoint, exits 128 + signal, and resumes exactly.
+TEST(Resume, AStopWhileTheWorkersStartStopsWithACheckpoint) {
+  const std::string args = kTiny + " --stages 2 --checkpoint.every 0";
+  for (const auto& [fault, signal] : std::vector<std::pair<std::string, int>>{{"1:-1:int", SIGINT},
+                                                                             {"0:-1:term", SIGTERM}}) {
+    SCOPED_TRACE(fault);
+    const auto dir = testing::fresh_dir("startup_stop");
+    const auto stopped = testing::run_pipetrain(args + " --run-dir " + dir.string(), "PIPETRAIN_FAULT=" + fault);
+    EXPECT_EQ(stopped.exit_code, 128 + signal) << stopped.output;
+    EXPECT_NE(stopped.output.find("all 2 workers stopped on request; checkpoint " + dir.string()),
+              std::string::npos) << stopped.output;
+    const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string());
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    expect_same_final_state(dir, reference_run(args));
+    fs::remove_all(dir);
+  }
+}
+
 // The final weights of a float64 run.
 std::map<std::string, std::vector<double>> weights(const fs::path& dir) {
   const auto path = (dir / "checkpoint" / "model.safetensors").string();
