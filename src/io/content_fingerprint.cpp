@@ -46,6 +46,15 @@ std::vector<fs::path> regular_files_in(const std::string& dir) {
   return files;
 }
 
+// A pause of seconds at the start of a run says what it is.
+void announce_if_large(const std::string& path, const std::vector<fs::path>& files) {
+  uint64_t bytes = 0;
+  for (const auto& file : files) bytes += regular_file_size(file.string(), "data file");
+  if (bytes < (uint64_t(1) << 30)) return;
+  fmt::print(stderr, "pipetrain: reading {} ({:.1f} GB) once for its checksum, which the "
+             "checkpoints record (about 1 GB/s)\n", path, double(bytes) / 1e9);
+}
+
 }  // namespace
 
 std::string content_fingerprint(const std::string& path) {
@@ -53,10 +62,12 @@ std::string content_fingerprint(const std::string& path) {
   if (!fs::exists(path, error)) return "";
   Fingerprint print;
   if (!fs::is_directory(path, error)) {
+    announce_if_large(path, {fs::path(path)});
     add_file(path, print);
     return fmt::format("{} bytes, crc32c {}", print.bytes, format_crc32c(print.crc));
   }
   const auto files = regular_files_in(path);
+  announce_if_large(path, files);
   for (const auto& file : files) {
     print.crc = crc32c(file.filename().string() + '\0', print.crc);  // a renamed file counts
     add_file(file.string(), print);
