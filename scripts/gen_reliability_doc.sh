@@ -20,6 +20,7 @@ printf '{"format": ' > "$work/bad_plan.json"
 printf 'not,a,schedule\n1,2\n' > "$work/bad.csv"
 mkdir -p "$work/ro" && touch "$work/file"
 "$bin" plan --config examples/default.toml --out "$work/plan.json" >/dev/null 2>&1
+cp examples/fashion_mnist.toml "$work/fashion_mnist.toml"
 python3 - "$work" <<'PY'
 import json, sys
 work = sys.argv[1]
@@ -232,6 +233,7 @@ run_case "validation fraction too small for one sequence" "" "train $tiny --data
 run_case "plan: cluster file that describes no hardware" "" "plan --cluster $work/empty.txt"
 run_case "plan: cluster path is a folder" "" "plan --cluster $work"
 run_case "plan: --top 0" "" "plan --top 0"
+run_case "plan: a BatchNorm model's global batch not a multiple of its microbatch" "" "plan --config $work/fashion_mnist.toml --global-batch 100"
 run_case "simulate: --iterations 0" "" "simulate --iterations 0"
 run_case "simulate: --load a folder" "" "simulate --load $work"
 run_case "plan file: a fractional layer count" "" "train $tiny --plan $work/fractional_plan.json"

@@ -51,11 +51,16 @@ plan::PlanRequest::ModelVariant model_variant(std::string label, const Config& c
 
 // A model whose training depends on the microbatch size (BatchNorm) is planned at the run's own
 // microbatch: another one would train another model.
-void keep_microbatch_if_it_trains_the_model(const Config& config, plan::PlanRequest& request) {
+void keep_microbatch_if_it_trains_the_model(const Config& config, int64_t global_batch,
+                                            plan::PlanRequest& request) {
   const std::string dependence = make_model(config)->microbatch_dependence();
   if (dependence.empty()) return;
   const int64_t microbatch =
       config.train.batch_size / (config.train.microbatches * config.pipeline.dp_width);
+  if (global_batch % microbatch != 0) {
+    fail("plan: --global-batch {} is not a multiple of the run's microbatch of {} samples, which "
+         "the plan keeps: {}", global_batch, microbatch, dependence);
+  }
   request.microbatch_sizes = {microbatch};
   fmt::print("plan: the microbatch stays {} samples, the run's: {} (another size would train "
              "another model)\n", microbatch, dependence);
@@ -196,7 +201,7 @@ void add_plan_command(CLI::App& app) {
     }
     if (run_config) {
       request.model_variants = model_variants(*run_config, request.cluster, overrides);
-      keep_microbatch_if_it_trains_the_model(*run_config, request);
+      keep_microbatch_if_it_trains_the_model(*run_config, global_batch, request);
     }
     if (!memory_per_worker.empty()) {  // the run keeps to it: pipeline.memory_budget_mb
       for (auto& variant : request.model_variants) {

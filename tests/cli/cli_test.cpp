@@ -518,6 +518,9 @@ TEST(Cli, PlanConfigPlansTheCnnFromItsOwnLayerCosts) {
   // microbatches), as another size would train another model.
   EXPECT_NE(output.find("plan: the microbatch stays 40 samples, the run's: BatchNorm"), std::string::npos) << output;
   for (const auto& plan : plans) EXPECT_EQ(plan["microbatch_size"], 40) << plan.dump();
+  expect_one_line_error("plan --config " + std::string(PIPETRAIN_SOURCE_DIR) +
+                            "/examples/fashion_mnist.toml --global-batch 100",
+                        "plan: --global-batch 100 is not a multiple of the run's microbatch of 40 samples");
 
   // 3 devices: the heaviest block (28x28) alone with the near-free stem, then each other block.
   std::ifstream this_machine(std::string(PIPETRAIN_SOURCE_DIR) + "/clusters/this-machine.toml");
