@@ -106,13 +106,13 @@ std::string checkpoint_info_json(const CheckpointInfo& info) {
                                {"crc32c", info.crc32c},
                                {"config", info.config_toml}};
   if (!info.data_fingerprint.empty()) json["data"] = info.data_fingerprint;
-  json[kSidecarChecksum] = sidecar_checksum(json);
   if (info.loss_scale > 0) {
     json["loss_scale"] = info.loss_scale;
     json["loss_scale_good_steps"] = info.loss_scale_good_steps;
     json["loss_scale_applied_steps"] = info.loss_scale_applied_steps;
     json["loss_scale_previous"] = info.loss_scale_previous;
   }
+  json[kSidecarChecksum] = sidecar_checksum(json);  // last: over every other field
   return json.dump(2) + "\n";
 }
 

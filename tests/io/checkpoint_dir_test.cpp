@@ -84,6 +84,15 @@ TEST(CheckpointDir, AnEditedSidecarIsRefusedByItsOwnChecksum) {
   const std::string text = checkpoint_info_json(sample_info(4));
   EXPECT_NE(text.find("\"checkpoint_json_crc32c\": \""), std::string::npos) << text;
   EXPECT_EQ(parse_checkpoint_info(nlohmann::json::parse(text).dump(), "x").step, 4);  // one line
+  // Every field is covered, the optional ones too (float16's loss scale, the data).
+  auto optional = sample_info(4);
+  optional.loss_scale = optional.loss_scale_previous = 65536;
+  optional.loss_scale_applied_steps = optional.loss_scale_good_steps = 4;
+  optional.data_fingerprint = "9 bytes, crc32c e3069283";
+  EXPECT_EQ(parse_checkpoint_info(checkpoint_info_json(optional), "x").loss_scale, 65536);
+  std::string scale = checkpoint_info_json(optional);
+  scale.replace(scale.find("\"loss_scale\": 65536.0"), 21, "\"loss_scale\": 32768.0");
+  EXPECT_THROW(parse_checkpoint_info(scale, "x"), UserError);
   std::string edited = text;
   edited.replace(edited.find("\"step\": 4"), 9, "\"step\": 3");
   try {
