@@ -36,13 +36,11 @@ void refuse_writing_over_input(const std::string& output, const std::string& inp
 
 std::string read_file(const std::string& path) {
   // A FIFO would block the open until a writer comes, a device never end: refused, not waited
-  // on. A folder opens, and reads as nothing.
+  // on. A folder would open, and read as nothing.
   struct stat info {};
-  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
-    fail("cannot read '{}': it is a folder, not a file", path);
-  }
-  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
-    fail("cannot read '{}': not a regular file", path);
+  if (::stat(path.c_str(), &info) == 0) {
+    if (S_ISDIR(info.st_mode)) fail("cannot read '{}': it is a folder, not a file", path);
+    if (!S_ISREG(info.st_mode)) fail("cannot read '{}': not a regular file", path);
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read '{}': {}", path, std::strerror(errno));
