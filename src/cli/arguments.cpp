@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "hf/hf_config.h"
 #include "schedule/catalogue.h"
 
@@ -83,11 +84,7 @@ Config run_folder_config(ConfigArguments arguments, const std::string& run_dir,
     fail("{} reads the run's own config ({}/config.toml); give overrides instead of the config "
          "file '{}'", command, run_dir, arguments.config_path);
   }
-  if (std::filesystem::exists(run_dir) && !std::filesystem::is_directory(run_dir)) {
-    fail("--run-dir: '{}' is a file, not a run folder (the folder holding config.toml and the "
-         "checkpoints)", run_dir);
-  }
-  if (!std::filesystem::is_directory(run_dir)) fail("--run-dir: run folder '{}' does not exist", run_dir);
+  require_folder(run_dir, "run folder", "config.toml and the checkpoints", "--run-dir: ");
   arguments.config_path = run_dir + "/config.toml";
   if (!std::filesystem::exists(arguments.config_path)) {
     fail("--run-dir: '{}' is not a run folder (no config.toml)", run_dir);

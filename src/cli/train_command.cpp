@@ -148,11 +148,7 @@ void use_resumed_config(ConfigArguments& arguments, const std::string& dir) {
          "the config file '{}'", dir, dir, arguments.config_path);
   }
   if (arguments.options.count("--run-dir") != 0) fail("--resume DIR continues DIR: leave out --run-dir");
-  if (std::filesystem::exists(dir) && !std::filesystem::is_directory(dir)) {
-    fail("--resume: '{}' is a file, not a run folder (the folder holding config.toml and "
-         "checkpoints/)", dir);
-  }
-  if (!std::filesystem::is_directory(dir)) fail("--resume: run folder '{}' does not exist", dir);
+  require_folder(dir, "run folder", "config.toml and checkpoints/", "--resume: ");
   arguments.config_path = dir + "/config.toml";
   if (!std::filesystem::exists(arguments.config_path)) {
     fail("--resume: '{}' is not a run folder (no config.toml)", dir);

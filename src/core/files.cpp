@@ -123,13 +123,27 @@ std::string new_run_dir_name(const std::string& parent) {
   return candidate.string();
 }
 
+std::string path_or_below_root(const std::string& path, const std::string& root) {
+  std::error_code error;
+  if (path.empty() || fs::exists(path, error) || fs::path(path).is_absolute()) return path;
+  const fs::path below = fs::path(root) / path;
+  return fs::exists(below, error) ? below.string() : path;
+}
+
 std::string resolve_existing_path(const std::string& path, const std::string& fallback_root) {
-  if (fs::exists(path)) return path;
-  if (!fs::path(path).is_absolute()) {
-    const fs::path alternative = fs::path(fallback_root) / path;
-    if (fs::exists(alternative)) return alternative.string();
-  }
+  const std::string found = path_or_below_root(path, fallback_root);
+  if (fs::exists(found)) return found;
   fail("data file '{}' not found (also looked in '{}')", path, fallback_root);
+}
+
+void require_folder(const std::string& path, const std::string& what, const std::string& holds,
+                    const std::string& prefix) {
+  std::error_code error;
+  if (fs::is_directory(path, error)) return;
+  if (fs::exists(path, error)) {
+    fail("{}'{}' is a file, not a {} (the folder holding {})", prefix, path, what, holds);
+  }
+  fail("{}{} '{}' does not exist", prefix, what, path);
 }
 
 }  // namespace pipetrain

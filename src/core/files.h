@@ -42,5 +42,13 @@ void refuse_writing_over_input(const std::string& output, const std::string& inp
 
 // Resolves a data path: as given if it exists, else relative to `fallback_root`.
 std::string resolve_existing_path(const std::string& path, const std::string& fallback_root);
+// The same without failing: as given if it exists, else below `root` if that exists, else as
+// given (for the reader's own message, or a fingerprint of nothing).
+std::string path_or_below_root(const std::string& path, const std::string& root);
+
+// UserError unless `path` is a folder, after `prefix` ("--resume: "): "'P' is a file, not a
+// WHAT (the folder holding HOLDS)", or "WHAT 'P' does not exist".
+void require_folder(const std::string& path, const std::string& what, const std::string& holds,
+                    const std::string& prefix = "");
 
 }  // namespace pipetrain

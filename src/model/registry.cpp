@@ -1,6 +1,5 @@
 #include "model/registry.h"
 
-#include <filesystem>
 #include <map>
 #include <utility>
 
@@ -30,17 +29,9 @@ std::shared_ptr<const BatchSource> token_windows(const Config& config, const std
                                             resolve_existing_path(config.data.path, data_root));
 }
 
-// data.path as given, else below data_root; a missing one is left to the reader, whose message
-// says how to make or install it.
-std::string data_path_or_below_root(const std::string& path, const std::string& data_root) {
-  const std::string below_root = data_root + "/" + path;
-  const bool use_root = !path.empty() && path[0] != '/' && !std::filesystem::exists(path) &&
-                        std::filesystem::exists(below_root);
-  return use_root ? below_root : path;
-}
-
+// (A data.path found nowhere is left to the reader, whose message says how to make or install it.)
 std::shared_ptr<const BatchSource> fashion_mnist(const Config& config, const std::string& data_root) {
-  return make_fashion_mnist_source(data_path_or_below_root(config.data.path, data_root),
+  return make_fashion_mnist_source(path_or_below_root(config.data.path, data_root),
                                    compute_dtype(config.model));
 }
 
@@ -49,7 +40,7 @@ std::shared_ptr<const BatchSource> speech_features(const Config& config, const s
       {"validation", speech::SpeechSplit::validation}, {"test", speech::SpeechSplit::test},
       {"unseen-voice", speech::SpeechSplit::unseen_voice}};
   return std::make_shared<SpeechBatchSource>(
-      data_path_or_below_root(config.data.path, data_root),
+      path_or_below_root(config.data.path, data_root),
       SpeechBatchShape{config.model.seq_len, config.model.max_labels}, splits.at(config.data.val_split),
       compute_dtype(config.model));
 }

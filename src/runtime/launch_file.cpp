@@ -20,6 +20,7 @@ void write_launch_file(const std::string& path, const LaunchSettings& settings) 
                                {"store_file", settings.store_file},
                                {"progress", settings.progress},
                                {"resume_from", settings.resume_from},
+                               {"data_fingerprint", settings.data_fingerprint},
                                {"worker_cores", settings.worker_cores}};
   write_file_atomically(path, json.dump(2) + "\n");
 }
@@ -32,6 +33,7 @@ LaunchSettings read_launch_file(const std::string& path) {
     settings.store_file = json.at("store_file").get<std::string>();
     settings.progress = json.at("progress").get<bool>();
     settings.resume_from = json.at("resume_from").get<std::string>();
+    settings.data_fingerprint = json.at("data_fingerprint").get<std::string>();
     settings.worker_cores = json.at("worker_cores").get<std::vector<std::string>>();
   } catch (const nlohmann::json::exception& error) {
     fail("{}: not a launch file of pipetrain's launcher: {}", path, error.what());

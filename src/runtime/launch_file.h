@@ -14,6 +14,9 @@ struct LaunchSettings {
   std::string store_file;   // "": rendezvous at MASTER_ADDR:MASTER_PORT (the launcher's TCPStore)
   bool progress = true;     // the reporting worker draws the live progress line
   std::string resume_from;  // the checkpoint every worker resumes from; "": a fresh run
+  // data.path's data_fingerprint (io/content_fingerprint.h), read once by the launcher: the
+  // checkpoints record it, and no worker reads the data a second time for it.
+  std::string data_fingerprint;
   // The cores each of this node's workers is bound to, by local rank ("0-3"); empty: not bound.
   std::vector<std::string> worker_cores;
 };

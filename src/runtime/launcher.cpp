@@ -353,9 +353,8 @@ RunSummary launch_pipeline_workers(const Config& config, const RunSpec& spec,
   if (options.resume && p.node_rank == 0) refuse_run_folder_in_use(options.run_dir);
   if (options.resume) refuse_inexact_policy(config);  // the reason, before any missing checkpoint
   const std::string resume_from = options.resume ? latest_checkpoint(options.run_dir) : "";
-  if (options.resume) {  // before writing
-    check_resumable(resume_from, config, spec.ranges, data_fingerprint(config.data.path, options.data_root));
-  }
+  const std::string data = data_fingerprint(config.data.path, options.data_root);
+  if (options.resume) check_resumable(resume_from, config, spec.ranges, data);  // before writing
   const std::optional<RunFolderLock> folder_lock = open_run_folder(config, options);
   const auto timeout = std::chrono::milliseconds(int64_t(p.timeout_s * 1000));
   // One machine on loopback: rendezvous through a file, so nothing listens beyond loopback (Gloo
@@ -380,6 +379,7 @@ RunSummary launch_pipeline_workers(const Config& config, const RunSpec& spec,
   launch.store_file = file_rendezvous ? scratch.store() : "";
   launch.progress = options.progress;
   launch.resume_from = resume_from;
+  launch.data_fingerprint = data;
   const std::string launch_file = launch_file_path(options.run_dir, p.node_rank);
   write_launch_file(launch_file, launch);
   if (const int signal = stop_signal(); signal != 0) {

@@ -500,10 +500,11 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
   const std::string resume_from = launched        ? launch->resume_from
                                   : options.resume ? latest_checkpoint(dir.string())
                                                    : "";
-  // Read by the worker that writes checkpoint.json, and by each worker that checks a resume
-  // itself (under torchrun: no launcher checked it).
-  const std::string data = reports || (!launched && options.resume)
-                               ? data_fingerprint(config.data.path, options.data_root) : "";
+  // Our launcher read it once (and checked a resume against it); under torchrun the worker that
+  // writes checkpoint.json reads it, and each worker that checks a resume itself.
+  const std::string data = launched                           ? launch->data_fingerprint
+                           : reports || options.resume ? data_fingerprint(config.data.path, options.data_root)
+                                                              : "";
   const int64_t first_step =
       resume_from.empty() ? 0
                           : restore_pipeline_state(resume_from, executor, config, ranges, launched ? "" : data);

@@ -19,10 +19,7 @@ constexpr int64_t kEvaluationExampleRows = 5;  // as many as a run's sample show
 
 CheckpointInfo read_evaluated_info(const std::string& checkpoint_dir) {
   const fs::path sidecar = fs::path(checkpoint_dir) / "checkpoint.json";
-  if (fs::exists(checkpoint_dir) && !fs::is_directory(checkpoint_dir)) {
-    fail("'{}' is a file, not a checkpoint folder (the folder holding checkpoint.json)", checkpoint_dir);
-  }
-  if (!fs::is_directory(checkpoint_dir)) fail("checkpoint folder '{}' does not exist", checkpoint_dir);
+  require_folder(checkpoint_dir, "checkpoint folder", "checkpoint.json");
   if (!fs::exists(sidecar)) {
     fail("'{}' is not a checkpoint folder (no checkpoint.json)", checkpoint_dir);
   }
@@ -42,10 +39,7 @@ std::vector<TensorEntry> weights_of(const std::string& dir, const CheckpointInfo
 }  // namespace
 
 std::string newest_checkpoint(const std::string& run_dir) {
-  if (fs::exists(run_dir) && !fs::is_directory(run_dir)) {
-    fail("'{}' is a file, not a run folder (the folder holding config.toml and the checkpoints)", run_dir);
-  }
-  if (!fs::is_directory(run_dir)) fail("run folder '{}' does not exist", run_dir);
+  require_folder(run_dir, "run folder", "config.toml and the checkpoints");
   const std::string final_dir = (fs::path(run_dir) / "checkpoint").string();
   const std::string periodic = latest_checkpoint_or_empty(run_dir);
   const bool has_final = fs::exists(fs::path(final_dir) / "checkpoint.json");

@@ -30,6 +30,7 @@ TEST(LaunchFile, SettingsSurviveTheRoundTripInTheNodesOwnFile) {
   written.store_file = "/tmp/pipetrain-rendezvous-x/store";
   written.progress = false;
   written.resume_from = "runs/a b/checkpoints/step-000004";
+  written.data_fingerprint = "1115394 bytes, crc32c 0a1b2c3d";
   written.worker_cores = {"0-3", "4-7"};
   write_launch_file(path, written);
   const LaunchSettings read = read_launch_file(path);
@@ -37,6 +38,7 @@ TEST(LaunchFile, SettingsSurviveTheRoundTripInTheNodesOwnFile) {
   EXPECT_EQ(read.store_file, written.store_file);
   EXPECT_EQ(read.progress, false);
   EXPECT_EQ(read.resume_from, written.resume_from);
+  EXPECT_EQ(read.data_fingerprint, written.data_fingerprint);
   EXPECT_EQ(read.worker_cores, written.worker_cores);
   fs::remove_all(dir);
 }
