@@ -110,165 +110,200 @@ void add_predicted_memory(sim::Timeline& timeline, const schedule::Schedule& s,
   sim::add_simulated_memory(timeline, held, base);
 }
 
+// What `plan` was given (static: CLI11 writes into it after add_plan_command returns).
+struct PlanArguments {
+  std::string model = "gpt-3.9b", cluster = "p3-16xlarge-x8", profile, config_path, schedules;
+  int64_t global_batch = 256;
+  std::string memory_per_worker;
+  int max_workers = 8;
+  int top = 10;
+  std::string out, out_ranked, svg, trace;
+};
+
+// --config RUN.toml [--section.field VALUE ...]: the run config's model, planned from its own
+// layer costs for this runtime; `overrides` are carried into the plan file.
+Config plan_run_config(const CLI::App& cmd, PlanArguments& args, plan::PlanRequest& request,
+                       std::vector<std::pair<std::string, std::string>>& overrides) {
+  if (cmd.get_option("--model")->count() > 0 || !args.profile.empty()) {
+    fail("plan: --config plans the config's model; give it without --model or --profile");
+  }
+  ConfigArguments arguments = parse_config_arguments(cmd.remaining(), {}, {});
+  if (!arguments.config_path.empty()) {
+    fail("plan: unexpected argument '{}' (the config is --config {})", arguments.config_path, args.config_path);
+  }
+  arguments.config_path = args.config_path;
+  Config config = resolve_config(arguments);
+  overrides = arguments.overrides;  // (what the plan decides wins over them: plan_file.cpp)
+  request.model = plan::GptShape{};  // layers = 0: planned from its own layer costs
+  request.model.name = config.model.preset.empty() ? config.model.kind : config.model.preset;
+  request.for_pipetrain_runtime = true;  // a plan for this run config
+  request.cuda_graphs = config.train.cuda_graphs == 1;  // (emulated: no pools)
+  if (cmd.get_option("--cluster")->count() == 0) args.cluster = "this-machine";
+  if (cmd.get_option("--global-batch")->count() == 0) args.global_batch = config.train.batch_size;
+  return config;
+}
+
+// --profile FILE: measured layer costs, at the microbatch sizes the profile measured.
+void plan_from_profile(const std::string& profile, plan::PlanRequest& request) {
+  request.profile = plan::model_profile_from_json(parse_json_file(profile), profile);
+  request.model = request.profile->shape;
+  request.for_pipetrain_runtime = true;  // a plan to run here
+  request.microbatch_sizes.clear();
+  for (const auto& m : request.profile->layers.front().by_microbatch) {
+    request.microbatch_sizes.push_back(m.microbatch);
+  }
+  if (request.profile->links.measured) {
+    plan::use_measured_links(request.cluster, request.profile->links);
+    const auto& links = request.profile->links;
+    fmt::print("links from the profile: p2p {:.0f} us + {:.2f} GB/s, all-reduce {:.0f} us + {:.2f} GB/s\n",
+               1e6 * links.p2p.latency_s, links.p2p.bandwidth / 1e9, 1e6 * links.all_reduce.latency_s,
+               links.all_reduce.bandwidth / 1e9);
+  }
+}
+
+// --memory-per-worker: 1 to --max-workers workers, each under the budget, which the run then
+// keeps to (pipeline.memory_budget_mb in each variant's config fields).
+void plan_under_memory_budget(const PlanArguments& args, plan::PlanRequest& request) {
+  const auto budget = parse_bytes(args.memory_per_worker);
+  if (!budget || *budget <= 0) {
+    fail("--memory-per-worker: expected a size like 2GiB or 1500MB, got '{}'", args.memory_per_worker);
+  }
+  request.cluster.device_memory_bytes = *budget;
+  for (int workers = 1; workers <= args.max_workers; ++workers) request.worker_counts.push_back(workers);
+  for (auto& variant : request.model_variants) {
+    variant.config_fields.push_back({"pipeline.memory_budget_mb", fmt::format("{:.0f}", *budget / (1 << 20))});
+  }
+}
+
+void set_batch_and_schedules(const PlanArguments& args, plan::PlanRequest& request) {
+  // Microbatch counts are int in schedules; a larger batch would wrap around.
+  if (args.global_batch > std::numeric_limits<int>::max()) {
+    fail("--global-batch {} is too large: the planner takes at most {} sequences per step",
+         args.global_batch, std::numeric_limits<int>::max());
+  }
+  request.global_batch = args.global_batch;
+  if (!args.schedules.empty()) request.schedules = split(args.schedules, ',');
+  for (const auto& name : request.schedules) {
+    const schedule::ScheduleEntry* entry = schedule::find_schedule(name);
+    if (entry == nullptr || !entry->planner.plans) {
+      fail("--schedules: the planner does not plan schedule '{}' (it plans {})", name,
+           join(planned_schedules(), ", "));
+    }
+  }
+}
+
+plan::PlanRequest plan_request(const CLI::App& cmd, PlanArguments& args) {
+  plan::PlanRequest request;
+  const auto extras = cmd.remaining();
+  if (!extras.empty() && args.config_path.empty()) {
+    fail("plan: unexpected argument '{}' (config overrides need --config RUN.toml)", extras.front());
+  }
+  if (!args.memory_per_worker.empty() && args.config_path.empty()) {
+    fail("plan: --memory-per-worker plans a run config's model: give --config RUN.toml");
+  }
+  std::optional<Config> run_config;
+  std::vector<std::pair<std::string, std::string>> overrides;  // of the run config
+  if (!args.config_path.empty()) {
+    run_config = plan_run_config(cmd, args, request, overrides);
+  } else if (args.profile.empty()) {
+    request.model = plan::find_gpt_shape(args.model);
+  }
+  request.cluster = plan::load_cluster(args.cluster, std::string(PIPETRAIN_SOURCE_DIR) + "/clusters");
+  if (!args.profile.empty()) plan_from_profile(args.profile, request);
+  if (run_config) {
+    request.model_variants = model_variants(*run_config, request.cluster, overrides);
+    keep_microbatch_if_it_trains_the_model(*run_config, args.global_batch, request);
+  }
+  if (!args.memory_per_worker.empty()) plan_under_memory_budget(args, request);
+  set_batch_and_schedules(args, request);
+  return request;
+}
+
+// No plan fits: one line saying what the least plan would need.
+[[noreturn]] void fail_nothing_fits(const plan::PlanRequest& request, const plan::PlanResult& result) {
+  const double least = plan::least_memory_needed(result);
+  if (least > 0) {
+    fail("no plan fits in {} per {}; the smallest plan needs {}", format_bytes(request.cluster.device_memory_bytes),
+         request.worker_counts.empty() ? "device" : "worker", format_bytes(least));
+  }
+  fail("no plan fits in memory; try a larger cluster or smaller batch");
+}
+
+void write_ranked_plans(const std::string& folder, const plan::PlanRequest& request, const plan::PlanResult& result) {
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  if (error) fail("--out-ranked: cannot create {}: {}", folder, error.message());
+  for (size_t i = 0; i < result.ranked.size(); ++i) {
+    write_file_atomically(fmt::format("{}/rank-{:03}.json", folder, i + 1),
+                          plan::plan_to_json(request, result.ranked[i]).dump(2) + "\n");
+  }
+}
+
+// The best plan's simulated timeline (and its memory) as an SVG and/or a Chrome trace.
+void write_predicted_timeline(const PlanArguments& args, const plan::PlanRequest& request,
+                              const plan::PlanCandidate& best) {
+  const auto s = schedule::make_schedule(best.schedule_spec);
+  const sim::SimResult simulated = sim::simulate(s, best.costs);
+  sim::Timeline timeline = sim::timeline_from_simulation(s, simulated);
+  if (!best.worker_memory_bytes.empty()) {
+    add_predicted_memory(timeline, s, simulated, best, request.cluster.worker_overhead_bytes);
+  }
+  timeline.title = fmt::format("predicted: {} d={} w={} b={} m={}, iteration {:.1f} ms", best.schedule,
+                               best.stages, best.dp_width, best.microbatch, best.microbatches,
+                               1e3 * best.iteration_s);
+  if (!args.svg.empty()) write_file_atomically(args.svg, sim::render_svg(timeline));
+  if (!args.trace.empty()) write_file_atomically(args.trace, sim::chrome_trace_json(timeline));
+}
+
+void run_plan(const CLI::App& cmd, PlanArguments& args) {
+  const plan::PlanRequest request = plan_request(cmd, args);
+  const plan::PlanResult result = plan::plan_training(request);
+  if (result.ranked.empty()) fail_nothing_fits(request, result);
+  fmt::print("{}", plan::format_plan_report(request, result, args.top));
+  const auto& best = result.ranked.front();
+  fmt::print("\nbest: {} with d={} stages x w={} replicas, microbatch {} x {} microbatches, "
+             "recomputation {}, partition {}: {:.1f} samples/s predicted\n",
+             best.schedule, best.stages, best.dp_width, best.microbatch, best.microbatches,
+             best.recompute ? "on" : "off", fmt::join(best.partition, ","), best.samples_per_s);
+  if (!args.out.empty()) write_file_atomically(args.out, plan::plan_to_json(request, best).dump(2) + "\n");
+  if (!args.out_ranked.empty()) write_ranked_plans(args.out_ranked, request, result);
+  if (!args.svg.empty() || !args.trace.empty()) write_predicted_timeline(args, request, best);
+}
+
 }  // namespace
 
 void add_plan_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "plan", "Plan pipeline depth, data-parallel width, microbatch size, recomputation and "
               "schedule for a model on a cluster (analytic profile + simulator)");
-  static std::string model = "gpt-3.9b", cluster = "p3-16xlarge-x8", out, schedules, profile, svg, trace, out_ranked;
-  static int64_t global_batch = 256;
-  static int top = 10;
-  static std::string config_path, memory_per_worker;
-  static int max_workers = 8;
+  static PlanArguments args;
   std::vector<std::string> shapes;
   for (const auto& shape : plan::known_gpt_shapes()) shapes.push_back(shape.name);
-  cmd->add_option("--model", model, join(shapes, ", "))
-      ->capture_default_str();
-  cmd->add_option("--cluster", cluster, "a name in clusters/ or a cluster .toml path")->capture_default_str();
-  cmd->add_option("--global-batch", global_batch, "sequences per optimizer step")->capture_default_str();
-  cmd->add_option("--schedules", schedules, "comma-separated subset of " + join(planned_schedules(), ","));
-  cmd->add_option("--top", top, "alternatives to show")->capture_default_str()->check(at_least_one());
-  cmd->add_option("--out", out, "write the best plan as JSON here");
-  cmd->add_option("--out-ranked", out_ranked, "write every plan that fits as DIR/rank-NNN.json, best first "
+  cmd->add_option("--model", args.model, join(shapes, ", "))->capture_default_str();
+  cmd->add_option("--cluster", args.cluster, "a name in clusters/ or a cluster .toml path")->capture_default_str();
+  cmd->add_option("--global-batch", args.global_batch, "sequences per optimizer step")->capture_default_str();
+  cmd->add_option("--schedules", args.schedules, "comma-separated subset of " + join(planned_schedules(), ","));
+  cmd->add_option("--top", args.top, "alternatives to show")->capture_default_str()->check(at_least_one());
+  cmd->add_option("--out", args.out, "write the best plan as JSON here");
+  cmd->add_option("--out-ranked", args.out_ranked, "write every plan that fits as DIR/rank-NNN.json, best first "
                   "(to measure the ranking: bench/plan_choice.sh)");
-  cmd->add_option("--svg", svg, "write the best plan's simulated timeline here (SVG)");
-  cmd->add_option("--trace", trace, "write the best plan's simulated timeline here (Chrome trace JSON), "
+  cmd->add_option("--svg", args.svg, "write the best plan's simulated timeline here (SVG)");
+  cmd->add_option("--trace", args.trace, "write the best plan's simulated timeline here (Chrome trace JSON), "
                   "to set beside a real run's trace.json");
-  cmd->add_option("--profile", profile, "measured layer costs from `pipetrain profile` (instead of --model)");
-  cmd->add_option("--config", config_path,
+  cmd->add_option("--profile", args.profile, "measured layer costs from `pipetrain profile` (instead of --model)");
+  cmd->add_option("--config", args.config_path,
                   "plan the run config's model (any model.kind) from its own analytic per-layer "
                   "costs, instead of --model; `--section.field VALUE` overrides follow it "
                   "(default cluster: this-machine, default global batch: train.batch_size)");
-  cmd->add_option("--memory-per-worker", memory_per_worker,
+  cmd->add_option("--memory-per-worker", args.memory_per_worker,
                   "with --config: a memory budget per worker (\"2GiB\", \"1500MB\"); plans 1 to "
                   "--max-workers workers sharing the cluster's cores, counting each worker's "
                   "resident overhead (the cluster's worker_overhead_gb)");
-  cmd->add_option("--max-workers", max_workers, "with --memory-per-worker: the most workers to plan for")
+  cmd->add_option("--max-workers", args.max_workers, "with --memory-per-worker: the most workers to plan for")
       ->capture_default_str()
       ->check(at_least_one());
   cmd->allow_extras();  // the config overrides
-  cmd->callback([cmd] {
-    plan::PlanRequest request;
-    std::optional<Config> run_config;
-    std::vector<std::pair<std::string, std::string>> overrides;  // of the run config
-    const auto extras = cmd->remaining();
-    if (!extras.empty() && config_path.empty()) {
-      fail("plan: unexpected argument '{}' (config overrides need --config RUN.toml)", extras.front());
-    }
-    const bool cluster_given = cmd->get_option("--cluster")->count() > 0;
-    const bool batch_given = cmd->get_option("--global-batch")->count() > 0;
-    if (!config_path.empty()) {
-      if (cmd->get_option("--model")->count() > 0 || !profile.empty()) {
-        fail("plan: --config plans the config's model; give it without --model or --profile");
-      }
-      ConfigArguments arguments = parse_config_arguments(extras, {}, {});
-      if (!arguments.config_path.empty()) {
-        fail("plan: unexpected argument '{}' (the config is --config {})", arguments.config_path, config_path);
-      }
-      arguments.config_path = config_path;
-      run_config = resolve_config(arguments);
-      overrides = arguments.overrides;  // (what the plan decides wins over them: plan_file.cpp)
-      request.model = plan::GptShape{};  // layers = 0: planned from its own layer costs
-      request.model.name = run_config->model.preset.empty() ? run_config->model.kind : run_config->model.preset;
-      request.for_pipetrain_runtime = true;  // a plan for this run config
-      request.cuda_graphs = run_config->train.cuda_graphs == 1;  // (emulated: no pools)
-      if (!cluster_given) cluster = "this-machine";
-      if (!batch_given) global_batch = run_config->train.batch_size;
-    } else if (profile.empty()) {
-      request.model = plan::find_gpt_shape(model);
-    } else {
-      request.profile = plan::model_profile_from_json(parse_json_file(profile), profile);
-      request.model = request.profile->shape;
-      request.for_pipetrain_runtime = true;  // a plan to run here
-      request.microbatch_sizes.clear();
-      for (const auto& m : request.profile->layers.front().by_microbatch) {
-        request.microbatch_sizes.push_back(m.microbatch);
-      }
-    }
-    if (!memory_per_worker.empty() && !run_config) {
-      fail("plan: --memory-per-worker plans a run config's model: give --config RUN.toml");
-    }
-    request.cluster = plan::load_cluster(cluster, std::string(PIPETRAIN_SOURCE_DIR) + "/clusters");
-    if (!memory_per_worker.empty()) {
-      const auto budget = parse_bytes(memory_per_worker);
-      if (!budget || *budget <= 0) {
-        fail("--memory-per-worker: expected a size like 2GiB or 1500MB, got '{}'", memory_per_worker);
-      }
-      if (max_workers < 1) fail("--max-workers must be >= 1, got {}", max_workers);
-      request.cluster.device_memory_bytes = *budget;
-      for (int workers = 1; workers <= max_workers; ++workers) request.worker_counts.push_back(workers);
-    }
-    if (run_config) {
-      request.model_variants = model_variants(*run_config, request.cluster, overrides);
-      keep_microbatch_if_it_trains_the_model(*run_config, global_batch, request);
-    }
-    if (!memory_per_worker.empty()) {  // the run keeps to it: pipeline.memory_budget_mb
-      for (auto& variant : request.model_variants) {
-        variant.config_fields.push_back(
-            {"pipeline.memory_budget_mb", fmt::format("{:.0f}", request.cluster.device_memory_bytes / (1 << 20))});
-      }
-    }
-    if (request.profile && request.profile->links.measured) {
-      plan::use_measured_links(request.cluster, request.profile->links);
-      fmt::print("links from the profile: p2p {:.0f} us + {:.2f} GB/s, all-reduce {:.0f} us + {:.2f} GB/s\n",
-                 1e6 * request.profile->links.p2p.latency_s, request.profile->links.p2p.bandwidth / 1e9,
-                 1e6 * request.profile->links.all_reduce.latency_s,
-                 request.profile->links.all_reduce.bandwidth / 1e9);
-    }
-    // Microbatch counts are int in schedules; a larger batch would wrap around.
-    if (global_batch > std::numeric_limits<int>::max()) {
-      fail("--global-batch {} is too large: the planner takes at most {} sequences per step",
-           global_batch, std::numeric_limits<int>::max());
-    }
-    request.global_batch = global_batch;
-    if (!schedules.empty()) request.schedules = split(schedules, ',');
-    for (const auto& name : request.schedules) {
-      const schedule::ScheduleEntry* entry = schedule::find_schedule(name);
-      if (entry == nullptr || !entry->planner.plans) {
-        fail("--schedules: the planner does not plan schedule '{}' (it plans {})", name,
-             join(planned_schedules(), ", "));
-      }
-    }
-    const plan::PlanResult result = plan::plan_training(request);
-    if (result.ranked.empty()) {  // one line: what the least plan would need
-      const double least = plan::least_memory_needed(result);
-      if (least > 0) {
-        fail("no plan fits in {} per {}; the smallest plan needs {}", format_bytes(request.cluster.device_memory_bytes),
-             request.worker_counts.empty() ? "device" : "worker", format_bytes(least));
-      }
-      fail("no plan fits in memory; try a larger cluster or smaller batch");
-    }
-    fmt::print("{}", plan::format_plan_report(request, result, top));
-    const auto& best = result.ranked.front();
-    fmt::print("\nbest: {} with d={} stages x w={} replicas, microbatch {} x {} microbatches, "
-               "recomputation {}, partition {}: {:.1f} samples/s predicted\n",
-               best.schedule, best.stages, best.dp_width, best.microbatch, best.microbatches,
-               best.recompute ? "on" : "off", fmt::join(best.partition, ","), best.samples_per_s);
-    if (!out.empty()) write_file_atomically(out, plan::plan_to_json(request, best).dump(2) + "\n");
-    if (!out_ranked.empty()) {
-      std::error_code error;
-      std::filesystem::create_directories(out_ranked, error);
-      if (error) fail("--out-ranked: cannot create {}: {}", out_ranked, error.message());
-      for (size_t i = 0; i < result.ranked.size(); ++i) {
-        write_file_atomically(fmt::format("{}/rank-{:03}.json", out_ranked, i + 1),
-                              plan::plan_to_json(request, result.ranked[i]).dump(2) + "\n");
-      }
-    }
-    if (!svg.empty() || !trace.empty()) {
-      const auto s = schedule::make_schedule(best.schedule_spec);
-      const sim::SimResult simulated = sim::simulate(s, best.costs);
-      sim::Timeline timeline = sim::timeline_from_simulation(s, simulated);
-      if (!best.worker_memory_bytes.empty()) {
-        add_predicted_memory(timeline, s, simulated, best, request.cluster.worker_overhead_bytes);
-      }
-      timeline.title = fmt::format("predicted: {} d={} w={} b={} m={}, iteration {:.1f} ms", best.schedule,
-                                   best.stages, best.dp_width, best.microbatch, best.microbatches,
-                                   1e3 * best.iteration_s);
-      if (!svg.empty()) write_file_atomically(svg, sim::render_svg(timeline));
-      if (!trace.empty()) write_file_atomically(trace, sim::chrome_trace_json(timeline));
-    }
-  });
+  cmd->callback([cmd] { run_plan(*cmd, args); });
 }
 
 }  // namespace pipetrain::cli

@@ -165,6 +165,80 @@ double median_seconds(int repeats, const std::function<void()>& prepare,
   return median_of(std::move(samples));
 }
 
+namespace {
+
+// Round-robin samples: every round times each (layer, size) once and the whole model at each
+// size. A slow spell of a shared machine then spoils one sample of many entries, not every
+// sample of one entry (which skews the partition).
+struct RoundSamples {
+  std::vector<std::vector<LayerSamples>> layers;  // [layer][size]
+  std::vector<std::vector<double>> whole;         // [size]
+};
+
+RoundSamples time_rounds(std::vector<std::shared_ptr<StageModule>>& layers, StageModule& whole,
+                         const Model& definition, const std::vector<int64_t>& sizes, int repeats,
+                         c10::Device device, const std::function<void(const std::string&)>& progress) {
+  RoundSamples samples{std::vector<std::vector<LayerSamples>>(layers.size(), std::vector<LayerSamples>(sizes.size())),
+                       std::vector<std::vector<double>>(sizes.size())};
+  for (int round = 0; round < repeats; ++round) {
+    for (size_t i = 0; i < layers.size(); ++i) {
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        const LayerTiming t = time_layer(*layers[i], definition, int64_t(i), sizes[k], 1, device, round == 0);
+        auto& entry = samples.layers[i][k];
+        entry.forward.push_back(t.forward_s);
+        entry.backward.push_back(t.backward_s);
+        entry.input_pass.push_back(t.input_pass_s);
+        entry.weight_pass.push_back(t.weight_pass_s);
+        if (round == 0) entry.weight_pass_bytes = t.weight_pass_bytes;
+      }
+    }
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      samples.whole[k].push_back(time_whole_model(whole, definition, sizes[k], 1, device));
+    }
+    if (progress) progress(fmt::format("round {} of {} timed", round + 1, repeats));
+  }
+  return samples;
+}
+
+// Layer `i`'s profile: its parameters, its optimizer step, and at each size the medians of its
+// samples with the bytes the model's own memory model gives it (Model::layer_work, checked
+// against the counting allocator: GptLayerMemory.*): what it sends on and what it keeps.
+plan::LayerProfile layer_profile(StageModule& layer, const Model& definition, int64_t i, const Config& config,
+                                 const std::vector<int64_t>& sizes, const std::vector<LayerSamples>& samples,
+                                 int repeats, c10::Device device,
+                                 const std::function<void(const std::string&)>& progress) {
+  const bool is_head = i == definition.layer_count() - 1;
+  plan::LayerProfile measured;
+  measured.name = definition.layer_name(i);
+  // A stage of this layer alone: the last one's own copies of shared weights included.
+  for (const auto& p : layer.parameters()) measured.param_bytes += double(p.numel() * p.element_size());
+  // LayerWork counts values of the activation dtype (bfloat16 under mixed precision).
+  const double value_bytes = double(c10::elementSize(model_precision(config.model).activation_dtype()));
+  measured.optimizer_s = time_optimizer_step(layer, definition, config, repeats, device);
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const auto& entry = samples[k];
+    plan::LayerMeasurement m;
+    m.microbatch = sizes[k];
+    m.forward_s = median_of(entry.forward);
+    m.backward_s = median_of(entry.backward);
+    m.input_s = median_of(entry.input_pass);
+    m.weight_s = median_of(entry.weight_pass);
+    m.weight_pass_bytes = entry.weight_pass_bytes;
+    const LayerWork work = definition.layer_work(i, sizes[k]);
+    m.output_bytes = is_head ? 0 : value_bytes * work.output_values;
+    m.activation_bytes = value_bytes * (work.stashed_values > 0 ? work.stashed_values : work.output_values);
+    measured.by_microbatch.push_back(m);
+    if (progress) {
+      progress(fmt::format("{} b={}: forward {:.2f} ms, backward {:.2f} ms (split: B {:.2f} ms, "
+                           "W {:.2f} ms)", measured.name, sizes[k], 1e3 * m.forward_s, 1e3 * m.backward_s,
+                           1e3 * m.input_s, 1e3 * m.weight_s));
+    }
+  }
+  return measured;
+}
+
+}  // namespace
+
 plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions& options,
                                       const std::function<void(const std::string&)>& progress) {
   torch::set_num_threads(options.threads);
@@ -187,75 +261,21 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
   profile.shape = {"profiled", shape.layers, shape.d_model, shape.heads, shape.seq_len, shape.vocab_size};
   profile.description = fmt::format("{}; {}, {} thread(s)", definition->describe(), profile.device,
                                     options.threads);
-  const int64_t count = definition->layer_count();
   // Warm the allocator and BLAS at the largest size first: otherwise the first layer timed
   // pays for it (block 0 measured 2.7x its peers).
   const auto& sizes = options.microbatch_sizes;
   time_whole_model(*model, *definition, *std::max_element(sizes.begin(), sizes.end()), 1, device);
-  // Round-robin: every round times each (layer, size) once and the whole model at each size,
-  // and each entry is the median over rounds. A slow spell of a shared machine then spoils one
-  // sample of many entries, not every sample of one entry (which skews the partition).
-  std::vector<std::vector<LayerSamples>> samples(size_t(count), std::vector<LayerSamples>(sizes.size()));
-  std::vector<std::vector<double>> whole_samples(sizes.size());
-  for (int round = 0; round < options.repeats; ++round) {
-    for (int64_t i = 0; i < count; ++i) {
-      auto& layer = *layers[size_t(i)];
-      for (size_t k = 0; k < sizes.size(); ++k) {
-        const LayerTiming t = time_layer(layer, *definition, i, sizes[k], 1, device, round == 0);
-        auto& entry = samples[size_t(i)][k];
-        entry.forward.push_back(t.forward_s);
-        entry.backward.push_back(t.backward_s);
-        entry.input_pass.push_back(t.input_pass_s);
-        entry.weight_pass.push_back(t.weight_pass_s);
-        if (round == 0) entry.weight_pass_bytes = t.weight_pass_bytes;
-      }
-    }
-    for (size_t k = 0; k < sizes.size(); ++k) {
-      whole_samples[k].push_back(time_whole_model(*model, *definition, sizes[k], 1, device));
-    }
-    if (progress) progress(fmt::format("round {} of {} timed", round + 1, options.repeats));
+  const RoundSamples samples = time_rounds(layers, *model, *definition, sizes, options.repeats, device, progress);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    profile.layers.push_back(layer_profile(*layers[i], *definition, int64_t(i), config, sizes, samples.layers[i],
+                                           options.repeats, device, progress));
   }
-  for (int64_t i = 0; i < count; ++i) {
-    auto& layer = *layers[size_t(i)];
-    const bool is_head = i == count - 1;
-    plan::LayerProfile measured;
-    measured.name = definition->layer_name(i);
-    // A stage of this layer alone: the last one's own copies of shared weights included.
-    for (const auto& p : layer.parameters()) measured.param_bytes += double(p.numel() * p.element_size());
-    // LayerWork counts values of the activation dtype (bfloat16 under mixed precision).
-    const double value_bytes = double(c10::elementSize(model_precision(shape).activation_dtype()));
-    measured.optimizer_s = time_optimizer_step(layer, *definition, config, options.repeats, device);
-    for (size_t k = 0; k < sizes.size(); ++k) {
-      const int64_t b = sizes[k];
-      const auto& entry = samples[size_t(i)][k];
-      plan::LayerMeasurement m;
-      m.microbatch = b;
-      m.forward_s = median_of(entry.forward);
-      m.backward_s = median_of(entry.backward);
-      m.input_s = median_of(entry.input_pass);
-      m.weight_s = median_of(entry.weight_pass);
-      m.weight_pass_bytes = entry.weight_pass_bytes;
-      // Bytes from the model's own memory model (Model::layer_work, checked against the
-      // counting allocator: GptLayerMemory.*): what the layer sends on and what it keeps.
-      const LayerWork work = definition->layer_work(i, b);
-      m.output_bytes = is_head ? 0 : value_bytes * work.output_values;
-      m.activation_bytes = value_bytes * (work.stashed_values > 0 ? work.stashed_values : work.output_values);
-      measured.by_microbatch.push_back(m);
-      if (progress) {
-        progress(fmt::format("{} b={}: forward {:.2f} ms, backward {:.2f} ms (split: B {:.2f} ms, "
-                             "W {:.2f} ms)", measured.name, b, 1e3 * m.forward_s, 1e3 * m.backward_s,
-                             1e3 * m.input_s, 1e3 * m.weight_s));
-      }
-    }
-    profile.layers.push_back(std::move(measured));
-  }
-  const auto scales = calibrate_to_whole_model(profile, whole_samples);
+  const auto scales = calibrate_to_whole_model(profile, samples.whole);
   for (size_t k = 0; k < scales.size(); ++k) {
     profile.description += fmt::format("{} b={} layer times x{:.3f} (whole-model calibration)",
-                                       k == 0 ? ";" : ",", options.microbatch_sizes[k], scales[k]);
+                                       k == 0 ? ";" : ",", sizes[k], scales[k]);
     if (progress) {
-      progress(fmt::format("whole model b={}: layer times scaled by {:.3f} to match it",
-                           options.microbatch_sizes[k], scales[k]));
+      progress(fmt::format("whole model b={}: layer times scaled by {:.3f} to match it", sizes[k], scales[k]));
     }
   }
   return profile;

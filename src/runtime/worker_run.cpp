@@ -405,6 +405,33 @@ TrainingSession::Finished PipelineWorkerSession::finish(double val_loss) {
   return finished;
 }
 
+// The worker's sub-groups, joined in the same order everywhere (a group waits for all its
+// members): its replicas, its pipeline, the validating workers' stop votes (BatchStopVotes),
+// and one group per weight shared across workers (a tied embedding) that this worker holds.
+CommGroups join_comm_groups(Comm& comm, const Layout& layout, const Config& config,
+                            const std::vector<StageRange>& ranges) {
+  CommGroups groups;
+  if (layout.replicas > 1) {
+    groups.replicas = comm.join_group(fmt::format("replicas-of-worker{}", layout.worker()),
+                                      layout.replica_group());
+    groups.pipeline = comm.join_group(fmt::format("pipeline{}", layout.replica()),
+                                      layout.pipeline_group());
+  }
+  if (layout.replica() == 0) {
+    groups.validation = comm.join_group("validation-stop-votes", layout.pipeline_group());
+  }
+  const auto holders = workers_holding_shared(*make_model(config), ranges, layout.workers, layout.placement);
+  groups.shared.assign(holders.size(), -1);
+  for (size_t g = 0; g < holders.size(); ++g) {
+    const auto& workers = holders[g];
+    if (workers.size() < 2 || std::count(workers.begin(), workers.end(), layout.worker()) == 0) continue;
+    std::vector<int> ranks;
+    for (const int worker : workers) ranks.push_back(layout.rank_of(layout.replica(), worker));
+    groups.shared[g] = comm.join_group(fmt::format("shared{}-replica{}", g, layout.replica()), ranks);
+  }
+  return groups;
+}
+
 }  // namespace
 
 bool started_as_worker() { return std::getenv("RANK") != nullptr; }
@@ -465,27 +492,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
   const c10::Device device = device::worker_device(spec.execution, env.local_rank);
   Comm comm(env, timeout, {spec.execution.transport, device});
   StopVotes stop_votes(comm);
-  // Sub-groups, joined in the same order everywhere (a group waits for all its members).
-  CommGroups groups;
-  if (layout.replicas > 1) {
-    groups.replicas = comm.join_group(fmt::format("replicas-of-worker{}", layout.worker()),
-                                      layout.replica_group());
-    groups.pipeline = comm.join_group(fmt::format("pipeline{}", layout.replica()),
-                                      layout.pipeline_group());
-  }
-  // The validating workers' own group: their per-batch stop votes (BatchStopVotes).
-  if (layout.replica() == 0) {
-    groups.validation = comm.join_group("validation-stop-votes", layout.pipeline_group());
-  }
-  const auto holders = workers_holding_shared(*make_model(config), ranges, layout.workers, layout.placement);
-  groups.shared.assign(holders.size(), -1);
-  for (size_t g = 0; g < holders.size(); ++g) {
-    const auto& workers = holders[g];
-    if (workers.size() < 2 || std::count(workers.begin(), workers.end(), layout.worker()) == 0) continue;
-    std::vector<int> ranks;
-    for (const int worker : workers) ranks.push_back(layout.rank_of(layout.replica(), worker));
-    groups.shared[g] = comm.join_group(fmt::format("shared{}-replica{}", g, layout.replica()), ranks);
-  }
+  const CommGroups groups = join_comm_groups(comm, layout, config, ranges);
   StageExecutor executor(config, spec, batches.get(), comm, device, layout, groups, *spec.lists);
   MemoryReport run_memory;  // field-wise maximum over the steps
   if (reports) {

@@ -605,11 +605,12 @@ TEST(Resume, StoppedAndResumedRunHasEveryMetricsLineOnce) {
 
 // A stop after the final checkpoint, before the summary (what its writes leave: no sample.txt,
 // loss.svg or summary.json): --resume finishes the run, with the summary, plot and final state
-// of the run that was not stopped; then it has nothing left to resume.
+// of the run that was not stopped (2BW's: its stashed weight version too); then it has nothing
+// left to resume.
 TEST(Resume, ARunStoppedBeforeItsSummaryFinishesOnResume) {
-  for (const std::string stages : {"1", "2"}) {
-    SCOPED_TRACE("stages " + stages);
-    const std::string args = kTiny + " --stages " + stages + " --sample.tokens 4";
+  for (const std::string mode : {"--stages 1", "--stages 2", "--stages 2 --schedule 2bw"}) {
+    SCOPED_TRACE(mode);
+    const std::string args = kTiny + " " + mode + " --sample.tokens 4";
     const fs::path& reference = reference_run(args);
     const auto dir = testing::fresh_dir("finish_summary");
     fs::copy(reference, dir, fs::copy_options::recursive);
@@ -626,6 +627,11 @@ TEST(Resume, ARunStoppedBeforeItsSummaryFinishesOnResume) {
     EXPECT_EQ(read_file((dir / "loss.svg").string()), read_file((reference / "loss.svg").string()));
     EXPECT_EQ(read_file((dir / "sample.txt").string()), read_file((reference / "sample.txt").string()));
     expect_same_final_state(dir, reference);
+    for (const auto& entry : fs::directory_iterator(reference / "checkpoint")) {  // each stage's, 2BW's versions
+      if (entry.path().extension() != ".safetensors") continue;
+      const auto name = entry.path().filename();
+      EXPECT_TRUE(read_file((dir / "checkpoint" / name).string()) == read_file(entry.path().string())) << name;
+    }
     testing::expect_one_line_error("train --resume " + dir.string(), "nothing to resume");
     fs::remove_all(dir);
   }
