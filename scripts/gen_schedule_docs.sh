@@ -56,10 +56,11 @@ mapfile -t SCHEDULES < <("$PIPETRAIN" simulate --list)
   echo "parameters it takes, whether real workers run it (\`pipetrain train\`) and whether"
   echo "\`pipetrain plan\` considers it. Recomputation runs with the no-flush schedules whose backward"
   echo "reads the weights its forward read (2BW, 2BW-predict, PipeDream): the forward that the backward"
-  echo "runs again rebuilds the same activations, so the update rule is unchanged (\`Recompute/"
-  echo "AsyncExactness.*\`, against the same closed forms). PipeOptim's, SpecTrain's and"
-  echo "PipeDream-nostash's backwards read other weights: recomputing there would change their rule"
-  echo "(allowed on purpose, their exactness tests fail)."
+  echo "runs again rebuilds the same activations, so the update rule is unchanged"
+  echo "(\`Recompute/AsyncExactness.*\`, against the same closed forms). PipeOptim's, SpecTrain's and"
+  echo "PipeDream-nostash's backwards read other weights: recomputing there would change their rule, so"
+  echo "\`pipetrain train\` refuses \`pipeline.recompute\` with them in one line before any worker starts"
+  echo "(\"without recomputation\" below; \`RunSpec.EveryCrossFieldRefusalIsOneLine\`)."
   echo
   "$PIPETRAIN" simulate --catalogue
   echo

@@ -34,4 +34,8 @@ inline CLI::Validator at_least_one() {
       "COUNT >= 1");
 }
 
+// Every numeric option of `app` and its subcommands read as config values are (core/text's
+// plain decimals: no hex, inf or nan): CLI11 alone took "0x10" as 16 and "nan" as a cost.
+void require_plain_numbers(CLI::App& app);
+
 }  // namespace pipetrain::cli

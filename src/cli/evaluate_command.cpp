@@ -8,6 +8,7 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "cli/preflight.h"
 #include "core/error.h"
 #include "train/checkpoint_evaluation.h"
 #include "train/run.h"
@@ -72,6 +73,9 @@ void run_evaluate(const std::vector<std::string>& args) {
   const auto given = arguments.options.find("--checkpoint");
   const std::string checkpoint =
       given != arguments.options.end() ? given->second : newest_checkpoint(run_dir->second);
+  // As training checks it (the run trained here): an absurd --train.batch_size is refused, not
+  // allocated until the kernel kills the process without a word.
+  check_run_fits_machine(config, PIPETRAIN_SOURCE_DIR, ProcessesHere{});
   configure_compute_threads(config.train.threads);
   const auto evaluation = evaluate_checkpoint(config, checkpoint, PIPETRAIN_SOURCE_DIR);
   if (has_flag(arguments, "--json")) {

@@ -2,6 +2,8 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <regex>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -201,6 +203,16 @@ plan::PlanRequest plan_request(const CLI::App& cmd, PlanArguments& args) {
   if (!args.memory_per_worker.empty() && args.config_path.empty()) {
     fail("plan: --memory-per-worker plans a run config's model: give --config RUN.toml");
   }
+  if (cmd.get_option("--max-workers")->count() > 0 && args.memory_per_worker.empty()) {
+    fail("plan: --max-workers goes with --memory-per-worker (without it the cluster's devices are the workers)");
+  }
+  if (!args.profile.empty() && cmd.get_option("--model")->count() > 0) {
+    fail("plan: --profile plans the profiled model; give it without --model");
+  }
+  for (const auto& [path, option] : {std::pair{args.out, "--out"}, std::pair{args.svg, "--svg"},
+                                     std::pair{args.trace, "--trace"}}) {
+    require_writable_output(path, option);
+  }
   std::optional<Config> run_config;
   std::vector<std::pair<std::string, std::string>> overrides;  // of the run config
   if (!args.config_path.empty()) {
@@ -229,10 +241,18 @@ plan::PlanRequest plan_request(const CLI::App& cmd, PlanArguments& args) {
   fail("no plan fits in memory; try a larger cluster or smaller batch");
 }
 
+// DIR/rank-NNN.json, best first; an earlier ranking's rank files there go first, so the folder
+// holds one ranking (bench/plan_choice.sh runs every rank file in it).
 void write_ranked_plans(const std::string& folder, const plan::PlanRequest& request, const plan::PlanResult& result) {
   std::error_code error;
   std::filesystem::create_directories(folder, error);
   if (error) fail("--out-ranked: cannot create {}: {}", folder, error.message());
+  static const std::regex rank_file(R"(rank-[0-9]{3,}\.json)");
+  for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
+    if (entry.is_regular_file() && std::regex_match(entry.path().filename().string(), rank_file)) {
+      std::filesystem::remove(entry.path(), error);
+    }
+  }
   for (size_t i = 0; i < result.ranked.size(); ++i) {
     write_file_atomically(fmt::format("{}/rank-{:03}.json", folder, i + 1),
                           plan::plan_to_json(request, result.ranked[i]).dump(2) + "\n");

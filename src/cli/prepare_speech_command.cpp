@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/stop_signal.h"
 #include "core/text.h"
 #include "speech/prepare_speech.h"
 
@@ -121,6 +122,9 @@ void add_prepare_speech_command(CLI::App& app) {
   cmd->add_option("--threads", options->threads, "feature threads (espeak-ng speaks in a process of its own meanwhile)")
       ->capture_default_str();
   cmd->callback([options] {
+    // A stop between utterances, with a line (SIGINT ignored, as in a script's `cmd &`, is
+    // taken too: the handler replaces the ignore).
+    install_stop_handlers();
     options->text_path = resolve_existing_path(options->text_path, PIPETRAIN_SOURCE_DIR);
     const auto start = SpeechClock::now();
     speech::PrepareSpeechSummary summary;

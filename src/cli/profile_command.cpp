@@ -34,18 +34,19 @@ void add_profile_command(CLI::App& app) {
     };
     const std::string out = option("--out", "");
     if (out.empty()) fail("profile: --out FILE is required");
+    require_writable_output(out, "--out");  // before minutes of measuring
     profile::ProfileOptions options;
     options.microbatch_sizes.clear();
     for (const auto& size : split(option("--microbatch-sizes", "1,2,4,8"), ',')) {
       const auto value = parse_int(size);
       if (!value || *value < 1) fail("--microbatch-sizes: expected positive integers, got '{}'", size);
+      if (std::count(options.microbatch_sizes.begin(), options.microbatch_sizes.end(), *value) > 0) {
+        fail("--microbatch-sizes: {} is given twice", *value);
+      }
       options.microbatch_sizes.push_back(*value);
     }
-    const auto repeats = parse_int(option("--repeats", "5")), threads = parse_int(option("--threads", "1"));
-    if (!repeats || *repeats < 1) fail("--repeats: expected a positive integer");
-    if (!threads || *threads < 1) fail("--threads: expected a positive integer");
-    options.repeats = static_cast<int>(*repeats);
-    options.threads = static_cast<int>(*threads);
+    options.repeats = int(positive_option(arguments, "--repeats", 5, kMaxRepeats));
+    options.threads = int(positive_option(arguments, "--threads", 1, most_threads()));
     const auto report = [](const std::string& line) { fmt::print(stderr, "profile: {}\n", line); };
     auto measured = profile::profile_gpt_layers(config, options, report);
     // Links between this machine's processes (Gloo over loopback) describe a cluster of such

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 
 #include <fmt/format.h>
 
@@ -67,9 +68,17 @@ int pipetrain::run_cli(int argc, char** argv) {
   pipetrain::cli::add_tokenizer_command(app);
   pipetrain::cli::add_tokenize_command(app);
   pipetrain::cli::add_prepare_speech_command(app);
+  pipetrain::cli::require_plain_numbers(app);
   try {
     check_command_name(app, argc, argv);
     app.parse(argc, argv);
+  } catch (const CLI::ConversionError& error) {
+    // A plain whole number (require_plain_numbers) that CLI11 could not convert: out of the
+    // option's range ("Could not convert: --stages = 2147483648").
+    const std::string text = std::regex_replace(error.what(), std::regex("^Could not convert: (.*) = (.*)$"),
+                                                "$1: $2 is out of range");
+    print_error(fmt::format("pipetrain: error: {}", text));
+    return 2;
   } catch (const CLI::ParseError& error) {
     if (error.get_exit_code() == 0) return app.exit(error);  // --help
     print_error(fmt::format("pipetrain: error: {}", error.what()));

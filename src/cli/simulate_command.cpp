@@ -106,12 +106,15 @@ std::string summary(const schedule::Schedule& s, const sim::SimResult& r, bool s
 void run(SimulateOptions& o) {
   if (o.list) return void(fmt::print("{}", catalogue_lines()));
   if (o.catalogue) return void(fmt::print("{}", schedule::catalogue_markdown()));
+  for (const auto& [path, option] : {std::pair{o.svg, "--svg"}, std::pair{o.trace, "--trace"}, std::pair{o.csv_out, "--csv"}}) {
+    require_writable_output(path, option);
+  }
   schedule::Schedule s = build(o);
   sim::CostModel costs = sim::uniform_cost_model(o.cost, s.chunks);
   costs.p2p_latency_ms = o.latency_ms;
   costs.bandwidth_bytes_per_ms = o.bandwidth;
   costs.samples_per_microbatch = o.samples_per_microbatch;
-  if (o.samples_per_microbatch <= 0) fail("--samples-per-microbatch must be > 0");
+  if (!(o.samples_per_microbatch > 0)) fail("--samples-per-microbatch must be > 0");
   sim::SimResult r = sim::simulate(s, costs);
 
   schedule::GridOptions grid;
@@ -178,7 +181,15 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_flag("--catalogue", o->catalogue, "Print the schedule catalogue (Markdown) instead");
   cmd->add_flag("--list", o->list,
                 "Print one line per schedule instead: name|example flags|summary");
-  cmd->callback([o] { run(*o); });
+  cmd->callback([o, cmd] {
+    // A loaded schedule is simulated as it is: its own shape, not these.
+    for (const char* shape : {"--schedule", "--stages", "--microbatches", "--chunks", "--slices", "--iterations", "--dp-width"}) {
+      if (!o->csv_in.empty() && cmd->get_option(shape)->count() > 0) {
+        fail("simulate: {} shapes a generated schedule; --load simulates {} as it is", shape, o->csv_in);
+      }
+    }
+    run(*o);
+  });
 }
 
 }  // namespace pipetrain::cli

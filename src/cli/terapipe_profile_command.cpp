@@ -1,5 +1,7 @@
 // `pipetrain terapipe-profile`: measure the token-slice latency t(l, c) of the configured GPT on
 // this machine and fit TeraPipe's model to it; `terapipe-plan --profile` plans from the file.
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "cli/arguments.h"
@@ -28,19 +30,13 @@ void add_terapipe_profile_command(CLI::App& app) {
     const auto arguments = parse_config_arguments(
         cmd->remaining(), {"--out", "--batch", "--repeats", "--threads"}, {});
     const Config config = resolve_config(arguments);
-    const auto positive = [&](const char* name, int64_t fallback) {
-      const auto it = arguments.options.find(name);
-      if (it == arguments.options.end()) return fallback;
-      const auto value = parse_int(it->second);
-      if (!value || *value < 1) fail("{}: expected a positive integer, got '{}'", name, it->second);
-      return *value;
-    };
     const auto out = arguments.options.find("--out");
     if (out == arguments.options.end()) fail("terapipe-profile: --out FILE is required");
+    require_writable_output(out->second, "--out");  // before the measuring
     profile::SliceProfileOptions options;
-    options.batch = positive("--batch", 1);
-    options.repeats = int(positive("--repeats", 7));
-    options.threads = int(positive("--threads", 1));
+    options.batch = positive_option(arguments, "--batch", 1, std::numeric_limits<int>::max());
+    options.repeats = int(positive_option(arguments, "--repeats", 7, kMaxRepeats));
+    options.threads = int(positive_option(arguments, "--threads", 1, most_threads()));
     const auto report = [](const std::string& line) { fmt::print(stderr, "terapipe-profile: {}\n", line); };
     const plan::SliceProfile measured = profile::profile_token_slices(config, options, report);
     const auto& fit = measured.fit;

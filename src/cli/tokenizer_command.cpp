@@ -91,6 +91,9 @@ void add_tokenizer_train(CLI::App& parent) {
     if (options->vocab_size < 1 || options->threads < 1 || options->max_sentences < 0) {
       fail("--vocab and --threads must be >= 1, --max-sentences >= 0");
     }
+    if (options->max_sentences > 0 && options->max_sentences <= 100) {  // SentencePiece's own bound
+      fail("--max-sentences must be 0 (all lines) or more than 100, got {}", options->max_sentences);
+    }
     options->text_path = resolve_text_file(*text);
     refuse_writing_over_input(options->model_path, options->text_path, "--out");
     refuse_invalid_utf8_text(options->text_path);
@@ -136,7 +139,7 @@ void add_tokenize_command(CLI::App& app) {
     require_option(*model,
                    "tokenize needs --tokenizer FILE.model (from `pipetrain tokenizer train`)");
     require_option(options->out_dir, "tokenize needs --out DIR");
-    if (options->val_fraction <= 0 || options->val_fraction >= 1) {
+    if (!(options->val_fraction > 0 && options->val_fraction < 1)) {
       fail("--val-fraction must be between 0 and 1 (exclusive), got {:g}", options->val_fraction);
     }
     options->text_path = resolve_text_file(*text);

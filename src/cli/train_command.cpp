@@ -91,8 +91,18 @@ struct GivenPlan {
   nlohmann::json plan;
 };
 
+// Whether `args` from `from` on set `field` ("--pipeline.stages VALUE" or "--pipeline.stages=VALUE").
+bool sets_field(const std::vector<std::string>& args, size_t from, const std::string& field) {
+  for (size_t i = from; i < args.size(); ++i) {
+    if (args[i] == field || args[i].rfind(field + "=", 0) == 0) return true;
+  }
+  return false;
+}
+
 // `--plan plan.json` -> the plan's `--section.field VALUE` pairs, in its place: fields given
-// after it still override it. `given`: the plan (the last, given several).
+// after it still override it; the plan's partition then goes with its stages (its layer counts
+// cut the layers for the plan's depth: another depth or chunk count cuts its own, balanced).
+// `given`: the plan (the last, given several).
 std::vector<std::string> expand_plan(const std::vector<std::string>& args, GivenPlan* given) {
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -107,7 +117,10 @@ std::vector<std::string> expand_plan(const std::vector<std::string>& args, Given
       continue;
     }
     *given = {path, parse_json_file(path)};
+    const bool depth_changed = (sets_field(args, i + 1, "--pipeline.stages") || sets_field(args, i + 1, "--pipeline.chunks")) &&
+                               !sets_field(args, i + 1, "--pipeline.partition");
     for (const auto& [key, value] : plan::plan_config_overrides(given->plan, path)) {
+      if (key == "pipeline.partition" && depth_changed) continue;
       out.push_back("--" + key);
       out.push_back(value);
     }

@@ -23,8 +23,12 @@ std::string unknown_field_message(const std::string& key, const std::string& ori
 
 void check_bounds(const FieldSpec& field, double value, const std::string& origin) {
   if (!std::isfinite(value)) fail("{}: {} must be a finite number", origin, field.key);
-  if (value < field.min) fail("{}: {} must be >= {:.15g}, got {:.15g}", origin, field.key, field.min, value);
-  if (value > field.max) fail("{}: {} must be <= {:.15g}, got {:.15g}", origin, field.key, field.max, value);
+  if (value < field.min || (field.min_excluded && value == field.min)) {
+    fail("{}: {} must be {} {:.15g}, got {:.15g}", origin, field.key, field.min_excluded ? ">" : ">=", field.min, value);
+  }
+  if (value > field.max || (field.max_excluded && value == field.max)) {
+    fail("{}: {} must be {} {:.15g}, got {:.15g}", origin, field.key, field.max_excluded ? "<" : "<=", field.max, value);
+  }
 }
 
 void check_choice(const FieldSpec& field, const std::string& value, const std::string& origin) {
@@ -180,9 +184,6 @@ void validate(const Config& c) {
     fail("train.microbatches ({}) must divide train.batch_size ({})", c.train.microbatches,
          c.train.batch_size);
   }
-  if (c.data.val_fraction <= 0 || c.data.val_fraction >= 1) {
-    fail("data.val_fraction must be between 0 and 1 (exclusive), got {:g}", c.data.val_fraction);
-  }
   if (c.train.min_lr > c.train.lr && c.train.lr == 0) {  // (weights that never move: allowed)
     fail("train.lr = 0 holds the weights still, but the schedule's floor train.min_lr is {:g}: set "
          "train.min_lr = 0 too, or give train.lr > 0", c.train.min_lr);
@@ -190,8 +191,10 @@ void validate(const Config& c) {
   if (c.train.min_lr > c.train.lr) {
     fail("train.min_lr ({:g}) must not exceed train.lr ({:g})", c.train.min_lr, c.train.lr);
   }
-  if (c.train.beta1 >= 1 || c.train.beta2 >= 1) fail("train.beta1 and train.beta2 must be < 1");
-  if (c.sample.temperature <= 0) fail("sample.temperature must be > 0");
+  if (c.log.profile_step > c.train.steps) {
+    fail("log.profile_step {} is after the run's last step (train.steps {}): nothing would be profiled",
+         c.log.profile_step, c.train.steps);
+  }
   if (c.data.path.empty()) fail("data.path must not be empty");
   if (c.data.format == "bytes" && c.model.vocab_size < 256) {
     fail("model.vocab_size must be >= 256 for byte-level text (data.format = \"bytes\"), got {}",
@@ -256,10 +259,13 @@ std::string config_reference_markdown() {
     std::string meaning = field.help;
     if (!field.choices.empty()) meaning += " (one of: " + join(field.choices, ", ") + ")";
     const bool number = !std::holds_alternative<std::string*>(ptr);
+    const char* above = field.min_excluded ? ">" : ">=";
     if (number && field.min > -1e300 && field.max < 1e300) {
-      meaning += fmt::format("; {:g} to {:g}", field.min, field.max);
+      meaning += field.min_excluded || field.max_excluded
+                     ? fmt::format("; {} {:g} and {} {:g}", above, field.min, field.max_excluded ? "<" : "<=", field.max)
+                     : fmt::format("; {:g} to {:g}", field.min, field.max);
     } else if (number && field.min > -1e300) {
-      meaning += fmt::format("; >= {:g}", field.min);
+      meaning += fmt::format("; {} {:g}", above, field.min);
     }
     out += fmt::format("| `{}` | {} | `{}` | {} |\n", field.key, type,
                        field_value_string(defaults, field), meaning);

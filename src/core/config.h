@@ -134,6 +134,7 @@ struct FieldSpec {
   double min = -1e300;               // numbers: inclusive lower bound
   std::vector<std::string> choices;  // strings: allowed values (empty = any)
   double max = 1e300;                // numbers: inclusive upper bound
+  bool min_excluded = false, max_excluded = false;  // the bound itself refused (0 < x < 1)
 };
 
 // Every configurable field, in documentation order.

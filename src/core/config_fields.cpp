@@ -16,6 +16,13 @@ FieldSpec spec(std::string key, std::string help, std::function<FieldPtr(Config&
   return FieldSpec{std::move(key), std::move(help), std::move(locate), min, std::move(choices), max};
 }
 
+// A number field whose bounds are themselves refused: (min, max), or (min, ...) with no max.
+FieldSpec open_range(FieldSpec field, bool min_excluded, bool max_excluded) {
+  field.min_excluded = min_excluded;
+  field.max_excluded = max_excluded;
+  return field;
+}
+
 // The longest rendezvous or send/recv wait: the timeout becomes int64 milliseconds (a week+).
 constexpr double kMaxTimeoutSeconds = 1e6;
 // Counts the schedule IR and the runtime hold as int (steps, microbatches, ranks): a larger
@@ -102,8 +109,8 @@ std::vector<FieldSpec> make_fields() {
       spec("train.warmup_steps", "linear warm-up steps before the cosine decay",
        at(&C::train, &T::warmup_steps), 0),
       spec("train.momentum", "SGD momentum", at(&C::train, &T::momentum), 0),
-      spec("train.beta1", "Adam/AdamW beta1", at(&C::train, &T::beta1), 0),
-      spec("train.beta2", "Adam/AdamW beta2", at(&C::train, &T::beta2), 0),
+      open_range(spec("train.beta1", "Adam/AdamW beta1", at(&C::train, &T::beta1), 0, {}, 1), false, true),
+      open_range(spec("train.beta2", "Adam/AdamW beta2", at(&C::train, &T::beta2), 0, {}, 1), false, true),
       spec("train.eps", "Adam/AdamW epsilon", at(&C::train, &T::eps), 0),
       spec("train.weight_decay", "weight decay (decoupled for AdamW and Muon, L2 for SGD/Adam)",
        at(&C::train, &T::weight_decay), 0),
@@ -151,8 +158,9 @@ std::vector<FieldSpec> make_fields() {
        "folder of its IDX files, /usr/share/datasets/fashion-mnist from Debian, or (speech) the feature file; relative paths are tried "
        "against the working directory, then the pipetrain source folder",
        at(&C::data, &DataConfig::path)),
-      spec("data.val_fraction", "fraction of the file (its tail) held out for validation; for "
-       "token files, `pipetrain tokenize`'s default split", at(&C::data, &DataConfig::val_fraction), 0),
+      open_range(spec("data.val_fraction", "fraction of the file (its tail) held out for validation; for "
+       "token files, `pipetrain tokenize`'s default split", at(&C::data, &DataConfig::val_fraction), 0, {}, 1),
+       true, true),
       spec("data.tokenizer", "token files: the SentencePiece model that made them (checked against "
        "their tokens.json), used to encode sample.prompt and decode samples; \"\" = samples print "
        "token ids", at(&C::data, &DataConfig::tokenizer)),
@@ -170,8 +178,8 @@ std::vector<FieldSpec> make_fields() {
        at(&C::log, &LogConfig::profile_steps), 1, {}, kMaxCount),
       spec("sample.tokens", "characters to generate from the trained model at the end; 0 = none",
        at(&C::sample, &SampleConfig::tokens), 0),
-      spec("sample.temperature", "sampling temperature", at(&C::sample, &SampleConfig::temperature),
-       0),
+      open_range(spec("sample.temperature", "sampling temperature", at(&C::sample, &SampleConfig::temperature),
+       0), true, false),
       spec("sample.prompt", "text the sample starts from", at(&C::sample, &SampleConfig::prompt)),
       spec("pipeline.stages", "pipeline stages (one worker process each); 1 = single process",
        at(&C::pipeline, &PipelineConfig::stages), 1, {}, kMaxCount),

@@ -146,4 +146,15 @@ void require_folder(const std::string& path, const std::string& what, const std:
   fail("{}{} '{}' does not exist", prefix, what, path);
 }
 
+void require_writable_output(const std::string& path, const std::string& option) {
+  if (path.empty()) return;
+  std::error_code error;
+  if (fs::is_directory(path, error)) fail("{}: '{}' is a folder; give a file name", option, path);
+  const fs::path parent = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  if (!fs::is_directory(parent, error)) fail("{}: cannot write '{}': folder '{}' does not exist", option, path, parent.string());
+  if (::access(parent.c_str(), W_OK) != 0) {
+    fail("{}: cannot write '{}': folder '{}' is not writable", option, path, parent.string());
+  }
+}
+
 }  // namespace pipetrain

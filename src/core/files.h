@@ -51,4 +51,9 @@ std::string path_or_below_root(const std::string& path, const std::string& root)
 void require_folder(const std::string& path, const std::string& what, const std::string& holds,
                     const std::string& prefix = "");
 
+// Before long work whose result goes to `path`: UserError naming `option` ("--out") when its
+// folder does not exist or is not writable, or `path` is a folder, so the work is not lost at
+// the end. (An empty path: nothing to check.)
+void require_writable_output(const std::string& path, const std::string& option);
+
 }  // namespace pipetrain

@@ -36,4 +36,6 @@ void install_stop_handlers() {
 
 int stop_signal() { return received; }
 
+const char* stop_signal_name(int signal) { return signal == SIGINT ? "SIGINT" : "SIGTERM"; }
+
 }  // namespace pipetrain

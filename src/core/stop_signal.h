@@ -9,6 +9,7 @@ namespace pipetrain {
 
 void install_stop_handlers();  // idempotent
 int stop_signal();             // the signal received (SIGINT/SIGTERM; SIGHUP as SIGTERM), or 0
+const char* stop_signal_name(int signal);  // "SIGINT" or "SIGTERM"
 
 // Thrown by a training loop that stopped on request after checkpointing; main() exits with
 // 128 + signal and prints the message.

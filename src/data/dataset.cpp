@@ -67,6 +67,14 @@ std::unique_ptr<Dataset> make_dataset(const Config& config, const std::string& d
     check_tokenizer_matches(info, paths.info, tokenizer_path_of(data, data_root));
   }
   auto dataset = std::make_unique<TokenDataset>(paths, config.model.seq_len);
+  // tokenize replaces train.bin, val.bin and tokens.json one by one: a set cut short between
+  // them (or files copied in from another set) holds other counts than its tokens.json says.
+  const bool described = std::filesystem::path(paths.train).filename() == "train.bin";  // tokens.json's own files
+  if (info && described && (info->train_tokens != dataset->train_tokens() || info->val_tokens != dataset->val_tokens())) {
+    fail("{} records {} training and {} validation tokens, but the files hold {} and {}: the set "
+         "is not the one it describes (a tokenize cut short, or files copied in); tokenize it again",
+         paths.info, info->train_tokens, info->val_tokens, dataset->train_tokens(), dataset->val_tokens());
+  }
   dataset->check_vocabulary(config.model.vocab_size, info ? info->vocab_size : 0);
   // After the files' own ids (the more specific message): every id of their tokenizer needs an
   // embedding row, as a prompt it encodes (the sample at the end of a run) may hold ids the

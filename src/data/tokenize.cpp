@@ -74,7 +74,7 @@ struct Encoder {
       if (cut == 0) continue;  // one long word so far: read on to a place where it ends
       if (const int signal = stop_signal(); signal != 0) {  // the writers' temporaries go with them
         throw StopRequested{signal, fmt::format("tokenize stopped by {}; no token files written",
-                                                signal == SIGINT ? "SIGINT" : "SIGTERM")};
+                                                stop_signal_name(signal))};
       }
       const auto ids = tokenizer.encode(std::string_view(pending).substr(0, cut));
       out.append(ids);

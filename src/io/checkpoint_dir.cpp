@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>  // renameat2
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -33,18 +34,29 @@ T field(const nlohmann::json& json, const char* key, const std::string& origin) 
   }
 }
 
-// Complete checkpoint folders (no .partial), oldest first.
+// Complete checkpoint folders (step-N: no .partial or .old), oldest first: by step, as names
+// sort only up to six digits (step-1000000 would come before step-999000).
 std::vector<fs::path> complete_checkpoints(const fs::path& root) {
-  std::vector<fs::path> out;
+  std::vector<std::pair<int64_t, fs::path>> steps;
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(root, error)) {
     const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name.rfind("step-", 0) == 0 && name.find('.') == std::string::npos) {
-      out.push_back(entry.path());
+    const std::string digits = name.substr(std::min(name.size(), std::string("step-").size()));
+    if (entry.is_directory() && name.rfind("step-", 0) == 0 && !digits.empty() && digits.size() <= 18 &&
+        digits.find_first_not_of("0123456789") == std::string::npos) {
+      steps.emplace_back(std::stoll(digits), entry.path());
     }
   }
-  std::sort(out.begin(), out.end());  // zero-padded steps sort by name
+  std::sort(steps.begin(), steps.end());
+  std::vector<fs::path> out;
+  for (auto& [step, path] : steps) out.push_back(std::move(path));
   return out;
+}
+
+// Swaps two folders in one step (Linux's renameat2 RENAME_EXCHANGE), so a crash leaves one
+// complete folder under each name; false where the file system cannot.
+bool exchange_folders(const fs::path& a, const fs::path& b) {
+  return ::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) == 0;
 }
 
 bool is_crc32c_hex(const std::string& text) {
@@ -230,18 +242,25 @@ std::string commit_checkpoint(const std::string& run_dir, const CheckpointInfo& 
   write_file_atomically((partial / "checkpoint.json").string(), checkpoint_info_json(info));
   fsync_directory(partial.string());
   std::error_code error;
-  if (fs::exists(final_dir)) {  // the same step again (resumed run): replace it whole
-    const fs::path old = root / (step_dir_name(info.step) + ".old");
-    fs::remove_all(old, error);
-    fs::rename(final_dir, old, error);
-    if (error) fail("cannot replace checkpoint '{}': {}", final_dir.string(), error.message());
+  // The same step again (a resumed run): replaced whole, by an exchange where the file system
+  // can (the earlier one then sits under .partial until it goes); else renamed to .old first,
+  // which leaves an instant with no step-N.
+  fs::path replaced = root / (step_dir_name(info.step) + ".old");
+  if (fs::exists(final_dir) && exchange_folders(partial, final_dir)) {
+    replaced = partial;
+  } else {
+    if (fs::exists(final_dir)) {
+      fs::remove_all(replaced, error);
+      fs::rename(final_dir, replaced, error);
+      if (error) fail("cannot replace checkpoint '{}': {}", final_dir.string(), error.message());
+    }
+    fs::rename(partial, final_dir, error);
+    if (error) fail("cannot finish checkpoint '{}': {}", final_dir.string(), error.message());
   }
-  fs::rename(partial, final_dir, error);
-  if (error) fail("cannot finish checkpoint '{}': {}", final_dir.string(), error.message());
   fsync_directory(root.string());
   write_file_atomically((root / "latest").string(), step_dir_name(info.step) + "\n");
   fsync_directory(root.string());
-  fs::remove_all(root / (step_dir_name(info.step) + ".old"), error);
+  fs::remove_all(replaced, error);
   auto complete = complete_checkpoints(root);
   for (size_t i = 0; i + size_t(std::max<int64_t>(keep, 1)) < complete.size(); ++i) {
     if (complete[i] != final_dir) fs::remove_all(complete[i], error);

@@ -163,6 +163,8 @@ void require_full_precision(const ModelConfig& model, const std::string& why) {
 std::vector<std::string> model_kinds() { return names_of(model_factories()); }
 std::vector<std::string> data_formats() { return names_of(batch_factories()); }
 
+void require_data_format(const std::string& format) { find_named(batch_factories(), "data.format", format); }
+
 std::shared_ptr<const Model> make_model(const Config& config) {
   return find_named(model_factories(), "model.kind", config.model.kind)(config);
 }

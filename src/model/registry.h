@@ -35,6 +35,8 @@ void require_full_precision(const ModelConfig& model, const std::string& why);
 
 std::vector<std::string> model_kinds();
 std::vector<std::string> data_formats();
+// UserError unless `format` is a registered data format ("data.format must be one of ...").
+void require_data_format(const std::string& format);
 // The model config.model.kind names. UserError naming the known kinds for an unknown one.
 std::shared_ptr<const Model> make_model(const Config& config);
 // The batches config.data.format names. UserError naming the known formats for an unknown one.

@@ -550,14 +550,17 @@ std::string format_plan_report(const PlanRequest& request, const PlanResult& res
           ? fmt::format("{} devices", request.cluster.devices())
           : fmt::format("{}-{} workers on {} cores", request.worker_counts.front(),
                         request.worker_counts.back(), request.cluster.cores_per_node);
+  // (An infeasible candidate without a peak broke a schedule's rule before memory was counted.)
+  const auto ruled_out = std::count_if(result.infeasible.begin(), result.infeasible.end(),
+                                       [](const PlanCandidate& c) { return c.peak_memory_bytes <= 0; });
   std::string out = fmt::format(
       "model {} ({} parameters), cluster {} ({}, {} per device), global batch {}\n"
-      "{} candidate plans fit in memory{}, {} do not\n\n",
+      "{} candidate plans fit in memory{}, {} do not; {} break a schedule's rules\n\n",
       request.model.name, parameter_text, request.cluster.name,
       devices, format_bytes(request.cluster.device_memory_bytes), request.global_batch,
       result.ranked.size(),
       request.cuda_graphs ? " (with train.cuda_graphs' memory pools: docs/planning.md)" : "",
-      result.infeasible.size());
+      int64_t(result.infeasible.size()) - int64_t(ruled_out), ruled_out);
   const bool variants = request.model_variants.size() > 1;
   out += fmt::format("| rank | schedule | d | w | b | m | recompute |{} samples/s | peak memory | lost because |\n",
                      variants ? " model |" : "");

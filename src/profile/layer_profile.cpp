@@ -148,6 +148,7 @@ std::vector<double> calibrate_to_whole_model(plan::ModelProfile& profile,
 }  // namespace
 
 double median_of(std::vector<double> samples) {
+  if (samples.empty()) throw std::invalid_argument("median_of: no samples");
   std::sort(samples.begin(), samples.end());
   return samples[samples.size() / 2];
 }

@@ -384,7 +384,7 @@ RunSummary launch_pipeline_workers(const Config& config, const RunSpec& spec,
   write_launch_file(launch_file, launch);
   if (const int signal = stop_signal(); signal != 0) {
     throw StopRequested{signal, fmt::format("stopped by {} before the workers started; nothing was "
-                                            "trained", signal == SIGINT ? "SIGINT" : "SIGTERM")};
+                                            "trained", stop_signal_name(signal))};
   }
   std::vector<std::string> argv = {"pipetrain", "train"};
   argv.insert(argv.end(), train_args.begin(), train_args.end());

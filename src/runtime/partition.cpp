@@ -72,11 +72,11 @@ std::vector<StageRange> stage_ranges(const Model& model, const PipelineConfig& p
     counts = balanced_layer_counts(model_layer_costs(model, microbatch_rows), stages, schedule);
   } else {
     counts = parse_counts(pipeline.partition);
-    int64_t total = 0;
-    for (int64_t c : counts) total += c;
-    if (int64_t(counts.size()) != stages || total != layers) {
+    double total = 0;  // (in double: counts near 2^63 must not wrap around to the right sum)
+    for (int64_t c : counts) total += double(c);
+    if (int64_t(counts.size()) != stages || total != double(layers)) {
       fail("pipeline.partition '{}' must give {} counts summing to {} (layers {}), got {} counts "
-           "summing to {}", pipeline.partition, stages, layers, layer_list, counts.size(), total);
+           "summing to {:.0f}", pipeline.partition, stages, layers, layer_list, counts.size(), total);
     }
   }
   std::vector<StageRange> ranges;

@@ -162,7 +162,15 @@ int64_t StageExecutor::micro_rows() const {
 }
 
 StepResult StageExecutor::train_step(int64_t step) {
-  const auto& train = config_.train;
+  begin_step(step);
+  const int64_t first_send = comm_.next_send_ticket();
+  run_step_actions(step, actions_of(step));
+  end_step(step, first_send);
+  result_.loss = step_loss(step);
+  return result_;
+}
+
+void StageExecutor::begin_step(int64_t step) {
   current_step_ = step;
   // A step's gradients add up from zero. (No-flush policies have already moved theirs to the
   // masters at each update, and the optimizer clears only the masters: the gradients a run-on
@@ -175,16 +183,16 @@ StepResult StageExecutor::train_step(int64_t step) {
     chunk.weights->begin_step(step, checkpoint_may_follow_);
   }
   count_readers_through(step);
-  const std::vector<schedule::Action> actions = actions_of(step);
   if (pass_graphs_ && !pass_graphs_tried_ && step >= resumed_at_ + pass_graphs_->eager_steps()) {
     prepare_pass_graphs(step);
     // The capture's allocations are the pools, counted whole from here on (graph_pool_bytes).
     if (memory_watch_) memory_watch_->begin_step();
     else device::reset_peak_memory(device_);
   }
+}
+
+void StageExecutor::run_step_actions(int64_t step, const std::vector<schedule::Action>& actions) {
   const size_t end = actions.size();
-  const bool list_done = flushes() || step + 1 == lists_.iterations();
-  const int64_t first_send = comm_.next_send_ticket();
   const auto released = sends_released_in(step);
   size_t last_update = end;  // the run-on follows it (no-flush)
   for (size_t k = 0; k < end; ++k) {
@@ -212,10 +220,17 @@ StepResult StageExecutor::train_step(int64_t step) {
           start);
     if (pending_update_ && flushes()) finish_update(stage, step);
   }
+}
+
+// The step's last update, running statistics and trace; its sends waited for as far as its
+// receivers can be behind (`first_send`: the step's first ticket); the schedule's bookkeeping
+// checked.
+void StageExecutor::end_step(int64_t step, int64_t first_send) {
   if (pending_update_) finish_update(layout_.stage_of(0), step);
   // (A no-flush run-on may end with the next update's replica sum posted: it stays in flight.)
   for (int c = 0; c < layout_.chunks; ++c) finish_running_statistics(c, layout_.stage_of(c));
   resolve_trace();
+  const bool list_done = flushes() || step + 1 == lists_.iterations();
   if (list_done) {  // (a flush: its sends were done at the update)
     comm_.wait_sends();
     sent_messages_.forget_before(comm_.next_send_ticket());
@@ -228,14 +243,15 @@ StepResult StageExecutor::train_step(int64_t step) {
   if (list_done && (!in_flight_.empty() || !kv_caches_.empty()))
     throw std::logic_error("schedule left microbatches in flight");
   if (steps_pending_ != 0) throw std::logic_error("schedule left a chunk without its update");
+}
+
+// The step's mean loss over its microbatches and replicas (NaN off the last stage).
+double StageExecutor::step_loss(int64_t step) {
   const auto losses = loss_by_iteration_.extract(int(step - list_start(step)));
   const double loss_sum = losses.empty() ? 0.0 : losses.mapped().item<double>();
-  const bool last = layout_.holds_last_stage();
-  const double replicas_loss =
-      last && groups_.replicas >= 0 ? comm_.all_reduce_sum(loss_sum, groups_.replicas) : loss_sum;
-  result_.loss = last ? replicas_loss / double(train.microbatches * layout_.replicas)
-                      : std::numeric_limits<double>::quiet_NaN();
-  return result_;
+  if (!layout_.holds_last_stage()) return std::numeric_limits<double>::quiet_NaN();
+  const double replicas_loss = groups_.replicas >= 0 ? comm_.all_reduce_sum(loss_sum, groups_.replicas) : loss_sum;
+  return replicas_loss / double(config_.train.microbatches * layout_.replicas);
 }
 
 // What a stage sends must be what its receiver expects (Model::boundary_spec): a transfer of
@@ -586,7 +602,7 @@ void StageExecutor::drop_if_done(const Key& key) {
   if (sent && !state.weight_pass && state.slot < 0) in_flight_.erase(key);
 }
 
-Validation StageExecutor::evaluate() {
+Validation StageExecutor::evaluate(bool stoppable) {
   if (layout_.replica() != 0) return {};  // the replicas hold the same weights
   torch::NoGradGuard no_grad;
   std::vector<std::unique_ptr<EvalMode>> eval_mode;
@@ -595,9 +611,15 @@ Validation StageExecutor::evaluate() {
   const int64_t rows = config_.train.batch_size;
   const int stages = layout_.stages();
   point_at_latest_weights();
-  BatchStopVotes stop(comm_, groups_.validation, stages);  // a stop cuts a long validation short
+  // A stop cuts a long validation short; every validating worker stops before the same batch.
+  std::optional<BatchStopVotes> stop;
+  if (stoppable) stop.emplace(comm_, groups_.validation, stages);
+  bool cut_short = false;
   for (int64_t i = 0; i < config_.eval.batches; ++i) {
-    if (stop.stop_before(i)) break;
+    if (stop && stop->stop_before(i)) {
+      cut_short = true;
+      break;
+    }
     Microbatch batch;
     if (data_ != nullptr) batch = on_device(data_->val_batch(i, rows), device_);
     // The chunks in stage order: the batch visits this worker v times (a V's turn stays here).
@@ -621,8 +643,10 @@ Validation StageExecutor::evaluate() {
       }
     }
   }
-  stop.drain();
-  return layout_.holds_last_stage() ? means.result() : Validation{};
+  if (stop) stop->drain();
+  Validation validation = layout_.holds_last_stage() ? means.result() : Validation{};
+  validation.cut_short = cut_short;
+  return validation;
 }
 
 }  // namespace pipetrain::runtime

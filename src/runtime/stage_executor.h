@@ -93,7 +93,9 @@ class StageExecutor {
   StepResult train_step(int64_t step);
   // Mean validation loss and measures on replica 0's last stage (NaN, none elsewhere), every
   // chunk in eval mode.
-  Validation evaluate();
+  // `stoppable`: a stop may end it after any batch, on every validating worker alike (then
+  // cut_short).
+  Validation evaluate(bool stoppable);
 
   struct Chunk {
     int stage;
@@ -167,6 +169,11 @@ class StageExecutor {
     int slot = -1;              // train.cuda_graphs: the pass slot that holds it (-1: eager)
   };
   using Key = std::tuple<int, int, int>;  // (chunk, microbatch over the whole list, token slice)
+  // train_step's parts, in order.
+  void begin_step(int64_t step);
+  void run_step_actions(int64_t step, const std::vector<schedule::Action>& actions);
+  void end_step(int64_t step, int64_t first_send);
+  double step_loss(int64_t step);
   void run_action(const schedule::Action& action, const Microbatch& batch);
   // `version`: the weight version it reads (the last stage scales its loss by that version's
   // float16 loss scale).

@@ -321,7 +321,7 @@ class PipelineWorkerSession : public TrainingSession {
   void finish_posted_memory() {
     if (posted_memory_.handle >= 0) finish_memory_table(comm_, posted_memory_);
   }
-  Validation evaluate() override { return executor_.evaluate(); }
+  Validation evaluate(bool stoppable) override { return executor_.evaluate(stoppable); }
   StopVerdict stop_verdict(int64_t done, double loss, bool count_now) override {
     const StopVerdict verdict = votes_.cast(done, loss, reports() && !std::isfinite(loss));
     // Nothing is saved or finished on an uncounted vote (a checkpoint of broken weights).

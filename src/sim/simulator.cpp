@@ -186,15 +186,18 @@ SimResult simulate(const schedule::Schedule& s, const CostModel& costs) {
   for (int st = 0; st < s.stages(); ++st) {
     const StageCost& c = costs.stage(st);
     const bool weight_fits = c.input_ms >= 0 || c.weight_ms <= c.backward_ms;
-    if (c.forward_ms < 0 || c.backward_ms < 0 || c.weight_ms < 0 || !weight_fits ||
-        c.optimizer_ms < 0 || c.allreduce_ms < 0 || c.activation_bytes < 0 || c.weight_bytes < 0 || c.weight_pass_bytes < 0 ||
-        c.transfer_bytes < 0)
+    bool amounts = !std::isnan(c.input_ms) && !std::isinf(c.input_ms);  // (negative: not given)
+    for (const double amount : {c.forward_ms, c.backward_ms, c.weight_ms, c.optimizer_ms, c.allreduce_ms,
+                                c.activation_bytes, c.weight_bytes, c.weight_pass_bytes, c.transfer_bytes}) {
+      amounts = amounts && std::isfinite(amount) && amount >= 0;  // (NaN fails: no time has no order)
+    }
+    if (!amounts || !weight_fits)
       fail("cost model of stage {}: times and sizes must be >= 0 and weight <= backward (or an input "
            "pass time given)", st);
   }
-  if (costs.p2p_latency_ms < 0 || costs.bandwidth_bytes_per_ms < 0 || costs.send_post_ms < 0 ||
-      costs.send_post_bytes_per_ms < 0)
-    fail("cost model: p2p latency, bandwidth and send post costs must be >= 0");
+  if (!(costs.p2p_latency_ms >= 0 && std::isfinite(costs.p2p_latency_ms)) || !(costs.bandwidth_bytes_per_ms >= 0) ||
+      !(costs.send_post_ms >= 0 && std::isfinite(costs.send_post_ms)) || !(costs.send_post_bytes_per_ms >= 0))
+    fail("cost model: p2p latency, bandwidth and send post costs must be finite and >= 0 (bandwidths may be infinite)");
 
   if (costs.shared_cores < 0) fail("cost model: shared cores must be >= 0");
 

@@ -96,18 +96,25 @@ class SpeechByteCursor {
     return std::string(reinterpret_cast<const char*>(bytes_ + at), length);
   }
   uint64_t claim(uint64_t bytes) {
-    if (bytes > size_ - offset_) {
-      fail("speech feature file '{}' is corrupt: its header describes more data than the file "
-           "holds (prepare it again)",
-           path_);
-    }
+    if (bytes > size_ - offset_) fail_too_large();
     offset_ += bytes;
     return offset_ - bytes;
+  }
+  // `rows` x `row_bytes`, checked before the product: a crafted header's (frames x mel bins,
+  // 32 bits each) can wrap around to a size that fits.
+  uint64_t claim_rows(uint64_t rows, uint64_t row_bytes) {
+    if (row_bytes > 0 && rows > (size_ - offset_) / row_bytes) fail_too_large();
+    return claim(rows * row_bytes);
   }
   void align_to_4() { claim((4 - offset_ % 4) % 4); }
   uint64_t offset() const { return offset_; }
 
  private:
+  [[noreturn]] void fail_too_large() const {
+    fail("speech feature file '{}' is corrupt: its header describes more data than the file "
+         "holds (prepare it again)",
+         path_);
+  }
   const unsigned char* bytes_;
   uint64_t size_;
   const std::string& path_;
@@ -211,7 +218,7 @@ void SpeechFeatureFile::parse(const SpeechReadOptions& options) {
     Entry& e = entries_[i];
     while (split + 1 < kSpeechSplitCount && i >= first_[split + 1]) ++split;
     e.offset = cursor.claim(4 * uint64_t(e.labels));
-    cursor.claim(4 * uint64_t(e.frames) * info_.mel_bins);
+    cursor.claim_rows(e.frames, 4 * uint64_t(info_.mel_bins));
     info_.frames[split] += e.frames;
     check_utterance(e, SpeechSplit(split), int64_t(i - first_[split]), options);
   }

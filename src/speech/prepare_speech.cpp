@@ -7,8 +7,11 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "core/files.h"
+#include "core/stop_signal.h"
 #include "speech/resample.h"
 
 namespace pipetrain::speech {
@@ -110,7 +113,8 @@ std::vector<SynthesizedUtterance> synthesize_plan(
   std::vector<std::thread> workers;
   for (int t = 0; t < options.threads; ++t) workers.emplace_back(work);
   const size_t most_waiting = 4 * size_t(options.threads);
-  for (size_t i = 0; i < plan.size(); ++i) {
+  size_t spoken = 0;
+  for (size_t i = 0; i < plan.size() && stop_signal() == 0; ++i, ++spoken) {
     std::vector<int16_t> pcm;
     try {
       pcm = espeak.next();
@@ -132,6 +136,10 @@ std::vector<SynthesizedUtterance> synthesize_plan(
   }
   for (auto& worker : workers) worker.join();
   if (queue.error) std::rethrow_exception(queue.error);
+  if (const int signal = stop_signal(); signal != 0 && spoken < plan.size()) {  // (espeak's process: killed)
+    throw StopRequested{signal, fmt::format("prepare-speech: stopped by {} after {} of {} utterances; nothing "
+                                            "written", stop_signal_name(signal), spoken, plan.size())};
+  }
   return results;
 }
 

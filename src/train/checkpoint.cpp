@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/text.h"
+#include "io/json_file.h"
 #include "io/safetensors_file.h"
 #include "model/state_io.h"
 #include "schedule/run_rules.h"
@@ -178,6 +179,19 @@ void refuse_other_data(const CheckpointInfo& info, const std::string& now, const
        info.data_fingerprint);
 }
 
+// Whether the run in `run_dir` wrote its summary at `step`: a summary of fewer steps is an
+// earlier run's, which a resume with a larger train.steps went on from (an unreadable one
+// counts as none: the finish writes it again).
+bool summary_written_at(const std::string& run_dir, int64_t step) {
+  const fs::path path = fs::path(run_dir) / "summary.json";
+  if (!fs::exists(path)) return false;
+  try {
+    return parse_json_file(path.string()).value("steps", int64_t(-1)) == step;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
@@ -222,7 +236,7 @@ CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,
          "partition would not be exact (checkpoint: {} stages)", dir, info.policy, info.stages);
   }
   // At the last step, a run stopped before its summary (after the final checkpoint) finishes.
-  const bool finished = fs::exists(fs::path(run_dir_of_checkpoint(dir)) / "summary.json");
+  const bool finished = summary_written_at(run_dir_of_checkpoint(dir), info.step);
   if (info.step > config.train.steps || (info.step == config.train.steps && finished)) {
     fail("{}: checkpoint is at step {}, the run has train.steps = {}: nothing to resume (raise "
          "--train.steps)", dir, info.step, config.train.steps);

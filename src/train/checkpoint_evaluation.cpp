@@ -71,7 +71,7 @@ CheckpointEvaluation evaluate_checkpoint(const Config& config, const std::string
   evaluating.train.cuda_graphs = 0;  // graphs replay training steps; a run's evaluation takes none
   Trainer trainer(evaluating, batches);
   load_module_entries(trainer.model(), weights_of(checkpoint_dir, info), checkpoint_dir);
-  result.validation = trainer.evaluate();
+  result.validation = trainer.evaluate(/*stoppable=*/false);
   torch::NoGradGuard no_grad;
   EvalMode eval_mode(trainer.model());
   result.examples = trainer.model().describe_examples(

@@ -107,7 +107,7 @@ class SingleProcessSession : public TrainingSession {
   int rank() const override { return 0; }
   StepResult train_step(int64_t step) override { return trainer_.train_step(step); }
   nlohmann::json step_fields(bool) override { return nlohmann::json::object(); }
-  Validation evaluate() override { return trainer_.evaluate(); }
+  Validation evaluate(bool stoppable) override { return trainer_.evaluate(stoppable); }
   StopVerdict stop_verdict(int64_t done, double loss, bool) override {
     return {stop_signal(), !std::isfinite(loss), done, loss};
   }

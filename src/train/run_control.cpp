@@ -29,7 +29,7 @@ void stop_after_checkpoint(int signal, int64_t done, const std::string& checkpoi
                            const std::string& run_dir) {
   throw StopRequested{signal, fmt::format("stopped by {} after step {}; checkpoint {}; continue "
                                           "with: pipetrain train --resume {}",
-                                          signal == SIGINT ? "SIGINT" : "SIGTERM", done,
+                                          stop_signal_name(signal), done,
                                           checkpoint, run_dir)};
 }
 

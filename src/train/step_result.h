@@ -16,6 +16,7 @@ using Measures = std::vector<std::pair<std::string, double>>;
 struct Validation {
   double loss = std::numeric_limits<double>::quiet_NaN();
   Measures measures;
+  bool cut_short = false;  // a stop ended it before eval.batches: a mean of fewer, not recorded
 };
 
 struct StepResult {

@@ -95,18 +95,24 @@ std::vector<torch::Tensor> Trainer::forward_backward(const Microbatch& batch) {
   return {loss_sum, norm};
 }
 
-Validation Trainer::evaluate() {
+Validation Trainer::evaluate(bool stoppable) {
   torch::NoGradGuard no_grad;
   EvalMode eval_mode(*model_);
   const int64_t batch_size = config_.train.batch_size;
   MeasureMeans means;
+  bool cut_short = false;
   for (int64_t i = 0; i < config_.eval.batches; ++i) {
     // A stop (SIGINT/SIGTERM) cuts a long validation short: the loop checkpoints right after.
-    if (i > 0 && stop_signal() != 0) break;
+    if (i > 0 && stoppable && stop_signal() != 0) {
+      cut_short = true;
+      break;
+    }
     const Microbatch batch = on_device(batches_->val_batch(i, batch_size), device_);
     means.add(*model_, model_->forward(batch.inputs), batch.labels);
   }
-  return means.result();
+  Validation validation = means.result();
+  validation.cut_short = cut_short;
+  return validation;
 }
 
 }  // namespace pipetrain

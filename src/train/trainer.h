@@ -24,7 +24,8 @@ class Trainer {
   StepResult train_step(int64_t step);
   // Mean validation loss and measures over eval.batches fixed batches, the model in eval mode
   // (BatchNorm normalises with its running statistics).
-  Validation evaluate();
+  // `stoppable`: a stop (SIGINT/SIGTERM) may end it after any batch (then cut_short).
+  Validation evaluate(bool stoppable);
 
   const Model& model_definition() const { return *definition_; }
   StageModule& model() { return *model_; }  // every layer

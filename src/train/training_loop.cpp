@@ -156,7 +156,7 @@ class StopHandling {
       report.finish_progress();
       if (!session_.reports()) throw StopRequested{signal, ""};
       throw StopRequested{signal, fmt::format("stopped by {} after step {}; no checkpoint: {}",
-                                              signal == SIGINT ? "SIGINT" : "SIGTERM", done,
+                                              stop_signal_name(signal), done,
                                               no_resume_)};
     }
     if (signal == 0 && !checkpoint_due) return;
@@ -216,6 +216,9 @@ RunSummary summarize_run(const Config& config, const fs::path& dir, const std::s
   summary.memory = finished.memory;
   if (!summary.sample.empty()) {
     write_file_atomically((dir / "sample.txt").string(), summary.sample + "\n");
+  } else {  // (sample.tokens 0: a resumed run's earlier sample is not this run's)
+    std::error_code error;
+    fs::remove(dir / "sample.txt", error);
   }
   nlohmann::json& summary_json = finished.summary_fields;
   write_curves((dir / "loss.svg").string(), plot_title, report.train_curve, report.val_curve);
@@ -258,10 +261,16 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
     const int64_t done = step + 1;
     profiled.after(done, reports);
     const bool final_step = done == config.train.steps;
-    const bool validate = final_step || (config.eval.every > 0 && done % config.eval.every == 0);
+    bool validate = final_step || (config.eval.every > 0 && done % config.eval.every == 0);
     const bool logged = validate || done % config.log.every == 0 || done == 1;
     const nlohmann::json fields = session.step_fields(logged);
-    if (validate) validation = session.evaluate();
+    if (validate) {
+      // The final validation runs whole: it is the run's final_val_loss. Another one a stop
+      // cut short is a mean of fewer batches than the others: the step records none.
+      const Validation run = session.evaluate(/*stoppable=*/!final_step);
+      validate = !run.cut_short;
+      if (validate) validation = run;
+    }
     const bool checkpoint_due =
         stops.checkpoints_mid_run() && periodic_checkpoint_due(config, done);
     const StopVerdict verdict = session.stop_verdict(done, result.loss, final_step || checkpoint_due);

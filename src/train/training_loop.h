@@ -38,7 +38,8 @@ class TrainingSession {
   virtual StepResult train_step(int64_t step) = 0;
   // Fields of the step's metrics line beyond the loop's own; `logged`: the line is written.
   virtual nlohmann::json step_fields(bool logged) = 0;
-  virtual Validation evaluate() = 0;  // loss NaN on workers that do not report
+  // Loss NaN on workers that do not report; `stoppable` as Trainer::evaluate's.
+  virtual Validation evaluate(bool stoppable) = 0;
   // The agreement after step `done`; `count_now`: a checkpoint or the end follows, so no
   // vote may stay uncounted.
   virtual StopVerdict stop_verdict(int64_t done, double loss, bool count_now) = 0;

@@ -271,6 +271,62 @@ TEST(BadInput, MisspelledCommandSuggestsTheNearestOne) {
   EXPECT_EQ(run("--help").exit_code, 0);
 }
 
+// The measuring and planning commands' options: one line, exit 2, before any work. (Before:
+// terapipe-plan --profile with --granularity 0 died of SIGFPE; simulate took "0x10" as 16 and
+// nan as a time; profile --repeats 2^32 wrapped to 0 repeats and crashed; profile and plan
+// wrote into a missing folder only after measuring or planning; config printed configs train
+// refuses; the reference said beta2, val_fraction and temperature took what they refuse.)
+TEST(BadInput, CommandOptionsAreOneLineBeforeAnyWork) {
+  const auto dir = fs::temp_directory_path() / ("pipetrain_badinput_options" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string tiny = "--model.layers 2 --model.d_model 16 --model.heads 1 --model.seq_len 8";
+  const std::string slices = (dir / "slices.json").string(), missing = (dir / "nowhere" / "out.json").string();
+  ASSERT_EQ(run("terapipe-profile " + tiny + " --repeats 1 --out " + slices).exit_code, 0);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"terapipe-plan --profile " + slices + " --granularity 0", "--granularity must be at least 1, got 0"},
+      {"terapipe-plan --profile " + slices + " --stages 3", "--stages 3 is more than the profiled model's 2 blocks"},
+      {"terapipe-plan --profile " + slices + " --svg x.svg", "--svg is for the analytic plan"},
+      {"terapipe-plan --tensor-parallel 0", "--tensor-parallel must be at least 1, got 0"},
+      {"terapipe-plan --granularity 4096", "--granularity 4096 is longer than the sequence of 2048 tokens"},
+      {"terapipe-plan --seq -5", "--seq must be at least 1, got -5"},
+      {"simulate --stages 0x10", "--stages: expected a whole number (plain decimal), got '0x10'"},
+      {"simulate --stages 2147483648", "--stages: 2147483648 is out of range"},
+      {"simulate --forward-ms nan", "--forward-ms: expected a finite number (plain decimal, such as 2.5 or 1e-3), got 'nan'"},
+      {"simulate --latency-ms inf", "--latency-ms: expected a finite number"},
+      {"simulate --load " + slices + " --stages 8", "simulate: --stages shapes a generated schedule; --load simulates"},
+      {"simulate --svg " + missing, "--svg: cannot write '" + missing + "': folder '"},
+      {"profile " + tiny + " --repeats 4294967296 --out x.json", "--repeats: expected a whole number from 1 to 1000000"},
+      {"profile " + tiny + " --microbatch-sizes 2,1,2 --out x.json", "--microbatch-sizes: 2 is given twice"},
+      {"profile " + tiny + " --out " + missing, "--out: cannot write '" + missing + "'"},
+      {"terapipe-profile " + tiny + " --out " + missing, "--out: cannot write '" + missing + "'"},
+      {"plan --out " + missing, "--out: cannot write '" + missing + "'"},
+      {"plan --profile " + slices + " --model gpt2-xl", "plan: --profile plans the profiled model; give it without --model"},
+      {"plan --max-workers 3", "plan: --max-workers goes with --memory-per-worker"},
+      {"tokenizer train --vocab 400 --max-sentences 3 x.txt --out x.model", "--max-sentences must be 0 (all lines) or more than 100, got 3"},
+      {"config --model.kind GPT", "model.kind must be one of gpt,"},
+      {"config --pipeline.stages 2 --pipeline.partition foo", "pipeline.partition: expected"},
+      {"config --data.format nope", "data.format must be one of bytes,"},
+      {"config --train.beta2 1", "train.beta2 must be < 1, got 1"},
+      {"config --sample.temperature 0", "sample.temperature must be > 0, got 0"},
+      {"config --data.val_fraction 0", "data.val_fraction must be > 0, got 0"},
+      {"config --log.profile_step 900", "log.profile_step 900 is after the run's last step (train.steps 800)"}};
+  for (const auto& [args, fragment] : cases) expect_one_line_error(args, fragment);
+  EXPECT_EQ(run("config --train.device cuda --train.cuda_graphs 1 --pipeline.stages 2").exit_code, 0)
+      << "a GPU's config printed on a machine without one";
+  EXPECT_FALSE(fs::exists(dir / "nowhere"));
+  fs::remove_all(dir);
+}
+
+// evaluate checks the run against the machine as train does: a batch no memory holds is one
+// line, not a process the kernel kills without a word.
+TEST(BadInput, AnEvaluationThatCannotFitIsRefusedBeforeAllocating) {
+  const auto dir = finished_run("evaluate_huge");
+  expect_one_line_error("evaluate --run-dir " + dir.string() + " --train.batch_size 2000000000",
+                        "), more than this machine's");
+  fs::remove_all(dir);
+}
+
 TEST(BadInput, PlanWithABatchTooLargeSaysSo) {
   expect_one_line_error("plan --global-batch 4611686018427387904",
                         "--global-batch 4611686018427387904 is too large");

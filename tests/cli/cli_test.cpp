@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/files.h"
 #include "io/metrics.h"
 #include "../pipetrain_run.h"
 #include "../tiny_images.h"
@@ -472,7 +473,9 @@ std::vector<nlohmann::json> ranked_plans(const std::string& args, const fs::path
   *output = result.output;
   std::vector<fs::path> files;
   if (fs::exists(dir)) {
-    for (const auto& entry : fs::directory_iterator(dir)) files.push_back(entry.path());
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (entry.path().filename().string().rfind("rank-", 0) == 0) files.push_back(entry.path());
+    }
   }
   std::sort(files.begin(), files.end());
   std::vector<nlohmann::json> plans;
@@ -494,6 +497,39 @@ std::set<std::vector<int>> partitions_at(const std::vector<nlohmann::json>& plan
 }
 
 }  // namespace
+
+// --out-ranked writes one ranking: an earlier one's rank files in the folder go first (they
+// stayed, and bench/plan_choice.sh measured them too); other files stay.
+TEST(Cli, PlanOutRankedHoldsOneRanking) {
+  const auto dir = temp_dir("plan_ranked_again");
+  fs::create_directories(dir);
+  pipetrain::write_file_atomically((dir / "notes.txt").string(), "mine");
+  ASSERT_EQ(run("plan --schedules 1f1b --top 1 --out-ranked " + dir.string()).exit_code, 0);
+  std::string output;
+  const auto plans = ranked_plans("--schedules gpipe", dir, &output);
+  ASSERT_FALSE(plans.empty()) << output;
+  for (const auto& plan : plans) EXPECT_EQ(plan["schedule"], "gpipe");
+  EXPECT_EQ(pipetrain::read_file((dir / "notes.txt").string()), "mine");
+  fs::remove_all(dir);
+}
+
+// A plan run at another depth (`--plan plan.json --stages N` after it): the plan's partition,
+// cut for its own depth, gives way to a balanced one (it was refused: "must give N counts").
+TEST(Cli, APlanRunAtAnotherDepthCutsItsOwnPartition) {
+  const auto dir = temp_dir("plan_other_depth");
+  fs::create_directories(dir);
+  const std::string plan = (dir / "plan.json").string();
+  ASSERT_EQ(run("plan --config " + std::string(PIPETRAIN_SOURCE_DIR) + "/examples/default.toml --schedules 1f1b "
+                "--out " + plan).exit_code, 0);
+  const int planned = nlohmann::json::parse(pipetrain::read_file(plan))["stages"].get<int>();
+  const int other = planned == 2 ? 1 : 2;
+  const Result trained = run("train --plan " + plan + " --stages " + std::to_string(other) +
+                             " --train.steps 1 --eval.batches 1 --sample.tokens 0 --quiet --run-dir " + (dir / "run").string());
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const std::string config = pipetrain::read_file((dir / "run" / "config.toml").string());
+  EXPECT_NE(config.find("\nstages = " + std::to_string(other) + "\n"), std::string::npos) << config;
+  fs::remove_all(dir);
+}
 
 // `plan --config` plans the run's own model from its own per-layer costs (Model::layer_work):
 // the CNN's [stem, 28x28 block, 14x14 block, 7x7 block, head] is cut where its costs say (the

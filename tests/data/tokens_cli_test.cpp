@@ -225,6 +225,24 @@ TEST(TokensCli, ATokenizerLargerThanTheModelsVocabularyIsRefusedUpFront) {
   expect_one_line_error(args, "says its tokenizer has 600 ids but model.vocab_size is 500");
 }
 
+// tokenize replaces train.bin, val.bin and tokens.json one by one: a folder holding the new
+// train.bin and an older set's val.bin (a tokenize cut short between them, or a file copied
+// in) passed the tokenizer check and trained. The counts tokens.json records must be the
+// files'.
+TEST(TokensCli, ATokenSetWhoseFilesDisagreeWithItsRecordIsRefused) {
+  const TokenFolder& made = folder();
+  ASSERT_EQ(made.tokenized.exit_code, 0) << made.tokenized.output;
+  const fs::path half_text = made.dir / "half.txt", half = made.dir / "half_tokens", mixed = made.dir / "mixed_tokens";
+  std::ofstream(half_text, std::ios::binary) << read_file(made.text).substr(0, 50000);
+  ASSERT_EQ(run("tokenize --tokenizer " + made.model + " " + half_text.string() + " --out " + half.string()).exit_code, 0);
+  fs::copy(made.tokens, mixed, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  fs::copy_file(half / "val.bin", mixed / "val.bin", fs::copy_options::overwrite_existing);
+  std::string args = tiny_train((made.dir / "mixed_run").string());
+  args.replace(args.find("--data.path " + made.tokens), 12 + made.tokens.size(), "--data.path " + mixed.string());
+  expect_one_line_error(args, "the set is not the one it describes (a tokenize cut short, or files copied in)");
+  EXPECT_EQ(run(tiny_train((made.dir / "whole_run").string())).exit_code, 0);  // the set as made
+}
+
 // A FIFO given as a data file used to hang the run in open() (no writer ever comes): token
 // files, speech features and safetensors data are refused at once, as a device is.
 TEST(TokensCli, AFifoAsADataFileIsRefusedNotWaitedOn) {

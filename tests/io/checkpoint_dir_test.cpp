@@ -180,6 +180,41 @@ TEST(CheckpointDir, KeepsTheNewestCompleteFoldersAndLatestNamesTheLast) {
   fs::remove_all(run);
 }
 
+// Past six digits of step the folders are pruned by their steps, not their names (by name,
+// step-1000000 sorted before step-999000: the newest but one went, the oldest stayed).
+TEST(CheckpointDir, KeepsTheNewestByStepPastSixDigits) {
+  const auto run = scratch();
+  for (int64_t step : {999000, 1000000, 1001000}) {
+    begin_checkpoint(run.string(), step);
+    commit_checkpoint(run.string(), sample_info(step), /*keep=*/2);
+  }
+  const auto root = run / "checkpoints";
+  EXPECT_FALSE(fs::exists(root / "step-999000"));
+  EXPECT_TRUE(fs::exists(root / "step-1000000" / "checkpoint.json"));
+  EXPECT_TRUE(fs::exists(root / "step-1001000" / "checkpoint.json"));
+  EXPECT_EQ(latest_checkpoint(run.string()), (root / "step-1001000").string());
+  fs::remove_all(run);
+}
+
+// A step written again (a resumed run) replaces the earlier folder whole and leaves neither
+// it nor a partial folder behind.
+TEST(CheckpointDir, TheSameStepAgainReplacesTheFolderWhole) {
+  const auto run = scratch();
+  for (const std::string bytes : {"first", "second"}) {
+    const auto partial = begin_checkpoint(run.string(), 6);
+    write_file_atomically(partial + "/stage0.safetensors", bytes);
+    if (bytes == "first") write_file_atomically(partial + "/stage1.safetensors", bytes);
+    commit_checkpoint(run.string(), sample_info(6), /*keep=*/2);
+  }
+  const auto root = run / "checkpoints";
+  EXPECT_EQ(read_file((root / "step-000006" / "stage0.safetensors").string()), "second");
+  EXPECT_FALSE(fs::exists(root / "step-000006" / "stage1.safetensors"));
+  EXPECT_FALSE(fs::exists(root / "step-000006.partial"));
+  EXPECT_FALSE(fs::exists(root / "step-000006.old"));
+  EXPECT_EQ(latest_checkpoint(run.string()), (root / "step-000006").string());
+  fs::remove_all(run);
+}
+
 void touch(const fs::path& path) {
   fs::create_directories(path.parent_path());
   write_file_atomically(path.string(), "x");

@@ -606,7 +606,7 @@ TEST(Resume, StoppedAndResumedRunHasEveryMetricsLineOnce) {
 // A stop after the final checkpoint, before the summary (what its writes leave: no sample.txt,
 // loss.svg or summary.json): --resume finishes the run, with the summary, plot and final state
 // of the run that was not stopped (2BW's: its stashed weight version too); then it has nothing
-// left to resume.
+// left to resume. Likewise where the summary is an earlier run's, of fewer steps.
 TEST(Resume, ARunStoppedBeforeItsSummaryFinishesOnResume) {
   for (const std::string mode : {"--stages 1", "--stages 2", "--stages 2 --schedule 2bw"}) {
     SCOPED_TRACE(mode);
@@ -633,7 +633,75 @@ TEST(Resume, ARunStoppedBeforeItsSummaryFinishesOnResume) {
       EXPECT_TRUE(read_file((dir / "checkpoint" / name).string()) == read_file(entry.path().string())) << name;
     }
     testing::expect_one_line_error("train --resume " + dir.string(), "nothing to resume");
+    // The same stop in a run that went on from an earlier one of 4 steps (--resume with
+    // --train.steps 8): the summary there is the earlier run's.
+    auto earlier = expected;
+    earlier["steps"] = 4;
+    write_file_atomically((dir / "summary.json").string(), earlier.dump(2));
+    const auto continued = testing::run_pipetrain("train --quiet --resume " + dir.string());
+    ASSERT_EQ(continued.exit_code, 0) << continued.output;
+    const auto finished = nlohmann::json::parse(read_file((dir / "summary.json").string()));
+    for (const char* key : {"steps", "final_loss", "final_val_loss"}) EXPECT_EQ(finished[key], expected[key]) << key;
     fs::remove_all(dir);
+  }
+}
+
+// A run continued without a sample (sample.tokens 0) keeps no sample.txt of the run before it,
+// which the launcher used to print as this run's.
+TEST(Resume, AContinuedRunWithoutASampleKeepsNoEarlierSample) {
+  for (const std::string stages : {"1", "2"}) {
+    SCOPED_TRACE("stages " + stages);
+    const auto dir = testing::fresh_dir("no_sample");
+    ASSERT_EQ(testing::run_pipetrain(kTiny + " --stages " + stages + " --sample.tokens 4 --run-dir " + dir.string()).exit_code, 0);
+    ASSERT_TRUE(fs::exists(dir / "sample.txt"));
+    const auto resumed = testing::run_pipetrain("train --resume " + dir.string() + " --train.steps 10 --sample.tokens 0");
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_FALSE(fs::exists(dir / "sample.txt"));
+    EXPECT_EQ(resumed.output.find("--- sample ---"), std::string::npos) << resumed.output;
+    fs::remove_all(dir);
+  }
+}
+
+// Each step's validation loss in metrics.jsonl, as written.
+std::map<int64_t, std::string> val_losses(const fs::path& run_dir) {
+  std::map<int64_t, std::string> losses;
+  for (const auto& record : read_metrics((run_dir / "metrics.jsonl").string())) {
+    if (record.contains("val_loss")) losses[record["step"].get<int64_t>()] = record["val_loss"].dump();
+  }
+  return losses;
+}
+
+// A stop during a validation of 4 batches: one mid-run, cut short after its first batch (a
+// pipeline's: after its depth), records no val_loss for its step; the final one runs whole, as
+// the run's final_val_loss. The resumed run's validations are then the uninterrupted run's.
+// (Both used to record a mean of the batches done before the stop.)
+TEST(Resume, AStopDuringValidationRecordsOnlyWholeValidations) {
+  for (const std::string mode : {"--stages 1", "--stages 2"}) {
+    const std::string args = kTiny + " " + mode + " --eval.every 2 --eval.batches 4";
+    const fs::path& reference = reference_run(args);
+    const auto want = val_losses(reference);
+    ASSERT_EQ(want.size(), 4u);
+    const std::string rank = mode == "--stages 1" ? "0" : "1";  // the worker that validates
+    for (const int stop_step : {4, 8}) {  // a validation mid-run, the last
+      SCOPED_TRACE(mode + ", stopped in step " + std::to_string(stop_step));
+      const auto dir = testing::fresh_dir("stop_validation");
+      const auto stopped = testing::run_pipetrain(
+          args + " --run-dir " + dir.string(), fmt::format("PIPETRAIN_FAULT={}:{}:term", rank, stop_step - 1));
+      EXPECT_EQ(stopped.exit_code, 128 + SIGTERM) << stopped.output;
+      ASSERT_EQ(latest_checkpoint_of(dir).filename().string(), fmt::format("step-{:06d}", stop_step));
+      auto expected = want;
+      if (stop_step == 4) expected.erase(4);
+      auto recorded = val_losses(dir);
+      const std::map<int64_t, std::string> expected_so_far(expected.begin(), expected.upper_bound(stop_step));
+      EXPECT_EQ(recorded, expected_so_far);
+      const auto resumed = testing::run_pipetrain(args + " --resume " + dir.string());
+      ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+      EXPECT_EQ(val_losses(dir), expected);
+      const auto summary = nlohmann::json::parse(read_file((dir / "summary.json").string()));
+      const auto uninterrupted = nlohmann::json::parse(read_file((reference / "summary.json").string()));
+      EXPECT_EQ(summary["final_val_loss"], uninterrupted["final_val_loss"]);
+      fs::remove_all(dir);
+    }
   }
 }
 

@@ -181,6 +181,26 @@ TEST(SpeechFeatureFile, SplitCountsThatWrapAreCorruptNotACrash) {
   expect_speech_file_error(path, "is corrupt: its train split counts 18446744073709551615 utterances");
 }
 
+// Frames and mel bins crafted so each utterance's feature bytes (4 x 2^31 x 2^31) wrap around
+// to 0, with the CRC recomputed: every size check passed and reading an utterance ran past the
+// mapping. The product is checked before it is formed.
+TEST(SpeechFeatureFile, FeatureSizesThatWrapAreCorruptNotACrash) {
+  const auto path = speech_file_dir("wrap_frames") / "corpus.bin";
+  write_speech_features(path.string(), small_corpus_info(), small_corpus());
+  std::string bytes = read_bytes(path);
+  constexpr size_t kMelBins = 8 + 4 + 8;  // magic, version, size
+  const uint32_t first_entry[4] = {5, 1, 0, 0};  // frames, labels, voice, text line
+  const size_t entries = bytes.find(std::string(reinterpret_cast<const char*>(first_entry), sizeof first_entry));
+  ASSERT_NE(entries, std::string::npos);  // the layout this test edits
+  const uint32_t huge = 1u << 31;
+  std::memcpy(bytes.data() + kMelBins, &huge, 4);
+  for (size_t i = 0; i < 7; ++i) std::memcpy(bytes.data() + entries + 16 * i, &huge, 4);
+  const uint32_t crc = crc32c(std::string_view(bytes.data(), bytes.size() - 4));
+  std::memcpy(bytes.data() + bytes.size() - 4, &crc, 4);
+  write_bytes(path, bytes);
+  expect_speech_file_error(path, "is corrupt: its header describes more data than the file holds");
+}
+
 TEST(SpeechFeatureFile, LabelOutsideTheVocabularyIsOneLine) {
   const auto path = speech_file_dir("label") / "corpus.bin";
   write_speech_features(path.string(), small_corpus_info(), small_corpus(4));

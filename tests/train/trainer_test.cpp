@@ -70,7 +70,7 @@ TEST(LrSchedule, WarmupThenCosine) {
 TEST(Trainer, TrainingLowersTheLoss) {
   Config config = tiny_config();
   Trainer trainer(config, shared_data());
-  const double before = trainer.evaluate().loss;
+  const double before = trainer.evaluate(false).loss;
   double first = 0, last = 0;
   for (int64_t step = 0; step < config.train.steps; ++step) {
     const double loss = trainer.train_step(step).loss;
@@ -79,7 +79,7 @@ TEST(Trainer, TrainingLowersTheLoss) {
   }
   EXPECT_NEAR(first, std::log(256.0), 0.3);  // uniform over bytes at initialisation
   EXPECT_LT(last, first - 1.5);
-  EXPECT_LT(trainer.evaluate().loss, before - 1.5);
+  EXPECT_LT(trainer.evaluate(false).loss, before - 1.5);
 }
 
 // model.dtype = "float64": the weights start as float32's initial values (converted exactly),
@@ -137,7 +137,7 @@ TEST(Trainer, ChunkedCrossEntropyTrainsLikeFullLogits) {
       EXPECT_TRUE(testing::exactly_close(rb.grad_norm, ra.grad_norm))
           << "chunk " << chunk << " step " << step << ": " << rb.grad_norm << " vs " << ra.grad_norm;
     }
-    const double want = a.evaluate().loss, got = b.evaluate().loss;
+    const double want = a.evaluate(false).loss, got = b.evaluate(false).loss;
     EXPECT_TRUE(testing::exactly_close(got, want)) << "chunk " << chunk << ": " << got << " vs " << want;
     expect_same_weights(b.model(), a.model(), "chunk " + std::to_string(chunk));
   }
