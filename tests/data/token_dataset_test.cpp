@@ -124,6 +124,7 @@ TEST(TokenDataset, RefusesIdsOutsideTheVocabularyNamingTheFileAndTheId) {
   // With a tokens.json the message names the tokenizer's vocabulary.
   TokenSetInfo info;
   info.vocab_size = 8200;
+  info.train_tokens = info.val_tokens = 100;
   write_token_set_info((dir / "tokens.json").string(), info);
   EXPECT_NE(error_of(token_config(dir, 8, 300))
                 .find("at least 8200 (the tokenizer's vocabulary is 8200)"),
@@ -142,10 +143,18 @@ TEST(TokenDataset, RefusesATokenizerThatDidNotMakeTheFilesOrIsMissing) {
   info.tokenizer_file = "a.model";
   info.tokenizer_sha256 = sha256_hex_of_file((dir / "a.model").string());
   info.vocab_size = 300;
+  info.train_tokens = info.val_tokens = 100;
   write_token_set_info((dir / "tokens.json").string(), info);
   Config config = token_config(dir, 8, 300);
   config.data.tokenizer = (dir / "a.model").string();
   EXPECT_EQ(make_dataset(config, "")->train_tokens(), 100);
+  // The counts it records must be the files' (tokenize replaces the three files one by one).
+  info.val_tokens = 99;
+  write_token_set_info((dir / "tokens.json").string(), info);
+  EXPECT_NE(error_of(config).find("records 100 training and 99 validation tokens, but the files hold 100 and 100"),
+            std::string::npos) << error_of(config);
+  info.val_tokens = 100;
+  write_token_set_info((dir / "tokens.json").string(), info);
   config.data.tokenizer = (dir / "b.model").string();
   EXPECT_NE(error_of(config).find("did not make these token files"), std::string::npos)
       << error_of(config);
