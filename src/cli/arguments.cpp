@@ -3,10 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "cli/preflight.h"
 #include "core/error.h"
 #include "core/files.h"
-#include "core/machine.h"
 #include "core/text.h"
 #include "hf/hf_config.h"
 #include "schedule/catalogue.h"
@@ -99,8 +97,6 @@ Config run_folder_config(ConfigArguments arguments, const std::string& run_dir,
 bool has_flag(const ConfigArguments& arguments, const std::string& flag) {
   return contains(arguments.flags, flag);
 }
-
-int64_t most_threads() { return int64_t(kThreadsPerCore) * cpu_cores(); }
 
 int64_t positive_option(const ConfigArguments& arguments, const std::string& name, int64_t fallback, int64_t most) {
   const auto it = arguments.options.find(name);

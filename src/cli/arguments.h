@@ -30,9 +30,8 @@ bool has_flag(const ConfigArguments& arguments, const std::string& flag);
 // A command flag's whole number in [1, most] (`fallback` when absent); UserError naming it
 // otherwise (a count narrowed to int must not wrap around).
 int64_t positive_option(const ConfigArguments& arguments, const std::string& name, int64_t fallback, int64_t most);
-// The measuring commands' limits: timing repeats, and threads (as train.threads: per core).
+// The measuring commands' most timing repeats (their threads: most_compute_threads, preflight.h).
 constexpr int64_t kMaxRepeats = 1000000;
-int64_t most_threads();
 
 // For a run folder's own config (resume, evaluate, export): the weights come from the run's
 // checkpoint, so model.init_from (whose config.json already set the shape in config.toml) is

@@ -16,7 +16,7 @@ namespace pipetrain::cli {
 namespace {
 
 void check_thread_count(const Config& config) {
-  const int64_t most = int64_t(kThreadsPerCore) * cpu_cores();
+  const int64_t most = most_compute_threads();
   if (config.train.threads > most) {
     fail("train.threads {} is more than {} ({} per core on this machine's {} cores); more "
          "threads only slow the run down", config.train.threads, most, kThreadsPerCore, cpu_cores());
@@ -86,6 +86,8 @@ void check_memory(const Config& config, const std::string& data_path, const Proc
 }
 
 }  // namespace
+
+int64_t most_compute_threads() { return int64_t(kThreadsPerCore) * cpu_cores(); }
 
 void check_run_fits_machine(const Config& config, const std::string& data_root,
                             const ProcessesHere& here) {

@@ -24,6 +24,8 @@ void check_run_fits_machine(const Config& config, const std::string& data_root,
                             const ProcessesHere& here);
 
 constexpr int kThreadsPerCore = 4;
+// The most compute threads a process here takes (train.threads, profile --threads).
+int64_t most_compute_threads();
 // A lower bound of one pipetrain process's resident memory before any tensor: libtorch and
 // OpenBLAS loaded (~170 MB measured per worker of a tiny run).
 constexpr double kProcessBytes = 100.0 * (1 << 20);

@@ -4,6 +4,7 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "cli/preflight.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "core/text.h"
@@ -46,7 +47,7 @@ void add_profile_command(CLI::App& app) {
       options.microbatch_sizes.push_back(*value);
     }
     options.repeats = int(positive_option(arguments, "--repeats", 5, kMaxRepeats));
-    options.threads = int(positive_option(arguments, "--threads", 1, most_threads()));
+    options.threads = int(positive_option(arguments, "--threads", 1, most_compute_threads()));
     const auto report = [](const std::string& line) { fmt::print(stderr, "profile: {}\n", line); };
     auto measured = profile::profile_gpt_layers(config, options, report);
     // Links between this machine's processes (Gloo over loopback) describe a cluster of such

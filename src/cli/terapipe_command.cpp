@@ -2,7 +2,6 @@
 #include <fmt/ranges.h>
 
 #include <tuple>
-#include <utility>
 #include <vector>
 
 #include "cli/commands.h"
@@ -20,13 +19,10 @@ namespace {
 // analytic model: the slices to train with, and the predicted time of each way.
 void plan_from_profile(const std::string& path, int stages, int64_t batch, int64_t microbatch,
                        int64_t granularity) {
+  if (microbatch < 1 || batch < 1 || batch % microbatch != 0) {
+    fail("--microbatch ({}) must divide --batch ({})", microbatch, batch);
+  }
   const auto profile = plan::slice_profile_from_json(parse_json_file(path), path);
-  if (stages > profile.layers) {
-    fail("--stages {} is more than the profiled model's {} blocks", stages, profile.layers);
-  }
-  if (granularity > profile.seq_len) {
-    fail("--granularity {} is longer than the profiled sequence of {} tokens", granularity, profile.seq_len);
-  }
   const int64_t microbatches = batch / microbatch;
   const auto r = plan::plan_measured_slicing(profile, stages, microbatches, granularity);
   fmt::print("measured GPT (d_model {}, {} blocks, sequence {}) on {} stages ({} blocks on the "
@@ -60,16 +56,10 @@ std::string describe_sizes(const std::vector<int64_t>& sizes) {
   return out;
 }
 
-// The sizes both ways plan with, checked before any work; --profile's own options only.
-void check_terapipe_arguments(const CLI::App& cmd, int stages, int tensor_parallel, int64_t batch,
-                              int64_t microbatch, int64_t seq, int64_t granularity, bool profiled) {
-  for (const auto& [name, value] : {std::pair{"--stages", int64_t(stages)}, std::pair{"--batch", batch},
-                                    std::pair{"--microbatch", microbatch}, std::pair{"--granularity", granularity},
-                                    std::pair{"--tensor-parallel", int64_t(tensor_parallel)}}) {
-    if (value < 1) fail("{} must be at least 1, got {}", name, value);
-  }
+// What the command line alone can get wrong (the planners check their sizes themselves): a
+// --seq below 1, and with --profile the analytic model's options, which it would ignore.
+void check_terapipe_arguments(const CLI::App& cmd, int64_t seq, bool profiled) {
   if (cmd.get_option("--seq")->count() > 0 && seq < 1) fail("--seq must be at least 1, got {}", seq);
-  if (batch % microbatch != 0) fail("--microbatch ({}) must divide --batch ({})", microbatch, batch);
   if (!profiled) return;
   for (const char* analytic : {"--model", "--cluster", "--tensor-parallel", "--seq", "--svg", "--trace"}) {
     if (cmd.get_option(analytic)->count() > 0) {
@@ -102,16 +92,13 @@ void add_terapipe_command(CLI::App& app) {
   cmd->add_option("--svg", svg, "simulate the DP-sliced GPipe schedule and draw its timeline here");
   cmd->add_option("--trace", trace, "the same simulation as Chrome-trace JSON");
   cmd->callback([cmd] {
-    check_terapipe_arguments(*cmd, stages, tensor_parallel, batch, microbatch, seq, granularity, !profile.empty());
+    check_terapipe_arguments(*cmd, seq, !profile.empty());
     if (!profile.empty()) return plan_from_profile(profile, stages, batch, microbatch, granularity);
     require_writable_output(svg, "--svg");
     require_writable_output(trace, "--trace");
     plan::TeraPipeSetup setup;
     setup.model = plan::find_gpt_shape(model);
     if (seq > 0) setup.model.seq_len = seq;
-    if (granularity > setup.model.seq_len) {
-      fail("--granularity {} is longer than the sequence of {} tokens", granularity, setup.model.seq_len);
-    }
     setup.cluster = plan::load_cluster(cluster, std::string(PIPETRAIN_SOURCE_DIR) + "/clusters");
     setup.stages = stages;
     setup.tensor_parallel = tensor_parallel;

@@ -6,6 +6,7 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "cli/preflight.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "core/text.h"
@@ -36,7 +37,7 @@ void add_terapipe_profile_command(CLI::App& app) {
     profile::SliceProfileOptions options;
     options.batch = positive_option(arguments, "--batch", 1, std::numeric_limits<int>::max());
     options.repeats = int(positive_option(arguments, "--repeats", 7, kMaxRepeats));
-    options.threads = int(positive_option(arguments, "--threads", 1, most_threads()));
+    options.threads = int(positive_option(arguments, "--threads", 1, most_compute_threads()));
     const auto report = [](const std::string& line) { fmt::print(stderr, "terapipe-profile: {}\n", line); };
     const plan::SliceProfile measured = profile::profile_token_slices(config, options, report);
     const auto& fit = measured.fit;

@@ -134,6 +134,8 @@ SliceProfile slice_profile_from_json(const nlohmann::json& json, const std::stri
 MeasuredSlicingPlan plan_measured_slicing(const SliceProfile& profile, int stages,
                                           int64_t microbatches, int64_t granularity) {
   if (stages < 1 || microbatches < 1) fail("token slicing needs stages >= 1 and microbatches >= 1");
+  if (stages > profile.layers) fail("--stages {} is more than the profiled model's {} blocks", stages, profile.layers);
+  check_slice_granularity(granularity, profile.seq_len);  // (0 divided the sequence by zero)
   MeasuredSlicingPlan plan;
   plan.blocks_per_stage = (profile.layers + stages - 1) / stages;
   const SliceCost cost = [&](int64_t length, int64_t context) {

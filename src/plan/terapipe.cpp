@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "plan/token_slicer.h"
 #include "schedule/catalogue.h"
 #include "schedule/generators.h"
 
@@ -24,9 +25,11 @@ TeraPipeComparison compare_terapipe(const TeraPipeSetup& setup) {
   if (setup.stages < 1 || setup.stages > setup.model.layers) {
     fail("--stages must be between 1 and the model's {} layers", setup.model.layers);
   }
-  if (setup.microbatch < 1 || setup.batch % setup.microbatch != 0) {
+  if (setup.batch < 1 || setup.microbatch < 1 || setup.batch % setup.microbatch != 0) {
     fail("--microbatch ({}) must divide --batch ({})", setup.microbatch, setup.batch);
   }
+  if (setup.tensor_parallel < 1) fail("--tensor-parallel must be at least 1, got {}", setup.tensor_parallel);
+  check_slice_granularity(setup.granularity, length);
   const int k = setup.stages;
   const double microbatches = double(setup.batch / setup.microbatch);
   TeraPipeComparison out;

@@ -58,6 +58,13 @@ double slicing_objective(const std::vector<int64_t>& slices, const SliceCost& co
   return sum + (stages - 1) * slowest;
 }
 
+void check_slice_granularity(int64_t granularity, int64_t sequence_length) {
+  if (granularity < 1) fail("--granularity must be at least 1, got {}", granularity);
+  if (granularity > sequence_length) {
+    fail("--granularity {} is longer than the sequence of {} tokens", granularity, sequence_length);
+  }
+}
+
 Slicing optimal_token_slicing(int64_t sequence_length, int stages, const SliceCost& cost,
                               int64_t granularity) {
   if (stages < 1) fail("token slicing needs at least one stage");

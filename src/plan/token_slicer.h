@@ -20,6 +20,10 @@ struct Slicing {
 };
 
 // The pieces both DPs (this one and the joint batch + token DP) are built from.
+// UserError unless 1 <= granularity <= sequence_length: the planners divide L by it, and a
+// granularity longer than L leaves no slicing to choose.
+void check_slice_granularity(int64_t granularity, int64_t sequence_length);
+
 // Slice boundaries allowed: multiples of `granularity`, plus L itself.
 std::vector<int64_t> slice_boundaries(int64_t sequence_length, int64_t granularity);
 // t[j][i]: the latency of the slice [points[j], points[i]) (infinity unless j < i).

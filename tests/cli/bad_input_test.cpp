@@ -284,7 +284,7 @@ TEST(BadInput, CommandOptionsAreOneLineBeforeAnyWork) {
   const std::string slices = (dir / "slices.json").string(), missing = (dir / "nowhere" / "out.json").string();
   ASSERT_EQ(run("terapipe-profile " + tiny + " --repeats 1 --out " + slices).exit_code, 0);
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"terapipe-plan --profile " + slices + " --granularity 0", "--granularity must be at least 1, got 0"},
+      {"terapipe-plan --profile " + slices + " --stages 2 --granularity 0", "--granularity must be at least 1, got 0"},
       {"terapipe-plan --profile " + slices + " --stages 3", "--stages 3 is more than the profiled model's 2 blocks"},
       {"terapipe-plan --profile " + slices + " --svg x.svg", "--svg is for the analytic plan"},
       {"terapipe-plan --tensor-parallel 0", "--tensor-parallel must be at least 1, got 0"},
