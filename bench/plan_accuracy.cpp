@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   Config config;  // the default GPT
   profile::ProfileOptions options;
   options.microbatch_sizes = {4, 16};
-  plan::ModelProfile profile = profile::profile_gpt_layers(config, options, nullptr);
+  plan::ModelProfile profile = profile::profile_model_layers(config, options, nullptr);
   profile.links = profile::measure_local_links(25);
   fmt::print("measured p2p link: {:.0f} us + {:.2f} GB/s\n\n", 1e6 * profile.links.p2p.latency_s,
              profile.links.p2p.bandwidth / 1e9);

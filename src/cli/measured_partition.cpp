@@ -39,7 +39,7 @@ void resolve_measured_partition(Config& config, std::vector<std::string>& worker
   options.threads = int(worker_compute_threads(config.train.threads, /*bound=*/false, workers));
   fmt::print(stderr, "pipetrain: pipeline.partition = \"measured\": timing the model's layers at "
              "{} rows a microbatch, {} thread(s)\n", options.microbatch_sizes[0], options.threads);
-  const plan::ModelProfile measured = profile::profile_gpt_layers(config, options, nullptr);
+  const plan::ModelProfile measured = profile::profile_model_layers(config, options, nullptr);
   const auto costs = plan::layer_costs(measured, options.microbatch_sizes[0]);
   const auto counts =
       runtime::balanced_layer_counts(costs, stages, schedule::runtime_schedule(p.schedule, ""));

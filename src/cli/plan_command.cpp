@@ -12,12 +12,13 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/files.h"
-#include "io/json_file.h"
 #include "core/text.h"
+#include "io/json_file.h"
 #include "model/registry.h"
 #include "plan/planner.h"
 #include "runtime/model_costs.h"
 #include "runtime/partition.h"
+#include "runtime/run_spec.h"
 #include "schedule/catalogue.h"
 #include "schedule/generators.h"
 #include "sim/timeline.h"
@@ -53,12 +54,8 @@ plan::PlanRequest::ModelVariant model_variant(std::string label, const Config& c
 
 // A model whose training depends on the microbatch size (BatchNorm) is planned at the run's own
 // microbatch: another one would train another model.
-void keep_microbatch_if_it_trains_the_model(const Config& config, int64_t global_batch,
-                                            plan::PlanRequest& request) {
-  const std::string dependence = make_model(config)->microbatch_dependence();
-  if (dependence.empty()) return;
-  const int64_t microbatch =
-      config.train.batch_size / (config.train.microbatches * config.pipeline.dp_width);
+void keep_microbatch(int64_t microbatch, const std::string& dependence, int64_t global_batch,
+                     plan::PlanRequest& request) {
   if (global_batch % microbatch != 0) {
     fail("plan: --global-batch {} is not a multiple of the run's microbatch of {} samples, which "
          "the plan keeps: {}", global_batch, microbatch, dependence);
@@ -66,6 +63,12 @@ void keep_microbatch_if_it_trains_the_model(const Config& config, int64_t global
   request.microbatch_sizes = {microbatch};
   fmt::print("plan: the microbatch stays {} samples, the run's: {} (another size would train "
              "another model)\n", microbatch, dependence);
+}
+
+void keep_microbatch_if_it_trains_the_model(const Config& config, int64_t global_batch,
+                                            plan::PlanRequest& request) {
+  const std::string dependence = make_model(config)->microbatch_dependence();
+  if (!dependence.empty()) keep_microbatch(runtime::microbatch_rows_of(config), dependence, global_batch, request);
 }
 
 double held_bytes(const plan::PlanRequest::ModelVariant& variant) {
@@ -140,19 +143,22 @@ Config plan_run_config(const CLI::App& cmd, PlanArguments& args, plan::PlanReque
   request.model.name = config.model.preset.empty() ? config.model.kind : config.model.preset;
   request.for_pipetrain_runtime = true;  // a plan for this run config
   request.cuda_graphs = config.train.cuda_graphs == 1;  // (emulated: no pools)
-  if (cmd.get_option("--cluster")->count() == 0) args.cluster = "this-machine";
   if (cmd.get_option("--global-batch")->count() == 0) args.global_batch = config.train.batch_size;
   return config;
 }
 
-// --profile FILE: measured layer costs, at the microbatch sizes the profile measured.
-void plan_from_profile(const std::string& profile, plan::PlanRequest& request) {
+// --profile FILE: measured layer costs, at the microbatch sizes the profile measured (the run's
+// own only, for a model it trains).
+void plan_from_profile(const std::string& profile, int64_t global_batch, plan::PlanRequest& request) {
   request.profile = plan::model_profile_from_json(parse_json_file(profile), profile);
   request.model = request.profile->shape;
   request.for_pipetrain_runtime = true;  // a plan to run here
   request.microbatch_sizes.clear();
   for (const auto& m : request.profile->layers.front().by_microbatch) {
     request.microbatch_sizes.push_back(m.microbatch);
+  }
+  if (request.profile->fixed_microbatch > 0) {
+    keep_microbatch(request.profile->fixed_microbatch, request.profile->microbatch_dependence, global_batch, request);
   }
   if (request.profile->links.measured) {
     plan::use_measured_links(request.cluster, request.profile->links);
@@ -220,8 +226,11 @@ plan::PlanRequest plan_request(const CLI::App& cmd, PlanArguments& args) {
   } else if (args.profile.empty()) {
     request.model = plan::find_gpt_shape(args.model);
   }
+  // A run config or a profile measured here plans for this machine unless told otherwise.
+  const bool planned_here = !args.config_path.empty() || !args.profile.empty();
+  if (planned_here && cmd.get_option("--cluster")->count() == 0) args.cluster = "this-machine";
   request.cluster = plan::load_cluster(args.cluster, std::string(PIPETRAIN_SOURCE_DIR) + "/clusters");
-  if (!args.profile.empty()) plan_from_profile(args.profile, request);
+  if (!args.profile.empty()) plan_from_profile(args.profile, args.global_batch, request);
   if (run_config) {
     request.model_variants = model_variants(*run_config, request.cluster, overrides);
     keep_microbatch_if_it_trains_the_model(*run_config, args.global_batch, request);
@@ -231,14 +240,25 @@ plan::PlanRequest plan_request(const CLI::App& cmd, PlanArguments& args) {
   return request;
 }
 
-// No plan fits: one line saying what the least plan would need.
+// No plan fits: one line saying what the least plan would need, or why there was no candidate.
 [[noreturn]] void fail_nothing_fits(const plan::PlanRequest& request, const plan::PlanResult& result) {
+  const std::string per = request.worker_counts.empty() ? "device" : "worker";
   const double least = plan::least_memory_needed(result);
   if (least > 0) {
     fail("no plan fits in {} per {}; the smallest plan needs {}", format_bytes(request.cluster.device_memory_bytes),
-         request.worker_counts.empty() ? "device" : "worker", format_bytes(least));
+         per, format_bytes(least));
   }
-  fail("no plan fits in memory; try a larger cluster or smaller batch");
+  if (!result.infeasible.empty()) {
+    fail("no plan: every candidate breaks a schedule's rules ({}: {})", result.infeasible.front().schedule,
+         result.infeasible.front().rejected);
+  }
+  const std::string workers = request.worker_counts.empty()
+                                  ? fmt::format("the {} devices of cluster {}", request.cluster.devices(), request.cluster.name)
+                                  : fmt::format("{} to {} workers", request.worker_counts.front(), request.worker_counts.back());
+  fail("no plan splits a global batch of {} over {} at microbatch size {} (a pipeline has at most {} "
+       "stages, one per layer, and its replicas take whole microbatches); try a larger --global-batch "
+       "or a smaller --cluster", request.global_batch, workers, fmt::join(request.microbatch_sizes, ", "),
+       plan::planned_layer_count(request));
 }
 
 // DIR/rank-NNN.json, best first; an earlier ranking's rank files there go first, so the folder
@@ -300,8 +320,9 @@ void add_plan_command(CLI::App& app) {
   std::vector<std::string> shapes;
   for (const auto& shape : plan::known_gpt_shapes()) shapes.push_back(shape.name);
   cmd->add_option("--model", args.model, join(shapes, ", "))->capture_default_str();
-  cmd->add_option("--cluster", args.cluster, "a name in clusters/ or a cluster .toml path")->capture_default_str();
-  cmd->add_option("--global-batch", args.global_batch, "sequences per optimizer step")->capture_default_str();
+  cmd->add_option("--cluster", args.cluster, "a name in clusters/ or a cluster .toml path (default: this-machine "
+                                            "with --config or --profile, p3-16xlarge-x8 with --model)");
+  cmd->add_option("--global-batch", args.global_batch, "samples (sequences, images, utterances) per optimizer step")->capture_default_str();
   cmd->add_option("--schedules", args.schedules, "comma-separated subset of " + join(planned_schedules(), ","));
   cmd->add_option("--top", args.top, "alternatives to show")->capture_default_str()->check(at_least_one());
   cmd->add_option("--out", args.out, "write the best plan as JSON here");

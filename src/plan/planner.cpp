@@ -58,10 +58,6 @@ Placement place(const ClusterSpec& c, int stages, int width) {
 // (request.profile without a shape: `pipetrain plan --config`, any model kind).
 bool planner_has_gpt_shape(const PlanRequest& request) { return request.model.layers > 0; }
 
-int planner_layer_count(const PlanRequest& request) {
-  if (!request.model_variants.empty()) return int(request.model_variants.front().costs(1).size());
-  return request.profile ? int(request.profile->layers.size()) : int(request.model.layers + 2);
-}
 
 // Workers sharing a node's cores: with fewer workers than cores each computes on several
 // threads (2 threads ran the default model 1.6x as fast as 1: bench/train_throughput, i.e.
@@ -239,6 +235,11 @@ void rank_candidates(PlanResult& result) {
 }
 
 }  // namespace
+
+int planned_layer_count(const PlanRequest& request) {
+  if (!request.model_variants.empty()) return int(request.model_variants.front().costs(1).size());
+  return request.profile ? int(request.profile->layers.size()) : int(request.model.layers + 2);
+}
 
 double planned_parameters(const PlanRequest& request) {
   double bytes = 0;
@@ -513,7 +514,7 @@ PlanResult plan_training(const PlanRequest& request) {
   const auto& schedules = request.schedules.empty() ? planned : request.schedules;
   const int variants = std::max<int>(1, int(request.model_variants.size()));
   for (int stages = 1; stages <= devices; ++stages) {
-    if (devices % stages != 0 || stages > planner_layer_count(request)) continue;
+    if (devices % stages != 0 || stages > planned_layer_count(request)) continue;
     const int width = devices / stages;
     for (int64_t b : request.microbatch_sizes) {
       if (request.global_batch % (b * width) != 0) continue;

@@ -86,6 +86,8 @@ PlanResult plan_training(const PlanRequest& request);
 sim::StageCost model_stage_cost(const std::vector<LayerCost>& layers, int first, int count);
 PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& schedule,
                                  int stages, int64_t microbatch, bool recompute, int variant = 0);
+// The layers a partition cuts (a GPT shape's: embedding, blocks, head), the most stages a plan has.
+int planned_layer_count(const PlanRequest& request);
 // The model's parameter count: the GPT shape's, or from the profile's fp32 parameter bytes.
 double planned_parameters(const PlanRequest& request);
 // The least per-device memory any rejected candidate needed (0 if none was rejected for memory).

@@ -43,6 +43,9 @@ nlohmann::json to_json(const ModelProfile& profile) {
           {"threads", profile.threads},
           {"device", profile.device},
           {"layers", layers}};
+  if (profile.fixed_microbatch > 0) {
+    json["fixed_microbatch"] = {{"microbatch", profile.fixed_microbatch}, {"why", profile.microbatch_dependence}};
+  }
   if (profile.links.measured) {
     json["links"] = {{"p2p", link_json(profile.links.p2p)},
                      {"all_reduce", link_json(profile.links.all_reduce)},
@@ -75,6 +78,10 @@ ModelProfile model_profile_from_json(const nlohmann::json& json, const std::stri
                                         m.value("weight_pass_bytes", 0.0), m.value("input_s", -1.0)});
       }
       profile.layers.push_back(std::move(parsed));
+    }
+    if (json.contains("fixed_microbatch")) {
+      profile.fixed_microbatch = json["fixed_microbatch"].at("microbatch").get<int64_t>();
+      profile.microbatch_dependence = json["fixed_microbatch"].at("why").get<std::string>();
     }
     if (json.contains("links")) {
       const auto& links = json["links"];

@@ -48,7 +48,11 @@ struct LinkProfile {
 
 struct ModelProfile {
   std::string description;  // model shape and machine
-  GptShape shape;
+  GptShape shape;  // a GPT's shape; any other model: its name with layers = 0
+  // A model that trains differently at each microbatch size (BatchNorm) is profiled at its run's
+  // microbatch, which its plans keep (0: any size; older profiles); the reason, for messages.
+  int64_t fixed_microbatch = 0;
+  std::string microbatch_dependence;
   int threads = 1;
   std::string device = "cpu";  // where the layers were timed ("cpu", "cuda"); older profiles: cpu
   std::vector<LayerProfile> layers;

@@ -6,14 +6,17 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/torch.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "core/error.h"
 #include "device/execution.h"
 #include "device/placement.h"
 #include "model/batch_source.h"
 #include "model/registry.h"
+#include "runtime/run_spec.h"
 #include "runtime/split_backward.h"
 #include "train/optim.h"
 
@@ -238,13 +241,38 @@ plan::LayerProfile layer_profile(StageModule& layer, const Model& definition, in
   return measured;
 }
 
+// The sizes to time: those asked for (default 1, 2, 4, 8). A model that trains differently at
+// each size is timed at the run's own microbatch, which a plan from the profile then keeps.
+std::vector<int64_t> sizes_to_time(const Config& config, const Model& model, const std::vector<int64_t>& asked) {
+  const std::string dependence = model.microbatch_dependence();
+  const int64_t run_microbatch = runtime::microbatch_rows_of(config);
+  if (asked.empty()) return dependence.empty() ? std::vector<int64_t>{1, 2, 4, 8} : std::vector<int64_t>{run_microbatch};
+  if (!dependence.empty() && std::find(asked.begin(), asked.end(), run_microbatch) == asked.end()) {
+    fail("profile: --microbatch-sizes {} leaves out the run's microbatch of {} samples, the one size "
+         "a plan can take: {} (another size would train another model)",
+         fmt::join(asked, ","), run_microbatch, dependence);
+  }
+  return asked;
+}
+
+// What the profile says of the model: a GPT's shape (`train --plan` sets it), any other model's
+// kind (its plans keep the run config's model) and the microbatch it must keep, if any.
+void describe_model(const Config& config, const Model& model, plan::ModelProfile& profile) {
+  const ModelConfig& m = config.model;
+  const std::string name = m.preset.empty() ? m.kind : m.preset;
+  profile.shape = m.kind == "gpt" ? plan::GptShape{name, m.layers, m.d_model, m.heads, m.seq_len, m.vocab_size}
+                                  : plan::GptShape{name};
+  profile.microbatch_dependence = model.microbatch_dependence();
+  if (!profile.microbatch_dependence.empty()) profile.fixed_microbatch = runtime::microbatch_rows_of(config);
+}
+
 }  // namespace
 
-plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions& options,
-                                      const std::function<void(const std::string&)>& progress) {
+plan::ModelProfile profile_model_layers(const Config& config, const ProfileOptions& options,
+                                        const std::function<void(const std::string&)>& progress) {
   torch::set_num_threads(options.threads);
-  const ModelConfig& shape = config.model;
   const auto definition = make_model(config);
+  const std::vector<int64_t> sizes = sizes_to_time(config, *definition, options.microbatch_sizes);
   // On the device a worker of this config computes on (train.device), in its precision.
   const c10::Device device = device::worker_device(
       device::decide_execution_here(config.train.device, config.model.dtype, 1), 0);
@@ -259,12 +287,11 @@ plan::ModelProfile profile_gpt_layers(const Config& config, const ProfileOptions
   plan::ModelProfile profile;
   profile.threads = options.threads;
   profile.device = c10::DeviceTypeName(device.type(), /*lower_case=*/true);
-  profile.shape = {"profiled", shape.layers, shape.d_model, shape.heads, shape.seq_len, shape.vocab_size};
+  describe_model(config, *definition, profile);
   profile.description = fmt::format("{}; {}, {} thread(s)", definition->describe(), profile.device,
                                     options.threads);
   // Warm the allocator and BLAS at the largest size first: otherwise the first layer timed
   // pays for it (block 0 measured 2.7x its peers).
-  const auto& sizes = options.microbatch_sizes;
   time_whole_model(*model, *definition, *std::max_element(sizes.begin(), sizes.end()), 1, device);
   const RoundSamples samples = time_rounds(layers, *model, *definition, sizes, options.repeats, device, progress);
   for (size_t i = 0; i < layers.size(); ++i) {

@@ -208,20 +208,50 @@ TEST(Cli, PlannersDataParallelTwoBWPlanTrains) {
 // `pipetrain profile` of a model whose first layer takes images (the CNN): every layer is timed
 // and the input backward is measured from the second layer on (the data have no gradient). It
 // used to stop at layer 0 with "element 0 of the input tensors does not require grad".
-TEST(Cli, ProfileTimesAModelThatTakesImages) {
+// The CNN's BatchNorm trains differently at each microbatch size: it is timed at the run's own
+// (32 images in 8 microbatches: 4), and a plan from its profile keeps that size and the run
+// config's model (no GPT shape for `train --plan` to set).
+TEST(Cli, ProfileTimesAModelThatTakesImagesAtItsRunsMicrobatch) {
   const auto dir = temp_dir("profile_cnn");
   fs::create_directories(dir);
-  const Result profiled = run("profile --model.kind cnn --model.d_model 2 --model.heads 1 --data.format fashion-mnist "
-                              "--data.path " + pipetrain::testing::tiny_image_folder() +
-                              " --microbatch-sizes 2 --repeats 1 --out " + (dir / "profile.json").string());
+  const std::string cnn = "--model.kind cnn --model.d_model 2 --model.heads 1 --data.format fashion-mnist "
+                          "--data.path " + pipetrain::testing::tiny_image_folder();
+  const Result profiled = run("profile " + cnn + " --repeats 1 --out " + (dir / "profile.json").string());
   ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
+  EXPECT_NE(profiled.output.find("(6 layers at microbatch sizes 4)"), std::string::npos) << profiled.output;
   const auto profile = nlohmann::json::parse(std::ifstream(dir / "profile.json"));
   ASSERT_EQ(profile["layers"].size(), 6u) << profile.dump();  // stem, 4 blocks, head
+  EXPECT_EQ(profile["shape"]["name"], "cnn");
+  EXPECT_EQ(profile["fixed_microbatch"]["microbatch"], 4);
   for (const auto& layer : profile["layers"]) {
+    ASSERT_EQ(layer["by_microbatch"].size(), 1u) << layer.dump();
     const auto& timing = layer["by_microbatch"].at(0);
+    EXPECT_EQ(timing["microbatch"], 4);
     EXPECT_GT(timing["forward_s"].get<double>(), 0) << layer.dump();
     EXPECT_GT(timing["backward_s"].get<double>(), 0) << layer.dump();
   }
+  const Result planned = run("plan --profile " + (dir / "profile.json").string() +  // (on this-machine)
+                             " --global-batch 32 --out " + (dir / "plan.json").string());
+  ASSERT_EQ(planned.exit_code, 0) << planned.output;
+  EXPECT_NE(planned.output.find("plan: the microbatch stays 4 samples, the run's: BatchNorm"), std::string::npos)
+      << planned.output;
+  EXPECT_NE(planned.output.find("model cnn ("), std::string::npos) << planned.output;
+  const auto plan = nlohmann::json::parse(std::ifstream(dir / "plan.json"));
+  EXPECT_EQ(plan["microbatch_size"], 4);
+  EXPECT_EQ(plan["model"], "cnn");
+  EXPECT_FALSE(plan.contains("model_shape")) << plan.dump();
+  EXPECT_EQ(plan["model_layers"].size(), 6u);
+  expect_one_line_error("profile " + cnn + " --microbatch-sizes 2,8 --out " + (dir / "other.json").string(),
+                        "profile: --microbatch-sizes 2,8 leaves out the run's microbatch of 4 samples");
+  expect_one_line_error("plan --profile " + (dir / "profile.json").string() + " --global-batch 30",
+                        "plan: --global-batch 30 is not a multiple of the run's microbatch of 4 samples");
+  // 64 devices: 6 layers make at most 6 stages, leaving more replicas than 8 microbatches.
+  const Result no_split = run("plan --profile " + (dir / "profile.json").string() +
+                              " --global-batch 32 --cluster p3-16xlarge-x8");
+  EXPECT_EQ(no_split.exit_code, 2);
+  EXPECT_NE(no_split.output.find("pipetrain: error: no plan splits a global batch of 32 over the 64 devices of "
+                                 "cluster p3-16xlarge-x8 at microbatch size 4 (a pipeline has at most 6 stages"),
+            std::string::npos) << no_split.output;
   fs::remove_all(dir);
 }
 

@@ -24,7 +24,7 @@ const plan::ModelProfile& tiny_profile() {
     profile::ProfileOptions options;
     options.microbatch_sizes = {1, 4};
     options.repeats = 1;
-    return profile::profile_gpt_layers(tiny(), options, nullptr);
+    return profile::profile_model_layers(tiny(), options, nullptr);
   }();
   return profile;
 }
@@ -79,6 +79,8 @@ TEST(LayerProfile, JsonRoundTripAndLayerCosts) {
   const auto parsed = plan::model_profile_from_json(plan::to_json(profile), "mem");
   EXPECT_EQ(plan::to_json(parsed), plan::to_json(profile));
   EXPECT_EQ(parsed.shape.layers, 2);
+  EXPECT_EQ(parsed.shape.name, "gpt");  // a GPT's shape, which `train --plan` sets
+  EXPECT_EQ(parsed.fixed_microbatch, 0);  // any size trains the same model
   EXPECT_EQ(parsed.device, "cpu");  // where tiny_profile timed its layers
   auto older = plan::to_json(profile);
   older.erase("device");  // profiles written before the field: timed on the CPU
@@ -100,6 +102,40 @@ TEST(LayerProfile, JsonRoundTripAndLayerCosts) {
   EXPECT_DOUBLE_EQ(recomputed[2].input_s, costs[2].input_s + costs[2].forward_s);  // B recomputes
   EXPECT_DOUBLE_EQ(recomputed[2].weight_s, costs[2].weight_s);
   EXPECT_DOUBLE_EQ(recomputed[2].activation_bytes, costs[1].output_bytes);
+}
+
+// BatchNorm trains differently at each microbatch size: the CNN is timed at its run's microbatch
+// only (what its plans keep), and its profile names its kind without a GPT shape.
+TEST(LayerProfile, ABatchNormModelIsTimedAtItsRunsMicrobatchOnly) {
+  Config c;
+  c.model.kind = "cnn";
+  c.model.layers = 1;
+  c.model.d_model = 2;
+  c.train.batch_size = 12;
+  c.train.microbatches = 2;  // 6 images a microbatch
+  profile::ProfileOptions options;
+  options.repeats = 1;
+  const auto profile = profile::profile_model_layers(c, options, nullptr);
+  EXPECT_EQ(profile.shape.name, "cnn");
+  EXPECT_EQ(profile.shape.layers, 0);
+  EXPECT_EQ(profile.fixed_microbatch, 6);
+  EXPECT_NE(profile.microbatch_dependence.find("BatchNorm"), std::string::npos);
+  ASSERT_EQ(profile.layers.size(), 3u);  // stem, 1 block, head
+  for (const auto& layer : profile.layers) {
+    ASSERT_EQ(layer.by_microbatch.size(), 1u) << layer.name;
+    EXPECT_EQ(layer.by_microbatch[0].microbatch, 6) << layer.name;
+  }
+  const auto parsed = plan::model_profile_from_json(plan::to_json(profile), "mem");
+  EXPECT_EQ(parsed.fixed_microbatch, 6);
+  EXPECT_EQ(parsed.microbatch_dependence, profile.microbatch_dependence);
+  options.microbatch_sizes = {4, 8};
+  try {
+    profile::profile_model_layers(c, options, nullptr);
+    ADD_FAILURE() << "sizes without the run's microbatch were timed";
+  } catch (const UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("--microbatch-sizes 4,8 leaves out the run's microbatch of 6 samples"),
+              std::string::npos) << error.what();
+  }
 }
 
 TEST(LayerProfile, PlannerRunsOnAMeasuredProfile) {
