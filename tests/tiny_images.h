@@ -15,6 +15,7 @@ namespace pipetrain::testing {
 
 inline std::string tiny_image_folder() {
   namespace fs = std::filesystem;
+  // v1: bump it with any change below, so no machine-wide copy of an older generator is read.
   const fs::path folder = fs::temp_directory_path() / "pipetrain_tiny_fashion_v1";
   if (fs::exists(folder / "t10k-labels-idx1-ubyte")) return folder.string();
   const fs::path partial = folder.string() + ".partial" + std::to_string(getpid());

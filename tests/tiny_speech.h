@@ -2,7 +2,8 @@
 // A tiny speech feature file for runs of the transducer (data.format = "speech"): 80 mel bins,
 // the character vocabulary, ragged utterances in every split (8 train, 4 validation, 2 test,
 // 2 unseen-voice) of 9..40 frames and 1..6 labels, values from a seeded generator. The same
-// bytes every time; written once per machine (a temporary file renamed into place).
+// bytes every time; written once per machine (a temporary file renamed into place) and named by
+// its version, so a changed generator writes a new one.
 #include <filesystem>
 #include <string>
 
@@ -17,7 +18,10 @@ namespace pipetrain::testing {
 inline std::string tiny_speech_file() {
   namespace fs = std::filesystem;
   using namespace pipetrain::speech;
-  const fs::path path = fs::temp_directory_path() / "pipetrain_tiny_speech_v1.bin";
+  // Named by this generator's version (v1: bump it with any change below) and the file format's,
+  // so a changed generator or format never reads an older machine-wide copy.
+  const fs::path path = fs::temp_directory_path() /
+                        ("pipetrain_tiny_speech_v1_format" + std::to_string(kSpeechFileVersion) + ".bin");
   if (fs::exists(path)) return path.string();
   SpeechCorpusInfo info;
   info.max_frames = 40;

@@ -6,7 +6,10 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "core/error.h"
+#include "plan/plan_file.h"
 #include "profile/layer_profile.h"
 
 namespace pipetrain::cli {
@@ -49,9 +52,36 @@ std::string percent(double measured, double predicted) {
 
 }  // namespace
 
-std::string plan_check(const nlohmann::json& plan, const std::string& plan_path, const std::string& run_dir) {
+void require_plan_for_model(const nlohmann::json& plan, const std::string& plan_path, const Config& config) {
+  const std::string kind = plan.value("model_kind", "");
+  if (!kind.empty() && kind != config.model.kind) {
+    fail("{} is a plan for a {} model, but this run's model.kind is {}: give the run config the plan "
+         "was made from", plan_path, kind, config.model.kind);
+  }
+}
+
+std::vector<std::string> plan_fields_overridden(const nlohmann::json& plan, const std::string& plan_path,
+                                                const Config& config) {
+  std::vector<std::string> changed;
+  for (const auto& [key, value] : plan::plan_config_overrides(plan, plan_path)) {
+    const FieldSpec* field = find_field(key);
+    if (field == nullptr) continue;
+    Config planned = config;
+    set_field_from_string(planned, key, value);
+    const std::string ran = field_value_string(config, *field), wanted = field_value_string(planned, *field);
+    if (ran != wanted) changed.push_back(fmt::format("{} {} (the plan's {})", key, ran, wanted));
+  }
+  return changed;
+}
+
+std::string plan_check(const nlohmann::json& plan, const std::string& plan_path, const std::string& run_dir,
+                       const std::vector<std::string>& overridden) {
   const Measured measured = read_metrics(run_dir);
   if (measured.logged == 0) return "";
+  if (!overridden.empty()) {
+    return fmt::format("against the plan ({}): not compared, the run changed what it planned: {}\n", plan_path,
+                       fmt::join(overridden, ", "));
+  }
   const double predicted_step = plan.value("predicted_iteration_s", 0.0);
   std::string out = fmt::format("against the plan ({}): ", plan_path);
   if (measured.step_seconds.empty() || predicted_step <= 0) {

@@ -141,6 +141,7 @@ Config plan_run_config(const CLI::App& cmd, PlanArguments& args, plan::PlanReque
   overrides = arguments.overrides;  // (what the plan decides wins over them: plan_file.cpp)
   request.model = plan::GptShape{};  // layers = 0: planned from its own layer costs
   request.model.name = config.model.preset.empty() ? config.model.kind : config.model.preset;
+  request.model_kind = config.model.kind;
   request.for_pipetrain_runtime = true;  // a plan for this run config
   request.cuda_graphs = config.train.cuda_graphs == 1;  // (emulated: no pools)
   if (cmd.get_option("--global-batch")->count() == 0) args.global_batch = config.train.batch_size;
@@ -152,6 +153,7 @@ Config plan_run_config(const CLI::App& cmd, PlanArguments& args, plan::PlanReque
 void plan_from_profile(const std::string& profile, int64_t global_batch, plan::PlanRequest& request) {
   request.profile = plan::model_profile_from_json(parse_json_file(profile), profile);
   request.model = request.profile->shape;
+  request.model_kind = request.profile->model_kind;
   request.for_pipetrain_runtime = true;  // a plan to run here
   request.microbatch_sizes.clear();
   for (const auto& m : request.profile->layers.front().by_microbatch) {
@@ -225,6 +227,7 @@ plan::PlanRequest plan_request(const CLI::App& cmd, PlanArguments& args) {
     run_config = plan_run_config(cmd, args, request, overrides);
   } else if (args.profile.empty()) {
     request.model = plan::find_gpt_shape(args.model);
+    request.model_kind = "gpt";
   }
   // A run config or a profile measured here plans for this machine unless told otherwise.
   const bool planned_here = !args.config_path.empty() || !args.profile.empty();

@@ -89,6 +89,7 @@ std::string train_usage() {
 struct GivenPlan {
   std::string path;
   nlohmann::json plan;
+  std::vector<std::string> overridden;  // the plan's fields the run changed (plan_fields_overridden)
 };
 
 // Whether `args` from `from` on set `field` ("--pipeline.stages VALUE" or "--pipeline.stages=VALUE").
@@ -204,6 +205,10 @@ void run_train(const std::vector<std::string>& raw_args) {
   options.resume = resume != arguments.options.end();
   if (options.resume) use_resumed_config(arguments, resume->second);
   Config config = resolve_config(arguments);
+  if (!given.path.empty()) {
+    require_plan_for_model(given.plan, given.path, config);
+    given.overridden = plan_fields_overridden(given.plan, given.path, config);
+  }
   if (config.pipeline.memory_budget_mb > 0) return_freed_memory_to_system();
   const auto run_dir = arguments.options.find("--run-dir");
   options.run_dir = options.resume                         ? resume->second
@@ -242,7 +247,7 @@ void report(const RunSummary& summary, const RunOptions& options, const GivenPla
   fmt::print("{}", summary.memory);  // per worker, pipeline runs only
   if (!given.path.empty()) {  // the plan beside what it planned, and how it held
     write_file_atomically(options.run_dir + "/plan.json", given.plan.dump(2) + "\n");
-    fmt::print("{}", plan_check(given.plan, given.path, options.run_dir));
+    fmt::print("{}", plan_check(given.plan, given.path, options.run_dir, given.overridden));
   }
   fmt::print("run folder: {} ({})\n", options.run_dir, run_folder_outputs(options.run_dir));
 }

@@ -204,7 +204,7 @@ std::vector<TensorEntry> read_checkpoint_file(const std::string& dir, const std:
 }
 
 std::string config_hash(const std::string& text) {
-  uint64_t hash = 1469598103934665603ull;
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a 64: the offset basis, then xor and multiply
   for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
   return fmt::format("{:016x}", hash);
 }

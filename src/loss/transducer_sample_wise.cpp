@@ -170,29 +170,30 @@ class SampleWiseTransducerFunction
       ctx->saved_data["d_enc"] = d_enc;
       ctx->saved_data["d_pred"] = d_pred;
       ctx->saved_data["num_params"] = static_cast<int64_t>(d_params.size());
-      for (size_t k = 0; k < d_params.size(); ++k) {
-        if (d_params[k].defined()) ctx->saved_data["d_param_" + std::to_string(k)] = d_params[k];
-      }
+      for (size_t k = 0; k < d_params.size(); ++k) ctx->saved_data["d_param_" + std::to_string(k)] = d_params[k];
     }
     if (call.options.reduction == Reduction::Mean) loss_sum.div_(double(B));
     // float32 at least: a bfloat16 loss (enc's dtype under mixed precision) would keep 3 digits.
     return loss_sum.to(wide);
   }
 
+  // Each kept gradient goes once, to the pass that asks for its input (moved out, so autograd
+  // adopts it without a copy): a whole backward takes them all, zero-bubble's split backward
+  // enc's and pred's in B and the joint's parameters' in W (runtime::SplitBackward).
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    if (ctx->saved_data.count("d_enc") == 0) {
-      fail("sample-wise transducer loss: backward can run once (its gradients are released)");
-    }
-    // Move the kept gradients out so autograd can adopt them without a copy.
-    at::Tensor d_enc = ctx->saved_data["d_enc"].toTensor();
-    at::Tensor d_pred = ctx->saved_data["d_pred"].toTensor();
-    variable_list out{d_enc, d_pred};
-    const int64_t num_params = ctx->saved_data["num_params"].toInt();
-    for (int64_t k = 0; k < num_params; ++k) {
-      auto found = ctx->saved_data.find("d_param_" + std::to_string(k));
-      out.push_back(found == ctx->saved_data.end() ? at::Tensor() : found->second.toTensor());
-    }
-    ctx->saved_data.clear();
+    const auto take = [&](const std::string& key, size_t edge) -> at::Tensor {
+      if (!ctx->needs_input_grad(edge)) return {};
+      const auto found = ctx->saved_data.find(key);
+      if (found == ctx->saved_data.end()) {
+        fail("sample-wise transducer loss: backward can run once (its gradients are released)");
+      }
+      at::Tensor gradient = found->second.toTensor();
+      ctx->saved_data.erase(found);
+      return gradient;
+    };
+    variable_list out{take("d_enc", 0), take("d_pred", 1)};
+    const int64_t num_params = ctx->saved_data.count("num_params") ? ctx->saved_data["num_params"].toInt() : 0;
+    for (int64_t k = 0; k < num_params; ++k) out.push_back(take("d_param_" + std::to_string(k), size_t(2 + k)));
     const at::Tensor& g = grad_outputs[0];
     const bool unit = !g.defined() || g.item<double>() == 1.0;
     if (!unit) {

@@ -614,6 +614,7 @@ nlohmann::json plan_to_json(const PlanRequest& request, const PlanCandidate& pla
           {"predicted_worker_memory_bytes", plan.worker_memory_bytes},
           // Included in each worker's prediction: subtracted, the rest compares with the tensors.
           {"predicted_worker_overhead_bytes", request.cluster.worker_overhead_bytes}};
+  if (!request.model_kind.empty()) json["model_kind"] = request.model_kind;  // `train --plan` checks it
   if (!request.model_variants.empty()) {
     // The chosen variant's config fields (chunked cross-entropy), applied by `train --plan`.
     nlohmann::json fields = nlohmann::json::object();

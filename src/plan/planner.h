@@ -24,6 +24,8 @@ struct PlanRequest {
   // A GPT shape; for a model that is no GPT (`pipetrain plan --config`), only its name, with
   // layers = 0, and its own per-layer costs in `profile`.
   GptShape model;
+  // The model.kind a run of the plan must have ("gpt" for the GPT shapes; empty: not checked).
+  std::string model_kind;
   // Layer costs instead of the GPT formulas: measured (`pipetrain profile`) or the model's own
   // analytic costs (Model::layer_work, via runtime::model_profile).
   std::optional<ModelProfile> profile;

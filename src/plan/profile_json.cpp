@@ -30,7 +30,8 @@ nlohmann::json to_json(const ModelProfile& profile) {
       sizes.push_back({{"microbatch", m.microbatch}, {"forward_s", m.forward_s},
                        {"backward_s", m.backward_s}, {"weight_s", m.weight_s},
                        {"activation_bytes", m.activation_bytes}, {"output_bytes", m.output_bytes},
-                       {"weight_pass_bytes", m.weight_pass_bytes}, {"input_s", m.input_s}});
+                       {"weight_pass_bytes", m.weight_pass_bytes}, {"input_s", m.input_s},
+                       {"workspace_bytes", m.workspace_bytes}});
     }
     layers.push_back({{"name", layer.name}, {"param_bytes", layer.param_bytes},
                       {"optimizer_s", layer.optimizer_s}, {"by_microbatch", sizes}});
@@ -40,6 +41,7 @@ nlohmann::json to_json(const ModelProfile& profile) {
           {"description", profile.description},
           {"shape", {{"name", shape.name}, {"layers", shape.layers}, {"hidden", shape.hidden},
                      {"heads", shape.heads}, {"seq_len", shape.seq_len}, {"vocab", shape.vocab}}},
+          {"model_kind", profile.model_kind},
           {"threads", profile.threads},
           {"device", profile.device},
           {"layers", layers}};
@@ -61,6 +63,7 @@ ModelProfile model_profile_from_json(const nlohmann::json& json, const std::stri
     profile.description = json.at("description").get<std::string>();
     profile.threads = json.at("threads").get<int>();
     profile.device = json.value("device", std::string("cpu"));
+    profile.model_kind = json.value("model_kind", std::string("gpt"));
     const auto& shape = json.at("shape");
     profile.shape = {shape.at("name").get<std::string>(), shape.at("layers").get<int64_t>(),
                      shape.at("hidden").get<int64_t>(), shape.at("heads").get<int64_t>(),
@@ -75,7 +78,8 @@ ModelProfile model_profile_from_json(const nlohmann::json& json, const std::stri
                                         m.at("backward_s").get<double>(), m.at("weight_s").get<double>(),
                                         m.at("activation_bytes").get<double>(),
                                         m.at("output_bytes").get<double>(),
-                                        m.value("weight_pass_bytes", 0.0), m.value("input_s", -1.0)});
+                                        m.value("weight_pass_bytes", 0.0), m.value("input_s", -1.0),
+                                        m.value("workspace_bytes", 0.0)});
       }
       profile.layers.push_back(std::move(parsed));
     }
@@ -110,6 +114,7 @@ std::vector<LayerCost> layer_costs(const ModelProfile& profile, int64_t microbat
     if (found->weight_s > 0) costs.back().weight_s = found->weight_s;
     costs.back().input_s = found->input_s;
     costs.back().weight_pass_bytes = found->weight_pass_bytes;
+    costs.back().workspace_bytes = found->workspace_bytes;
   }
   return costs;
 }

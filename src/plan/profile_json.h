@@ -17,6 +17,9 @@ struct LayerMeasurement {
   double forward_s = 0, backward_s = 0;
   double weight_s = 0;  // the split backward's W pass (older profiles: backward_s less B)
   double activation_bytes = 0, output_bytes = 0;
+  // What the layer's passes hold for a moment beyond what they keep (Model::layer_work's
+  // workspace: a convolution's scratch, a loss's logits); older profiles: 0.
+  double workspace_bytes = 0;
   // Zero-bubble: the output gradients its split backward holds from B to W (measured; older
   // profiles: 0, counted as none).
   double weight_pass_bytes = 0;
@@ -49,6 +52,7 @@ struct LinkProfile {
 struct ModelProfile {
   std::string description;  // model shape and machine
   GptShape shape;  // a GPT's shape; any other model: its name with layers = 0
+  std::string model_kind = "gpt";  // model.kind (older profiles: GPTs)
   // A model that trains differently at each microbatch size (BatchNorm) is profiled at its run's
   // microbatch, which its plans keep (0: any size; older profiles); the reason, for messages.
   int64_t fixed_microbatch = 0;

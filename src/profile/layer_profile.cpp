@@ -43,17 +43,27 @@ struct LayerTiming {
   double weight_pass_bytes;  // what B records for W (if measured)
 };
 
+// What each layer takes for one microbatch: the data for the first, then the outputs of the
+// layers before it on that data. (Random values of the boundary's shape would not do: the
+// transducer's boundary carries its frames' mask, which the loss reads.)
+std::vector<torch::Tensor> layer_inputs(const std::vector<std::shared_ptr<StageModule>>& layers,
+                                        const Microbatch& example) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> inputs{example.inputs};
+  for (size_t i = 0; i + 1 < layers.size(); ++i) inputs.push_back(layers[i]->forward(inputs.back()));
+  return inputs;
+}
+
 // Forward builds the autograd graph as in training. `layer` is the one-layer stage
-// [index, index + 1) of `model`; the last layer's time includes the loss.
-LayerTiming time_layer(StageModule& layer, const Model& model, int64_t index, int64_t batch,
-                       int repeats, const c10::Device& device, bool measure_weight_pass) {
-  auto generator = at::detail::createCPUGenerator(uint64_t(index));
-  const Microbatch example = on_device(model.example(batch, generator), device);
+// [index, index + 1) of `model`, `given` its input for `example`; the last layer's time
+// includes the loss.
+LayerTiming time_layer(StageModule& layer, const Model& model, int64_t index, const Microbatch& example,
+                       const torch::Tensor& given, int repeats, const c10::Device& device,
+                       bool measure_weight_pass) {
   const bool is_last = index == model.layer_count() - 1;
   const auto make_input = [&] {
-    if (index == 0) return example.inputs;
-    const TensorSpec spec = model.boundary_spec(index, batch);
-    return torch::randn(spec.shape, torch::dtype(spec.dtype).device(device)).requires_grad_(true);
+    if (index == 0) return example.inputs;  // the data: no gradient asked of it
+    return given.detach().clone().requires_grad_(true);
   };
   const auto output_of = [&](const torch::Tensor& input) {
     auto out = layer.forward(input);
@@ -184,10 +194,18 @@ RoundSamples time_rounds(std::vector<std::shared_ptr<StageModule>>& layers, Stag
                          c10::Device device, const std::function<void(const std::string&)>& progress) {
   RoundSamples samples{std::vector<std::vector<LayerSamples>>(layers.size(), std::vector<LayerSamples>(sizes.size())),
                        std::vector<std::vector<double>>(sizes.size())};
+  std::vector<Microbatch> examples;           // [size]
+  std::vector<std::vector<torch::Tensor>> inputs;  // [size][layer]
+  for (const int64_t size : sizes) {
+    auto generator = at::detail::createCPUGenerator(uint64_t(size));
+    examples.push_back(on_device(definition.example(size, generator), device));
+    inputs.push_back(layer_inputs(layers, examples.back()));
+  }
   for (int round = 0; round < repeats; ++round) {
     for (size_t i = 0; i < layers.size(); ++i) {
       for (size_t k = 0; k < sizes.size(); ++k) {
-        const LayerTiming t = time_layer(*layers[i], definition, int64_t(i), sizes[k], 1, device, round == 0);
+        const LayerTiming t = time_layer(*layers[i], definition, int64_t(i), examples[k], inputs[k][i], 1, device,
+                                         round == 0);
         auto& entry = samples.layers[i][k];
         entry.forward.push_back(t.forward_s);
         entry.backward.push_back(t.backward_s);
@@ -231,6 +249,7 @@ plan::LayerProfile layer_profile(StageModule& layer, const Model& definition, in
     const LayerWork work = definition.layer_work(i, sizes[k]);
     m.output_bytes = is_head ? 0 : value_bytes * work.output_values;
     m.activation_bytes = value_bytes * (work.stashed_values > 0 ? work.stashed_values : work.output_values);
+    m.workspace_bytes = value_bytes * work.workspace_values;
     measured.by_microbatch.push_back(m);
     if (progress) {
       progress(fmt::format("{} b={}: forward {:.2f} ms, backward {:.2f} ms (split: B {:.2f} ms, "
@@ -260,8 +279,9 @@ std::vector<int64_t> sizes_to_time(const Config& config, const Model& model, con
 void describe_model(const Config& config, const Model& model, plan::ModelProfile& profile) {
   const ModelConfig& m = config.model;
   const std::string name = m.preset.empty() ? m.kind : m.preset;
+  profile.model_kind = m.kind;
   profile.shape = m.kind == "gpt" ? plan::GptShape{name, m.layers, m.d_model, m.heads, m.seq_len, m.vocab_size}
-                                  : plan::GptShape{name};
+                                  : plan::GptShape{name, 0, 0, 0, 0, 0};
   profile.microbatch_dependence = model.microbatch_dependence();
   if (!profile.microbatch_dependence.empty()) profile.fixed_microbatch = runtime::microbatch_rows_of(config);
 }

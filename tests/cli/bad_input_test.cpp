@@ -235,7 +235,7 @@ TEST(BadInput, ModelAndDataThatDoNotFitAreNamedTogether) {
 }
 
 TEST(BadInput, FashionMnistFolderMissingNamesThePackage) {
-  const std::string folder = (fs::temp_directory_path() / "pipetrain_no_fashion").string();
+  const std::string folder = pipetrain::testing::fresh_dir("no_fashion").string();
   fs::create_directories(folder);  // there, but without the IDX files
   expect_one_line_error(kTiny + " --stages 1 --model.kind cnn --data.format fashion-mnist --data.path " + folder,
                         folder + "/train-images-idx3-ubyte");

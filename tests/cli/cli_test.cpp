@@ -28,11 +28,8 @@ using Result = pipetrain::testing::ProcessResult;
 
 Result run(const std::string& args) { return pipetrain::testing::run_pipetrain(args, "", 300); }
 
-fs::path temp_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / ("pipetrain_cli_" + name);
-  fs::remove_all(dir);
-  return dir;
-}
+// This process's own (absent) folder: test binaries of two checkouts never share one.
+fs::path temp_dir(const std::string& name) { return pipetrain::testing::fresh_dir("cli_" + name); }
 
 void expect_one_line_error(const std::string& args, const std::string& fragment) {
   pipetrain::testing::expect_one_line_error(args, fragment, 300);
@@ -136,8 +133,17 @@ TEST(Cli, MeasuredPartitionIsTimedOnceAndKeptAsCounts) {
                             "--pipeline.partition measured --eval.every 0 --eval.batches 1 "
                             "--sample.tokens 0 --quiet --run-dir " + dir.string());
   ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto timings = [](const std::string& output) {
+    size_t count = 0;
+    for (auto at = output.find("timing the model's layers"); at != std::string::npos;
+         at = output.find("timing the model's layers", at + 1)) {
+      ++count;
+    }
+    return count;
+  };
   EXPECT_NE(result.output.find("timing the model's layers at 2 rows a microbatch"), std::string::npos)
       << result.output;
+  EXPECT_EQ(timings(result.output), 1u) << result.output;  // by the launcher, not by each worker
   const auto chosen = result.output.find("-> partition ");
   ASSERT_NE(chosen, std::string::npos) << result.output;
   const std::string counts = result.output.substr(chosen + 13, result.output.find('\n', chosen) - chosen - 13);
@@ -149,6 +155,11 @@ TEST(Cli, MeasuredPartitionIsTimedOnceAndKeptAsCounts) {
   EXPECT_NE(result.output.find(stage0), std::string::npos) << stage0 << "\n" << result.output;
   const Result shown = run("config " + (dir / "config.toml").string());
   EXPECT_NE(shown.output.find("partition = \"" + counts + "\""), std::string::npos) << shown.output;
+  // A resume takes the kept counts: no timing, the same cut.
+  const Result resumed = run("train --resume " + dir.string() + " --train.steps 3 --quiet");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(timings(resumed.output), 0u) << resumed.output;
+  EXPECT_NE(resumed.output.find(stage0), std::string::npos) << stage0 << "\n" << resumed.output;
   fs::remove_all(dir);
 }
 
@@ -558,6 +569,11 @@ TEST(Cli, APlanRunAtAnotherDepthCutsItsOwnPartition) {
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
   const std::string config = pipetrain::read_file((dir / "run" / "config.toml").string());
   EXPECT_NE(config.find("\nstages = " + std::to_string(other) + "\n"), std::string::npos) << config;
+  // Not the plan's run: its predictions are not set beside this run's measurements.
+  EXPECT_NE(trained.output.find("not compared, the run changed what it planned: pipeline.stages " +
+                                std::to_string(other) + " (the plan's " + std::to_string(planned) + ")"),
+            std::string::npos) << trained.output;
+  EXPECT_EQ(trained.output.find("step time"), std::string::npos) << trained.output;
   fs::remove_all(dir);
 }
 

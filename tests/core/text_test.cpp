@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/text.h"
+#include "../file_test_helpers.h"
 
 namespace pipetrain {
 namespace {
@@ -55,8 +56,7 @@ TEST(Text, ClosestMatchOnlyForTypos) {
 }
 
 TEST(Files, AtomicWriteReplacesWholeFile) {
-  const auto dir = std::filesystem::temp_directory_path() / "pipetrain_files_test";
-  std::filesystem::create_directories(dir);
+  const auto dir = test::fresh_folder("pipetrain_files_test");
   const std::string path = (dir / "a.txt").string();
   write_file_atomically(path, "first version, long");
   write_file_atomically(path, "second");
@@ -68,12 +68,15 @@ TEST(Files, AtomicWriteReplacesWholeFile) {
 }
 
 TEST(Files, RunFolderIsNeverReusedSilently) {
-  const auto dir = std::filesystem::temp_directory_path() / "pipetrain_run_dir_test";
-  std::filesystem::remove_all(dir);
+  const auto dir = test::fresh_folder("pipetrain_run_dir_test");
   prepare_run_dir(dir.string(), false);
   write_file_atomically((dir / "metrics.jsonl").string(), "{}\n");
   EXPECT_THROW(prepare_run_dir(dir.string(), false), UserError);
-  EXPECT_NO_THROW(prepare_run_dir(dir.string(), true));
+  // --overwrite lets the run in; the earlier run's files go later (io/run_folder), not here,
+  // and the write probe leaves nothing behind.
+  prepare_run_dir(dir.string(), true);
+  EXPECT_TRUE(std::filesystem::exists(dir / "metrics.jsonl"));
+  EXPECT_FALSE(std::filesystem::exists(dir / ".write-test"));
   std::filesystem::remove_all(dir);
 }
 

@@ -9,16 +9,20 @@
 #include "core/error.h"
 #include "data/fashion_mnist.h"
 #include "data/idx_file.h"
+#include "../file_test_helpers.h"
 
 namespace pipetrain {
 namespace {
 
 namespace fs = std::filesystem;
 
+// This process's own folder, emptied at its first use and removed at exit.
 fs::path scratch(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / "pipetrain_idx_test";
-  fs::create_directories(dir);
-  return dir / name;
+  static const struct Folder {
+    fs::path path = test::fresh_folder("pipetrain_idx_test");
+    ~Folder() { fs::remove_all(path); }
+  } folder;
+  return folder.path / name;
 }
 
 std::vector<uint8_t> bytes_of(const fs::path& path) {

@@ -58,7 +58,7 @@ TEST(Execution, WorkersTakeGpusRoundRobinByLocalRank) {
 }
 
 // Captured graphs need a GPU's stream, for one process or pipeline workers (what their schedule
-// must allow is the runtime's: RunSpec.CheckErrorsAreOneLine); emulated ones run anywhere.
+// must allow is the runtime's: RunSpec.EveryCrossFieldRefusalIsOneLine); emulated ones run anywhere.
 TEST(Execution, CapturedGraphsNeedAGpuEmulatedOnesRunAnywhere) {
   const Execution one_gpu = with_cuda_graphs(decide_execution("cuda", "bfloat16", 1, Hardware{1}), 1);
   EXPECT_EQ(one_gpu.graphs, Graphs::Captured);

@@ -7,6 +7,7 @@
 #include "io/metrics.h"
 #include "io/plot.h"
 #include "io/safetensors.h"
+#include "../file_test_helpers.h"
 
 namespace pipetrain {
 namespace {
@@ -48,8 +49,8 @@ TEST(Safetensors, DamagedFilesAreUserErrors) {
 }
 
 TEST(Metrics, OneJsonObjectPerLine) {
-  const auto path = (std::filesystem::temp_directory_path() / "pipetrain_metrics.jsonl").string();
-  std::filesystem::remove(path);
+  const auto dir = test::fresh_folder("pipetrain_metrics");
+  const auto path = (dir / "metrics.jsonl").string();
   {
     MetricsWriter stale(path, false);
     stale.write({{"step", 9}});
@@ -67,7 +68,7 @@ TEST(Metrics, OneJsonObjectPerLine) {
   EXPECT_EQ(records[0]["step"], 1);
   EXPECT_EQ(records[1]["step"], 2);
   EXPECT_DOUBLE_EQ(records[1]["val_loss"].get<double>(), 2.1);
-  std::filesystem::remove(path);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Plot, SvgHasOnePolylinePerSeriesAndEscapesText) {

@@ -97,8 +97,11 @@ TEST(TransducerArguments, InPlaceKernelRefusesLogitsThatRequireGrad) {
   EXPECT_EQ(user_error([&] { transducer_loss_and_grad_(logits, torch::tensor({1, 2}), 0); }),
             "transducer loss: logits require grad, but the kernel overwrites them with their "
             "gradient in place; pass logits.detach() (or want_grad = false)");
-  // Reading them only is fine.
-  EXPECT_NO_THROW(transducer_loss_and_grad_(logits, torch::tensor({1, 2}), 0, false));
+  // Reading them only is fine: the loss of a detached copy, the logits untouched.
+  const at::Tensor before = logits.detach().clone();
+  const double loss = transducer_loss_and_grad_(logits, torch::tensor({1, 2}), 0, false);
+  EXPECT_EQ(loss, transducer_loss_and_grad_(logits.detach().clone(), torch::tensor({1, 2}), 0));
+  EXPECT_TRUE(torch::equal(logits.detach(), before));
 }
 
 TEST(TransducerArguments, BlankOutsideVocabularyIsOneMessageEverywhere) {

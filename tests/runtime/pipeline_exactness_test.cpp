@@ -437,7 +437,9 @@ INSTANTIATE_TEST_SUITE_P(
 // The RNN-T with ragged utterances, frame counts crossing every boundary: GPipe and 1F1B on 2
 // and 3 stages (the last holding the predictor, joint and sample-wise loss), interleaved,
 // recomputation and data parallelism; Muon on the matrices the transducer's roles name (its
-// LSTM's and the joint's included).
+// LSTM's and the joint's included); zero-bubble's split backward, whose B takes the sample-wise
+// loss's enc and pred gradients and whose W its joint's (it ran the loss's backward twice, and
+// the second found the gradients released: "backward can run once").
 INSTANTIATE_TEST_SUITE_P(
     Transducer, PipelineExactness,
     ::testing::Values(transducer_case(Case{"gpipe", 2, 2, "balanced"}),
@@ -447,7 +449,9 @@ INSTANTIATE_TEST_SUITE_P(
                       transducer_case(Case{"interleaved", 2, 4, "balanced", 1, 2}),
                       transducer_case(Case{"1f1b", 2, 3, "balanced", 1, 1, "all"}),
                       transducer_case(Case{"1f1b", 2, 2, "balanced", 2}),
-                      transducer_case(Case{"gpipe", 2, 2, "balanced", 1, 1, "none", 0, "muon"})),
+                      transducer_case(Case{"gpipe", 2, 2, "balanced", 1, 1, "none", 0, "muon"}),
+                      transducer_case(Case{"zb-h1", 2, 3, "2,3"}),
+                      transducer_case(Case{"zb-v", 2, 4, "balanced", 1, 2})),
     case_name);
 
 }  // namespace

@@ -3,8 +3,12 @@
 // model gives after the same steps (float64, tiny generated feature file).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/files.h"
 #include "io/metrics.h"
@@ -76,6 +80,36 @@ TEST(TransducerRun, ValidationCerAndDecodedExamplesMatchTheSingleProcessModel) {
   const std::string examples = reference.model().describe_examples(batches->val_batch(0, 5), 5);
   ASSERT_NE(examples.find("reference: "), std::string::npos);
   EXPECT_EQ(read_file((dir / "sample.txt").string()), examples + "\n");
+}
+
+// The transducer's layers are timed on what the layers before them make of an example (random
+// values of its boundary's shape broke its frames' mask: "logit length 0 of sample 0"), its
+// head split into B and W as zero-bubble runs it; its plan names its kind.
+TEST(TransducerRun, ProfileTimesTheTransducerAndPlansIt) {
+  const std::filesystem::path dir = testing::fresh_dir("profile_transducer");
+  std::filesystem::create_directories(dir);
+  const std::string speech = "--model.kind transducer --model.layers 1 --model.d_model 8 --model.heads 2 "
+                             "--model.seq_len 40 --model.max_labels 6 --data.format speech --data.path " +
+                             testing::tiny_speech_file();
+  const auto profiled = testing::run_pipetrain("profile " + speech + " --microbatch-sizes 1,2 --repeats 1 --out " +
+                                               (dir / "profile.json").string());
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
+  const auto profile = nlohmann::json::parse(std::ifstream(dir / "profile.json"));
+  EXPECT_EQ(profile["model_kind"], "transducer");
+  for (const auto& layer : profile["layers"]) {
+    for (const auto& timing : layer["by_microbatch"]) {
+      EXPECT_GT(timing["forward_s"].get<double>(), 0) << layer.dump();
+      EXPECT_GT(timing["weight_s"].get<double>(), 0) << layer.dump();
+    }
+  }
+  const auto planned = testing::run_pipetrain("plan --profile " + (dir / "profile.json").string() +
+                                              " --global-batch 4 --out " + (dir / "plan.json").string());
+  ASSERT_EQ(planned.exit_code, 0) << planned.output;
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(dir / "plan.json"))["model_kind"], "transducer");
+  // The plan is for a transducer: a GPT run refuses it before training.
+  testing::expect_one_line_error("train --plan " + (dir / "plan.json").string() + " --train.steps 1",
+                                 "is a plan for a transducer model, but this run's model.kind is gpt");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
