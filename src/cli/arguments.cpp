@@ -108,4 +108,27 @@ int64_t positive_option(const ConfigArguments& arguments, const std::string& nam
   return *value;
 }
 
+std::vector<std::string> expand_pipeline_shorthands(const std::vector<std::string>& args) {
+  static const std::vector<std::pair<std::string, std::string>> shorthands = {
+      {"--stages", "--pipeline.stages"},       {"--schedule", "--pipeline.schedule"},
+      {"--microbatches", "--train.microbatches"}, {"--dp-width", "--pipeline.dp_width"},
+      {"--partition", "--pipeline.partition"}, {"--chunks", "--pipeline.chunks"},
+      {"--nnodes", "--pipeline.nnodes"},       {"--node-rank", "--pipeline.node_rank"},
+      {"--master-addr", "--pipeline.master_addr"}, {"--master-port", "--pipeline.master_port"}};
+  std::vector<std::string> out;
+  for (const auto& arg : args) {
+    if (arg == "--zero1") {  // a flag: takes no value
+      out.insert(out.end(), {"--pipeline.zero1", "1"});
+      continue;
+    }
+    std::string expanded = arg;
+    for (const auto& [shorthand, key] : shorthands) {
+      if (arg == shorthand) expanded = key;
+      if (arg.rfind(shorthand + "=", 0) == 0) expanded = key + arg.substr(shorthand.size());
+    }
+    out.push_back(expanded);
+  }
+  return out;
+}
+
 }  // namespace pipetrain::cli

@@ -16,6 +16,10 @@ struct ConfigArguments {
   std::vector<std::string> flags;                        // known command flags without values
 };
 
+// train's pipeline shorthands as config fields: `--stages 2` -> `--pipeline.stages 2`, `--zero1`
+// -> `--pipeline.zero1 1`, and so on (train's --help lists them).
+std::vector<std::string> expand_pipeline_shorthands(const std::vector<std::string>& args);
+
 // `value_options` / `flag_options`: the command's own flags (e.g. "--run-dir", "--overwrite").
 ConfigArguments parse_config_arguments(const std::vector<std::string>& args,
                                        const std::vector<std::string>& value_options,

@@ -12,13 +12,14 @@ void add_config_command(CLI::App& app) {
       "config", "Print the resolved config as TOML ([CONFIG.toml] [--section.field VALUE ...]), "
                 "or the config reference (--reference)");
   cmd->footer(
-      "  CONFIG.toml, --section.field VALUE   the config to resolve, as for train\n"
+      "  CONFIG.toml, --section.field VALUE   the config to resolve, as for train (its shorthands\n"
+      "                                       --stages, --schedule, --microbatches, ... too)\n"
       "  --reference                          print every field's type, default and meaning\n"
       "                                       (docs/config.md is this output)\n"
       "The config is checked as train checks it, but for this machine's GPUs and memory.");
   cmd->prefix_command();
   cmd->callback([cmd] {
-    const auto arguments = parse_config_arguments(cmd->remaining(), {}, {"--reference"});
+    const auto arguments = parse_config_arguments(expand_pipeline_shorthands(cmd->remaining()), {}, {"--reference"});
     const Config config = resolve_config(arguments);  // a bad value is an error with --reference too
     if (has_flag(arguments, "--reference")) return void(fmt::print("{}", config_reference_markdown()));
     // train's cross-field checks (model, data format, partition, schedule), except what depends

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fmt/format.h>
 
 #include "cli/commands.h"
@@ -32,6 +33,28 @@ std::string resolve_text_file(const std::string& path) {
   const std::string found = resolve_existing_path(path, PIPETRAIN_SOURCE_DIR);
   regular_file_size(found, "text");  // a folder or a device is one error line
   return found;
+}
+
+// SentencePiece trains in one call that cannot be asked to stop: SIGINT and SIGTERM end the
+// process at once (even when started with them ignored, as `cmd &` in a script does), after one
+// line saying so. The model is written atomically after training, so nothing is left behind.
+void end_tokenizer_training(int signal) {
+  static const char interrupted[] = "pipetrain: tokenizer training stopped by SIGINT; nothing written\n";
+  static const char terminated[] = "pipetrain: tokenizer training stopped by SIGTERM; nothing written\n";
+  const bool is_int = signal == SIGINT;
+  [[maybe_unused]] const auto written =
+      ::write(STDERR_FILENO, is_int ? interrupted : terminated, is_int ? sizeof interrupted - 1 : sizeof terminated - 1);
+  ::_exit(128 + signal);
+}
+
+// Replacing a tokenizer model is retraining it; anything else at --out is someone's file.
+void refuse_replacing_other_files(const std::string& out) {
+  if (!std::filesystem::exists(out)) return;
+  try {
+    const Tokenizer existing(out);
+  } catch (const UserError&) {
+    fail("--out {} exists and is not a SentencePiece model: not replacing it (choose another path)", out);
+  }
 }
 
 void require_option(const std::string& value, const std::string& what) {
@@ -96,12 +119,10 @@ void add_tokenizer_train(CLI::App& parent) {
     }
     options->text_path = resolve_text_file(*text);
     refuse_writing_over_input(options->model_path, options->text_path, "--out");
+    refuse_replacing_other_files(options->model_path);
     refuse_invalid_utf8_text(options->text_path);
-    // SentencePiece trains in one call that cannot be asked to stop: SIGINT and SIGTERM end the
-    // process (even when started with them ignored, as `cmd &` in a script does). The model is
-    // written atomically after training, so nothing is left behind.
-    std::signal(SIGINT, SIG_DFL);
-    std::signal(SIGTERM, SIG_DFL);
+    std::signal(SIGINT, end_tokenizer_training);
+    std::signal(SIGTERM, end_tokenizer_training);
     const auto start = TokenizerClock::now();
     train_tokenizer(*options);
     const Tokenizer tokenizer(options->model_path);

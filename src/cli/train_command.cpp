@@ -117,7 +117,7 @@ std::vector<std::string> expand_plan(const std::vector<std::string>& args, Given
       out.push_back(args[i]);
       continue;
     }
-    *given = {path, parse_json_file(path)};
+    *given = {path, parse_json_file(path), {}};
     const bool depth_changed = (sets_field(args, i + 1, "--pipeline.stages") || sets_field(args, i + 1, "--pipeline.chunks")) &&
                                !sets_field(args, i + 1, "--pipeline.partition");
     for (const auto& [key, value] : plan::plan_config_overrides(given->plan, path)) {
@@ -125,30 +125,6 @@ std::vector<std::string> expand_plan(const std::vector<std::string>& args, Given
       out.push_back("--" + key);
       out.push_back(value);
     }
-  }
-  return out;
-}
-
-// `--stages 2` -> `--pipeline.stages 2`, and so on.
-std::vector<std::string> expand_shorthands(const std::vector<std::string>& args) {
-  static const std::vector<std::pair<std::string, std::string>> shorthands = {
-      {"--stages", "--pipeline.stages"},       {"--schedule", "--pipeline.schedule"},
-      {"--microbatches", "--train.microbatches"}, {"--dp-width", "--pipeline.dp_width"},
-      {"--partition", "--pipeline.partition"}, {"--chunks", "--pipeline.chunks"},
-      {"--nnodes", "--pipeline.nnodes"},       {"--node-rank", "--pipeline.node_rank"},
-      {"--master-addr", "--pipeline.master_addr"}, {"--master-port", "--pipeline.master_port"}};
-  std::vector<std::string> out;
-  for (const auto& arg : args) {
-    if (arg == "--zero1") {  // a flag: takes no value
-      out.insert(out.end(), {"--pipeline.zero1", "1"});
-      continue;
-    }
-    std::string expanded = arg;
-    for (const auto& [shorthand, key] : shorthands) {
-      if (arg == shorthand) expanded = key;
-      if (arg.rfind(shorthand + "=", 0) == 0) expanded = key + arg.substr(shorthand.size());
-    }
-    out.push_back(expanded);
   }
   return out;
 }
@@ -196,13 +172,16 @@ std::string launch_file_of(const ConfigArguments& arguments) {
 
 void run_train(const std::vector<std::string>& raw_args) {
   GivenPlan given;
-  const auto args = expand_plan(expand_shorthands(raw_args), &given);
+  const auto args = expand_plan(expand_pipeline_shorthands(raw_args), &given);
   auto arguments = parse_config_arguments(args, {"--run-dir", "--resume", runtime::kLaunchFileOption},
                                           {"--overwrite", "--quiet"});
   const std::string launch_file = launch_file_of(arguments);
   RunOptions options;
   const auto resume = arguments.options.find("--resume");
   options.resume = resume != arguments.options.end();
+  if (options.resume && has_flag(arguments, "--overwrite")) {
+    fail("--resume continues the run in {} and --overwrite would remove it: give one of them", resume->second);
+  }
   if (options.resume) use_resumed_config(arguments, resume->second);
   Config config = resolve_config(arguments);
   if (!given.path.empty()) {

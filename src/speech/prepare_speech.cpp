@@ -177,10 +177,36 @@ std::vector<PlannedUtterance> plan_speech_utterances(const SelectedLines& lines,
   return plan;
 }
 
+namespace {
+
+// Before minutes of synthesis: the output's folder (made if missing) takes the file.
+void prepare_output(const std::string& out_path) {
+  const auto parent = std::filesystem::path(out_path).parent_path();
+  std::error_code error;
+  if (!parent.empty()) std::filesystem::create_directories(parent, error);
+  if (error) fail("cannot create folder '{}': {}", parent.string(), error.message());
+  require_writable_output(out_path, "--out");
+}
+
+// A file without training or validation utterances trains nothing: one line saying why, instead
+// of a file that every run refuses.
+void require_train_and_validation(const SpeechCorpusInfo& info, const PrepareSpeechSummary& summary,
+                                  int64_t max_frames) {
+  for (const SpeechSplit split : {SpeechSplit::train, SpeechSplit::validation}) {
+    const size_t s = size_t(split);
+    if (info.utterances[s] > 0) continue;
+    fail("prepare-speech: no {} utterance fits --max-frames {} ({} longer ones dropped); raise "
+         "--max-frames", speech_split_name(split), max_frames, summary.dropped[s]);
+  }
+}
+
+}  // namespace
+
 PrepareSpeechSummary prepare_speech(
     const PrepareSpeechOptions& options,
     const std::function<void(const PrepareSpeechProgress&)>& on_progress) {
   check_prepare_options(options);
+  prepare_output(options.out_path);
   const std::string text = read_regular_file(options.text_path, "text file");
   const SelectedLines lines = select_speech_lines(text, options.lines);
   const std::vector<PlannedUtterance> plan = plan_speech_utterances(lines, options);
@@ -214,10 +240,7 @@ PrepareSpeechSummary prepare_speech(
     ++info.utterances[size_t(u.split)];
     kept.push_back(std::move(u));
   }
-  const auto parent = std::filesystem::path(options.out_path).parent_path();
-  std::error_code error;
-  if (!parent.empty()) std::filesystem::create_directories(parent, error);
-  if (error) fail("cannot create folder '{}': {}", parent.string(), error.message());
+  require_train_and_validation(info, summary, options.max_frames);
   write_speech_features(options.out_path, info, kept);
   summary.file_bytes = std::filesystem::file_size(options.out_path);
   return summary;

@@ -45,9 +45,20 @@ TEST(Cli, BadInputGetsOneClearLine) {
   expect_one_line_error("train --bogus", "unknown option '--bogus'");
   expect_one_line_error("train --train.steps", "--train.steps needs a value");
   expect_one_line_error("train --stages 2 --zero1", "needs pipeline.dp_width >= 2");
+  expect_one_line_error("train --resume runs/x --overwrite", "--resume continues the run in runs/x and --overwrite would remove it");
   // No GPU here (the CPU test machines): graphs replay steps on a GPU only.
   expect_one_line_error("train --pipeline.stages 1 --train.device cpu --train.cuda_graphs 1",
                         "replays steps on a GPU, but this run computes on the CPU");
+}
+
+// `config` resolves what `train` would run, train's pipeline shorthands included.
+TEST(Cli, ConfigTakesTrainsShorthands) {
+  const Result shown = run("config --stages 2 --schedule zb-h1 --microbatches 4 --dp-width 2 --zero1");
+  ASSERT_EQ(shown.exit_code, 0) << shown.output;
+  for (const std::string line : {"\nstages = 2\n", "\nschedule = \"zb-h1\"\n", "\nmicrobatches = 4\n",
+                                 "\ndp_width = 2\n", "\nzero1 = 1\n"}) {
+    EXPECT_NE(shown.output.find(line), std::string::npos) << line << shown.output;
+  }
 }
 
 TEST(Cli, MalformedAndMistypedConfigFiles) {

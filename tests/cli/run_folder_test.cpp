@@ -59,9 +59,15 @@ TEST(RunFolder, AResumeThatWouldTrainOnOtherDataIsRefusedAndChangesNothing) {
                                  "data.val_fraction = 0.2 (the run's: 0.1) would train on other data");
   testing::expect_one_line_error(resume + "--train.batch_size 8 --train.microbatches 2",
                                  "train.batch_size = 8 (the run's: 4)");
+  // Nor another model: fields that change what it computes without changing its shapes too
+  // (they went through and config.toml claimed the whole run used them).
+  testing::expect_one_line_error(resume + "--model.activation gelu_tanh",
+                                 "resuming with model.activation = gelu_tanh (the run's: gelu) would "
+                                 "change what the run's model computes");
+  testing::expect_one_line_error(resume + "--model.norm_eps 0.5", "model.norm_eps = 0.5 (the run's: 1e-05)");
   EXPECT_EQ(read_file((dir / "config.toml").string()), config);
   // What does not change the data may change: the run goes on.
-  const auto longer = testing::run_pipetrain(resume + "--eval.every 2 --quiet");
+  const auto longer = testing::run_pipetrain(resume + "--eval.every 2 --model.activation gelu --quiet");  // = auto
   EXPECT_EQ(longer.exit_code, 0) << longer.output;
   fs::remove_all(dir);
 }

@@ -180,6 +180,12 @@ TEST(TokensCli, AnOutputThatIsTheInputIsRefusedAndTheTextSurvives) {
   expect_one_line_error("tokenize --tokenizer " + made.model + " " + text.string() + " --out " +
                             dir.string(), "is the input text");
   EXPECT_EQ(read_file(text.string()), before);
+  // Someone's other file at --out is not replaced (a tokenizer model there would be: retraining).
+  const fs::path notes = dir / "notes.txt";
+  std::ofstream(notes) << "precious\n";
+  expect_one_line_error("tokenizer train --vocab 500 " + text.string() + " --out " + notes.string(),
+                        "exists and is not a SentencePiece model: not replacing it");
+  EXPECT_EQ(read_file(notes.string()), "precious\n");
 }
 
 // Text that is not UTF-8 (here Latin-1's e-acute, a lone 0xE9, on line 3) is refused with its

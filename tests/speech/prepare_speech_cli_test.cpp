@@ -29,6 +29,22 @@ TEST(PrepareSpeechCli, BadOptionsAreOneLine) {
                         "'/nonexistent/lines.txt' not found");
   expect_one_line_error("prepare-speech --train-lines 100000",
                         "fewer than the 100400 asked for");
+  // The output is checked before the synthesis, not after it.
+  expect_one_line_error("prepare-speech --out /proc/pipetrain/f.bin", "cannot create folder '/proc/pipetrain'");
+}
+
+// Every utterance longer than --max-frames: no file whose every run would be refused, but one
+// line saying what to change (it wrote one with all four splits empty, exit 0).
+TEST(PrepareSpeechCli, AFileWithoutTrainingUtterancesIsNotWritten) {
+  const auto dir = fresh_dir("speech_too_short");
+  const ProcessResult result = run_pipetrain("prepare-speech --max-frames 10 --train-lines 10 --validation-lines 4 "
+                                             "--test-lines 4 --renditions 1 --out " + (dir / "f.bin").string());
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("pipetrain: error: prepare-speech: no train utterance fits --max-frames 10 (10 "
+                               "longer ones dropped); raise --max-frames"),
+            std::string::npos) << result.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "f.bin"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
