@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "core/error.h"
 #include "core/files.h"
@@ -64,7 +65,12 @@ Config resolve_config(const ConfigArguments& arguments) {
     set_field_from_string(config, key, value);
     if (key == "pipeline.schedule") schedule_origin = "--" + key;
   }
-  hf::apply_init_from(config);  // the shape its config.json describes, checked against the fields given
+  // The shape its config.json describes, checked against the fields given (the file's, the
+  // command line's: at their default values too).
+  std::set<std::string> given;
+  if (!arguments.config_path.empty()) given = config_file_fields(arguments.config_path);
+  for (const auto& override_field : arguments.overrides) given.insert(override_field.first);
+  hf::apply_init_from(config, given);
   validate(config);
   // The schedule's name is the catalogue's to check (core sits below it).
   const auto& entry = schedule::runtime_schedule(config.pipeline.schedule, schedule_origin);

@@ -115,6 +115,16 @@ Config load_config_file(const std::string& path) {
   return parse_config_toml(read_regular_file(path, "config file"), path);
 }
 
+std::set<std::string> config_file_fields(const std::string& path) {
+  std::set<std::string> keys;
+  for (const auto& [section, node] : parse_toml_or_fail(read_regular_file(path, "config file"), path)) {
+    if (const auto* table = node.as_table()) {
+      for (const auto& [name, value] : *table) keys.insert(std::string(section.str()) + "." + std::string(name.str()));
+    }
+  }
+  return keys;
+}
+
 void set_field_from_string(Config& config, const std::string& key, const std::string& value) {
   const FieldSpec* field = find_field(key);
   const std::string origin = "--" + key;

@@ -5,6 +5,7 @@
 // folder, and the generated config reference (docs/config.md).
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -147,6 +148,8 @@ void apply_model_preset(Config& config, const std::string& name, const std::stri
 // Parsing. All throw UserError with a message naming the field / file / line.
 Config parse_config_toml(const std::string& text, const std::string& origin);
 Config load_config_file(const std::string& path);
+// The fields a config file sets ("model.layers", ...), whatever their values.
+std::set<std::string> config_file_fields(const std::string& path);
 void set_field_from_string(Config& config, const std::string& key, const std::string& value);
 void validate(const Config& config);  // cross-field rules (heads | d_model, ...)
 // The decoders' MLP width for model.ffn_hidden = 0: 4 d_model (gpt); llama: 8/3 d_model rounded up

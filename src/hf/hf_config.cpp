@@ -159,7 +159,7 @@ Fields model_fields_of(const nlohmann::json& config, const std::string& origin) 
        "(GPT2LMHeadModel) and \"llama\" (LlamaForCausalLM)", origin, type, architectures);
 }
 
-void apply_init_from(Config& config) {
+void apply_init_from(Config& config, const std::set<std::string>& given_fields) {
   const std::string dir = config.model.init_from;
   if (dir.empty()) return;
   if (!std::filesystem::is_directory(dir)) {
@@ -174,14 +174,13 @@ void apply_init_from(Config& config) {
   } catch (const nlohmann::json::exception& error) {
     fail("{}: not valid JSON ({})", path, error.what());
   }
-  const Config defaults;
   for (const auto& [key, value] : model_fields_of(json, path)) {
     const FieldSpec& field = *find_field(key);
     Config wanted = config;
     set_field_from_string(wanted, key, value);
     const std::string given = field_value_string(config, field);
     const std::string described = field_value_string(wanted, field);
-    if (given != described && given != field_value_string(defaults, field)) {
+    if (given != described && given_fields.count(key) > 0) {
       fail("{} = {} is given beside model.init_from, whose {} says {}: leave it out or make "
            "them agree", key, given, path, described);
     }

@@ -2,6 +2,7 @@
 // Hugging Face config.json <-> pipetrain's model fields, for the two decoder families pipetrain
 // reads and writes: GPT-2 (GPT2LMHeadModel, model.kind "gpt") and Llama (LlamaForCausalLM,
 // model.kind "llama"). Torch-free: the shapes only; hf/hf_names.h maps the tensors.
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,10 +19,11 @@ namespace pipetrain::hf {
 std::vector<std::pair<std::string, std::string>> model_fields_of(const nlohmann::json& config,
                                                                  const std::string& origin);
 
-// model.init_from: reads DIR/config.json and sets the fields it describes. A field already
-// given (differing from its default) must agree, or it is a UserError naming both values.
+// model.init_from: reads DIR/config.json and sets the fields it describes. A field the user
+// gave (`given_fields`: the config file's and the command line's keys, "model.layers") must
+// agree, whatever its value (the default's too), or it is a UserError naming both values.
 // Nothing to do when model.init_from is empty.
-void apply_init_from(Config& config);
+void apply_init_from(Config& config, const std::set<std::string>& given_fields);
 
 // The config.json `from_pretrained` reads for the model `model` describes, its weights stored
 // in `dtype` ("float32", "bfloat16", ...).

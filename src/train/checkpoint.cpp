@@ -143,6 +143,32 @@ CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
 
 namespace {
 
+// What a model field means: "auto" and 0 stand for what the model makes of them.
+std::string meant_value(const Config& config, const std::string& key) {
+  const ModelConfig& m = config.model;
+  if (key == "model.activation") return m.activation == "gelu_tanh" ? "gelu_tanh" : "gelu";
+  if (key == "model.ffn_hidden") return std::to_string(m.ffn_hidden > 0 ? m.ffn_hidden : default_ffn_hidden(m));
+  if (key == "model.kv_heads") return std::to_string(m.kv_heads > 0 ? m.kv_heads : m.heads);
+  if (key == "model.positions") return std::to_string(m.positions > 0 ? m.positions : m.seq_len);
+  return field_value_string(config, *find_field(key));
+}
+
+}  // namespace
+
+std::vector<std::string> changed_model_fields(const Config& written, const Config& now, const std::string& whose) {
+  static const char* const keys[] = {"model.kv_heads",     "model.ffn_hidden", "model.positions",
+                                     "model.norm_eps",     "model.rope_theta", "model.rope_scaling",
+                                     "model.activation",   "model.torchscript", "model.max_labels"};
+  std::vector<std::string> changed;
+  for (const char* key : keys) {
+    const std::string before = meant_value(written, key), after = meant_value(now, key);
+    if (before != after) changed.push_back(fmt::format("{} = {} ({}: {})", key, after, whose, before));
+  }
+  return changed;
+}
+
+namespace {
+
 // The run's data file where it was, or moved away (its content is compared: refuse_other_data).
 bool same_file(const std::string& a, const std::string& b) {
   std::error_code error;
@@ -169,28 +195,8 @@ void refuse_changed_meaning(const Config& written, const Config& now, const std:
        join(changed, ", "));
 }
 
-// A resumed run continues its own model: fields that change what it computes (or the shapes of
-// its tensors, said here by name rather than by a tensor that does not fit) stay the run's.
-// (The loss's chunking and the transducer loss's method compute the same: they may change.)
-// What a model field means: "auto" and 0 stand for what the model makes of them.
-std::string meant_value(const Config& config, const std::string& key) {
-  const ModelConfig& m = config.model;
-  if (key == "model.activation") return m.activation == "gelu_tanh" ? "gelu_tanh" : "gelu";
-  if (key == "model.ffn_hidden") return std::to_string(m.ffn_hidden > 0 ? m.ffn_hidden : default_ffn_hidden(m));
-  if (key == "model.kv_heads") return std::to_string(m.kv_heads > 0 ? m.kv_heads : m.heads);
-  if (key == "model.positions") return std::to_string(m.positions > 0 ? m.positions : m.seq_len);
-  return field_value_string(config, *find_field(key));
-}
-
 void refuse_changed_model(const Config& written, const Config& now, const std::string& dir) {
-  static const char* const keys[] = {"model.kv_heads",     "model.ffn_hidden", "model.positions",
-                                     "model.norm_eps",     "model.rope_theta", "model.rope_scaling",
-                                     "model.activation",   "model.torchscript", "model.max_labels"};
-  std::vector<std::string> changed;
-  for (const char* key : keys) {
-    const std::string before = meant_value(written, key), after = meant_value(now, key);
-    if (before != after) changed.push_back(fmt::format("{} = {} (the run's: {})", key, after, before));
-  }
+  const std::vector<std::string> changed = changed_model_fields(written, now, "the run's");
   if (changed.empty()) return;
   fail("{}: resuming with {} would change what the run's model computes; a resumed run continues "
        "its own model (leave these out, or start a new run)", dir, join(changed, ", "));

@@ -6,7 +6,9 @@
 #include "core/files.h"
 #include "io/checkpoint_dir.h"
 #include "model/registry.h"
+#include "core/text.h"
 #include "model/state_io.h"
+#include "train/checkpoint.h"
 #include "train/evaluation.h"
 #include "train/trainer.h"
 
@@ -51,6 +53,16 @@ std::string newest_checkpoint(const std::string& run_dir) {
   return read_evaluated_info(periodic).step > read_evaluated_info(final_dir).step ? periodic : final_dir;
 }
 
+void require_checkpoint_of_model(const Config& config, const std::string& checkpoint_dir) {
+  const CheckpointInfo info = read_evaluated_info(checkpoint_dir);
+  const std::string origin = checkpoint_dir + "/checkpoint.json";
+  const Config written = parse_config_toml(info.config_toml, origin);
+  const std::vector<std::string> changed = changed_model_fields(written, config, "the checkpoint's");
+  if (changed.empty()) return;
+  fail("{}: its weights were trained as another model than this config describes: {} (leave the "
+       "overrides out, or give the run folder the checkpoint belongs to)", checkpoint_dir, join(changed, ", "));
+}
+
 std::vector<TensorEntry> checkpoint_weights(const std::string& checkpoint_dir) {
   return weights_of(checkpoint_dir, read_evaluated_info(checkpoint_dir));
 }
@@ -64,6 +76,7 @@ CheckpointEvaluation evaluate_checkpoint(const Config& config, const std::string
   CheckpointEvaluation result;
   result.checkpoint = checkpoint_dir;
   const CheckpointInfo info = read_evaluated_info(checkpoint_dir);
+  require_checkpoint_of_model(config, checkpoint_dir);
   result.step = info.step;
   const auto batches = make_batch_source(config, data_root);
   result.data = batches->describe();

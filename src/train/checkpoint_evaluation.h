@@ -21,6 +21,9 @@ std::string newest_checkpoint(const std::string& run_dir);
 // Every stage's newest weights of a checkpoint folder (single-process or pipeline), as
 // single-process parameter names; UserError when it is not a checkpoint folder.
 std::vector<TensorEntry> checkpoint_weights(const std::string& checkpoint_dir);
+// UserError when the checkpoint's own run configured its model otherwise than `config` does in
+// what the weights do not show (activation, norm epsilon, rotary base, ...: changed_model_fields).
+void require_checkpoint_of_model(const Config& config, const std::string& checkpoint_dir);
 int64_t checkpoint_step(const std::string& checkpoint_dir);
 
 struct CheckpointEvaluation {

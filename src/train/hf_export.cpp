@@ -1,6 +1,7 @@
 #include "train/hf_export.h"
 
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <utility>
 
@@ -38,29 +39,58 @@ std::string dtype_name(torch::ScalarType dtype) {
   throw std::logic_error("hf export: no transformers name for this dtype");
 }
 
-void prepare_out_dir(const std::string& dir) {
+// An export is written whole or not at all: into OUT.partial (marked as an export's), renamed
+// to OUT when complete. An interrupted export leaves OUT as it was and its OUT.partial, which
+// the next export into OUT clears.
+constexpr const char* kPartialMarker = ".pipetrain-export-in-progress";
+
+std::string partial_of(const std::string& dir) { return dir + ".partial"; }
+
+void require_out_dir(const std::string& dir) {
+  if (dir.empty()) fail("export: --out must name a folder");
   if (fs::exists(dir) && !fs::is_directory(dir)) fail("export: --out '{}' is a file, not a folder", dir);
   if (fs::is_directory(dir) && !fs::is_empty(dir)) {
     fail("export: --out '{}' already holds files; name a new or empty folder", dir);
   }
-  if (dir.empty()) fail("export: --out must name a folder");
+  const fs::path partial = partial_of(dir);
+  if (fs::exists(partial) && !fs::exists(partial / kPartialMarker)) {
+    fail("export: '{}' exists and is not an interrupted export's; move it away", partial.string());
+  }
+}
+
+fs::path start_partial_dir(const std::string& dir) {
+  const fs::path partial = partial_of(dir);
   std::error_code error;
-  fs::create_directories(dir, error);
-  if (error) fail("export: cannot make the folder --out '{}': {}", dir, error.message());
+  fs::remove_all(partial, error);  // an interrupted export's (require_out_dir checked the marker)
+  fs::create_directories(partial, error);
+  if (error) fail("export: cannot make the folder '{}': {}", partial.string(), error.message());
+  std::ofstream(partial / kPartialMarker) << "pipetrain export in progress\n";
+  return partial;
+}
+
+void finish_partial_dir(const fs::path& partial, const std::string& dir) {
+  std::error_code error;
+  fs::remove(partial / kPartialMarker, error);
+  if (fs::is_directory(dir)) fs::remove(dir, error);  // empty (require_out_dir)
+  fs::rename(partial, dir, error);
+  if (error) fail("export: cannot rename '{}' to '{}': {}", partial.string(), dir, error.message());
 }
 
 }  // namespace
 
 std::vector<std::string> export_hf(const Config& config, const HfExportOptions& options) {
+  require_out_dir(options.out_dir);  // before the checkpoint is read
+  require_checkpoint_of_model(config, options.checkpoint_dir);
   const torch::ScalarType dtype = export_dtype(options.dtype, config);
   const nlohmann::json hf_config = hf::config_json_of(config.model, dtype_name(dtype));
   auto whole = make_model(config)->make_whole();
   load_module_entries(*whole, checkpoint_weights(options.checkpoint_dir), options.checkpoint_dir);
   const auto tensors = hf_entries(*whole, config.model, dtype);
-  prepare_out_dir(options.out_dir);
+  const fs::path partial = start_partial_dir(options.out_dir);
   std::vector<std::string> files = {"config.json"};
-  write_file_atomically((fs::path(options.out_dir) / "config.json").string(), hf_config.dump(2) + "\n");
-  for (auto& file : hf::write_checkpoint(options.out_dir, tensors, options.shard_bytes)) files.push_back(file);
+  write_file_atomically((partial / "config.json").string(), hf_config.dump(2) + "\n");
+  for (auto& file : hf::write_checkpoint(partial.string(), tensors, options.shard_bytes)) files.push_back(file);
+  finish_partial_dir(partial, options.out_dir);
   return files;
 }
 

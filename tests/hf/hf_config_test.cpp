@@ -110,7 +110,7 @@ TEST(HfConfig, InitFromSetsTheShapeAndRefusesAClashingFieldGivenBesideIt) {
   std::ofstream(dir / "config.json") << llama_json().dump();
   Config config;
   config.model.init_from = dir.string();
-  apply_init_from(config);
+  apply_init_from(config, {});
   EXPECT_EQ(config.model.kind, "llama");
   EXPECT_EQ(config.model.layers, 32);
   EXPECT_EQ(config.model.heads, 32);
@@ -118,16 +118,16 @@ TEST(HfConfig, InitFromSetsTheShapeAndRefusesAClashingFieldGivenBesideIt) {
   Config clashing;
   clashing.model.init_from = dir.string();
   clashing.model.layers = 8;
-  const std::string message = test::user_error_of([&] { apply_init_from(clashing); });
+  const std::string message = test::user_error_of([&] { apply_init_from(clashing, {"model.layers"}); });
   EXPECT_NE(message.find("model.layers = 8 is given beside model.init_from"), std::string::npos) << message;
   EXPECT_NE(message.find("says 32"), std::string::npos) << message;
 
   std::ofstream(dir / "config.json") << "{not json";
-  EXPECT_NE(test::user_error_of([&] { apply_init_from(config); }).find("not valid JSON"), std::string::npos);
+  EXPECT_NE(test::user_error_of([&] { apply_init_from(config, {}); }).find("not valid JSON"), std::string::npos);
   std::filesystem::remove(dir / "config.json");
-  EXPECT_NE(test::user_error_of([&] { apply_init_from(config); }).find("holds no config.json"), std::string::npos);
+  EXPECT_NE(test::user_error_of([&] { apply_init_from(config, {}); }).find("holds no config.json"), std::string::npos);
   config.model.init_from = (dir / "missing").string();
-  EXPECT_NE(test::user_error_of([&] { apply_init_from(config); }).find("is not a folder"), std::string::npos);
+  EXPECT_NE(test::user_error_of([&] { apply_init_from(config, {}); }).find("is not a folder"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

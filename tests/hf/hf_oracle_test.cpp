@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -57,7 +58,7 @@ Config imported_config(const std::string& name) {
   config.model.dtype = "float64";
   config.model.seq_len = 16;
   config.data.format = "safetensors";
-  hf::apply_init_from(config);
+  hf::apply_init_from(config, {});
   validate(config);
   return config;
 }
@@ -153,6 +154,9 @@ TEST(HfBadInput, EachIsOneLineNamingTheProblem) {
   testing::expect_one_line_error(train + no_weights.string(), "holds neither model.safetensors");
   testing::expect_one_line_error(train + llama + " --model.layers 5",
                                  "model.layers = 5 is given beside model.init_from");
+  // At its default value too (it was taken for not given, and the import's 2 layers trained).
+  testing::expect_one_line_error(train + llama + " --model.layers 4",
+                                 "model.layers = 4 is given beside model.init_from");
   const auto wider = edited_copy("llama", "intermediate_size", 50);
   testing::expect_one_line_error(train + wider.string(), "down_proj.weight' of '" + wider.string() + "' is [32, 48] but the model needs [32, 50]");
   const auto deeper = edited_copy("llama", "num_hidden_layers", 4);
@@ -176,6 +180,26 @@ TEST(HfBadInput, ExportRefusesAnotherFormatAFolderWithFilesAndAModelWithoutAHfFo
   testing::expect_one_line_error(exporting + " --format hf --dtype int8 --out " + (run / "x").string(),
                                  "--dtype must be float32");
   testing::expect_one_line_error("export --run-dir /nonexistent --format hf --out /tmp/x", "does not exist");
+  // The run's checkpoint read as another model than it trained (it used to export a config.json
+  // with the overrides' activation and epsilon beside the run's weights).
+  testing::expect_one_line_error(exporting + " --format hf --model.activation gelu_tanh --out " + (run / "y").string(),
+                                 "its weights were trained as another model than this config describes: "
+                                 "model.activation = gelu_tanh (the checkpoint's: gelu)");
+  EXPECT_FALSE(fs::exists(run / "y"));
+  // Written whole or not at all: an interrupted export's OUT.partial (marked) is cleared by the
+  // next export, which then renames its own into place; a foreign OUT.partial is left alone.
+  const fs::path out = run / "hf";
+  fs::create_directories(out.string() + ".partial");
+  testing::expect_one_line_error(exporting + " --format hf --out " + out.string(),
+                                 "hf.partial' exists and is not an interrupted export's; move it away");
+  std::ofstream(out.string() + ".partial/.pipetrain-export-in-progress") << "";
+  std::ofstream(out.string() + ".partial/model-00001-of-00002.safetensors.tmp.1") << "half";
+  const auto exported = testing::run_pipetrain(exporting + " --format hf --out " + out.string());
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  EXPECT_FALSE(fs::exists(out.string() + ".partial"));
+  std::set<std::string> files;
+  for (const auto& entry : fs::directory_iterator(out)) files.insert(entry.path().filename().string());
+  EXPECT_EQ(files, (std::set<std::string>{"config.json", "model.safetensors"}));
   fs::remove_all(run);
 }
 
