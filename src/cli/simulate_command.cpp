@@ -141,13 +141,14 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--microbatches,-m", o->spec.microbatches, "Microbatches per iteration")
       ->capture_default_str();
   cmd->add_option("--chunks,-v", o->spec.chunks,
-                  "Model chunks per worker (" + names_taking(&schedule::Parameters::chunks) + ")")
-      ->capture_default_str();
+                  "Model chunks per worker (" + names_taking(&schedule::Parameters::chunks) +
+                      "; default: 2 for them, else 1)");
   cmd->add_option("--slices", o->spec.slices,
                   "Token slices per microbatch (" + names_taking(&schedule::Parameters::slices) + ")")
       ->capture_default_str();
   cmd->add_option("--iterations", o->iterations,
-                  "Iterations (default: 1; 4 for no-flush schedules to see the steady state)")
+                  "Iterations (default: 1; 4 where a schedule does not flush or overlaps the next "
+                  "iteration, to see the steady state)")
       ->check(at_least_one());
   cmd->add_option("--dp-width,-w", o->spec.dp_width, "Data-parallel replicas of each worker")
       ->capture_default_str();
@@ -187,6 +188,12 @@ void add_simulate_command(CLI::App& app) {
       if (!o->csv_in.empty() && cmd->get_option(shape)->count() > 0) {
         fail("simulate: {} shapes a generated schedule; --load simulates {} as it is", shape, o->csv_in);
       }
+    }
+    // A schedule that takes chunks is simulated at 2 unless told (at 1 interleaved is 1F1B).
+    const schedule::ScheduleEntry* entry = schedule::find_schedule(o->spec.name);
+    if (o->csv_in.empty() && cmd->get_option("--chunks")->count() == 0 && entry != nullptr &&
+        entry->parameters.chunks) {
+      o->spec.chunks = 2;
     }
     run(*o);
   });

@@ -267,7 +267,7 @@ std::string describe_memory(const std::string& who, const MemoryReport& r) {
   const std::string pools =
       r.graph_pools > 0 ? fmt::format(" (of which CUDA graphs' pools {:.1f})", to_mb(r.graph_pools))
                         : "";
-  return fmt::format("{}: peak {:.1f} MB = weights {:.1f} + grads {:.1f} + optimizer {:.1f} + "
+  return fmt::format("{}: peak {:.1f} MiB = weights {:.1f} + grads {:.1f} + optimizer {:.1f} + "
                      "activations and other {:.1f}{}",
                      who, to_mb(r.peak), to_mb(r.weights), to_mb(r.gradients), to_mb(r.optimizer),
                      to_mb(r.activations_peak()), pools);

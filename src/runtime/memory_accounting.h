@@ -109,7 +109,7 @@ std::vector<MemoryReport> finish_memory_table(Comm& comm, PostedMemoryTable& pos
 nlohmann::json memory_fields(const std::vector<MemoryReport>& by_rank);
 
 double to_mb(int64_t bytes);  // MiB
-// "stage 1 (rank 1): peak 12.3 MB = weights 1.0 + grads 1.0 + optimizer 2.0 + activations 8.3"
+// "stage 1 (rank 1): peak 12.3 MiB = weights 1.0 + grads 1.0 + optimizer 2.0 + activations 8.3"
 std::string describe_memory(const std::string& who, const MemoryReport& report);
 // One line per rank: "memory of stage 1 (rank 1): peak ...", naming replica and stages as needed.
 std::vector<std::string> describe_memory_by_rank(const Layout& layout,

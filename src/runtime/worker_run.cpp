@@ -243,7 +243,7 @@ void add_traced_peaks(std::vector<std::string>& memory_lines, const sim::Timelin
       return a.memory_peak_bytes < b.memory_peak_bytes;
     });
     if (highest == lane.end() || highest->memory_peak_bytes < 0) continue;
-    memory_lines[rank] += fmt::format("; traced peak {:.1f} MB in {} ({}, step {})", to_mb(highest->memory_peak_bytes),
+    memory_lines[rank] += fmt::format("; traced peak {:.1f} MiB in {} ({}, step {})", to_mb(highest->memory_peak_bytes),
                                       highest->name, highest->category, highest->step + 1);
   }
 }
@@ -387,7 +387,9 @@ TrainingSession::Finished PipelineWorkerSession::finish(double val_loss) {
     memory_lines.push_back(describe_budget(config.pipeline.memory_budget_mb, run_memory_by_rank));
   }
   for (const auto& line : memory_lines) finished.memory += line + "\n";
-  if (config.pipeline.memory_budget_mb > 0) {  // one worker cannot hold the whole model
+  // Under a memory budget a worker holds its stage, not necessarily the whole model, unless the
+  // pipeline is one stage deep (replicas of the whole model).
+  if (config.pipeline.memory_budget_mb > 0 && run_.layout.stages() > 1) {
     fmt::print("pipetrain: memory budget: the stage checkpoints are not assembled into "
                "model.safetensors and there is no sample\n");
   } else {

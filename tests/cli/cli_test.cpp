@@ -61,6 +61,22 @@ TEST(Cli, ConfigTakesTrainsShorthands) {
   }
 }
 
+// A memory budget keeps a worker to its stage, but a one-stage pipeline's workers hold the whole
+// model: its checkpoint is assembled into model.safetensors and it writes its sample (it said
+// "not assembled" for any budget).
+TEST(Cli, AOneStageRunUnderAMemoryBudgetAssemblesItsModel) {
+  const auto dir = temp_dir("budget_one_stage");
+  const Result trained = run("train --model.layers 1 --model.d_model 16 --model.heads 2 --model.seq_len 16 "
+                             "--train.batch_size 4 --train.microbatches 1 --train.steps 1 --stages 1 --dp-width 2 "
+                             "--pipeline.memory_budget_mb 4000 --eval.batches 1 --sample.tokens 8 --quiet --run-dir " +
+                             dir.string());
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_EQ(trained.output.find("not assembled"), std::string::npos) << trained.output;
+  EXPECT_TRUE(fs::exists(dir / "checkpoint" / "model.safetensors"));
+  EXPECT_TRUE(fs::exists(dir / "sample.txt"));
+  fs::remove_all(dir);
+}
+
 TEST(Cli, MalformedAndMistypedConfigFiles) {
   const auto dir = temp_dir("configs");
   fs::create_directories(dir);
@@ -344,6 +360,13 @@ TEST(Cli, SimulatePrintsTheGridAndWritesTraceAndSvg) {
   EXPECT_EQ(svg.str().rfind("<svg", 0), 0u);
   EXPECT_NE(svg.str().find("</svg>"), std::string::npos);
   expect_one_line_error("simulate --schedule 2bw --stages 4 --microbatches 2", "m >= d");
+  // A schedule that takes chunks is simulated at 2 unless told (interleaved at 1 is 1F1B; ZB-V
+  // and DualPipeV refused 1).
+  for (const std::string name : {"interleaved", "bfs", "zb-v", "dualpipev"}) {
+    const Result chunked = run("simulate --schedule " + name + " --stages 2 --microbatches 4");
+    ASSERT_EQ(chunked.exit_code, 0) << name << chunked.output;
+    EXPECT_NE(chunked.output.find("schedule " + name + ": 2 workers x 2 chunk(s)"), std::string::npos) << chunked.output;
+  }
   fs::remove_all(dir);
 }
 
@@ -510,7 +533,7 @@ TEST(Cli, PipelineTimelineDrawsAFewStepsReadably) {
     }
     const std::string line = summary["memory"][w];
     char expected[64];
-    std::snprintf(expected, sizeof expected, "; traced peak %.1f MB in %d", highest, w);
+    std::snprintf(expected, sizeof expected, "; traced peak %.1f MiB in %d", highest, w);
     EXPECT_NE(line.find(expected), std::string::npos) << line;
   }
   fs::remove_all(dir);

@@ -127,9 +127,9 @@ TEST(MemoryFields, ArraysByRankInMegabytes) {
 TEST(MemoryFields, TheTableLineNamesTheGraphPoolsWhereThereAreSome) {
   MemoryReport r{0, 4 << 20, 1 << 20, 1 << 20, 1 << 20};
   EXPECT_EQ(describe_memory("w", r),
-            "w: peak 4.0 MB = weights 1.0 + grads 1.0 + optimizer 1.0 + activations and other 1.0");
+            "w: peak 4.0 MiB = weights 1.0 + grads 1.0 + optimizer 1.0 + activations and other 1.0");
   r.graph_pools = 1 << 19;  // (a part of the activations and other)
-  EXPECT_EQ(describe_memory("w", r), "w: peak 4.0 MB = weights 1.0 + grads 1.0 + optimizer 1.0 + "
+  EXPECT_EQ(describe_memory("w", r), "w: peak 4.0 MiB = weights 1.0 + grads 1.0 + optimizer 1.0 + "
                                      "activations and other 1.0 (of which CUDA graphs' pools 0.5)");
 }
 
