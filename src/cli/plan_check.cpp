@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "plan/plan_file.h"
 #include "profile/layer_profile.h"
 
@@ -62,8 +64,12 @@ void require_plan_for_model(const nlohmann::json& plan, const std::string& plan_
 
 std::vector<std::string> plan_fields_overridden(const nlohmann::json& plan, const std::string& plan_path,
                                                 const Config& config) {
+  // The plan's fields as `train --plan` applies them: in order, the last value of a key winning
+  // (its planned config's overrides come before what it decided).
+  std::map<std::string, std::string> planned_values;
+  for (const auto& [key, value] : plan::plan_config_overrides(plan, plan_path)) planned_values[key] = value;
   std::vector<std::string> changed;
-  for (const auto& [key, value] : plan::plan_config_overrides(plan, plan_path)) {
+  for (const auto& [key, value] : planned_values) {
     const FieldSpec* field = find_field(key);
     if (field == nullptr) continue;
     Config planned = config;
@@ -101,8 +107,9 @@ std::string plan_check(const nlohmann::json& plan, const std::string& plan_path,
     const std::string who = measured.peak_mib.size() > stages
                                 ? fmt::format("rank {} (replica {} worker {})", rank, rank / stages, rank % stages)
                                 : fmt::format("worker {}", rank);
-    out += fmt::format("  {}: tensors peaked at {:.1f} MiB, {:.1f} MiB predicted ({})\n", who,
-                       measured.peak_mib[rank], planned, percent(measured.peak_mib[rank], planned));
+    constexpr double kMiB = 1024.0 * 1024.0;
+    out += fmt::format("  {}: tensors peaked at {}, {} predicted ({})\n", who, format_bytes(kMiB * measured.peak_mib[rank]),
+                       format_bytes(kMiB * planned), percent(measured.peak_mib[rank], planned));
   }
   return out;
 }

@@ -123,6 +123,7 @@ struct PlanArguments {
   int max_workers = 8;
   int top = 10;
   std::string out, out_ranked, svg, trace;
+  std::vector<std::string> notes;  // said with the plans (not before a refusal: one line)
 };
 
 // --config RUN.toml [--section.field VALUE ...]: the run config's model, planned from its own
@@ -162,7 +163,12 @@ void plan_from_profile(const std::string& profile, int64_t global_batch, plan::P
   if (request.profile->fixed_microbatch > 0) {
     keep_microbatch(request.profile->fixed_microbatch, request.profile->microbatch_dependence, global_batch, request);
   }
-  if (request.profile->links.measured) {
+  // The profile's links are between this machine's processes: a plan for this machine takes
+  // them, a plan for another cluster its own file's (NVLink is not loopback Gloo).
+  if (request.profile->links.measured && request.cluster.name != "this-machine") {
+    fmt::print("plan: links from cluster {} (the profile's were measured between this machine's processes); "
+               "layer times from the profile ({})\n", request.cluster.name, request.profile->description);
+  } else if (request.profile->links.measured) {
     plan::use_measured_links(request.cluster, request.profile->links);
     const auto& links = request.profile->links;
     fmt::print("links from the profile: p2p {:.0f} us + {:.2f} GB/s, all-reduce {:.0f} us + {:.2f} GB/s\n",
@@ -200,6 +206,26 @@ void set_batch_and_schedules(const PlanArguments& args, plan::PlanRequest& reque
            join(planned_schedules(), ", "));
     }
   }
+}
+
+// A schedule whose updates train well with another optimizer than the run's (its catalogue
+// recipe: 2BW's delayed updates with Muon, where AdamW ends 41% higher) is not planned for the
+// run unless --schedules asks for it: a faster step of a worse training is no plan.
+void leave_out_schedules_for_other_optimizers(const Config& config, plan::PlanRequest& request,
+                                              std::vector<std::string>& notes) {
+  if (!request.schedules.empty()) return;  // --schedules: as asked
+  std::vector<std::string> kept, left_out;
+  for (const auto& name : planned_schedules()) {
+    const auto& recipe = schedule::schedule_entry(name).recommended;
+    const bool other = !recipe.optimizer.empty() && recipe.optimizer != config.train.optimizer;
+    (other ? left_out : kept).push_back(name);
+    if (other) {
+      notes.push_back(fmt::format("plan: {} left out: it trains well with train.optimizer {}, this run's is {} "
+                                  "({}); --schedules {} plans it", name, recipe.optimizer, config.train.optimizer,
+                                  recipe.evidence, name));
+    }
+  }
+  if (!left_out.empty()) request.schedules = kept;
 }
 
 plan::PlanRequest plan_request(const CLI::App& cmd, PlanArguments& args) {
@@ -240,6 +266,7 @@ plan::PlanRequest plan_request(const CLI::App& cmd, PlanArguments& args) {
   }
   if (!args.memory_per_worker.empty()) plan_under_memory_budget(args, request);
   set_batch_and_schedules(args, request);
+  if (run_config) leave_out_schedules_for_other_optimizers(*run_config, request, args.notes);
   return request;
 }
 
@@ -302,6 +329,7 @@ void run_plan(const CLI::App& cmd, PlanArguments& args) {
   const plan::PlanRequest request = plan_request(cmd, args);
   const plan::PlanResult result = plan::plan_training(request);
   if (result.ranked.empty()) fail_nothing_fits(request, result);
+  for (const auto& note : args.notes) fmt::print("{}\n", note);
   fmt::print("{}", plan::format_plan_report(request, result, args.top));
   const auto& best = result.ranked.front();
   fmt::print("\nbest: {} with d={} stages x w={} replicas, microbatch {} x {} microbatches, "

@@ -220,8 +220,8 @@ void report(const RunSummary& summary, const RunOptions& options, const GivenPla
   if (!summary.sample.empty()) fmt::print("\n--- sample ---\n{}\n--------------\n", summary.sample);
   std::string measures;
   for (const auto& [name, value] : summary.final_val_measures) measures += fmt::format(", {} {:.4f}", name, value);
-  fmt::print("done: {} steps in {:.0f} s, {:.0f} tokens/s, final loss {:.4f}, validation loss {:.4f}{}\n",
-             summary.steps, summary.seconds, summary.tokens_per_s, summary.final_loss,
+  fmt::print("done: {} steps in {:.0f} s, {:.0f} {}/s, final loss {:.4f}, validation loss {:.4f}{}\n",
+             summary.steps, summary.seconds, summary.tokens_per_s, summary.throughput_unit, summary.final_loss,
              summary.final_val_loss, measures);
   fmt::print("{}", summary.memory);  // per worker, pipeline runs only
   if (!given.path.empty()) {  // the plan beside what it planned, and how it held

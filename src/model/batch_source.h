@@ -20,6 +20,8 @@ class BatchSource {
   virtual std::string describe() const = 0;
   // What a row counts for throughput (tokens/s): its tokens for text, 1 for an image.
   virtual int64_t tokens_per_row() const = 0;
+  // What those counts are, for throughput lines ("tokens", "images", "utterances").
+  virtual std::string throughput_unit() const { return "rows"; }
 };
 
 // The rows of training batch `step` (of `rows` rows) over a split of `count` rows visited epoch

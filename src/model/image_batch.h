@@ -24,6 +24,7 @@ class ImageBatchSource : public BatchSource {
   Microbatch val_batch(int64_t index, int64_t rows) const override;
   std::string describe() const override;
   int64_t tokens_per_row() const override { return 1; }
+  std::string throughput_unit() const override { return "images"; }
 
  private:
   Microbatch gather(const LabelledImages& split, const torch::Tensor& indices) const;

@@ -39,6 +39,7 @@ class SpeechBatchSource : public BatchSource {
   Microbatch val_batch(int64_t index, int64_t rows) const override;
   std::string describe() const override;
   int64_t tokens_per_row() const override { return 1; }  // utterances/s
+  std::string throughput_unit() const override { return "utterances"; }
 
  private:
   Microbatch gather(speech::SpeechSplit split, const std::vector<int64_t>& indices) const;

@@ -31,6 +31,7 @@ class TokenBatchSource : public BatchSource {
   }
   std::string describe() const override;
   int64_t tokens_per_row() const override { return data_.seq_len(); }
+  std::string throughput_unit() const override { return "tokens"; }
 
  private:
   std::unique_ptr<const Dataset> owned_;

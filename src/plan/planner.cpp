@@ -544,13 +544,16 @@ double least_memory_needed(const PlanResult& result) {
 
 std::string format_plan_report(const PlanRequest& request, const PlanResult& result, int top) {
   const double parameters = planned_parameters(request);
-  const std::string parameter_text = parameters >= 1e9 ? fmt::format("{:.2f}B", parameters / 1e9)
-                                                       : fmt::format("{:.2f}M", parameters / 1e6);
+  const std::string parameter_text = parameters < 1e4   ? fmt::format("{:.0f}", parameters)
+                                     : parameters >= 1e9 ? fmt::format("{:.2f}B", parameters / 1e9)
+                                                         : fmt::format("{:.2f}M", parameters / 1e6);
   const std::string devices =
       request.worker_counts.empty()
           ? fmt::format("{} devices", request.cluster.devices())
-          : fmt::format("{}-{} workers on {} cores", request.worker_counts.front(),
-                        request.worker_counts.back(), request.cluster.cores_per_node);
+          : request.cluster.cores_per_node > 0
+              ? fmt::format("{}-{} workers on {} cores", request.worker_counts.front(),
+                            request.worker_counts.back(), request.cluster.cores_per_node)
+              : fmt::format("{}-{} workers on one node", request.worker_counts.front(), request.worker_counts.back());
   // (An infeasible candidate without a peak broke a schedule's rule before memory was counted.)
   const auto ruled_out = std::count_if(result.infeasible.begin(), result.infeasible.end(),
                                        [](const PlanCandidate& c) { return c.peak_memory_bytes <= 0; });

@@ -323,7 +323,11 @@ plan::ModelProfile profile_model_layers(const Config& config, const ProfileOptio
     profile.description += fmt::format("{} b={} layer times x{:.3f} (whole-model calibration)",
                                        k == 0 ? ";" : ",", sizes[k], scales[k]);
     if (progress) {
-      progress(fmt::format("whole model b={}: layer times scaled by {:.3f} to match it", sizes[k], scales[k]));
+      const bool far = scales[k] < 0.67 || scales[k] > 1.5;  // the layers alone ran unlike the chain
+      progress(fmt::format("whole model b={}: layer times scaled by {:.3f} to match it{}", sizes[k], scales[k],
+                           far ? " (far from 1: a busy machine or launch-bound layers; a quieter machine or "
+                                 "more --repeats agrees better)"
+                               : ""));
     }
   }
   return profile;

@@ -313,6 +313,7 @@ RunSummary read_summary(const Config& config, const std::string& run_dir) {
       }
     }
     summary.tokens_per_s = json.value("tokens_per_s", 0.0);
+    summary.throughput_unit = json.value("throughput_unit", std::string("tokens"));
     summary.seconds = json.value("seconds", 0.0);
     for (const auto& line : json.value("memory", nlohmann::json::array())) {
       summary.memory += line.get<std::string>() + "\n";

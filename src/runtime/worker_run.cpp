@@ -498,7 +498,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
   StageExecutor executor(config, spec, batches.get(), comm, device, layout, groups, *spec.lists);
   MemoryReport run_memory;  // field-wise maximum over the steps
   if (reports) {
-    fmt::print(stderr, "pipetrain: pipeline of {} stages ({}) on {} worker(s) x {} replica(s), "
+    fmt::print(stderr, "pipetrain: pipeline of {} stage(s) ({}) on {} worker(s) x {} replica(s), "
                "schedule {}, {} microbatches, {} thread(s) per worker{}; {}; {}; run folder {}\n",
                stages, describe_partition(ranges), layout.workers, layout.replicas,
                config.pipeline.schedule, config.train.microbatches, threads,
@@ -533,6 +533,7 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
   settings.progress = progress_wanted;
   settings.launched = launched;
   settings.tokens_per_step = double(config.train.batch_size * (batches ? batches->tokens_per_row() : 0));
+  if (batches) settings.throughput_unit = batches->throughput_unit();
   settings.plot_title = "pipetrain: loss (pipeline)";
   auto summary = run_training_loop(config, session, settings);
   if (launched) return std::nullopt;  // the launcher reports

@@ -167,6 +167,7 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   settings.first_step = first_step;
   settings.progress = options.progress;
   settings.tokens_per_step = double(config.train.batch_size * batches->tokens_per_row());
+  settings.throughput_unit = batches->throughput_unit();
   return *run_training_loop(config, session, settings);
 }
 

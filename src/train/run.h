@@ -22,7 +22,8 @@ struct RunSummary {
   double final_loss = 0;
   double final_val_loss = 0;
   Measures final_val_measures;  // the model's own (accuracy), from the last validation
-  double tokens_per_s = 0;
+  double tokens_per_s = 0;                 // (metrics.jsonl's name) of throughput_unit
+  std::string throughput_unit = "tokens";  // "tokens", "images", "utterances"
   double seconds = 0;
   std::string sample;
   bool reported_here = true;  // false: the reporting worker ran on another node

@@ -71,7 +71,8 @@ void report_step(Report& report, const StepResult& result, nlohmann::json fields
   if (report.progress) {
     std::string line = fmt::format("loss {:.4f}", result.loss);
     line += validation_progress(validation);
-    line += fmt::format(" | lr {:.2e} | {} tok/s", result.lr, format_count(tokens_per_s));
+    const std::string& unit = report.summary.throughput_unit;
+    line += fmt::format(" | lr {:.2e} | {} {}/s", result.lr, format_count(tokens_per_s), unit == "tokens" ? "tok" : unit);
     report.progress->update(done, line, seconds_per_step);
   }
   report.summary.final_loss = result.loss;
@@ -226,6 +227,7 @@ RunSummary summarize_run(const Config& config, const fs::path& dir, const std::s
                        {"final_loss", summary.final_loss},
                        {"final_val_loss", summary.final_val_loss},
                        {"tokens_per_s", summary.tokens_per_s},
+                       {"throughput_unit", summary.throughput_unit},
                        {"seconds", summary.seconds}});
   for (const auto& [name, value] : validation_fields(validation)) {
     summary_json["final_" + name] = value;
@@ -242,6 +244,7 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
   const bool reports = session.reports();
   const bool resumed = settings.first_step > 0;
   Report report;
+  report.summary.throughput_unit = settings.throughput_unit;
   if (reports) {
     report.metrics.emplace((dir / "metrics.jsonl").string(), /*append=*/resumed);
     if (settings.progress) report.progress.emplace(config.train.steps, config.log.every);

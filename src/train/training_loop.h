@@ -67,6 +67,7 @@ struct LoopSettings {
   bool progress = true;
   bool launched = false;          // a worker our launcher started (fault hook)
   double tokens_per_step = 0;     // batch rows x tokens per row
+  std::string throughput_unit = "tokens";  // what those count (BatchSource::throughput_unit)
   std::string plot_title = "pipetrain: loss";
 };
 

@@ -72,6 +72,7 @@ TEST(Cli, AOneStageRunUnderAMemoryBudgetAssemblesItsModel) {
                              dir.string());
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
   EXPECT_EQ(trained.output.find("not assembled"), std::string::npos) << trained.output;
+  EXPECT_NE(trained.output.find(" tokens/s, final loss"), std::string::npos) << trained.output;  // its data's unit
   EXPECT_TRUE(fs::exists(dir / "checkpoint" / "model.safetensors"));
   EXPECT_TRUE(fs::exists(dir / "sample.txt"));
   fs::remove_all(dir);
@@ -841,6 +842,22 @@ TEST(Cli, PlanConfigPlansAGptRunConfigWithOverrides) {
   EXPECT_EQ(plans.front()["global_batch"], 32);
   // Equal blocks, a near-free embedding and a light head (vocabulary 256): 4 | 4.
   EXPECT_EQ(partitions_at(plans, 2), (std::set<std::vector<int>>{{4, 4}})) << output;
+  // The run's AdamW: 2BW (whose catalogue recipe is Muon) is left out and said so; with Muon,
+  // or asked for by --schedules, it is planned.
+  const auto count_2bw = [](const std::vector<nlohmann::json>& ranked) {
+    return std::count_if(ranked.begin(), ranked.end(), [](const auto& plan) { return plan["schedule"] == "2bw"; });
+  };
+  EXPECT_NE(output.find("plan: 2bw left out: it trains well with train.optimizer muon, this run's is adamw"),
+            std::string::npos) << output;
+  EXPECT_EQ(count_2bw(plans), 0);
+  const std::string config = "--config " + std::string(PIPETRAIN_SOURCE_DIR) + "/examples/default.toml --model.layers 6";
+  for (const std::string& asked : {config + " --train.optimizer muon --schedules 2bw", config + " --schedules 2bw"}) {
+    const auto with_2bw = ranked_plans(asked, dir / "with_2bw", &output);
+    EXPECT_GT(count_2bw(with_2bw), 0) << asked << "\n" << output;
+    EXPECT_EQ(output.find("left out"), std::string::npos) << output;
+  }
+  const auto muon = ranked_plans(config + " --train.optimizer muon", dir / "muon", &output);
+  EXPECT_EQ(output.find("left out"), std::string::npos) << output;
   fs::remove_all(dir);
   expect_one_line_error("plan --config " + std::string(PIPETRAIN_SOURCE_DIR) +
                         "/examples/default.toml --model gpt-355m", "without --model");
