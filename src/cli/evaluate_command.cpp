@@ -1,5 +1,7 @@
 // `pipetrain evaluate`: a run's checkpoint on a held-out split, in one process.
+#include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/preflight.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "train/checkpoint_evaluation.h"
 #include "train/run.h"
 
@@ -77,7 +80,17 @@ void run_evaluate(const std::vector<std::string>& args) {
   // allocated until the kernel kills the process without a word.
   check_run_fits_machine(config, PIPETRAIN_SOURCE_DIR, ProcessesHere{});
   configure_compute_threads(config.train.threads);
-  const auto evaluation = evaluate_checkpoint(config, checkpoint, PIPETRAIN_SOURCE_DIR);
+  // Progress on stderr (in place on a terminal, else every tenth of the batches), not with --json.
+  std::optional<ProgressLine> progress;
+  if (!has_flag(arguments, "--json")) progress.emplace(config.eval.batches, config.eval.batches / 10, stderr, "batch");
+  const auto start = std::chrono::steady_clock::now();
+  const auto after_batch = [&](int64_t done, int64_t total) {
+    if (!progress) return;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    progress->update(done, fmt::format("validating {} of {} batches", done, total), seconds / double(done));
+    if (done == total) progress->finish();
+  };
+  const auto evaluation = evaluate_checkpoint(config, checkpoint, PIPETRAIN_SOURCE_DIR, after_batch);
   if (has_flag(arguments, "--json")) {
     fmt::print("{}\n", evaluation_json(evaluation, config).dump());
   } else {

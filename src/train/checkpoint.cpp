@@ -143,22 +143,17 @@ CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
 
 namespace {
 
-// What a model field means: "auto" and 0 stand for what the model makes of them.
+// What a model field means: "auto" stands for what the model makes of it.
 std::string meant_value(const Config& config, const std::string& key) {
-  const ModelConfig& m = config.model;
-  if (key == "model.activation") return m.activation == "gelu_tanh" ? "gelu_tanh" : "gelu";
-  if (key == "model.ffn_hidden") return std::to_string(m.ffn_hidden > 0 ? m.ffn_hidden : default_ffn_hidden(m));
-  if (key == "model.kv_heads") return std::to_string(m.kv_heads > 0 ? m.kv_heads : m.heads);
-  if (key == "model.positions") return std::to_string(m.positions > 0 ? m.positions : m.seq_len);
+  if (key == "model.activation") return config.model.activation == "gelu_tanh" ? "gelu_tanh" : "gelu";
   return field_value_string(config, *find_field(key));
 }
 
 }  // namespace
 
 std::vector<std::string> changed_model_fields(const Config& written, const Config& now, const std::string& whose) {
-  static const char* const keys[] = {"model.kv_heads",     "model.ffn_hidden", "model.positions",
-                                     "model.norm_eps",     "model.rope_theta", "model.rope_scaling",
-                                     "model.activation",   "model.torchscript", "model.max_labels"};
+  static const char* const keys[] = {"model.norm_eps",   "model.rope_theta",  "model.rope_scaling",
+                                     "model.activation", "model.torchscript", "model.max_labels"};
   std::vector<std::string> changed;
   for (const char* key : keys) {
     const std::string before = meant_value(written, key), after = meant_value(now, key);

@@ -47,10 +47,11 @@ CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
 // exactly under `config`: another model shape, model.dtype or optimizer, an asynchronous
 // policy's weight versions on another partition, or other data (`data_fingerprint`, the data's
 // now; "" = not compared, for a worker whose launcher compared it).
-// The model fields that change what a model computes without changing its tensors' shapes (or
-// that change shapes, said by name here rather than by a tensor that does not fit) where `now`
-// differs from `written`, each as "key = NOW (WHOSE: WRITTEN)". ("auto" and 0 compare as what
-// they mean; the loss's chunking and the transducer loss's method compute the same: not listed.)
+// The model fields that change what a model computes without changing its tensors' shapes
+// (activation, norm epsilon, rotary base and scaling, ...: fields that change shapes are caught
+// by the tensors that do not fit) where `now` differs from `written`, each as "key = NOW (WHOSE:
+// WRITTEN)". ("auto" compares as what it means; the loss's chunking and the transducer loss's
+// method compute the same: not listed.)
 std::vector<std::string> changed_model_fields(const Config& written, const Config& now, const std::string& whose);
 
 CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,

@@ -72,7 +72,8 @@ int64_t checkpoint_step(const std::string& checkpoint_dir) {
 }
 
 CheckpointEvaluation evaluate_checkpoint(const Config& config, const std::string& checkpoint_dir,
-                                         const std::string& data_root) {
+                                         const std::string& data_root,
+                                         const std::function<void(int64_t, int64_t)>& after_batch) {
   CheckpointEvaluation result;
   result.checkpoint = checkpoint_dir;
   const CheckpointInfo info = read_evaluated_info(checkpoint_dir);
@@ -84,7 +85,7 @@ CheckpointEvaluation evaluate_checkpoint(const Config& config, const std::string
   evaluating.train.cuda_graphs = 0;  // graphs replay training steps; a run's evaluation takes none
   Trainer trainer(evaluating, batches);
   load_module_entries(trainer.model(), weights_of(checkpoint_dir, info), checkpoint_dir);
-  result.validation = trainer.evaluate(/*stoppable=*/false);
+  result.validation = trainer.evaluate(/*stoppable=*/false, after_batch);
   torch::NoGradGuard no_grad;
   EvalMode eval_mode(trainer.model());
   result.examples = trainer.model().describe_examples(

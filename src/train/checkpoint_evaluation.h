@@ -4,6 +4,7 @@
 // (Trainer::evaluate: eval.batches batches of train.batch_size rows of the held-out split).
 // Free of libtorch headers so the CLI compiles fast.
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <vector>
@@ -37,7 +38,9 @@ struct CheckpointEvaluation {
 // Evaluates the weights of `checkpoint_dir` (UserError when it is not a checkpoint folder or
 // its weights do not fit the model `config` describes) on `config`'s data; relative data paths
 // are also looked up below `data_root`.
+// `after_batch(done, total)` after each validation batch (a progress line), if given.
 CheckpointEvaluation evaluate_checkpoint(const Config& config, const std::string& checkpoint_dir,
-                                         const std::string& data_root);
+                                         const std::string& data_root,
+                                         const std::function<void(int64_t, int64_t)>& after_batch = {});
 
 }  // namespace pipetrain

@@ -95,7 +95,7 @@ std::vector<torch::Tensor> Trainer::forward_backward(const Microbatch& batch) {
   return {loss_sum, norm};
 }
 
-Validation Trainer::evaluate(bool stoppable) {
+Validation Trainer::evaluate(bool stoppable, const std::function<void(int64_t, int64_t)>& after_batch) {
   torch::NoGradGuard no_grad;
   EvalMode eval_mode(*model_);
   const int64_t batch_size = config_.train.batch_size;
@@ -109,6 +109,7 @@ Validation Trainer::evaluate(bool stoppable) {
     }
     const Microbatch batch = on_device(batches_->val_batch(i, batch_size), device_);
     means.add(*model_, model_->forward(batch.inputs), batch.labels);
+    if (after_batch) after_batch(i + 1, config_.eval.batches);
   }
   Validation validation = means.result();
   validation.cut_short = cut_short;

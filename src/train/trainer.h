@@ -2,6 +2,7 @@
 // The single-process trainer: the reference every pipelined run is compared against.
 // One step = the global batch split into equal microbatches, each microbatch's mean loss scaled
 // by 1/m and back-propagated (gradient accumulation), global-norm clipping, then one update.
+#include <functional>
 #include <memory>
 
 #include <torch/torch.h>
@@ -25,7 +26,8 @@ class Trainer {
   // Mean validation loss and measures over eval.batches fixed batches, the model in eval mode
   // (BatchNorm normalises with its running statistics).
   // `stoppable`: a stop (SIGINT/SIGTERM) may end it after any batch (then cut_short).
-  Validation evaluate(bool stoppable);
+  // `after_batch(done, total)` after each batch (a progress line), if given.
+  Validation evaluate(bool stoppable, const std::function<void(int64_t, int64_t)>& after_batch = {});
 
   const Model& model_definition() const { return *definition_; }
   StageModule& model() { return *model_; }  // every layer

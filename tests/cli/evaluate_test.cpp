@@ -94,6 +94,9 @@ TEST_F(Evaluate, OverridesApplyToTheRunsConfig) {
   const auto text = testing::run_pipetrain("evaluate --run-dir " + run.string());
   EXPECT_NE(text.output.find("validation loss "), std::string::npos) << text.output;
   EXPECT_NE(text.output.find(", accuracy "), std::string::npos) << text.output;
+  // Progress as it validates (stderr, here not a terminal: every tenth of the batches, the last).
+  EXPECT_NE(text.output.find("batch 2/2 | validating 2 of 2 batches | ETA 0s"), std::string::npos) << text.output;
+  EXPECT_EQ(evaluate_json("--run-dir " + run.string()), two);  // --json: the JSON alone
 }
 
 TEST_F(Evaluate, BadInputGetsOneLine) {
