@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <string>
 
+#include "file_test_helpers.h"
+
 namespace pipetrain::testing {
 
 struct ProcessResult {
@@ -57,6 +59,7 @@ inline std::filesystem::path fresh_dir(const std::string& name) {
   const auto dir = std::filesystem::temp_directory_path() /
                    ("pipetrain_runtime_" + name + "_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
+  test::remove_at_exit(dir);
   return dir;
 }
 

@@ -92,18 +92,24 @@ TEST_P(Zero1, TrainsLikeUnshardedWithOneWthOfTheOptimizerState) {
     EXPECT_EQ(testing::elementwise_mismatch(sharded.state.at(name), want), "") << name;
   }
 
-  // Step 1's measured optimizer state per worker: 8 k N unsharded, 8 k ceil(N / 2) sharded.
+  // Step 1's measured optimizer state per worker: 8 k N unsharded, 8 k ceil(N / 2) sharded, N
+  // the parameters of the worker's stage. The model's: embedding 256 x 32, positions 16 x 32,
+  // 3 blocks of 12 x 32^2 + 13 x 32, final norm 2 x 32 = 46880; on 2 stages the last holds its
+  // own copy of the tied head (256 x 32), so the stages' counts sum to 46880 + 8192.
   const auto& plain_bytes = plain.records[0]["mem_optimizer_mb"];
   const auto& sharded_bytes = sharded.records[0]["mem_optimizer_mb"];
-  ASSERT_EQ(plain_bytes.size(), size_t(2 * c.stages));  // one entry per rank
+  ASSERT_EQ(plain_bytes.size(), size_t(2 * c.stages));  // one entry per rank, replica-major
+  const auto bytes = [](double mb) { return std::llround(mb * 1024 * 1024); };
+  const int64_t value_bytes = 8;  // float64
+  int64_t replica_parameters = 0;
   for (size_t rank = 0; rank < plain_bytes.size(); ++rank) {
-    const auto bytes = [](double mb) { return std::llround(mb * 1024 * 1024); };
-    const int64_t value_bytes = 8;  // float64
     const int64_t n = bytes(plain_bytes[rank]) / (value_bytes * c.state_values);
     EXPECT_EQ(bytes(plain_bytes[rank]), value_bytes * c.state_values * n) << "rank " << rank;
     EXPECT_EQ(bytes(sharded_bytes[rank]), value_bytes * c.state_values * ((n + 1) / 2))
         << "rank " << rank;
+    if (rank < size_t(c.stages)) replica_parameters += n;  // replica 0's workers
   }
+  EXPECT_EQ(replica_parameters, c.stages == 1 ? 46880 : 46880 + 256 * 32);
 }
 
 INSTANTIATE_TEST_SUITE_P(Runtime, Zero1,

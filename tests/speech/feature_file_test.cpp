@@ -10,19 +10,14 @@
 #include "core/error.h"
 #include "io/crc32c.h"
 #include "speech/feature_file.h"
+#include "../file_test_helpers.h"
 
 namespace pipetrain::speech {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path speech_file_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() /
-                   ("pipetrain_speech_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path speech_file_dir(const std::string& name) { return test::fresh_folder("pipetrain_speech_" + name); }
 
 SpeechCorpusInfo small_corpus_info() {
   SpeechCorpusInfo info;

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "speech/prepare_speech.h"
+#include "../file_test_helpers.h"
 
 namespace pipetrain::speech {
 namespace {
@@ -45,13 +46,7 @@ PrepareSpeechOptions tiny_speech_options(const fs::path& dir, const std::string&
   return options;
 }
 
-fs::path synthesis_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() /
-                   ("pipetrain_synthesis_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path synthesis_dir(const std::string& name) { return test::fresh_folder("pipetrain_synthesis_" + name); }
 
 // Where two feature files of the same plan differ: the first utterance whose frames or features
 // differ (other frame counts or large differences: the audio; the same frames and rounding-size
