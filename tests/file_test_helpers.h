@@ -5,30 +5,12 @@
 
 #include <filesystem>
 #include <iterator>
-#include <mutex>
 #include <string>
-#include <vector>
 
 #include "core/error.h"
+#include "temp_folders.h"
 
 namespace pipetrain::test {
-
-// `dir` is removed when this test process exits (a failed test's story is in its log; its
-// folders would only fill /tmp: thousands of them, gigabytes, before this). Not by a forked child.
-inline void remove_at_exit(const std::filesystem::path& dir) {
-  static struct Made {
-    std::mutex lock;
-    std::vector<std::filesystem::path> dirs;
-    pid_t owner = ::getpid();
-    ~Made() {
-      if (::getpid() != owner) return;
-      std::error_code ignored;
-      for (const auto& made : dirs) std::filesystem::remove_all(made, ignored);
-    }
-  } made;
-  const std::lock_guard<std::mutex> held(made.lock);
-  made.dirs.push_back(dir);
-}
 
 inline std::filesystem::path fresh_folder(const std::string& name) {
   namespace fs = std::filesystem;

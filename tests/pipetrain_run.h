@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <string>
 
-#include "file_test_helpers.h"
+#include "temp_folders.h"
 
 namespace pipetrain::testing {
 

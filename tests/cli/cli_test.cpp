@@ -320,7 +320,7 @@ TEST(Cli, PlanPicksZeroBubbleWhereMemoryAllowsAnd1F1BWhereNotAndThePickTrains) {
   };
   EXPECT_EQ(plan_with("0.036").second, "1f1b");  // 34.3 MiB per worker
   const auto [roomy, pick] = plan_with("0.052");  // 49.6 MiB: not enough for data parallelism
-  EXPECT_TRUE(pick == "zb-h2" || pick == "zb-v") << pick;
+  EXPECT_EQ(pick, "zb-h2") << pick;  // the analytic costs decide it, the same on every machine
   const auto run_dir = dir / "run";
   // The plan carries the model overrides given to `plan --config`.
   const Result trained = run("train " + std::string(PIPETRAIN_SOURCE_DIR) +

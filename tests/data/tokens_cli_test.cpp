@@ -282,7 +282,12 @@ TEST(TokensCli, TokenizeStopsOnSigintAndLeavesNothing) {
     for (int i = 0; i < 36; ++i) big << shakespeare;
   }
   const std::string out = (dir / "out").string();
-  std::ofstream(dir / "out" / "train.bin.tmp.4194303") << "left by a killed tokenize";
+  // A temporary of a process that has ended (a shell that printed its pid and exited; any fixed
+  // number could be a live pid where pid_max is large).
+  const auto ended = testing::run_program("bash", "-c 'echo $$'", "", 30);
+  const std::string dead_pid = ended.output.substr(0, ended.output.find('\n'));
+  ASSERT_FALSE(dead_pid.empty()) << ended.output;
+  std::ofstream(dir / "out" / ("train.bin.tmp." + dead_pid)) << "left by a killed tokenize";
   const std::string script =
       "( trap '' INT; exec " + std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain tokenize --tokenizer " +
       made.model + " " + (dir / "big.txt").string() + " --out " + out + " ) & pid=$!; "

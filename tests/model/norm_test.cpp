@@ -28,6 +28,10 @@ TEST(LayerNormHelper, Float32AndFloat64InputsAreTorchsLayerNorm) {
   norm->to(torch::kFloat64);
   const auto wide = x.to(torch::kFloat64);
   EXPECT_TRUE(torch::equal(layer_norm(norm, wide), norm->forward(wide)));
+  // And the formula itself (an oracle besides ATen): (x - mean) / sqrt(biased variance + eps) w + b.
+  const auto mean = wide.mean(-1, true), variance = (wide - mean).pow(2).mean(-1, true);
+  const auto formula = (wide - mean) / (variance + 1e-5).sqrt() * norm->weight + norm->bias;
+  EXPECT_LT((layer_norm(norm, wide) - formula).abs().max().item<double>(), 1e-12);
 }
 
 TEST(LayerNormHelper, Bfloat16InputIsNormalisedInBfloat16WithinOneRounding) {
