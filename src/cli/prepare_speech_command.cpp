@@ -110,9 +110,14 @@ void add_prepare_speech_command(CLI::App& app) {
   cmd->add_option("--min-words", lines.min_words, "shortest line, in words")->capture_default_str();
   cmd->add_option("--max-words", lines.max_words, "longest line, in words")->capture_default_str();
   cmd->add_option("--voices", options->training_voices,
-                  "training voices (espeak-ng voice+variant)")
+                  "training voices, comma-separated (espeak-ng voice+variant; default " +
+                      join(options->training_voices, ",") + ")")
       ->delimiter(',')
-      ->capture_default_str();
+      ->check([](const std::string& voice) {
+        return voice.find_first_of(" \t") == std::string::npos
+                   ? std::string()
+                   : "'" + voice + "' holds a space: separate voices with commas";
+      });
   cmd->add_option("--unseen-voice", options->unseen_voice,
                   "the voice held out of training (the unseen-voice split)")
       ->capture_default_str();

@@ -25,6 +25,9 @@ TEST(PrepareSpeechCli, BadOptionsAreOneLine) {
   expect_one_line_error("prepare-speech --unseen-voice en-us+m1",
                         "the unseen voice 'en-us+m1' is also a training voice");
   expect_one_line_error("prepare-speech --max-frames 0", "--max-frames must be >= 1");
+  // A space-separated list was one odd voice name that espeak-ng accepted.
+  expect_one_line_error("prepare-speech --voices \"en-us+m1 en-us+f2\" --renditions 1",
+                        "--voices: 'en-us+m1 en-us+f2' holds a space: separate voices with commas");
   expect_one_line_error("prepare-speech --text /nonexistent/lines.txt",
                         "'/nonexistent/lines.txt' not found");
   expect_one_line_error("prepare-speech --train-lines 100000",
