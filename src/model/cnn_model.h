@@ -16,6 +16,7 @@ class CnnModel : public Model {
  public:
   CnnModel(const CnnConfig& config, uint64_t seed) : config_(config), seed_(seed) {}
   std::string kind() const override { return "cnn"; }
+  std::vector<std::string> data_formats() const override { return {"fashion-mnist", "safetensors"}; }
   std::string describe() const override;
   int64_t layer_count() const override { return config_.layer_count(); }
   std::string layer_name(int64_t layer) const override;

@@ -19,6 +19,7 @@ class GptModel : public Model {
   GptModel(const GptConfig& config, uint64_t seed, ModelConfig initial_weights)
       : config_(config), seed_(seed), initial_weights_(std::move(initial_weights)) {}
   std::string kind() const override;  // "gpt" or "llama"
+  std::vector<std::string> data_formats() const override { return {"bytes", "tokens", "safetensors"}; }
   std::string describe() const override;
   int64_t layer_count() const override { return config_.layer_count(); }
   std::string layer_name(int64_t layer) const override;

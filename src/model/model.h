@@ -156,6 +156,9 @@ class Model {
   // "" when a batch trains the same whatever its split into microbatches; else why not (layers
   // that normalise over the microbatch): a plan then keeps the run's microbatch size.
   virtual std::string microbatch_dependence() const { return ""; }
+  // The data formats it trains on (empty: any, its batches checked against its specs): another
+  // one is refused by name before its reader's own checks give advice meant for other models.
+  virtual std::vector<std::string> data_formats() const { return {}; }
 };
 
 // Parameter names that are copies of a shared parameter other than its first (the head's own

@@ -1,5 +1,6 @@
 #include "model/registry.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -170,8 +171,15 @@ std::shared_ptr<const Model> make_model(const Config& config) {
 }
 
 std::shared_ptr<const BatchSource> make_batch_source(const Config& config, const std::string& data_root) {
-  auto source = find_named(batch_factories(), "data.format", config.data.format)(config, data_root);
-  check_batches_fit(*make_model(config), *source, config);
+  const auto& read = find_named(batch_factories(), "data.format", config.data.format);
+  const auto model = make_model(config);
+  const std::vector<std::string> formats = model->data_formats();
+  if (!formats.empty() && std::find(formats.begin(), formats.end(), config.data.format) == formats.end()) {
+    fail("data.format '{}' is not data for model.kind '{}', which trains on {}", config.data.format,
+         config.model.kind, join(formats, ", "));
+  }
+  auto source = read(config, data_root);
+  check_batches_fit(*model, *source, config);
   return source;
 }
 

@@ -16,6 +16,7 @@ class TransducerModel : public Model {
  public:
   TransducerModel(const TransducerConfig& config, uint64_t seed) : config_(config), seed_(seed) {}
   std::string kind() const override { return "transducer"; }
+  std::vector<std::string> data_formats() const override { return {"speech", "safetensors"}; }
   std::string describe() const override;
   int64_t layer_count() const override { return config_.layer_count(); }
   std::string layer_name(int64_t layer) const override;

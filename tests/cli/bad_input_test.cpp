@@ -226,12 +226,17 @@ TEST(BadInput, ATrainingSplitShapedUnlikeTheValidationSplitIsNamed) {
   fs::remove_all(dir);
 }
 
+// Named together before the data's reader checks it against the model (which gave a GPT on
+// speech data "raise model.seq_len" and a transducer on token files advice on vocab_size).
 TEST(BadInput, ModelAndDataThatDoNotFitAreNamedTogether) {
   for (const std::string stages : {"1", "2"}) {
     expect_one_line_error(kTiny + " --stages " + stages + " --model.kind cnn",
-                          "data.format 'bytes' brings validation inputs Long [1, 8] for one row, but model.kind "
-                          "'cnn' takes Float [1, 1, 28, 28]");
+                          "data.format 'bytes' is not data for model.kind 'cnn', which trains on fashion-mnist, "
+                          "safetensors");
   }
+  expect_one_line_error(kTiny + " --stages 1 --data.format speech --data.path /nonexistent/features.bin",
+                        "data.format 'speech' is not data for model.kind 'gpt', which trains on bytes, tokens, "
+                        "safetensors");
 }
 
 TEST(BadInput, FashionMnistFolderMissingNamesThePackage) {
