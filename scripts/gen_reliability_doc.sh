@@ -254,6 +254,13 @@ run_case "config: a beta of 1" "" "config --train.beta2 1"
 run_case "log.profile_step after the last step" "" "train $tiny --log.profile_step 10"
 run_case "evaluate: a batch no memory holds" "" "evaluate --run-dir $work/done --train.batch_size 2000000000"
 run_case "tokenizer: --max-sentences SentencePiece refuses" "" "tokenizer train --vocab 400 --max-sentences 3 $work/text.txt --out $work/few.model"
+echo "keep me" > "$work/notes.txt"
+run_case "train: --resume with --overwrite" "" "train --resume $work/done --overwrite"
+run_case "resume: another activation than the run's" "" "train --resume $work/done --train.steps 4 --model.activation gelu_tanh"
+run_case "export: a model override the checkpoint did not train with" "" "export --run-dir $work/done --format hf --model.norm_eps 0.5 --out $work/eps"
+run_case "train: speech data for a GPT" "" "train $tiny --data.format speech --data.path $work/none.bin"
+run_case "tokenizer: --out is someone's other file" "" "tokenizer train --vocab 400 $work/text.txt --out $work/notes.txt"
+run_case "prepare-speech: --out in a folder that cannot be made (before synthesis)" "" "prepare-speech --out $work/notes.txt/f.bin"
 kill $listener 2>/dev/null
 
 table=$(printf '%s\n' "| # | case | command (W = scratch folder, TINY = a 1-layer model, 2 steps) | exit | lines | message |" "|---|---|---|---|---|---|" "${rows[@]}")
