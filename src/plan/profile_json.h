@@ -17,15 +17,15 @@ struct LayerMeasurement {
   double forward_s = 0, backward_s = 0;
   double weight_s = 0;  // the split backward's W pass (older profiles: backward_s less B)
   double activation_bytes = 0, output_bytes = 0;
-  // What the layer's passes hold for a moment beyond what they keep (Model::layer_work's
-  // workspace: a convolution's scratch, a loss's logits); older profiles: 0.
-  double workspace_bytes = 0;
   // Zero-bubble: the output gradients its split backward holds from B to W (measured; older
   // profiles: 0, counted as none).
   double weight_pass_bytes = 0;
   // The split backward's B pass (older profiles: -1, taken as backward_s - weight_s). B + W can
   // exceed backward_s: chunked cross-entropy recomputes its logits in each pass.
   double input_s = -1;
+  // What the layer's passes hold for a moment beyond what they keep (Model::layer_work's
+  // workspace: a convolution's scratch, a loss's logits); older profiles: 0.
+  double workspace_bytes = 0;
 };
 
 struct LayerProfile {
