@@ -74,12 +74,18 @@ ModelProfile model_profile_from_json(const nlohmann::json& json, const std::stri
       parsed.param_bytes = layer.at("param_bytes").get<double>();
       parsed.optimizer_s = layer.at("optimizer_s").get<double>();
       for (const auto& m : layer.at("by_microbatch")) {
-        parsed.by_microbatch.push_back({m.at("microbatch").get<int64_t>(), m.at("forward_s").get<double>(),
-                                        m.at("backward_s").get<double>(), m.at("weight_s").get<double>(),
-                                        m.at("activation_bytes").get<double>(),
-                                        m.at("output_bytes").get<double>(),
-                                        m.value("weight_pass_bytes", 0.0), m.value("input_s", -1.0),
-                                        m.value("workspace_bytes", 0.0)});
+        // By name, not by position: a field added to LayerMeasurement cannot shift the others.
+        LayerMeasurement read;
+        read.microbatch = m.at("microbatch").get<int64_t>();
+        read.forward_s = m.at("forward_s").get<double>();
+        read.backward_s = m.at("backward_s").get<double>();
+        read.weight_s = m.at("weight_s").get<double>();
+        read.activation_bytes = m.at("activation_bytes").get<double>();
+        read.output_bytes = m.at("output_bytes").get<double>();
+        read.weight_pass_bytes = m.value("weight_pass_bytes", 0.0);
+        read.input_s = m.value("input_s", -1.0);
+        read.workspace_bytes = m.value("workspace_bytes", 0.0);
+        parsed.by_microbatch.push_back(read);
       }
       profile.layers.push_back(std::move(parsed));
     }

@@ -38,6 +38,15 @@ std::vector<TensorEntry> weights_of(const std::string& dir, const CheckpointInfo
   return weights;
 }
 
+// The checkpoint's own run configured its model as `config` does, in what its weights do not show.
+void require_model_of(const Config& config, const CheckpointInfo& info, const std::string& checkpoint_dir) {
+  const Config written = parse_config_toml(info.config_toml, checkpoint_dir + "/checkpoint.json");
+  const std::vector<std::string> changed = changed_model_fields(written, config, "the checkpoint's");
+  if (changed.empty()) return;
+  fail("{}: its weights were trained as another model than this config describes: {} (leave the "
+       "overrides out, or give the run folder the checkpoint belongs to)", checkpoint_dir, join(changed, ", "));
+}
+
 }  // namespace
 
 std::string newest_checkpoint(const std::string& run_dir) {
@@ -54,13 +63,7 @@ std::string newest_checkpoint(const std::string& run_dir) {
 }
 
 void require_checkpoint_of_model(const Config& config, const std::string& checkpoint_dir) {
-  const CheckpointInfo info = read_evaluated_info(checkpoint_dir);
-  const std::string origin = checkpoint_dir + "/checkpoint.json";
-  const Config written = parse_config_toml(info.config_toml, origin);
-  const std::vector<std::string> changed = changed_model_fields(written, config, "the checkpoint's");
-  if (changed.empty()) return;
-  fail("{}: its weights were trained as another model than this config describes: {} (leave the "
-       "overrides out, or give the run folder the checkpoint belongs to)", checkpoint_dir, join(changed, ", "));
+  require_model_of(config, read_evaluated_info(checkpoint_dir), checkpoint_dir);
 }
 
 std::vector<TensorEntry> checkpoint_weights(const std::string& checkpoint_dir) {
@@ -77,7 +80,7 @@ CheckpointEvaluation evaluate_checkpoint(const Config& config, const std::string
   CheckpointEvaluation result;
   result.checkpoint = checkpoint_dir;
   const CheckpointInfo info = read_evaluated_info(checkpoint_dir);
-  require_checkpoint_of_model(config, checkpoint_dir);
+  require_model_of(config, info, checkpoint_dir);
   result.step = info.step;
   const auto batches = make_batch_source(config, data_root);
   result.data = batches->describe();
