@@ -1,14 +1,14 @@
 #pragma once
 // For tests that write files: empty folders unique per test process, removed when it exits,
-// and the one-line message of a refused write.
+// and the one-line message of a refused write (user_error.h).
 #include <unistd.h>
 
 #include <filesystem>
 #include <iterator>
 #include <string>
 
-#include "core/error.h"
 #include "temp_folders.h"
+#include "user_error.h"
 
 namespace pipetrain::test {
 
@@ -24,17 +24,6 @@ inline std::filesystem::path fresh_folder(const std::string& name) {
 inline size_t files_in(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   return size_t(std::distance(fs::directory_iterator(dir), fs::directory_iterator()));
-}
-
-// The message of the UserError `action` throws ("" if none).
-template <typename Action>
-std::string user_error_of(Action&& action) {
-  try {
-    action();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  return "";
 }
 
 }  // namespace pipetrain::test

@@ -27,6 +27,9 @@ void add_config_command(CLI::App& app) {
     Config here = config;
     here.train.device = "cpu";
     here.train.cuda_graphs = 0;
+    // "measured" is cut by train's launcher from layer times it takes where the workers run:
+    // checked here as the balanced cut it starts from.
+    if (here.pipeline.partition == "measured") here.pipeline.partition = "balanced";
     runtime::make_run_spec(here);
     require_data_format(config.data.format);
     fmt::print("{}", to_toml(config));

@@ -1,4 +1,5 @@
 // `pipetrain export`: a run's checkpoint in another tool's format (Hugging Face's).
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -6,7 +7,9 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "core/config.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "core/text.h"
 #include "train/checkpoint_evaluation.h"
 #include "train/hf_export.h"
@@ -57,9 +60,14 @@ void run_export(const std::vector<std::string>& args) {
     options.shard_bytes = uint64_t(*megabytes * 1e6);
   }
   const Config config = run_folder_config(arguments, run_dir, "export");
+  options.started_from = parse_config_toml(read_file(run_dir + "/config.toml"), run_dir + "/config.toml").model.init_from;
   const auto files = export_hf(config, options);
   fmt::print("exported {} (step {}) to {}: {}\n", options.checkpoint_dir,
              checkpoint_step(options.checkpoint_dir), options.out_dir, join(files, ", "));
+  if (!options.started_from.empty() && !std::filesystem::exists(options.started_from + "/config.json")) {
+    fmt::print("export: the run started from {}, whose config.json is gone: its special-token ids (bos, eos) "
+               "are not in the export's config.json; copy them from the original\n", options.started_from);
+  }
 }
 
 }  // namespace

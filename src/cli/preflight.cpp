@@ -11,6 +11,7 @@
 #include "device/placement.h"
 #include "model/registry.h"
 #include "runtime/model_costs.h"
+#include "runtime/run_spec.h"
 
 namespace pipetrain::cli {
 namespace {
@@ -49,9 +50,7 @@ ModelMemory model_memory_lower_bound(const Model& model, const Config& config, d
 // `data_path`: the file read into memory, or "" for none.
 void check_memory(const Config& config, const std::string& data_path, const ProcessesHere& here) {
   const auto& p = config.pipeline;
-  const double replicas = double(p.dp_width);
-  const double microbatch =
-      std::max(1.0, double(config.train.batch_size) / (double(config.train.microbatches) * replicas));
+  const double microbatch = double(runtime::microbatch_rows_of(config));
   // Each worker holds one stage of a replica: these workers' share of all layers, in layers.
   const double share = here.workers / double(p.stages);
   const double processes = here.workers + (here.launcher ? 1 : 0);

@@ -26,8 +26,9 @@ void check_run_fits_machine(const Config& config, const std::string& data_root,
 constexpr int kThreadsPerCore = 4;
 // The most compute threads a process here takes (train.threads, profile --threads).
 int64_t most_compute_threads();
-// A lower bound of one pipetrain process's resident memory before any tensor: libtorch and
-// OpenBLAS loaded (~170 MB measured per worker of a tiny run).
-constexpr double kProcessBytes = 100.0 * (1 << 20);
+// A lower bound of one pipetrain process's resident memory before any tensor: the torch wheel's
+// libraries loaded (368-390 MiB measured per worker, clusters/this-machine.toml; 462 MiB for a
+// process that asks CUDA for its GPUs, as `--version` does).
+constexpr double kProcessBytes = 350.0 * (1 << 20);
 
 }  // namespace pipetrain::cli

@@ -52,6 +52,7 @@ void add_profile_command(CLI::App& app) {
     options.threads = int(positive_option(arguments, "--threads", 1, most_compute_threads()));
     const auto report = [](const std::string& line) { fmt::print(stderr, "profile: {}\n", line); };
     auto measured = profile::profile_model_layers(config, options, report);
+    measured.config_fields = arguments.overrides;  // the model measured, which its plans carry
     // Links between this machine's processes (Gloo over loopback) describe a cluster of such
     // workers; a GPU pipeline's sends go over NCCL and NVLink, which processes sharing one GPU
     // cannot measure: its plans take the cluster file's links.

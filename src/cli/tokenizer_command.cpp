@@ -95,6 +95,28 @@ class TokenizeProgressLine {
   TokenizerClock::time_point start_ = TokenizerClock::now();
 };
 
+// SentencePiece reports nothing while it trains (its log is off: errors come back as a status):
+// on a terminal, a line says what runs until it ends, then gives way to the result or the error
+// (a log keeps only those: one line either way).
+class TrainingNotice {
+ public:
+  explicit TrainingNotice(const std::string& line) : tty_(::isatty(STDERR_FILENO) != 0) {
+    if (!tty_) return;
+    fmt::print(stderr, "{} ...", line);
+    std::fflush(stderr);
+  }
+  ~TrainingNotice() {
+    if (!tty_) return;
+    fmt::print(stderr, "\r\033[K");
+    std::fflush(stderr);
+  }
+  TrainingNotice(const TrainingNotice&) = delete;
+  TrainingNotice& operator=(const TrainingNotice&) = delete;
+
+ private:
+  bool tty_;
+};
+
 void add_tokenizer_train(CLI::App& parent) {
   auto* cmd = parent.add_subcommand("train", "Train a SentencePiece tokenizer on a text file");
   auto options = std::make_shared<TokenizerTrainOptions>();
@@ -124,7 +146,13 @@ void add_tokenizer_train(CLI::App& parent) {
     std::signal(SIGINT, end_tokenizer_training);
     std::signal(SIGTERM, end_tokenizer_training);
     const auto start = TokenizerClock::now();
-    train_tokenizer(*options);
+    {
+      const TrainingNotice notice(fmt::format(
+          "tokenizer: training a {} vocabulary of {} pieces on {} ({}{})", options->type, options->vocab_size,
+          options->text_path, format_bytes(double(std::filesystem::file_size(options->text_path))),
+          options->max_sentences > 0 ? fmt::format(", {} lines sampled", options->max_sentences) : ""));
+      train_tokenizer(*options);
+    }
     const Tokenizer tokenizer(options->model_path);
     fmt::print("tokenizer: wrote {} ({}, vocabulary {}, sha256 {}) from {} in {:.1f} s\n",
                options->model_path, options->type, tokenizer.vocab_size(),

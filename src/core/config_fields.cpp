@@ -181,7 +181,8 @@ std::vector<FieldSpec> make_fields() {
       open_range(spec("sample.temperature", "sampling temperature", at(&C::sample, &SampleConfig::temperature),
        0), true, false),
       spec("sample.prompt", "text the sample starts from", at(&C::sample, &SampleConfig::prompt)),
-      spec("pipeline.stages", "pipeline stages (one worker process each); 1 = single process",
+      spec("pipeline.stages", "pipeline stages (one worker process each); 1 = the single-process trainer, unless "
+       "pipeline.dp_width or pipeline.chunks above 1, token slices or a no-flush schedule put it on a worker",
        at(&C::pipeline, &PipelineConfig::stages), 1, {}, kMaxCount),
       spec("pipeline.schedule", "pipeline schedule: one that runs on workers in the catalogue of "
        "docs/schedules.md (`pipetrain train --help` lists them)",
@@ -202,7 +203,7 @@ std::vector<FieldSpec> make_fields() {
        "again in backward", at(&C::pipeline, &PipelineConfig::recompute)),
       spec("pipeline.zero1", "1 = ZeRO-1: each of the dp_width replicas of a stage keeps the "
        "optimizer state of 1/dp_width of its parameters (needs dp_width > 1); 0 = off",
-       at(&C::pipeline, &PipelineConfig::zero1), 0),
+       at(&C::pipeline, &PipelineConfig::zero1), 0, {}, 1),
       spec("pipeline.sync_warmup_steps", "2bw: the first N steps train synchronously (1F1B with a "
        "flush after each step), then 2BW's one-step-delayed updates; the delay hurts most early "
        "(docs/weight-policies.md); 0 = none",

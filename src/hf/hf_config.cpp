@@ -1,5 +1,7 @@
 #include "hf/hf_config.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -159,21 +161,28 @@ Fields model_fields_of(const nlohmann::json& config, const std::string& origin) 
        "(GPT2LMHeadModel) and \"llama\" (LlamaForCausalLM)", origin, type, architectures);
 }
 
-void apply_init_from(Config& config, const std::set<std::string>& given_fields) {
-  const std::string dir = config.model.init_from;
-  if (dir.empty()) return;
+namespace {
+
+// model.init_from's config.json, and its path for messages.
+std::pair<nlohmann::json, std::string> init_from_config(const std::string& dir) {
   if (!std::filesystem::is_directory(dir)) {
     fail("model.init_from: '{}' is not a folder (a Hugging Face checkpoint: config.json and "
          "model.safetensors)", dir);
   }
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   if (!std::filesystem::exists(path)) fail("model.init_from: '{}' holds no config.json", dir);
-  nlohmann::json json;
   try {
-    json = nlohmann::json::parse(read_regular_file(path, "Hugging Face config"));
+    return {nlohmann::json::parse(read_regular_file(path, "Hugging Face config")), path};
   } catch (const nlohmann::json::exception& error) {
     fail("{}: not valid JSON ({})", path, error.what());
   }
+}
+
+}  // namespace
+
+void apply_init_from(Config& config, const std::set<std::string>& given_fields) {
+  if (config.model.init_from.empty()) return;
+  const auto [json, path] = init_from_config(config.model.init_from);
   for (const auto& [key, value] : model_fields_of(json, path)) {
     const FieldSpec& field = *find_field(key);
     Config wanted = config;
@@ -188,7 +197,10 @@ void apply_init_from(Config& config, const std::set<std::string>& given_fields) 
   }
 }
 
-nlohmann::json config_json_of(const ModelConfig& model, const std::string& dtype) {
+namespace {
+
+// The architecture and shape of the model, its weights stored in `dtype`.
+nlohmann::json architecture_json_of(const ModelConfig& model, const std::string& dtype) {
   const bool tied = head_is_tied(model);
   if (model.kind == "gpt") {
     return {{"architectures", {"GPT2LMHeadModel"}},
@@ -227,6 +239,32 @@ nlohmann::json config_json_of(const ModelConfig& model, const std::string& dtype
             {"dtype", dtype}};
   }
   fail("export --format hf: model.kind '{}' has no Hugging Face form; gpt and llama do", model.kind);
+}
+
+}  // namespace
+
+nlohmann::json fields_kept_from(const ModelConfig& model, const std::string& started_from) {
+  nlohmann::json kept = {{"bos_token_id", nullptr}, {"eos_token_id", nullptr}};
+  if (started_from.empty() || !std::filesystem::exists(std::filesystem::path(started_from) / "config.json")) {
+    return kept;
+  }
+  const nlohmann::json original = init_from_config(started_from).first;
+  for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
+    if (original.contains(key)) kept[key] = original[key];
+  }
+  // Llama's context: the longer of the one it was made for and the one it was trained at.
+  // (GPT-2's position table is model.positions, which init_from sets.)
+  const auto context = original.find("max_position_embeddings");
+  if (model.kind == "llama" && context != original.end() && context->is_number_integer()) {
+    kept["max_position_embeddings"] = std::max(context->get<int64_t>(), model.seq_len);
+  }
+  return kept;
+}
+
+nlohmann::json config_json_of(const ModelConfig& model, const std::string& dtype, const std::string& started_from) {
+  nlohmann::json json = architecture_json_of(model, dtype);
+  json.update(fields_kept_from(model, started_from));
+  return json;
 }
 
 }  // namespace pipetrain::hf

@@ -25,8 +25,17 @@ std::vector<std::pair<std::string, std::string>> model_fields_of(const nlohmann:
 // Nothing to do when model.init_from is empty.
 void apply_init_from(Config& config, const std::set<std::string>& given_fields);
 
+// What a config.json says beyond the fields pipetrain keeps, for the model's export: a model
+// started from a Hugging Face checkpoint (`started_from`: the run's model.init_from) keeps that
+// checkpoint's special-token ids (bos, eos, pad: its tokenizer's) and, for Llama, the longer of
+// the context it was made for (max_position_embeddings) and model.seq_len. A model trained from
+// scratch has no special tokens (pipetrain's data carry none), so bos and eos are null, not
+// transformers' defaults (GPT-2's 50256 lies past a byte-level model's 256 entries); so are they
+// when `started_from` holds no config.json any more.
+nlohmann::json fields_kept_from(const ModelConfig& model, const std::string& started_from);
+
 // The config.json `from_pretrained` reads for the model `model` describes, its weights stored
-// in `dtype` ("float32", "bfloat16", ...).
-nlohmann::json config_json_of(const ModelConfig& model, const std::string& dtype);
+// in `dtype` ("float32", "bfloat16", ...): its architecture and shape, and fields_kept_from.
+nlohmann::json config_json_of(const ModelConfig& model, const std::string& dtype, const std::string& started_from = "");
 
 }  // namespace pipetrain::hf

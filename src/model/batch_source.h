@@ -32,6 +32,10 @@ std::vector<int64_t> epoch_ordered_rows(uint64_t seed, uint64_t salt, int64_t st
 
 // Rows [first, first + count) of `batch` (a microbatch; views, no copy).
 Microbatch rows_of(const Microbatch& batch, int64_t first, int64_t count);
+// Microbatch `index` of `microbatches` on data-parallel replica `replica` of a global batch:
+// each replica takes a contiguous share of the rows, m microbatches of `rows` rows each.
+Microbatch replica_microbatch(const Microbatch& batch, int64_t replica, int64_t index, int64_t microbatches,
+                              int64_t rows);
 // `batch` on `device` (device/placement.h's to_device: asynchronous from pinned host memory).
 Microbatch on_device(const Microbatch& batch, const c10::Device& device);
 

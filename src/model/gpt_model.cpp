@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/transformer_work.h"
 #include "loss/softmax_cross_entropy.h"
 #include "model/hf_weights.h"
 #include "model/registry.h"
@@ -181,9 +182,9 @@ LayerWork GptModel::gpt2_block_work(int64_t rows) const {
   const double wide = mixed ? 2 : 1;
   LayerWork work;
   work.output_values = n * h;
-  work.weight_gradient_flops = 8 * n * h * h + 4 * n * h * f;  // the linears'
-  work.forward_flops = work.weight_gradient_flops + 4 * b * s * s * h;
-  work.parameters = 4 * h * h + 2 * h * f + 9 * h + f;
+  work.weight_gradient_flops = gpt_block_linear_flops(n, h, f);  // the linears'
+  work.forward_flops = work.weight_gradient_flops + attention_flops(n, s, h);
+  work.parameters = gpt_block_parameters(h, f);
   work.largest_parameter_values = h * f;  // fc and fc_out
   // ln1 out, q/k/v copies (3), the mixed heads' copy, the residual, ln2 out, fc out (F),
   // gelu out (F), the output: 8 N D + 2 N F; the norms' statistics (4 N); the attention's
@@ -221,7 +222,7 @@ LayerWork GptModel::llama_block_work(int64_t rows) const {
   LayerWork work;
   work.output_values = n * h;
   work.weight_gradient_flops = 2 * n * (2 * h * h + 2 * h * kv + 3 * h * f);  // the linears'
-  work.forward_flops = work.weight_gradient_flops + 4 * b * s * s * h;
+  work.forward_flops = work.weight_gradient_flops + attention_flops(n, s, h);
   work.parameters = 2 * h * h + 2 * h * kv + 3 * h * f + 2 * h;
   work.largest_parameter_values = h * f;  // gate, up and down
   // Saved for the backward (measured, GptLayerMemory Llama.*): each RMSNorm its input, its

@@ -47,6 +47,11 @@ Microbatch rows_of(const Microbatch& batch, int64_t first, int64_t count) {
   return {batch.inputs.narrow(0, first, count), batch.labels.narrow(0, first, count)};
 }
 
+Microbatch replica_microbatch(const Microbatch& batch, int64_t replica, int64_t index, int64_t microbatches,
+                              int64_t rows) {
+  return rows_of(batch, (replica * microbatches + index) * rows, rows);
+}
+
 Microbatch on_device(const Microbatch& batch, const c10::Device& device) {
   return {device::to_device(batch.inputs, device), device::to_device(batch.labels, device)};
 }

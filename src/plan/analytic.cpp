@@ -5,12 +5,13 @@
 #include "core/error.h"
 #include "core/model_presets.h"
 #include "core/text.h"
+#include "core/transformer_work.h"
 
 namespace pipetrain::plan {
 
 double GptShape::parameters() const {
   const double h = double(hidden);
-  return double(vocab) * h + double(seq_len) * h + double(layers) * (12 * h * h + 13 * h) + 2 * h;
+  return double(vocab) * h + double(seq_len) * h + double(layers) * gpt_block_parameters(h, 4 * h) + 2 * h;
 }
 
 const std::vector<GptShape>& known_gpt_shapes() {
@@ -42,7 +43,7 @@ GptShape find_gpt_shape(const std::string& name) {
 
 double block_forward_flops(const GptShape& s, int64_t batch) {
   const double b = double(batch), n = double(s.seq_len), h = double(s.hidden);
-  return 24 * b * n * h * h + 4 * b * n * n * h;
+  return gpt_block_linear_flops(b * n, h, 4 * h) + attention_flops(b * n, n, h);
 }
 
 double head_forward_flops(const GptShape& s, int64_t batch) {
@@ -66,7 +67,7 @@ std::vector<LayerCost> analytic_gpt_layers(const GptShape& shape, const ClusterS
   embedding.backward_s = 2 * embedding.forward_s;
   embedding.weight_pass_bytes = boundary_bytes;  // its output gradient, for the gather's W
   layers.push_back(embedding);
-  const double block_params = 12 * h * h + 13 * h;
+  const double block_params = gpt_block_parameters(h, 4 * h);
   const double forward = block_forward_flops(shape, options.microbatch) / flops_per_s;
   for (int64_t i = 0; i < shape.layers; ++i) {
     LayerCost block;
@@ -79,7 +80,7 @@ std::vector<LayerCost> analytic_gpt_layers(const GptShape& shape, const ClusterS
     block.output_bytes = boundary_bytes;
     // W of the four matmuls needs their output gradients: q, k, v, projection, MLP up (4h) and
     // down (h), 9 h values per token; their inputs are among the activations.
-    block.weight_s = 24 * b * n * h * h / flops_per_s;  // the linears' (attention's have no weights)
+    block.weight_s = gpt_block_linear_flops(b * n, h, 4 * h) / flops_per_s;  // attention has no weights
     block.weight_pass_bytes = 9 * value * b * n * h;
     layers.push_back(block);
   }

@@ -24,31 +24,6 @@ std::vector<int64_t> whole_list(const nlohmann::json& values, const std::string&
   return out;
 }
 
-// The planned config's own fields, each a known field whose value it takes (checked here, so a
-// bad one is blamed on the plan file, not the command line).
-std::vector<std::pair<std::string, std::string>> planned_config_fields(const nlohmann::json& plan,
-                                                                       const std::string& origin) {
-  std::vector<std::pair<std::string, std::string>> fields;
-  const nlohmann::json given = plan.value("config_fields", nlohmann::json::object());
-  if (!given.is_object()) fail("{}: config_fields must be an object of \"section.field\": \"value\"", origin);
-  for (const auto& field : given.items()) {
-    if (!field.value().is_string()) {
-      fail("{}: config_fields' '{}' must be a string, got {}", origin, field.key(), field.value().dump());
-    }
-    if (find_field(field.key()) == nullptr) {
-      fail("{}: config_fields names an unknown config field '{}'", origin, field.key());
-    }
-    Config check;
-    try {
-      set_field_from_string(check, field.key(), field.value().get<std::string>());
-    } catch (const UserError& error) {
-      fail("{}: in config_fields, {}", origin, error.what());
-    }
-    fields.push_back({field.key(), field.value().get<std::string>()});
-  }
-  return fields;
-}
-
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlohmann::json& plan,
@@ -86,7 +61,7 @@ std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlo
     }
     // The planned config's own fields (`plan --config` overrides, chunked cross-entropy) first:
     // what the plan decides below wins over them.
-    for (auto& field : planned_config_fields(plan, origin)) fields.push_back(std::move(field));
+    for (auto& field : config_fields_from_json(plan, origin)) fields.push_back(std::move(field));
     const std::vector<std::pair<std::string, std::string>> run_fields = {
         {"pipeline.schedule", schedule},
         {"pipeline.stages", text(stages)},
@@ -115,6 +90,29 @@ std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlo
   } catch (const nlohmann::json::exception& error) {
     fail("{}: malformed plan: {}", origin, error.what());
   }
+}
+
+std::vector<std::pair<std::string, std::string>> config_fields_from_json(const nlohmann::json& file,
+                                                                         const std::string& origin) {
+  std::vector<std::pair<std::string, std::string>> fields;
+  const nlohmann::json given = file.value("config_fields", nlohmann::json::object());
+  if (!given.is_object()) fail("{}: config_fields must be an object of \"section.field\": \"value\"", origin);
+  for (const auto& field : given.items()) {
+    if (!field.value().is_string()) {
+      fail("{}: config_fields' '{}' must be a string, got {}", origin, field.key(), field.value().dump());
+    }
+    if (find_field(field.key()) == nullptr) {
+      fail("{}: config_fields names an unknown config field '{}'", origin, field.key());
+    }
+    Config check;
+    try {
+      set_field_from_string(check, field.key(), field.value().get<std::string>());
+    } catch (const UserError& error) {
+      fail("{}: in config_fields, {}", origin, error.what());
+    }
+    fields.push_back({field.key(), field.value().get<std::string>()});
+  }
+  return fields;
 }
 
 }  // namespace pipetrain::plan

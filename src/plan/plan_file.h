@@ -15,4 +15,10 @@ namespace pipetrain::plan {
 std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlohmann::json& plan,
                                                                        const std::string& origin);
 
+// A file's `config_fields` (a plan's, a profile's): {"section.field": "value"}, each a known field
+// whose value it takes, checked here so a bad one is blamed on the file, not the command line.
+// Absent: none.
+std::vector<std::pair<std::string, std::string>> config_fields_from_json(const nlohmann::json& file,
+                                                                         const std::string& origin);
+
 }  // namespace pipetrain::plan

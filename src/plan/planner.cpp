@@ -618,13 +618,14 @@ nlohmann::json plan_to_json(const PlanRequest& request, const PlanCandidate& pla
           // Included in each worker's prediction: subtracted, the rest compares with the tensors.
           {"predicted_worker_overhead_bytes", request.cluster.worker_overhead_bytes}};
   if (!request.model_kind.empty()) json["model_kind"] = request.model_kind;  // `train --plan` checks it
-  if (!request.model_variants.empty()) {
-    // The chosen variant's config fields (chunked cross-entropy), applied by `train --plan`.
-    nlohmann::json fields = nlohmann::json::object();
-    for (const auto& [key, value] : request.model_variants.at(size_t(plan.variant)).config_fields) {
-      fields[key] = value;
-    }
-    json["config_fields"] = fields;
+  // The chosen variant's config fields (chunked cross-entropy), or the profile's: the model
+  // timed. Applied by `train --plan`, the last of a key winning.
+  const auto* config_fields = !request.model_variants.empty()
+                                  ? &request.model_variants.at(size_t(plan.variant)).config_fields
+                                  : request.profile ? &request.profile->config_fields : nullptr;
+  if (config_fields != nullptr && !config_fields->empty()) {
+    json["config_fields"] = nlohmann::json::object();
+    for (const auto& [key, value] : *config_fields) json["config_fields"][key] = value;
   }
   if (planner_has_gpt_shape(request)) {
     json["model_shape"] = {{"layers", shape.layers}, {"hidden", shape.hidden}, {"heads", shape.heads},

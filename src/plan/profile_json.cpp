@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "plan/plan_file.h"
 
 namespace pipetrain::plan {
 namespace {
@@ -47,6 +48,10 @@ nlohmann::json to_json(const ModelProfile& profile) {
           {"layers", layers}};
   if (profile.fixed_microbatch > 0) {
     json["fixed_microbatch"] = {{"microbatch", profile.fixed_microbatch}, {"why", profile.microbatch_dependence}};
+  }
+  if (!profile.config_fields.empty()) {
+    json["config_fields"] = nlohmann::json::object();
+    for (const auto& [key, value] : profile.config_fields) json["config_fields"][key] = value;  // the last wins
   }
   if (profile.links.measured) {
     json["links"] = {{"p2p", link_json(profile.links.p2p)},
@@ -102,6 +107,7 @@ ModelProfile model_profile_from_json(const nlohmann::json& json, const std::stri
     fail("{}: malformed profile: {}", origin, error.what());
   }
   if (profile.layers.empty()) fail("{}: the profile has no layers", origin);
+  profile.config_fields = config_fields_from_json(json, origin);
   return profile;
 }
 

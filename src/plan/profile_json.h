@@ -3,6 +3,7 @@
 // forward, backward and weight-gradient times and the bytes the planner needs.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -61,6 +62,10 @@ struct ModelProfile {
   std::string device = "cpu";  // where the layers were timed ("cpu", "cuda"); older profiles: cpu
   std::vector<LayerProfile> layers;
   LinkProfile links;  // absent from profiles written before links were measured
+  // The `--section.field VALUE` overrides `pipetrain profile` was given (the model measured, as
+  // the run config gives it): a plan from the profile carries them, as `plan --config` carries
+  // its own, so `train RUN.toml --plan plan.json` trains the precision and loss that were timed.
+  std::vector<std::pair<std::string, std::string>> config_fields;
 };
 
 nlohmann::json to_json(const ModelProfile& profile);

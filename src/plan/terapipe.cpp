@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/transformer_work.h"
 #include "plan/token_slicer.h"
 #include "schedule/catalogue.h"
 #include "schedule/generators.h"
@@ -13,7 +14,7 @@ double slice_latency_s(const TeraPipeSetup& setup, int64_t batch, int64_t length
   const double b = double(batch), l = double(length), c = double(context),
                h = double(setup.model.hidden);
   const double layers = double(setup.model.layers) / setup.stages;
-  const double forward = layers * (24 * b * l * h * h + 4 * b * l * (c + l / 2) * h);
+  const double forward = layers * (gpt_block_linear_flops(b * l, h, 4 * h) + attention_flops(b * l, c + l / 2, h));
   // Tensor parallelism splits each GEMM's hidden dimension over the stage's devices; each still
   // sees all b * l tokens.
   const double rate = setup.cluster.sustained_flops(b * l) * setup.tensor_parallel;

@@ -31,7 +31,7 @@ std::shared_ptr<gloo::transport::Device> gloo_device(const std::string& master_a
   if (const char* name = std::getenv("GLOO_SOCKET_IFNAME")) {
     return c10d::ProcessGroupGloo::createDeviceForInterface(name);
   }
-  if (master_addr == "127.0.0.1" || master_addr == "localhost") {
+  if (is_loopback_address(master_addr)) {
     return c10d::ProcessGroupGloo::createDeviceForHostname(master_addr);
   }
   return c10d::ProcessGroupGloo::createDefaultDevice();

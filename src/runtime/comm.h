@@ -20,6 +20,12 @@ namespace pipetrain::runtime {
 // this: the launcher recognises such follow-on errors by it and reports the root cause instead.
 constexpr const char* kLostPeerMessage = "failed (a worker died or the";
 
+// A rendezvous address on this machine's loopback ("127.0.0.1", "localhost"): Gloo binds it, and
+// a one-machine run's rendezvous goes through a file.
+inline bool is_loopback_address(const std::string& address) {
+  return address == "127.0.0.1" || address == "localhost";
+}
+
 // The torchrun contract: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK.
 struct WorkerEnvironment {
   int rank = 0;

@@ -360,8 +360,7 @@ RunSummary launch_pipeline_workers(const Config& config, const RunSpec& spec,
   const auto timeout = std::chrono::milliseconds(int64_t(p.timeout_s * 1000));
   // One machine on loopback: rendezvous through a file, so nothing listens beyond loopback (Gloo
   // binds 127.0.0.1). Otherwise node 0 hosts a TCPStore and the others' workers connect to it.
-  const bool file_rendezvous = p.nnodes == 1 && p.master_port == 0 &&
-                               (p.master_addr == "127.0.0.1" || p.master_addr == "localhost");
+  const bool file_rendezvous = p.nnodes == 1 && p.master_port == 0 && is_loopback_address(p.master_addr);
   const ScratchFolder scratch;
   std::optional<StoreHost> store;
   if (!file_rendezvous && p.node_rank == 0) {

@@ -156,10 +156,7 @@ TensorSpec StageExecutor::activation_spec(int stage, int64_t rows, int slice) co
   return spec;
 }
 
-// Each replica takes batch_size / w rows of the global batch, split into m microbatches.
-int64_t StageExecutor::micro_rows() const {
-  return config_.train.batch_size / (layout_.replicas * config_.train.microbatches);
-}
+int64_t StageExecutor::micro_rows() const { return microbatch_rows_of(config_); }
 
 StepResult StageExecutor::train_step(int64_t step) {
   begin_step(step);
@@ -319,13 +316,26 @@ void StageExecutor::track_transfer(const schedule::Action& action, int64_t ticke
   }
 }
 
-StageExecutor::RecvRequest StageExecutor::recv_request(const schedule::Action& action) const {
+// Token slices travel as units of their own: (microbatch, slice) numbered slice-minor, counted
+// over the whole list (no-flush lists span every step), within the tag window. A message's tag
+// names the boundary it crosses by the lower stage of the two; sender and receiver each compute
+// it from their own action, here, so they agree by construction.
+int StageExecutor::message_tag(const schedule::Action& action) const {
   const int stage = layout_.stage_of(action.chunk), units = tag_window();
   const int unit = (lists_.schedule().global_microbatch(action) * slices_.count() + action.slice) % units;
-  const int tag = action.kind == ActionKind::RecvActivation ? activation_tag(stage - 1, unit, units)
-                                                            : gradient_tag(stage, unit, units);
+  switch (action.kind) {
+    case ActionKind::SendActivation: return activation_tag(stage, unit, units);
+    case ActionKind::RecvActivation: return activation_tag(stage - 1, unit, units);
+    case ActionKind::SendGrad: return gradient_tag(stage - 1, unit, units);
+    case ActionKind::RecvGrad: return gradient_tag(stage, unit, units);
+    default: fail("{} actions carry no message", schedule::kind_name(action.kind));
+  }
+}
+
+StageExecutor::RecvRequest StageExecutor::recv_request(const schedule::Action& action) const {
+  const int stage = layout_.stage_of(action.chunk);
   const int receiver = action.kind == ActionKind::RecvActivation ? stage : stage + 1;
-  return {activation_spec(receiver, micro_rows(), action.slice), peer_rank(action.peer), tag};
+  return {activation_spec(receiver, micro_rows(), action.slice), peer_rank(action.peer), message_tag(action)};
 }
 
 void StageExecutor::post_next_receive(const std::vector<schedule::Action>& actions, size_t from,
@@ -358,8 +368,6 @@ void StageExecutor::run_action(const schedule::Action& action, const Microbatch&
   const int mb = lists_.schedule().global_microbatch(action), chunk = action.chunk;
   const int stage = layout_.stage_of(chunk);
   const Key key{chunk, mb, action.slice};
-  // Token slices travel as units of their own: (microbatch, slice) numbered slice-minor.
-  const int units = tag_window(), unit = (mb * slices_.count() + action.slice) % units;
   WeightVersions& weights = *chunks_.at(size_t(chunk)).weights;
   if (schedule::is_compute(action.kind)) weights.before_compute(action, optimizer());
   switch (action.kind) {
@@ -387,7 +395,7 @@ void StageExecutor::run_action(const schedule::Action& action, const Microbatch&
       break;
     case ActionKind::SendActivation:
       check_sent_shape(in_flight_.at(key).output, stage, micro_rows(), action.slice);
-      comm_.send(in_flight_.at(key).output, peer_rank(action.peer), activation_tag(stage, unit, units));
+      comm_.send(in_flight_.at(key).output, peer_rank(action.peer), message_tag(action));
       // Recomputed chunks rebuild their output in backward; the send keeps its own reference.
       if (recompute_.at(size_t(chunk))) in_flight_.at(key).output = torch::Tensor();
       return;
@@ -402,7 +410,7 @@ void StageExecutor::run_action(const schedule::Action& action, const Microbatch&
       state.input.mutable_grad() = torch::Tensor();  // a pending W needs only what B recorded
       state.grad_sent = true;
       drop_if_done(key);
-      comm_.send(grad, peer_rank(action.peer), gradient_tag(stage - 1, unit, units));
+      comm_.send(grad, peer_rank(action.peer), message_tag(action));
       return;
     }
     case ActionKind::RecvGrad:
@@ -459,8 +467,7 @@ void StageExecutor::forward(const Key& key, int microbatch, const Microbatch& ba
   const int stage = layout_.stage_of(chunk);
   InFlight& state = in_flight_[key];
   Microbatch micro;
-  const int64_t replica_offset = layout_.replica() * rows * config_.train.microbatches;
-  if (data_ != nullptr) micro = rows_of(batch, replica_offset + microbatch * rows, rows);
+  if (data_ != nullptr) micro = replica_microbatch(batch, layout_.replica(), microbatch, config_.train.microbatches, rows);
   const int64_t slice_start = slices_.starts.at(size_t(slice));
   const int64_t slice_end = slice_start + slices_.lengths.at(size_t(slice));
   const auto slice_of = [&](const torch::Tensor& whole) {  // token slices: the sequence is dim 1

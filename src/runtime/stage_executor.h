@@ -259,7 +259,7 @@ class StageExecutor {
   // in the norm; finish_shared_gradients waits for the rest and copies the sums back.
   void begin_shared_gradients(std::vector<int>& pending);
   void finish_shared_gradients(const std::vector<int>& pending);
-  int64_t micro_rows() const;
+  int64_t micro_rows() const;  // rows of one microbatch on this replica (microbatch_rows_of)
   bool is_first_stage(int stage) const { return stage == 0; }
   bool is_last_stage(int stage) const { return stage == layout_.stages() - 1; }
   int peer_rank(int worker) const { return layout_.rank_of(layout_.replica(), worker); }
@@ -270,6 +270,7 @@ class StageExecutor {
     int peer = 0, tag = 0;
   };
   RecvRequest recv_request(const schedule::Action& action) const;
+  int message_tag(const schedule::Action& action) const;  // of a send or receive
   int tag_window() const;  // training tags count (microbatch, slice) units modulo this
   void check_sent_shape(const torch::Tensor& output, int stage, int64_t rows, int slice = -1) const;
   void post_next_receive(const std::vector<schedule::Action>& actions, size_t from, size_t end);

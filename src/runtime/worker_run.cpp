@@ -482,17 +482,21 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
   // memory-mapped: the page cache is shared).
   std::shared_ptr<const BatchSource> batches;
   if (first || last) batches = make_batch_source(config, options.data_root);
-  if (reports && !launched) {  // under torchrun no launcher prepared the run folder
-    fs::create_directories(dir);
-    if (options.resume) remove_interrupted_writes(dir.string());
-    if (!options.resume && options.overwrite) remove_previous_run(dir.string());
-  }
-
   // Before any tensor exists, so weights, gradients and optimizer state are all counted.
   CountingAllocator& allocator = CountingAllocator::install();
   const auto timeout = std::chrono::milliseconds(int64_t(config.pipeline.timeout_s * 1000));
   const c10::Device device = device::worker_device(spec.execution, env.local_rank);
   Comm comm(env, timeout, {spec.execution.transport, device});
+  // Under torchrun no launcher prepared the run folder: the reporting worker does as the launcher
+  // would (a folder holding a run is refused without --overwrite; a run training in it, always;
+  // config.toml written for --resume) and holds its lock to the end. After the rendezvous, so a
+  // refusal ends the peers at once (they lose this worker) instead of leaving them waiting for
+  // it for pipeline.timeout_s.
+  std::optional<RunFolderLock> folder_lock;
+  if (reports && !launched) {
+    folder_lock.emplace(prepare_run_folder(dir.string(), options.resume, options.overwrite));
+    write_file_atomically((dir / "config.toml").string(), to_toml(config));
+  }
   StopVotes stop_votes(comm);
   const CommGroups groups = join_comm_groups(comm, layout, config, ranges);
   StageExecutor executor(config, spec, batches.get(), comm, device, layout, groups, *spec.lists);
@@ -527,13 +531,8 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
     if (reports && !advice.empty()) fmt::print(stderr, "{}\n", advice);
   }
   PipelineWorkerSession session({config, options, dir, layout, spec, data}, comm, executor, allocator, stop_votes);
-  LoopSettings settings;
-  settings.run_dir = dir.string();
-  settings.first_step = first_step;
-  settings.progress = progress_wanted;
+  LoopSettings settings = loop_settings(config, batches.get(), dir.string(), first_step, progress_wanted);
   settings.launched = launched;
-  settings.tokens_per_step = double(config.train.batch_size * (batches ? batches->tokens_per_row() : 0));
-  if (batches) settings.throughput_unit = batches->throughput_unit();
   settings.plot_title = "pipetrain: loss (pipeline)";
   auto summary = run_training_loop(config, session, settings);
   if (launched) return std::nullopt;  // the launcher reports

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "schedule/catalogue.h"
 #include "schedule/replay.h"
 #include "schedule/text_format.h"
 
@@ -149,15 +150,11 @@ class WorkerWalk {
   }
 
   int group_of(const Action& a) const {
-    bool per_mb = s_.policy.kind == WeightPolicyKind::Stash ||
-                  s_.policy.kind == WeightPolicyKind::Predicted;
-    return per_mb ? s_.global_microbatch(a) : a.iteration;
+    return updates_per_microbatch(s_.policy.kind) ? s_.global_microbatch(a) : a.iteration;
   }
 
   void optimizer_step(int k, const Action& a) {
-    bool per_mb = s_.policy.kind == WeightPolicyKind::Stash ||
-                  s_.policy.kind == WeightPolicyKind::Predicted;
-    int expected = per_mb ? s_.slices : s_.microbatches * s_.slices;
+    const int expected = updates_per_microbatch(s_.policy.kind) ? s_.slices : s_.microbatches * s_.slices;
     if (grads_done_[group_of(a)][a.chunk] != expected)
       reject(w_, k, fmt::format("OptimizerStep of stage {} runs before all {} gradients of its "
                                 "update group are computed",
@@ -203,8 +200,7 @@ class WorkerWalk {
     int inflight = static_cast<int>(inflight_.size());
     peak_inflight_ = std::max(peak_inflight_, inflight);
     std::set<int> live{steps_[chunk]};
-    bool pinned = s_.policy.kind == WeightPolicyKind::DoubleBuffer ||
-                  s_.policy.kind == WeightPolicyKind::Stash;
+    const bool pinned = stashes_versions(s_.policy.kind);  // a forward's version lives to its backward
     for (const auto& [unit, version] : inflight_)
       if (pinned && s_.chunk_of_stage(std::get<0>(unit)) == chunk) live.insert(version);
     int count = static_cast<int>(live.size());

@@ -27,7 +27,7 @@ Microbatch replicas_microbatch(const Microbatch& batch, int64_t i, int64_t m, in
   if (w == 1) return rows_of(batch, i * rows, rows);
   std::vector<torch::Tensor> inputs, labels;
   for (int64_t r = 0; r < w; ++r) {
-    const Microbatch part = rows_of(batch, (r * m + i) * rows, rows);
+    const Microbatch part = replica_microbatch(batch, r, i, m, rows);
     inputs.push_back(part.inputs);
     labels.push_back(part.labels);
   }

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <filesystem>
+#include <initializer_list>
 #include <mutex>
 #include <map>
 #include <set>
@@ -143,47 +144,47 @@ CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
 
 namespace {
 
-// What a model field means: "auto" stands for what the model makes of it.
-std::string meant_value(const Config& config, const std::string& key) {
-  if (key == "model.activation") return config.model.activation == "gelu_tanh" ? "gelu_tanh" : "gelu";
-  return field_value_string(config, *find_field(key));
-}
-
-}  // namespace
-
-std::vector<std::string> changed_model_fields(const Config& written, const Config& now, const std::string& whose) {
-  static const char* const keys[] = {"model.norm_eps",   "model.rope_theta",  "model.rope_scaling",
-                                     "model.activation", "model.torchscript", "model.max_labels"};
-  std::vector<std::string> changed;
-  for (const char* key : keys) {
-    const std::string before = meant_value(written, key), after = meant_value(now, key);
-    if (before != after) changed.push_back(fmt::format("{} = {} ({}: {})", key, after, whose, before));
-  }
-  return changed;
-}
-
-namespace {
-
 // The run's data file where it was, or moved away (its content is compared: refuse_other_data).
 bool same_file(const std::string& a, const std::string& b) {
   std::error_code error;
   return a == b || fs::equivalent(a, b, error) || !fs::exists(a, error);
 }
 
+// What a field means: "auto" stands for what the model makes of it.
+std::string meant_value(const Config& config, const std::string& key) {
+  if (key == "model.activation") return config.model.activation == "gelu_tanh" ? "gelu_tanh" : "gelu";
+  return field_value_string(config, *find_field(key));
+}
+
+// Each of `keys` whose meaning changed, as "key = now (whose: before)"; a data path that names
+// the same file (or whose file was moved away) has not.
+std::vector<std::string> changed_fields(const Config& written, const Config& now,
+                                        std::initializer_list<const char*> keys, const std::string& whose) {
+  std::vector<std::string> changed;
+  for (const std::string key : keys) {
+    const std::string before = meant_value(written, key), after = meant_value(now, key);
+    if (before == after || (key == "data.path" && same_file(written.data.path, now.data.path))) continue;
+    changed.push_back(fmt::format("{} = {} ({}: {})", key, after, whose, before));
+  }
+  return changed;
+}
+
+}  // namespace
+
+std::vector<std::string> changed_model_fields(const Config& written, const Config& now, const std::string& whose) {
+  return changed_fields(written, now, {"model.norm_eps", "model.rope_theta", "model.rope_scaling", "model.activation",
+                                       "model.torchscript", "model.max_labels"}, whose);
+}
+
+namespace {
+
 // A resumed run continues its own stream of batches (train.seed, train.batch_size, the data) and
 // its own held-out split: another value would make it another training (with another
 // data.val_fraction it would train on what it validated on before).
 void refuse_changed_meaning(const Config& written, const Config& now, const std::string& dir) {
-  static const char* const keys[] = {"train.seed", "train.batch_size", "data.format",
-                                     "data.path", "data.val_fraction", "data.tokenizer"};
-  std::vector<std::string> changed;
-  for (const char* key : keys) {
-    const FieldSpec& field = *find_field(key);
-    const std::string before = field_value_string(written, field), after = field_value_string(now, field);
-    if (before == after) continue;
-    if (std::string(key) == "data.path" && same_file(written.data.path, now.data.path)) continue;
-    changed.push_back(fmt::format("{} = {} (the run's: {})", key, after, before));
-  }
+  const std::vector<std::string> changed =
+      changed_fields(written, now, {"train.seed", "train.batch_size", "data.format", "data.path",
+                                    "data.val_fraction", "data.tokenizer"}, "the run's");
   if (changed.empty()) return;
   fail("{}: resuming with {} would train on other data than the run did; a resumed run continues "
        "its own seed, batches and held-out split (leave these out, or start a new run)", dir,

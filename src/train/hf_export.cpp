@@ -82,7 +82,7 @@ std::vector<std::string> export_hf(const Config& config, const HfExportOptions& 
   require_out_dir(options.out_dir);  // before the checkpoint is read
   require_checkpoint_of_model(config, options.checkpoint_dir);
   const torch::ScalarType dtype = export_dtype(options.dtype, config);
-  const nlohmann::json hf_config = hf::config_json_of(config.model, dtype_name(dtype));
+  const nlohmann::json hf_config = hf::config_json_of(config.model, dtype_name(dtype), options.started_from);
   auto whole = make_model(config)->make_whole();
   load_module_entries(*whole, checkpoint_weights(options.checkpoint_dir), options.checkpoint_dir);
   const auto tensors = hf_entries(*whole, config.model, dtype);

@@ -162,13 +162,8 @@ RunSummary run_training(const Config& config, const RunOptions& options) {
   if (options.resume) write_file_atomically((dir / "config.toml").string(), to_toml(config));  // it loaded
   install_stop_handlers();
   SingleProcessSession session(config, options, data, trainer, codec.get(), *batches);
-  LoopSettings settings;
-  settings.run_dir = options.run_dir;
-  settings.first_step = first_step;
-  settings.progress = options.progress;
-  settings.tokens_per_step = double(config.train.batch_size * batches->tokens_per_row());
-  settings.throughput_unit = batches->throughput_unit();
-  return *run_training_loop(config, session, settings);
+  return *run_training_loop(config, session,
+                            loop_settings(config, batches.get(), options.run_dir, first_step, options.progress));
 }
 
 }  // namespace pipetrain

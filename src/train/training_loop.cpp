@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <csignal>
 #include <filesystem>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -16,11 +17,25 @@
 #include "device/step_profiler.h"
 #include "io/metrics.h"
 #include "io/plot.h"
+#include "model/batch_source.h"
 #include "train/run_control.h"
 
 namespace fs = std::filesystem;
 
 namespace pipetrain {
+
+LoopSettings loop_settings(const Config& config, const BatchSource* batches, std::string run_dir,
+                           int64_t first_step, bool progress) {
+  LoopSettings settings;
+  settings.run_dir = std::move(run_dir);
+  settings.first_step = first_step;
+  settings.progress = progress;
+  if (batches != nullptr) {
+    settings.tokens_per_step = double(config.train.batch_size * batches->tokens_per_row());
+    settings.throughput_unit = batches->throughput_unit();
+  }
+  return settings;
+}
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -71,6 +71,12 @@ struct LoopSettings {
   std::string plot_title = "pipetrain: loss";
 };
 
+class BatchSource;
+// A run of `config` over `batches` (null on a pipeline worker that reads no data: it counts no
+// tokens) from `first_step`, its files in `run_dir`.
+LoopSettings loop_settings(const Config& config, const BatchSource* batches, std::string run_dir,
+                           int64_t first_step, bool progress);
+
 // " | val 1.2345 accuracy 0.9012" for the progress line ("" before any validation).
 std::string validation_progress(const Validation& validation);
 // val_loss and val_<measure> for metrics.jsonl.

@@ -59,6 +59,12 @@ TEST(Cli, ConfigTakesTrainsShorthands) {
                                  "\ndp_width = 2\n", "\nzero1 = 1\n"}) {
     EXPECT_NE(shown.output.find(line), std::string::npos) << line << shown.output;
   }
+  // A partition train's launcher measures is checked as the balanced cut it starts from (it was
+  // refused with torchrun's message).
+  const Result measured = run("config --stages 4 --pipeline.partition measured");
+  ASSERT_EQ(measured.exit_code, 0) << measured.output;
+  EXPECT_NE(measured.output.find("\npartition = \"measured\"\n"), std::string::npos) << measured.output;
+  expect_one_line_error("config --stages 7 --pipeline.partition measured", "exceeds the model's 6 layers");
 }
 
 // A memory budget keeps a worker to its stage, but a one-stage pipeline's workers hold the whole
@@ -611,6 +617,32 @@ TEST(Cli, APlanRunAtAnotherDepthCutsItsOwnPartition) {
                                 std::to_string(planned) + ")"),
             std::string::npos) << trained.output;
   EXPECT_EQ(trained.output.find("step time"), std::string::npos) << trained.output;
+  fs::remove_all(dir);
+}
+
+// A plan from a profile trains the model that was profiled: the profile's overrides (here its
+// precision) go into the plan's config_fields and `train --plan` applies them; a run that
+// changes one afterwards is not set beside the plan's predictions, and says which field.
+TEST(Cli, APlanFromAProfileTrainsTheProfiledPrecision) {
+  const auto dir = temp_dir("plan_profiled_dtype");
+  fs::create_directories(dir);
+  const std::string profile = (dir / "profile.json").string(), plan = (dir / "plan.json").string();
+  const Result profiled = run("profile --model.layers 2 --model.d_model 16 --model.heads 2 --model.seq_len 16 "
+                              "--model.dtype float64 --microbatch-sizes 1 --repeats 1 --out " + profile);
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
+  const Result planned = run("plan --profile " + profile + " --global-batch 2 --schedules 1f1b --out " + plan);
+  ASSERT_EQ(planned.exit_code, 0) << planned.output;
+  EXPECT_EQ(nlohmann::json::parse(pipetrain::read_file(plan))["config_fields"]["model.dtype"], "float64");
+  const std::string steps = " --train.steps 1 --eval.batches 1 --sample.tokens 0 --quiet --run-dir ";
+  const Result trained = run("train --plan " + plan + steps + (dir / "run").string());
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_NE(pipetrain::read_file((dir / "run" / "config.toml").string()).find("dtype = \"float64\""),
+            std::string::npos);
+  EXPECT_EQ(trained.output.find("the run changed what it planned"), std::string::npos) << trained.output;
+  const Result changed = run("train --plan " + plan + " --model.dtype float32" + steps + (dir / "changed").string());
+  ASSERT_EQ(changed.exit_code, 0) << changed.output;
+  EXPECT_NE(changed.output.find("not compared, the run changed what it planned: model.dtype \"float32\" (the "
+                                "plan's \"float64\")"), std::string::npos) << changed.output;
   fs::remove_all(dir);
 }
 

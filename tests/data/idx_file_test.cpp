@@ -10,6 +10,7 @@
 #include "data/fashion_mnist.h"
 #include "data/idx_file.h"
 #include "../file_test_helpers.h"
+#include "../user_error.h"
 
 namespace pipetrain {
 namespace {
@@ -42,12 +43,7 @@ void gzip(const fs::path& from, const fs::path& to) {
 }
 
 std::string error_of(const std::string& path) {
-  try {
-    read_idx(path);
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
+  return test::user_error_of([&] { read_idx(path); });
 }
 
 IdxArray two_images() { return {{2, 2, 3}, {0, 1, 2, 3, 4, 5, 250, 251, 252, 253, 254, 255}}; }

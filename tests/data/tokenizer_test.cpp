@@ -15,6 +15,7 @@
 #include "data/token_file.h"
 #include "data/tokenize.h"
 #include "data/tokenizer.h"
+#include "../user_error.h"
 
 namespace pipetrain {
 namespace {
@@ -60,15 +61,6 @@ std::vector<int64_t> read_all(const std::string& path) {
   std::vector<int64_t> tokens(size_t(file.size()));
   file.copy(0, file.size(), tokens.data());
   return tokens;
-}
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  return "(no error)";
 }
 
 TEST(Tokenizer, DecodesExactlyWhatItEncodes) {
@@ -169,9 +161,9 @@ TEST(Tokenizer, BlocksEndOnlyAfterANewlineOrBeforeASpace) {
 TEST(Tokenizer, BadInputIsOneClearError) {
   const auto dir = fresh_dir("bad");
   std::ofstream(dir / "junk.model") << "not a model";
-  EXPECT_NE(error_of([&] { Tokenizer((dir / "missing.model").string()); }).find("not found"),
+  EXPECT_NE(test::user_error_of([&] { Tokenizer((dir / "missing.model").string()); }).find("not found"),
             std::string::npos);
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(test::user_error_of([&] {
               Tokenizer((dir / "junk.model").string());
             }).find("is not a SentencePiece model"),
             std::string::npos);
@@ -179,19 +171,19 @@ TEST(Tokenizer, BadInputIsOneClearError) {
   options.text_path = small().text_path;
   options.model_path = (dir / "out.model").string();
   options.vocab_size = 100000;  // more pieces than 60 kB of text holds
-  EXPECT_NE(error_of([&] { train_tokenizer(options); }).find("tokenizer training failed: "),
+  EXPECT_NE(test::user_error_of([&] { train_tokenizer(options); }).find("tokenizer training failed: "),
             std::string::npos)
-      << error_of([&] { train_tokenizer(options); });
+      << test::user_error_of([&] { train_tokenizer(options); });
   options.vocab_size = 800;
   options.type = "wordpiece";
-  EXPECT_NE(error_of([&] { train_tokenizer(options); }).find("must be bpe or unigram"),
+  EXPECT_NE(test::user_error_of([&] { train_tokenizer(options); }).find("must be bpe or unigram"),
             std::string::npos);
   options.type = "bpe";
   options.text_path = (dir / "missing.txt").string();
-  EXPECT_NE(error_of([&] { train_tokenizer(options); }).find("not found"), std::string::npos);
+  EXPECT_NE(test::user_error_of([&] { train_tokenizer(options); }).find("not found"), std::string::npos);
   EXPECT_FALSE(fs::exists(dir / "out.model"));
   std::ofstream(dir / "empty.txt");
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(test::user_error_of([&] {
               tokenize_text_file(Tokenizer(small().model_path),
                                  {(dir / "empty.txt").string(), (dir / "out").string(), 0.1},
                                  [](const TokenizeProgress&) {});
@@ -216,7 +208,7 @@ TEST(TextCodec, EncodesThePromptAndDecodesSamplesAsTheDataSays) {
   EXPECT_EQ(text->encode("ROMEO:"), tokenizer.encode("ROMEO:"));
   EXPECT_EQ(text->sample_text("ROMEO:", tokenizer.encode(" Good night.")), "ROMEO: Good night.");
   data.tokenizer = "missing.model";
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(test::user_error_of([&] {
               make_text_codec(data, "/nonexistent");
             }).find("tokenizer model 'missing.model' not found"),
             std::string::npos);

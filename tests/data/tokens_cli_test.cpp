@@ -81,6 +81,8 @@ TEST(TokensCli, TextToTokenizerToTokenFilesToTrainingToADecodedSample) {
   const TokenFolder& made = folder();
   ASSERT_EQ(made.trained.exit_code, 0) << made.trained.output;
   EXPECT_NE(made.trained.output.find("vocabulary 500"), std::string::npos) << made.trained.output;
+  // Off a terminal, no line before SentencePiece's silent training: the log keeps the result.
+  EXPECT_EQ(made.trained.output.find("tokenizer: training"), std::string::npos) << made.trained.output;
   ASSERT_EQ(made.tokenized.exit_code, 0) << made.tokenized.output;
   EXPECT_NE(made.tokenized.output.find("tokenize: 97.7 KiB of 97.7 KiB (100%)"), std::string::npos)
       << made.tokenized.output;  // the progress line
@@ -163,6 +165,23 @@ namespace {
 // An output that names an input (issue 35, item 8): `tokenizer train --out` on its own text, and
 // `tokenize --out` on the folder holding the text as train.bin, would overwrite the text. Refused
 // in one line, by file identity (a symbolic link to the text too), before anything is written.
+// On a terminal (script(1) gives it one), `tokenizer train` says what it trains while
+// SentencePiece is silent (100000 bytes of text: 97.7 KiB), then erases that line for the result.
+TEST(TokensCli, TokenizerTrainingSaysWhatRunsOnATerminal) {
+  const TokenFolder& made = folder();
+  ASSERT_EQ(made.trained.exit_code, 0) << made.trained.output;
+  const std::string command = std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain tokenizer train --vocab 400 " +
+                              made.text + " --out " + (made.dir / "on_terminal.model").string();
+  const auto shown = testing::run_program("script", "-qec '" + command + "' /dev/null", "", 120);
+  ASSERT_EQ(shown.exit_code, 0) << shown.output;
+  const auto notice = shown.output.find("tokenizer: training a bpe vocabulary of 400 pieces on " + made.text +
+                                        " (97.7 KiB) ...");
+  ASSERT_NE(notice, std::string::npos) << shown.output;
+  const auto erased = shown.output.find("\r\033[K", notice);
+  ASSERT_NE(erased, std::string::npos) << shown.output;
+  EXPECT_NE(shown.output.find("tokenizer: wrote ", erased), std::string::npos) << shown.output;
+}
+
 TEST(TokensCli, AnOutputThatIsTheInputIsRefusedAndTheTextSurvives) {
   const TokenFolder& made = folder();
   ASSERT_EQ(made.trained.exit_code, 0) << made.trained.output;

@@ -131,6 +131,40 @@ TEST(HfConfig, InitFromSetsTheShapeAndRefusesAClashingFieldGivenBesideIt) {
   std::filesystem::remove_all(dir);
 }
 
+// A model trained from scratch names no special tokens (null, not GPT2Config's 50256, past a
+// byte model's vocabulary); one started from a checkpoint keeps its tokenizer's ids and (Llama)
+// the longer of its made-for context and the trained one.
+TEST(HfConfig, AnExportKeepsTheSpecialTokensOfTheCheckpointItStartedFrom) {
+  Config scratch;
+  const Json fresh = config_json_of(scratch.model, "float32");
+  EXPECT_TRUE(fresh.at("bos_token_id").is_null());
+  EXPECT_TRUE(fresh.at("eos_token_id").is_null());
+  EXPECT_FALSE(fresh.contains("pad_token_id"));
+
+  const auto dir = test::fresh_folder("pipetrain_hf_tokens");
+  Json started = llama_json();
+  started["bos_token_id"] = 128000;
+  started["eos_token_id"] = Json::array({128001, 128009});
+  started["max_position_embeddings"] = 131072;
+  std::ofstream(dir / "config.json") << started.dump();
+  Config config;
+  config.model.init_from = dir.string();
+  apply_init_from(config, {});
+  const Json exported = config_json_of(config.model, "bfloat16", dir.string());
+  EXPECT_EQ(exported.at("bos_token_id"), 128000);
+  EXPECT_EQ(exported.at("eos_token_id"), Json::array({128001, 128009}));
+  EXPECT_FALSE(exported.contains("pad_token_id"));
+  EXPECT_EQ(exported.at("max_position_embeddings"), 131072);
+  started["max_position_embeddings"] = 64;  // shorter than the 128 tokens it was trained at
+  std::ofstream(dir / "config.json") << started.dump();
+  config.model.seq_len = 128;
+  EXPECT_EQ(config_json_of(config.model, "bfloat16", dir.string()).at("max_position_embeddings"), 128);
+  // The checkpoint gone since: no ids rather than a failed export.
+  std::filesystem::remove(dir / "config.json");
+  EXPECT_TRUE(config_json_of(config.model, "bfloat16", dir.string()).at("eos_token_id").is_null());
+  std::filesystem::remove_all(dir);
+}
+
 TEST(HfNames, Gpt2ConvWeightsAreTransposedAndATiedHeadIsWrittenOnce) {
   ModelConfig model;
   model.kind = "gpt";

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/files.h"
 #include "../pipetrain_run.h"
 
 namespace pipetrain {
@@ -65,6 +66,12 @@ TEST(HfRecipe, FineTuneATransformersLlamaOnTwoStagesExportItAndGenerateInTransfo
   const auto out = testing::run_pipetrain("export --run-dir " + run.string() + " --format hf --out " +
                                           exported.string());
   ASSERT_EQ(out.exit_code, 0) << out.output;
+  // The tokenizer's end-of-text id goes with the weights (transformers' default would be 2).
+  const auto started = nlohmann::json::parse(read_file(model + "/config.json"));
+  const auto written = nlohmann::json::parse(read_file((exported / "config.json").string()));
+  ASSERT_TRUE(started.at("eos_token_id").is_number_integer()) << started.dump();
+  EXPECT_EQ(written.at("eos_token_id"), started.at("eos_token_id"));
+  EXPECT_EQ(written.at("bos_token_id"), started.at("bos_token_id"));
   const auto generated = python("hf_generate.py", "--model " + exported.string() + " --tokenizer " +
                                                       model + " --prompt ROMEO: --tokens 20");
   ASSERT_EQ(generated.exit_code, 0) << generated.output;

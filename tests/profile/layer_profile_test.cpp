@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
+#include "plan/plan_file.h"
 #include "plan/planner.h"
 #include "profile/layer_profile.h"
 #include "profile/link_profile.h"
@@ -148,6 +150,40 @@ TEST(LayerProfile, PlannerRunsOnAMeasuredProfile) {
   const auto result = plan::plan_training(request);
   ASSERT_FALSE(result.ranked.empty());
   for (const auto& c : result.ranked) EXPECT_EQ(c.stages * c.dp_width, 2);
+}
+
+// The overrides a profile was measured with (its precision, its chunked loss) go with it into
+// the plan's config_fields, which `train --plan` applies: the plan trains what was timed. The
+// last value of a key given twice wins, as on the command line; a field the config does not know
+// is blamed on the profile.
+TEST(LayerProfile, APlanCarriesTheProfilesConfigFields) {
+  plan::ModelProfile profile = tiny_profile();
+  profile.config_fields = {{"model.dtype", "float32"}, {"model.loss_chunk_tokens", "8"}, {"model.dtype", "float64"}};
+  const auto parsed = plan::model_profile_from_json(plan::to_json(profile), "mem");
+  const std::vector<std::pair<std::string, std::string>> expected = {{"model.dtype", "float64"},
+                                                                     {"model.loss_chunk_tokens", "8"}};
+  EXPECT_EQ(parsed.config_fields, expected);
+  plan::PlanRequest request;
+  request.profile = parsed;
+  request.model = parsed.shape;
+  request.cluster = plan::load_cluster("this-machine", std::string(PIPETRAIN_SOURCE_DIR) + "/clusters");
+  request.global_batch = 8;
+  request.microbatch_sizes = {1, 4};
+  const auto result = plan::plan_training(request);
+  ASSERT_FALSE(result.ranked.empty());
+  const auto json = plan::plan_to_json(request, result.ranked.front());
+  EXPECT_EQ(json.at("config_fields"), (nlohmann::json{{"model.dtype", "float64"}, {"model.loss_chunk_tokens", "8"}}));
+  const auto fields = plan::plan_config_overrides(json, "plan.json");
+  EXPECT_NE(std::find(fields.begin(), fields.end(), std::pair<std::string, std::string>{"model.dtype", "float64"}),
+            fields.end());
+  auto unknown = plan::to_json(profile);
+  unknown["config_fields"] = {{"model.dtypo", "float64"}};
+  try {
+    plan::model_profile_from_json(unknown, "p.json");
+    ADD_FAILURE() << "an unknown field was read";
+  } catch (const UserError& error) {
+    EXPECT_STREQ(error.what(), "p.json: config_fields names an unknown config field 'model.dtypo'");
+  }
 }
 
 // A GPU node's description (bench/gpu_check.sh plans from a GPU profile on it): 16 devices of

@@ -20,8 +20,7 @@
 #include "model/state_io.h"
 #include "../tensor_exactness.h"
 #include "../pipetrain_run.h"
-#include "../tiny_images.h"
-#include "../tiny_speech.h"
+#include "../exactness_models.h"
 #include "model/registry.h"
 #include "model/token_batch.h"
 #include "runtime/run_spec.h"
@@ -91,24 +90,7 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
           {"pipeline.dp_width", std::to_string(c.dp_width)}, {"pipeline.zero1", c.zero1 ? "1" : "0"},
           {"pipeline.sync_warmup_steps", std::to_string(c.sync_warmup_steps)},
           {"pipeline.recompute", c.recompute}};
-  if (c.model == "cnn") {  // 2 base channels on the tiny image folder
-    for (auto& [key, value] : fields) {
-      if (key == "model.d_model") value = "2";
-    }
-    fields.insert(fields.end(), {{"model.kind", "cnn"}, {"data.format", "fashion-mnist"},
-                                 {"data.path", testing::tiny_image_folder()}});
-  }
-  if (c.model == "llama") {  // 2 query heads sharing 1 key/value head, an untied head
-    fields.insert(fields.end(), {{"model.kind", "llama"}, {"model.kv_heads", "1"}});
-  }
-  if (c.model == "transducer") {  // width 8 on the tiny speech file's ragged utterances
-    for (auto& [key, value] : fields) {
-      if (key == "model.d_model") value = "8";
-      if (key == "model.seq_len") value = "40";
-    }
-    fields.insert(fields.end(), {{"model.kind", "transducer"}, {"model.max_labels", "6"},
-                                 {"data.format", "speech"}, {"data.path", testing::tiny_speech_file()}});
-  }
+  testing::use_model(fields, c.model);
   return fields;
 }
 

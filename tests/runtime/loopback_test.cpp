@@ -83,7 +83,7 @@ TEST(Loopback, OneMachineRunListensOnLoopbackOnly) {
   const std::string args =
       "train --quiet --model.layers 2 --model.d_model 32 --model.heads 2 --model.seq_len 16 "
       "--train.batch_size 4 --train.threads 1 --train.steps 50 --eval.every 0 --eval.batches 1 "
-      "--sample.tokens 0 --pipeline.timeout_s 10 --stages 2 --microbatches 2 --run-dir " +
+      "--sample.tokens 0 --pipeline.timeout_s 600 --stages 2 --microbatches 2 --run-dir " +
       dir.string();
   auto run = std::async(std::launch::async,
                         [&] { return testing::run_pipetrain(args, "PIPETRAIN_FAULT=1:3:hang"); });
@@ -109,9 +109,9 @@ TEST(Loopback, OneMachineRunListensOnLoopbackOnly) {
   const auto listening = listeners(inodes, found);
   EXPECT_GE(found, 2) << "no TCP socket of the run was found: the check would be vacuous";
   for (const auto& l : listening) EXPECT_TRUE(l.loopback) << "listening on " << l.local_address;
-  kill(workers[1], SIGCONT);  // let the run go on; rank 0 may already have timed out
+  kill(workers[1], SIGCONT);  // the run goes on (its peers wait up to pipeline.timeout_s) and ends
   const auto result = run.get();
-  EXPECT_TRUE(result.exit_code == 0 || result.exit_code == 2) << result.output;
+  EXPECT_EQ(result.exit_code, 0) << result.output;
   fs::remove_all(dir);
 }
 

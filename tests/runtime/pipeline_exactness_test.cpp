@@ -17,8 +17,7 @@
 #include "model/state_io.h"
 #include "../tensor_exactness.h"
 #include "../pipetrain_run.h"
-#include "../tiny_images.h"
-#include "../tiny_speech.h"
+#include "../exactness_models.h"
 #include "model/registry.h"
 #include "train/optim.h"
 #include "train/trainer.h"
@@ -79,19 +78,6 @@ Case cnn_case(Case c) {
   return c;
 }
 
-// The CNN: 2 base channels (2, 4, 8 through the blocks) on the tiny image folder.
-void use_cnn(std::vector<std::pair<std::string, std::string>>& fields) {
-  const std::map<std::string, std::string> cnn = {
-      {"model.kind", "cnn"}, {"model.d_model", "2"}, {"data.format", "fashion-mnist"},
-      {"data.path", testing::tiny_image_folder()}};
-  for (auto& [key, value] : fields) {
-    if (cnn.count(key)) value = cnn.at(key);
-  }
-  for (const auto& [key, value] : cnn) {
-    if (key != "model.d_model") fields.emplace_back(key, value);
-  }
-}
-
 Case llama_case(Case c, const std::string& kind = "llama") {
   c.model = kind;
   return c;
@@ -99,31 +85,9 @@ Case llama_case(Case c, const std::string& kind = "llama") {
 
 bool is_decoder(const Case& c) { return c.model == "gpt" || c.model.rfind("llama", 0) == 0; }
 
-// Llama: 2 query heads sharing 1 key/value head, rotary base 5000, its own head (llama) or the
-// embedding's (llama_tied).
-void use_llama(std::vector<std::pair<std::string, std::string>>& fields, const Case& c) {
-  fields.insert(fields.end(), {{"model.kind", "llama"}, {"model.kv_heads", "1"},
-                               {"model.rope_theta", "5000"},
-                               {"model.head", c.model == "llama_tied" ? "tied" : "untied"}});
-}
-
 Case transducer_case(Case c) {
   c.model = "transducer";
   return c;
-}
-
-// The RNN-T: width 8 over the tiny speech file's ragged utterances (9..37 frames, 1..6 labels),
-// 3 encoder blocks (5 layers), the sample-wise loss on the last stage.
-void use_transducer(std::vector<std::pair<std::string, std::string>>& fields) {
-  const std::map<std::string, std::string> transducer = {
-      {"model.kind", "transducer"}, {"model.d_model", "8"}, {"model.seq_len", "40"},
-      {"model.max_labels", "6"}, {"data.format", "speech"}, {"data.path", testing::tiny_speech_file()}};
-  for (auto& [key, value] : fields) {
-    if (transducer.count(key)) value = transducer.at(key);
-  }
-  for (const auto& [key, value] : transducer) {
-    if (key != "model.d_model" && key != "model.seq_len") fields.emplace_back(key, value);
-  }
 }
 
 // The same fields for the reference Config and for the command line.
@@ -143,9 +107,7 @@ std::vector<std::pair<std::string, std::string>> fields_for(const Case& c) {
           {"pipeline.slices", c.slices},
           {"model.loss_chunk_tokens", std::to_string(c.loss_chunk_tokens)},
           {"train.delay_correction", c.delay_correction}, {"model.dtype", "float64"}};
-  if (c.model == "cnn") use_cnn(fields);
-  if (c.model == "transducer") use_transducer(fields);
-  if (c.model.rfind("llama", 0) == 0) use_llama(fields, c);
+  testing::use_model(fields, c.model);
   return fields;
 }
 

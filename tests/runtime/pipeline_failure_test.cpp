@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "core/files.h"
 #include "../pipetrain_run.h"
 
 namespace pipetrain {
@@ -58,16 +59,18 @@ TEST(PipelineFailure, KilledWorkerStopsTheRunAndIsNamed) {
 }
 
 // A worker that stops responding without exiting (SIGSTOP): its peers give up after
-// pipeline.timeout_s, name it, and the launcher stops everyone, the hung worker included.
+// pipeline.timeout_s, name it, and the launcher stops everyone, the hung worker included. (15 s:
+// the timeout bounds the rendezvous too, which workers loading libtorch beside other tests on 2
+// busy cores must not miss.)
 TEST(PipelineFailure, HungWorkerIsNamedAfterTheTimeout) {
   const auto dir = testing::fresh_dir("hung");
   std::string args = kTinyRun + " --run-dir " + dir.string();
-  args.replace(args.find("--pipeline.timeout_s 600"), 24, "--pipeline.timeout_s 3");
+  args.replace(args.find("--pipeline.timeout_s 600"), 24, "--pipeline.timeout_s 15");
   const auto run = testing::run_pipetrain(args, "PIPETRAIN_FAULT=1:3:hang");
   EXPECT_EQ(run.exit_code, 2) << run.output;
   // The launcher's own SIGKILL is not the cause: the worker stopped responding.
   EXPECT_NE(run.output.find("pipetrain: error: pipeline worker rank 1 (replica 0, worker 1) did "
-                            "not respond within pipeline.timeout_s (3 s)"),
+                            "not respond within pipeline.timeout_s (15 s)"),
             std::string::npos) << run.output;
   EXPECT_EQ(run.output.find("signal 9"), std::string::npos) << run.output;
   EXPECT_EQ(error_lines(run.output), 1) << run.output;
@@ -95,6 +98,37 @@ TEST(PipelineFailure, TorchrunWorkerNamesTheDeadPeer) {
                 env + " RANK=0");
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find("with rank 1 failed"), std::string::npos) << run.output;
+  fs::remove_all(dir);
+}
+
+// Under torchrun the worker holding the last stage (rank 1 of 2) prepares the run folder as our
+// launcher would: a folder that holds a run is refused without --overwrite and left as it was
+// (it used to be written into); with --overwrite the run trains and leaves config.toml, which
+// `--resume` reads.
+TEST(PipelineFailure, TorchrunRunRefusesAFolderHoldingARun) {
+  const auto dir = testing::fresh_dir("torchrun_folder");
+  const auto run_dir = dir / "run";
+  fs::create_directories(run_dir);
+  std::ofstream(run_dir / "metrics.jsonl") << "{\"step\": 1}\n";
+  const std::string binary = std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain";
+  const auto torchrun = [&](const std::string& extra) {
+    const std::string env = fmt::format("WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT={}", testing::free_port());
+    const std::string args = "train --quiet --model.layers 2 --model.d_model 32 --model.heads 2 --model.seq_len 16 "
+        "--train.batch_size 4 --train.microbatches 2 --train.threads 1 --train.steps 2 --eval.every 0 "
+        "--eval.batches 1 --sample.tokens 0 --pipeline.timeout_s 600 --stages 2 --run-dir " + run_dir.string() + extra;
+    // Rank 0 in the background; rank 1, which writes the run folder, is the one we watch.
+    return testing::run_pipetrain(args, "(" + env + " RANK=0 timeout 120 " + binary + " " + args +
+                                            " >/dev/null 2>&1 &); " + env + " RANK=1");
+  };
+  const auto refused = torchrun("");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("already holds a run; choose another --run-dir or pass --overwrite"),
+            std::string::npos) << refused.output;
+  EXPECT_EQ(read_file((run_dir / "metrics.jsonl").string()), "{\"step\": 1}\n");
+  EXPECT_FALSE(fs::exists(run_dir / "config.toml"));
+  const auto trained = torchrun(" --overwrite");
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_NE(read_file((run_dir / "config.toml").string()).find("steps = 2"), std::string::npos);
   fs::remove_all(dir);
 }
 

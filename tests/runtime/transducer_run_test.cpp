@@ -105,9 +105,13 @@ TEST(TransducerRun, ProfileTimesTheTransducerAndPlansIt) {
   const auto planned = testing::run_pipetrain("plan --profile " + (dir / "profile.json").string() +
                                               " --global-batch 4 --out " + (dir / "plan.json").string());
   ASSERT_EQ(planned.exit_code, 0) << planned.output;
-  EXPECT_EQ(nlohmann::json::parse(std::ifstream(dir / "plan.json"))["model_kind"], "transducer");
-  // The plan is for a transducer: a GPT run refuses it before training.
-  testing::expect_one_line_error("train --plan " + (dir / "plan.json").string() + " --train.steps 1",
+  const auto plan = nlohmann::json::parse(std::ifstream(dir / "plan.json"));
+  EXPECT_EQ(plan["model_kind"], "transducer");
+  // The profiled model's fields go with the plan (`train --plan plan.json` alone trains it), and
+  // a run that makes it another model refuses the plan before training.
+  EXPECT_EQ(plan["config_fields"]["model.kind"], "transducer") << plan.dump();
+  EXPECT_EQ(plan["config_fields"]["data.format"], "speech") << plan.dump();
+  testing::expect_one_line_error("train --plan " + (dir / "plan.json").string() + " --model.kind gpt --train.steps 1",
                                  "is a plan for a transducer model, but this run's model.kind is gpt");
   std::filesystem::remove_all(dir);
 }

@@ -13,6 +13,7 @@
 #include "schedule/run_rules.h"
 #include "schedule/steps.h"
 #include "schedule/validate.h"
+#include "../user_error.h"
 
 namespace pipetrain::schedule {
 namespace {
@@ -33,15 +34,6 @@ std::vector<ScheduleSpec> small_specs(const std::string& name) {
               specs.push_back(spec);
             }
   return specs;
-}
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(Catalogue, NamesAreUniqueAndEachGeneratorBuildsItsOwnEntry) {
@@ -74,7 +66,7 @@ TEST(Catalogue, EveryGeneratorBuildsValidSchedulesWhereItsCheckAccepts) {
     for (const ScheduleSpec& spec : small_specs(entry.name)) {
       const std::string refusal = entry.check(spec);
       if (!refusal.empty()) {
-        EXPECT_EQ(error_of([&] { make_schedule(spec); }), refusal);
+        EXPECT_EQ(test::user_error_of([&] { make_schedule(spec); }), refusal);
         continue;
       }
       ++accepted;
@@ -274,7 +266,7 @@ TEST(Catalogue, RuntimeRefusalsNameTheSchedulesThatRun) {
   }
   // Since ZB-H2 and the V placements run on workers (issue 34), every schedule does.
   EXPECT_EQ(simulated_only, std::vector<std::string>{});
-  const std::string error = error_of([&] { runtime_schedule("zigzag", "--pipeline.schedule"); });
+  const std::string error = test::user_error_of([&] { runtime_schedule("zigzag", "--pipeline.schedule"); });
   EXPECT_EQ(error.rfind("--pipeline.schedule: pipeline.schedule ", 0), 0u) << error;
   EXPECT_NE(error.find(join(runs, ", ")), std::string::npos) << error;
   EXPECT_EQ(&runtime_schedule("1f1b", ""), find_schedule("1f1b"));

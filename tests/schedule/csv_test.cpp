@@ -8,6 +8,7 @@
 #include "schedule/generators.h"
 #include "schedule/text_format.h"
 #include "schedule/validate.h"
+#include "../user_error.h"
 
 namespace pipetrain::schedule {
 namespace {
@@ -46,12 +47,7 @@ TEST(Csv, RoundTripEverySchedule) {
 }
 
 std::string error_of(const std::string& text) {
-  try {
-    parse_csv(text);
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
+  return test::user_error_of([&] { parse_csv(text); });
 }
 
 TEST(Csv, ErrorsNameTheLine) {

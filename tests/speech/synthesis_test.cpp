@@ -170,5 +170,20 @@ TEST(SpeechSynthesis, UnknownVoiceIsOneLine) {
   EXPECT_FALSE(fs::exists(dir / "a.bin"));
 }
 
+// The unseen voice speaks only the test lines, after every other utterance: an unknown one is
+// refused before the first utterance is synthesized, not minutes later.
+TEST(SpeechSynthesis, UnknownUnseenVoiceIsRefusedBeforeSynthesis) {
+  if (!espeak_available()) GTEST_SKIP() << "espeak-ng is not installed (scripts/setup installs it)";
+  const auto dir = synthesis_dir("unknown_unseen_voice");
+  auto options = tiny_speech_options(dir, "a.bin");
+  options.unseen_voice = "xx-nowhere";
+  int64_t synthesized = 0;
+  const auto count = [&](const PrepareSpeechProgress& progress) { synthesized = progress.done; };
+  EXPECT_NE(test::user_error_of([&] { prepare_speech(options, count); }).find("espeak-ng has no voice 'xx-nowhere'"),
+            std::string::npos);
+  EXPECT_EQ(synthesized, 0);
+  EXPECT_FALSE(fs::exists(dir / "a.bin"));
+}
+
 }  // namespace
 }  // namespace pipetrain::speech
