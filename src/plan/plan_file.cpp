@@ -115,4 +115,10 @@ std::vector<std::pair<std::string, std::string>> config_fields_from_json(const n
   return fields;
 }
 
+nlohmann::json config_fields_to_json(const std::vector<std::pair<std::string, std::string>>& fields) {
+  nlohmann::json object = nlohmann::json::object();
+  for (const auto& [key, value] : fields) object[key] = value;
+  return object;
+}
+
 }  // namespace pipetrain::plan

@@ -20,5 +20,8 @@ std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlo
 // Absent: none.
 std::vector<std::pair<std::string, std::string>> config_fields_from_json(const nlohmann::json& file,
                                                                          const std::string& origin);
+// `fields` as a file's `config_fields` object: the last value of a key given twice wins, as on
+// the command line.
+nlohmann::json config_fields_to_json(const std::vector<std::pair<std::string, std::string>>& fields);
 
 }  // namespace pipetrain::plan

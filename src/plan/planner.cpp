@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/text.h"
 #include "plan/graph_memory.h"
+#include "plan/plan_file.h"
 #include "schedule/catalogue.h"
 #include "schedule/generators.h"
 #include "schedule/validate.h"
@@ -623,10 +624,7 @@ nlohmann::json plan_to_json(const PlanRequest& request, const PlanCandidate& pla
   const auto* config_fields = !request.model_variants.empty()
                                   ? &request.model_variants.at(size_t(plan.variant)).config_fields
                                   : request.profile ? &request.profile->config_fields : nullptr;
-  if (config_fields != nullptr && !config_fields->empty()) {
-    json["config_fields"] = nlohmann::json::object();
-    for (const auto& [key, value] : *config_fields) json["config_fields"][key] = value;
-  }
+  if (config_fields != nullptr && !config_fields->empty()) json["config_fields"] = config_fields_to_json(*config_fields);
   if (planner_has_gpt_shape(request)) {
     json["model_shape"] = {{"layers", shape.layers}, {"hidden", shape.hidden}, {"heads", shape.heads},
                            {"seq_len", shape.seq_len}, {"vocab", shape.vocab}};

@@ -49,10 +49,7 @@ nlohmann::json to_json(const ModelProfile& profile) {
   if (profile.fixed_microbatch > 0) {
     json["fixed_microbatch"] = {{"microbatch", profile.fixed_microbatch}, {"why", profile.microbatch_dependence}};
   }
-  if (!profile.config_fields.empty()) {
-    json["config_fields"] = nlohmann::json::object();
-    for (const auto& [key, value] : profile.config_fields) json["config_fields"][key] = value;  // the last wins
-  }
+  if (!profile.config_fields.empty()) json["config_fields"] = config_fields_to_json(profile.config_fields);
   if (profile.links.measured) {
     json["links"] = {{"p2p", link_json(profile.links.p2p)},
                      {"all_reduce", link_json(profile.links.all_reduce)},
