@@ -257,6 +257,7 @@ run_case "tokenizer: --max-sentences SentencePiece refuses" "" "tokenizer train 
 echo "keep me" > "$work/notes.txt"
 run_case "train: --resume with --overwrite" "" "train --resume $work/done --overwrite"
 run_case "resume: another activation than the run's" "" "train --resume $work/done --train.steps 4 --model.activation gelu_tanh"
+run_case "resume: another MLP width than the run's" "" "train --resume $work/done --train.steps 4 --model.ffn_hidden 24"
 run_case "export: a model override the checkpoint did not train with" "" "export --run-dir $work/done --format hf --model.norm_eps 0.5 --out $work/eps"
 run_case "train: speech data for a GPT" "" "train $tiny --data.format speech --data.path $work/none.bin"
 run_case "tokenizer: --out is someone's other file" "" "tokenizer train --vocab 400 $work/text.txt --out $work/notes.txt"

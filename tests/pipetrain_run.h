@@ -63,16 +63,29 @@ inline std::filesystem::path fresh_dir(const std::string& name) {
   return dir;
 }
 
-// A loopback port free right now (for a rendezvous the test starts itself).
+// A loopback port for a rendezvous the test starts itself, kept from the kernel's own picks
+// until the rendezvous binds it: a connection to it is accepted and closed from the listening
+// side, which leaves the port in TIME_WAIT for about a minute. Meanwhile bind(0) and connect()
+// elsewhere (another test beside this one) skip it, while a listener that sets SO_REUSEADDR, as
+// c10d's TCPStore does, binds it. (A port found free and released at once could be handed to
+// another test before the rendezvous binds it.)
 inline int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  listen(listener, 1);
   socklen_t length = sizeof address;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  const int client = socket(AF_INET, SOCK_STREAM, 0);
+  connect(client, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  const int accepted = accept(listener, nullptr, nullptr);
+  close(accepted);  // the listening side closes first: its end waits in TIME_WAIT
+  close(client);
+  close(listener);
   return ntohs(address.sin_port);
 }
 

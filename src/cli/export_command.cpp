@@ -64,7 +64,12 @@ void run_export(const std::vector<std::string>& args) {
   const auto files = export_hf(config, options);
   fmt::print("exported {} (step {}) to {}: {}\n", options.checkpoint_dir,
              checkpoint_step(options.checkpoint_dir), options.out_dir, join(files, ", "));
-  if (!options.started_from.empty() && !std::filesystem::exists(options.started_from + "/config.json")) {
+  if (options.started_from.empty()) return;
+  if (!std::filesystem::is_directory(options.started_from)) {
+    fmt::print("export: the run started from {}, which is gone: its special-token ids (bos, eos) are not "
+               "in the export's config.json, nor its tokenizer files beside it; copy them from the original\n",
+               options.started_from);
+  } else if (!std::filesystem::exists(options.started_from + "/config.json")) {
     fmt::print("export: the run started from {}, whose config.json is gone: its special-token ids (bos, eos) "
                "are not in the export's config.json; copy them from the original\n", options.started_from);
   }

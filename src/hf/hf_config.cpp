@@ -261,6 +261,14 @@ nlohmann::json fields_kept_from(const ModelConfig& model, const std::string& sta
   return kept;
 }
 
+const std::vector<std::string>& companion_files() {
+  static const std::vector<std::string> names = {
+      "tokenizer.json",     "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+      "tokenizer.model",    "vocab.json",            "merges.txt",              "chat_template.jinja",
+      "generation_config.json"};
+  return names;
+}
+
 nlohmann::json config_json_of(const ModelConfig& model, const std::string& dtype, const std::string& started_from) {
   nlohmann::json json = architecture_json_of(model, dtype);
   json.update(fields_kept_from(model, started_from));

@@ -34,6 +34,13 @@ void apply_init_from(Config& config, const std::set<std::string>& given_fields);
 // when `started_from` holds no config.json any more.
 nlohmann::json fields_kept_from(const ModelConfig& model, const std::string& started_from);
 
+// The files of a Hugging Face checkpoint folder beside its config and weights that describe
+// what the weights do not: its tokenizer (tokenizers' tokenizer.json, SentencePiece's
+// tokenizer.model, GPT-2's vocab.json and merges.txt, their settings) and its generation
+// defaults. An export of a run started from such a folder carries over those it holds,
+// unchanged, so the export is one folder for both AutoTokenizer and from_pretrained.
+const std::vector<std::string>& companion_files();
+
 // The config.json `from_pretrained` reads for the model `model` describes, its weights stored
 // in `dtype` ("float32", "bfloat16", ...): its architecture and shape, and fields_kept_from.
 nlohmann::json config_json_of(const ModelConfig& model, const std::string& dtype, const std::string& started_from = "");

@@ -29,6 +29,92 @@ int64_t frames_per_block(int64_t labels_plus_one, int64_t vocab, const c10::Devi
   return std::max<int64_t>(1, elements / std::max<int64_t>(1, labels_plus_one * vocab));
 }
 
+// A sample's logits [T, U+1, V] cut into blocks of `rows` frames, computed in `wide` (float32
+// for bfloat16 and float16 logits, else their own dtype).
+struct Blocks {
+  int64_t frames, rows;
+  at::ScalarType wide;
+  at::Tensor of(const at::Tensor& t, int64_t t0) const { return t.narrow(0, t0, std::min(rows, frames - t0)); }
+};
+
+// 1. log-softmax denominators [T, U+1], block by block (ATen's logsumexp makes a full-size
+//    temporary).
+at::Tensor log_softmax_denominators(const at::Tensor& logits, const Blocks& blocks) {
+  at::Tensor lse = at::empty({logits.size(0), logits.size(1)}, logits.options().dtype(blocks.wide));
+  for (int64_t t0 = 0; t0 < blocks.frames; t0 += blocks.rows) {
+    at::Tensor out = blocks.of(lse, t0);
+    at::logsumexp_out(out, blocks.of(logits, t0).to(blocks.wide), {2}, false);
+  }
+  return lse;
+}
+
+// 2. The log-probabilities of the two transitions out of every (t, u), in double: blank to
+//    (t+1, u), label y_u to (t, u+1) (none after the last label).
+struct Transitions {
+  int64_t blank = 0;
+  at::Tensor blank_lp, emit_lp;  // [T, U+1]
+  at::Tensor label_index;        // [T, U, 1]: y_u at every frame (undefined without labels)
+};
+
+Transitions transition_log_probs(const at::Tensor& logits, const at::Tensor& lse, const at::Tensor& y_device,
+                                 int64_t blank) {
+  const int64_t T = logits.size(0), U1 = logits.size(1);
+  const at::Tensor lse_double = lse.to(at::kDouble);
+  Transitions out;
+  out.blank = blank;
+  out.blank_lp = (logits.select(2, blank).to(at::kDouble) - lse_double).contiguous();
+  out.emit_lp = at::full({T, U1}, kNegInf, lse_double.options());
+  if (U1 > 1) {
+    out.label_index = y_device.reshape({1, U1 - 1, 1}).expand({T, U1 - 1, 1});
+    const at::Tensor label_logits = logits.narrow(1, 0, U1 - 1).gather(2, out.label_index).squeeze(2);
+    out.emit_lp.narrow(1, 0, U1 - 1).copy_(label_logits.to(at::kDouble) - lse_double.narrow(1, 0, U1 - 1));
+  }
+  return out;
+}
+
+// 4. d(loss)/dz[t,u,k] = softmax(z)[k] * occupancy(t,u) - (transition terms at blank and y_u),
+//    times grad_scale, written over the logits. Uses `alpha` up.
+void write_gradient(const at::Tensor& logits, const at::Tensor& lse, const Transitions& moves,
+                    at::Tensor& alpha, const at::Tensor& beta, const at::Tensor& loss,
+                    double grad_scale, const Blocks& blocks) {
+  const int64_t T = logits.size(0), U1 = logits.size(1);
+  if (grad_scale == 0.0) {
+    logits.zero_();
+    return;
+  }
+  // The first term for all k at once, in place: z <- exp(z - lse + alpha + beta + loss + log s).
+  // alpha + beta + loss <= 0 and z - lse <= 0, so exp never overflows.
+  const double log_scale = std::log(std::fabs(grad_scale));
+  const at::Tensor coef =
+      (alpha + beta).add_(loss).add_(log_scale).to(lse.scalar_type()).sub_(lse).unsqueeze(2);
+  for (int64_t t0 = 0; t0 < T; t0 += blocks.rows) {
+    at::Tensor rows = blocks.of(logits, t0);
+    if (blocks.wide == logits.scalar_type()) {
+      rows.add_(blocks.of(coef, t0)).exp_();
+    } else {
+      rows.copy_(rows.to(blocks.wide).add_(blocks.of(coef, t0)).exp_());
+    }
+  }
+  if (grad_scale < 0) logits.neg_();
+
+  // Then subtract the transition terms: blank moves to (t+1, u) (the final blank ends the
+  // alignment: beta 0 after (T-1, U)), label y_u moves to (t, u+1).
+  const at::Tensor reach = alpha.add_(loss);  // alpha is not needed any more
+  at::Tensor after_blank = at::full({T, U1}, kNegInf, alpha.options());
+  after_blank.narrow(0, 0, T - 1).copy_(beta.narrow(0, 1, T - 1));
+  after_blank[T - 1][U1 - 1] = 0.0;
+  const at::Tensor blank_term = (moves.blank_lp + reach).add_(after_blank).exp_().mul_(grad_scale);
+  logits.select(2, moves.blank).sub_(blank_term.to(logits.scalar_type()));
+  if (U1 > 1) {
+    const at::Tensor emit_term = (moves.emit_lp.narrow(1, 0, U1 - 1) + reach.narrow(1, 0, U1 - 1))
+                                     .add_(beta.narrow(1, 1, U1 - 1))
+                                     .exp_()
+                                     .mul_(-grad_scale);
+    logits.narrow(1, 0, U1 - 1)
+        .scatter_add_(2, moves.label_index, emit_term.unsqueeze(2).to(logits.scalar_type()));
+  }
+}
+
 // Runs wherever the logits live, CPU or GPU: the V-wide work (log-softmax denominators, the
 // gradient written over the logits) is ATen ops on the logits' device, block by block; the
 // (T, U+1) lattice (alpha and beta, a sequential recursion of T*U steps) runs there too, in
@@ -39,74 +125,16 @@ int64_t frames_per_block(int64_t labels_plus_one, int64_t vocab, const c10::Devi
 at::Tensor fused_loss_and_grad(const at::Tensor& logits, const at::Tensor& y_device, int64_t blank,
                                bool want_grad, double grad_scale) {
   const int64_t T = logits.size(0), U1 = logits.size(1), V = logits.size(2);
-  const int64_t block = frames_per_block(U1, V, logits.device());
-  const at::ScalarType wide =
-      at::isReducedFloatingType(logits.scalar_type()) ? at::kFloat : logits.scalar_type();
-  const auto block_of = [&](const at::Tensor& t, int64_t t0) {
-    return t.narrow(0, t0, std::min(block, T - t0));
-  };
-
-  // 1. log-softmax denominators, block by block (ATen's logsumexp makes a full-size temporary).
-  at::Tensor lse = at::empty({T, U1}, logits.options().dtype(wide));
-  for (int64_t t0 = 0; t0 < T; t0 += block) {
-    at::Tensor out = block_of(lse, t0);
-    at::logsumexp_out(out, block_of(logits, t0).to(wide), {2}, false);
-  }
-
-  // 2. log-probabilities of the two transitions out of every (t, u), in double.
-  const at::TensorOptions doubles = lse.options().dtype(at::kDouble);
-  const at::Tensor lse_double = lse.to(at::kDouble);
-  const at::Tensor blank_lp = (logits.select(2, blank).to(at::kDouble) - lse_double).contiguous();
-  at::Tensor emit_lp = at::full({T, U1}, kNegInf, doubles);  // no label after the last
-  at::Tensor label_index;  // [T, U, 1]: y_u at every frame
-  if (U1 > 1) {
-    label_index = y_device.reshape({1, U1 - 1, 1}).expand({T, U1 - 1, 1});
-    const at::Tensor label_logits = logits.narrow(1, 0, U1 - 1).gather(2, label_index).squeeze(2);
-    emit_lp.narrow(1, 0, U1 - 1).copy_(label_logits.to(at::kDouble) - lse_double.narrow(1, 0, U1 - 1));
-  }
-
+  const Blocks blocks{T, frames_per_block(U1, V, logits.device()),
+                      at::isReducedFloatingType(logits.scalar_type()) ? at::kFloat : logits.scalar_type()};
+  const at::Tensor lse = log_softmax_denominators(logits, blocks);
+  const Transitions moves = transition_log_probs(logits, lse, y_device, blank);
   // 3. forward (alpha) and backward (beta) variables, in double where the logits are: O(T*U).
+  const at::TensorOptions doubles = lse.options().dtype(at::kDouble);
   at::Tensor alpha = at::empty({T, U1}, doubles), beta = at::empty({T, U1}, doubles);
-  transducer_lattice(blank_lp, emit_lp, alpha, beta);
+  transducer_lattice(moves.blank_lp, moves.emit_lp, alpha, beta);
   const at::Tensor loss = beta[0][0].neg();
-  if (!want_grad) return loss;
-
-  // 4. d(loss)/dz[t,u,k] = softmax(z)[k] * occupancy(t,u) - (transition terms at blank and y_u).
-  //    The first term for all k at once, in place: z <- exp(z - lse + alpha + beta + loss + log s).
-  //    alpha + beta + loss <= 0 and z - lse <= 0, so exp never overflows.
-  if (grad_scale == 0.0) {
-    logits.zero_();
-    return loss;
-  }
-  const double log_scale = std::log(std::fabs(grad_scale));
-  const at::Tensor coef =
-      (alpha + beta).add_(loss).add_(log_scale).to(lse.scalar_type()).sub_(lse).unsqueeze(2);
-  for (int64_t t0 = 0; t0 < T; t0 += block) {
-    at::Tensor rows = block_of(logits, t0);
-    if (wide == logits.scalar_type()) {
-      rows.add_(block_of(coef, t0)).exp_();
-    } else {
-      rows.copy_(rows.to(wide).add_(block_of(coef, t0)).exp_());
-    }
-  }
-  if (grad_scale < 0) logits.neg_();
-
-  //    Then subtract the transition terms: blank moves to (t+1, u) (the final blank ends the
-  //    alignment: beta 0 after (T-1, U)), label y_u moves to (t, u+1).
-  const at::Tensor reach = alpha.add_(loss);  // alpha is not needed any more
-  at::Tensor after_blank = at::full({T, U1}, kNegInf, doubles);
-  after_blank.narrow(0, 0, T - 1).copy_(beta.narrow(0, 1, T - 1));
-  after_blank[T - 1][U1 - 1] = 0.0;
-  const at::Tensor blank_term = (blank_lp + reach).add_(after_blank).exp_().mul_(grad_scale);
-  logits.select(2, blank).sub_(blank_term.to(logits.scalar_type()));
-  if (U1 > 1) {
-    const at::Tensor emit_term = (emit_lp.narrow(1, 0, U1 - 1) + reach.narrow(1, 0, U1 - 1))
-                                     .add_(beta.narrow(1, 1, U1 - 1))
-                                     .exp_()
-                                     .mul_(-grad_scale);
-    logits.narrow(1, 0, U1 - 1)
-        .scatter_add_(2, label_index, emit_term.unsqueeze(2).to(logits.scalar_type()));
-  }
+  if (want_grad) write_gradient(logits, lse, moves, alpha, beta, loss, grad_scale, blocks);
   return loss;
 }
 

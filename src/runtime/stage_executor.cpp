@@ -365,16 +365,45 @@ torch::Tensor StageExecutor::receive(const schedule::Action& action) {
 
 void StageExecutor::run_action(const schedule::Action& action, const Microbatch& batch) {
   // Keys and tags count microbatches over the whole list (no-flush lists span every step).
-  const int mb = lists_.schedule().global_microbatch(action), chunk = action.chunk;
-  const int stage = layout_.stage_of(chunk);
-  const Key key{chunk, mb, action.slice};
-  WeightVersions& weights = *chunks_.at(size_t(chunk)).weights;
-  if (schedule::is_compute(action.kind)) weights.before_compute(action, optimizer());
+  const Key key{action.chunk, lists_.schedule().global_microbatch(action), action.slice};
+  if (schedule::is_compute(action.kind)) return compute(action, key, batch);
+  switch (action.kind) {
+    case ActionKind::SendActivation:
+      return send_activation(action, key);
+    case ActionKind::RecvActivation:
+      in_flight_[key].input = receive(action);
+      return;
+    case ActionKind::SendGrad:
+      return send_gradient(action, key);
+    case ActionKind::RecvGrad:
+      in_flight_.at(key).output_grad = receive(action);
+      return;
+    case ActionKind::AllReduceGrads:
+      return post_replica_sums(action.chunk);
+    case ActionKind::OptimizerStep:
+      // One OptimizerStep per chunk, but the global norm needs every chunk's gradient first:
+      // the update runs once, at the worker's last one.
+      if (++steps_pending_ == layout_.chunks) {
+        steps_pending_ = 0;
+        begin_update(action.version);
+      }
+      return;
+    default:
+      fail("the runtime cannot execute {} actions yet (schedule '{}')",
+           schedule::kind_name(action.kind), lists_.schedule().name);
+  }
+}
+
+// A forward or backward pass, between its weight version's before and after (2BW, PipeDream
+// and prediction swap the chunk's weights around it).
+void StageExecutor::compute(const schedule::Action& action, const Key& key, const Microbatch& batch) {
+  WeightVersions& weights = *chunks_.at(size_t(action.chunk)).weights;
+  weights.before_compute(action, optimizer());
   switch (action.kind) {
     case ActionKind::Forward:
       forward(key, action.microbatch, batch, action.version);
       // Per iteration: a no-flush step also runs forwards of the next one.
-      if (is_last_stage(stage)) {
+      if (is_last_stage(layout_.stage_of(action.chunk))) {
         auto& sum = loss_by_iteration_[action.iteration];
         const auto& value = in_flight_.at(key).loss_value;
         sum = sum.defined() ? sum + value : value;
@@ -390,47 +419,30 @@ void StageExecutor::run_action(const schedule::Action& action, const Microbatch&
       backward_input(key);
       hand_gradient_over(key);
       break;
-    case ActionKind::BackwardWeight:
+    default:  // BackwardWeight (is_compute)
       backward_weight(key);
       break;
-    case ActionKind::SendActivation:
-      check_sent_shape(in_flight_.at(key).output, stage, micro_rows(), action.slice);
-      comm_.send(in_flight_.at(key).output, peer_rank(action.peer), message_tag(action));
-      // Recomputed chunks rebuild their output in backward; the send keeps its own reference.
-      if (recompute_.at(size_t(chunk))) in_flight_.at(key).output = torch::Tensor();
-      return;
-    case ActionKind::RecvActivation:
-      in_flight_[key].input = receive(action);
-      return;
-    case ActionKind::SendGrad: {
-      // The input gradient leaves the chunk: this microbatch's activations can go (after its
-      // weight pass, under zero-bubble).
-      InFlight& state = in_flight_.at(key);
-      auto grad = state.input.grad();
-      state.input.mutable_grad() = torch::Tensor();  // a pending W needs only what B recorded
-      state.grad_sent = true;
-      drop_if_done(key);
-      comm_.send(grad, peer_rank(action.peer), message_tag(action));
-      return;
-    }
-    case ActionKind::RecvGrad:
-      in_flight_.at(key).output_grad = receive(action);
-      return;
-    case ActionKind::AllReduceGrads:
-      return post_replica_sums(chunk);
-    case ActionKind::OptimizerStep:
-      // One OptimizerStep per chunk, but the global norm needs every chunk's gradient first:
-      // the update runs once, at the worker's last one.
-      if (++steps_pending_ == layout_.chunks) {
-        steps_pending_ = 0;
-        begin_update(action.version);
-      }
-      return;
-    default:
-      fail("the runtime cannot execute {} actions yet (schedule '{}')",
-           schedule::kind_name(action.kind), lists_.schedule().name);
   }
   weights.after_compute(action);
+}
+
+void StageExecutor::send_activation(const schedule::Action& action, const Key& key) {
+  InFlight& state = in_flight_.at(key);
+  check_sent_shape(state.output, layout_.stage_of(action.chunk), micro_rows(), action.slice);
+  comm_.send(state.output, peer_rank(action.peer), message_tag(action));
+  // Recomputed chunks rebuild their output in backward; the send keeps its own reference.
+  if (recompute_.at(size_t(action.chunk))) state.output = torch::Tensor();
+}
+
+// The input gradient leaves the chunk: this microbatch's activations can go (after its weight
+// pass, under zero-bubble).
+void StageExecutor::send_gradient(const schedule::Action& action, const Key& key) {
+  InFlight& state = in_flight_.at(key);
+  auto grad = state.input.grad();
+  state.input.mutable_grad() = torch::Tensor();  // a pending W needs only what B recorded
+  state.grad_sent = true;
+  drop_if_done(key);  // may erase `state`
+  comm_.send(grad, peer_rank(action.peer), message_tag(action));
 }
 
 // A V placement's turn (stages p-1 and p both on worker p-1): the next stage is this worker's

@@ -175,6 +175,9 @@ class StageExecutor {
   void end_step(int64_t step, int64_t first_send);
   double step_loss(int64_t step);
   void run_action(const schedule::Action& action, const Microbatch& batch);
+  void compute(const schedule::Action& action, const Key& key, const Microbatch& batch);
+  void send_activation(const schedule::Action& action, const Key& key);
+  void send_gradient(const schedule::Action& action, const Key& key);
   // `version`: the weight version it reads (the last stage scales its loss by that version's
   // float16 loss scale).
   void forward(const Key& key, int microbatch, const Microbatch& batch, int version);

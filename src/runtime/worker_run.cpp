@@ -434,6 +434,26 @@ CommGroups join_comm_groups(Comm& comm, const Layout& layout, const Config& conf
   return groups;
 }
 
+// The reporting worker's opening line: the pipeline, its workers and binding, device, build.
+std::string pipeline_line(const Config& config, const RunSpec& spec, const Layout& layout,
+                          int64_t threads, const std::string& binding, const fs::path& dir) {
+  return fmt::format("pipetrain: pipeline of {} stage(s) ({}) on {} worker(s) x {} replica(s), "
+                     "schedule {}, {} microbatches, {} thread(s) per worker{}; {}; {}; run folder {}",
+                     layout.stages(), describe_partition(spec.ranges), layout.workers, layout.replicas,
+                     config.pipeline.schedule, config.train.microbatches, threads, binding,
+                     device::describe(spec.execution), describe(torch_build()), dir.string());
+}
+
+// The data's fingerprint (checkpoint.json records it; a resume compares it): our launcher read
+// it once (and checked a resume against it); under torchrun the worker that writes
+// checkpoint.json reads it, and each worker that checks a resume itself. "": not needed here.
+std::string data_fingerprint_for(const Config& config, const RunOptions& options,
+                                 const std::optional<LaunchSettings>& launch, bool reports) {
+  if (launch) return launch->data_fingerprint;
+  if (reports || options.resume) return data_fingerprint(config.data.path, options.data_root);
+  return "";
+}
+
 }  // namespace
 
 bool started_as_worker() { return std::getenv("RANK") != nullptr; }
@@ -471,7 +491,6 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
   const bool progress_wanted = launched ? launch->progress : options.progress;
   const auto& ranges = spec.ranges;
   const Layout layout = Layout::of_rank(spec.layout, env.rank);
-  const int stages = layout.stages();
   const bool first = layout.holds_first_stage(), last = layout.holds_last_stage();
   const bool reports = layout.reports();  // metrics, checkpoint, summary: one worker writes them
 
@@ -500,24 +519,14 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
   StopVotes stop_votes(comm);
   const CommGroups groups = join_comm_groups(comm, layout, config, ranges);
   StageExecutor executor(config, spec, batches.get(), comm, device, layout, groups, *spec.lists);
-  MemoryReport run_memory;  // field-wise maximum over the steps
   if (reports) {
-    fmt::print(stderr, "pipetrain: pipeline of {} stage(s) ({}) on {} worker(s) x {} replica(s), "
-               "schedule {}, {} microbatches, {} thread(s) per worker{}; {}; {}; run folder {}\n",
-               stages, describe_partition(ranges), layout.workers, layout.replicas,
-               config.pipeline.schedule, config.train.microbatches, threads,
-               describe_binding(config, launch, env.world_size),
-               device::describe(spec.execution), describe(torch_build()), dir.string());
+    fmt::print(stderr, "{}\n", pipeline_line(config, spec, layout, threads,
+                                             describe_binding(config, launch, env.world_size), dir));
   }
-
   const std::string resume_from = launched        ? launch->resume_from
                                   : options.resume ? latest_checkpoint(dir.string())
                                                    : "";
-  // Our launcher read it once (and checked a resume against it); under torchrun the worker that
-  // writes checkpoint.json reads it, and each worker that checks a resume itself.
-  const std::string data = launched                           ? launch->data_fingerprint
-                           : reports || options.resume ? data_fingerprint(config.data.path, options.data_root)
-                                                              : "";
+  const std::string data = data_fingerprint_for(config, options, launch, reports);
   const int64_t first_step =
       resume_from.empty() ? 0
                           : restore_pipeline_state(resume_from, executor, config, ranges, launched ? "" : data);

@@ -135,99 +135,126 @@ struct PostedUpdates {
   }
 };
 
+// Each worker runs its actions in order while it can; one that waits on a peer (a transfer
+// whose other end is not there yet, an update barrier not everyone reached) stops it until a
+// later pass over the workers.
+class Replayer {
+ public:
+  Replayer(const Schedule& s, const TransferMatch& match, const ActionDuration& duration,
+           const ReplayOptions& options)
+      : s_(s), match_(match), duration_(duration), options_(options),
+        updates_(options.update_barrier ? update_positions(s) : std::vector<std::vector<size_t>>{}),
+        posted_(s.workers), free_(size_t(s.workers), 0.0) {
+    r_.times.resize(size_t(s.workers));
+    r_.stopped_at.assign(size_t(s.workers), 0);
+    for (int w = 0; w < s.workers; ++w) r_.times[size_t(w)].resize(s.actions[size_t(w)].size());
+  }
+
+  ReplayResult run() && {
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int w = 0; w < s_.workers; ++w) {
+        while (r_.stopped_at[size_t(w)] < s_.actions[size_t(w)].size() && step(w)) progress = true;
+      }
+    }
+    r_.finished = true;
+    for (int w = 0; w < s_.workers; ++w) r_.finished &= r_.stopped_at[size_t(w)] == s_.actions[size_t(w)].size();
+    return std::move(r_);
+  }
+
+ private:
+  // Runs worker w's next action; false when it has to wait.
+  bool step(int w) {
+    const size_t k = r_.stopped_at[size_t(w)];
+    const Action& a = s_.actions[size_t(w)][k];
+    free_[size_t(w)] = posted_.settle(w, a, free_[size_t(w)]);
+    if (options_.update_barrier && a.kind == ActionKind::OptimizerStep) {
+      if (const auto ordinal = barrier_ordinal(updates_, w, k)) return run_barrier(*ordinal);
+    }
+    if (options_.posted_reductions && a.kind == ActionKind::AllReduceGrads) {
+      const ActionTime& t = run_for(w, k, free_[size_t(w)] + duration_(w, a));  // keeps w free
+      posted_.posted_end[size_t(w)] = std::max(posted_.posted_end[size_t(w)], t.end);
+      return true;
+    }
+    if (!is_comm(a.kind)) {
+      const double d = duration_(w, a);
+      free_[size_t(w)] = run_for(w, k, free_[size_t(w)] + d).end;
+      if (a.kind == ActionKind::OptimizerStep) posted_.after_update(w, a, d);
+      return true;
+    }
+    return options_.mode == SendMode::Eager ? eager_transfer(w, k, a) : rendezvous(w, k, a);
+  }
+
+  // Every worker's update of `ordinal` starts together, once the last of them stands at its own.
+  bool run_barrier(size_t ordinal) {
+    double start = 0;
+    for (int u = 0; u < s_.workers; ++u) {
+      if (r_.stopped_at[size_t(u)] != updates_[size_t(u)][ordinal]) return false;
+      start = std::max(start, free_[size_t(u)]);
+    }
+    for (int u = 0; u < s_.workers; ++u) {
+      const size_t ku = updates_[size_t(u)][ordinal];
+      const double d = duration_(u, s_.actions[size_t(u)][ku]);
+      r_.times[size_t(u)][ku] = {start, start + d};
+      free_[size_t(u)] = start + d;
+      posted_.after_update(u, s_.actions[size_t(u)][ku], d);
+      ++r_.stopped_at[size_t(u)];
+    }
+    return true;
+  }
+
+  // A send is posted (its end is when the data arrives); a receive waits for the data.
+  bool eager_transfer(int w, size_t k, const Action& a) {
+    double& free = free_[size_t(w)];
+    if (is_send(a.kind)) {
+      const double post = options_.send_post ? options_.send_post(w, a) : 0.0;
+      run_for(w, k, free + post + duration_(w, a));
+      free += post;
+      return true;
+    }
+    const int kp = match_.partner[size_t(w)][k];
+    if (kp < 0 || r_.stopped_at[size_t(a.peer)] <= size_t(kp)) return false;  // not sent yet
+    free = run_for(w, k, std::max(free, r_.times[size_t(a.peer)][size_t(kp)].end)).end;
+    return true;
+  }
+
+  // Both ends of a transfer run together, when both stand at it.
+  bool rendezvous(int w, size_t k, const Action& a) {
+    const int peer = a.peer, kp = match_.partner[size_t(w)][k];
+    if (kp < 0 || r_.stopped_at[size_t(peer)] != size_t(kp)) return false;  // blocked
+    const Action& send = is_send(a.kind) ? a : s_.actions[size_t(peer)][size_t(kp)];
+    const double start = std::max(free_[size_t(w)], free_[size_t(peer)]);
+    const double end = start + duration_(is_send(a.kind) ? w : peer, send);
+    r_.times[size_t(w)][k] = r_.times[size_t(peer)][size_t(kp)] = {start, end};
+    free_[size_t(w)] = free_[size_t(peer)] = end;
+    ++r_.stopped_at[size_t(w)];
+    ++r_.stopped_at[size_t(peer)];
+    return true;
+  }
+
+  // Worker w's action k runs from its free time to `end`; w moves on to its next action.
+  const ActionTime& run_for(int w, size_t k, double end) {
+    ActionTime& t = r_.times[size_t(w)][k];
+    t = {free_[size_t(w)], end};
+    ++r_.stopped_at[size_t(w)];
+    return t;
+  }
+
+  const Schedule& s_;
+  const TransferMatch& match_;
+  const ActionDuration& duration_;
+  const ReplayOptions& options_;
+  const std::vector<std::vector<size_t>> updates_;  // update_positions, with the barrier
+  PostedUpdates posted_;
+  std::vector<double> free_;  // per worker: when it can start its next action
+  ReplayResult r_;
+};
+
 }  // namespace
 
 ReplayResult replay(const Schedule& s, const TransferMatch& match,
                     const ActionDuration& duration, const ReplayOptions& options) {
-  const SendMode mode = options.mode;
-  const bool update_barrier = options.update_barrier;
-  const ActionDuration& send_post = options.send_post;
-  const auto updates = update_barrier ? update_positions(s) : std::vector<std::vector<size_t>>{};
-  PostedUpdates posted(s.workers);
-  ReplayResult r;
-  r.times.resize(s.workers);
-  r.stopped_at.assign(s.workers, 0);
-  std::vector<double> free(s.workers, 0.0);
-  for (int w = 0; w < s.workers; ++w) r.times[w].resize(s.actions[w].size());
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    for (int w = 0; w < s.workers; ++w) {
-      auto& k = r.stopped_at[w];
-      while (k < s.actions[w].size()) {
-        const Action& a = s.actions[w][k];
-        free[w] = posted.settle(w, a, free[w]);
-        const auto ordinal = update_barrier && a.kind == ActionKind::OptimizerStep
-                                 ? barrier_ordinal(updates, w, k)
-                                 : std::nullopt;
-        if (ordinal) {
-          // Waits until every worker stands at its update of this ordinal; all start together.
-          bool all_here = true;
-          double start = 0;
-          for (int u = 0; u < s.workers; ++u) {
-            all_here &= r.stopped_at[u] == updates[size_t(u)][*ordinal];
-            start = std::max(start, free[u]);
-          }
-          if (!all_here) break;
-          for (int u = 0; u < s.workers; ++u) {
-            const size_t ku = updates[size_t(u)][*ordinal];
-            const double d = duration(u, s.actions[u][ku]);
-            r.times[u][ku] = {start, start + d};
-            free[u] = start + d;
-            posted.after_update(u, s.actions[u][ku], d);
-            ++r.stopped_at[u];
-          }
-          progress = true;
-          continue;
-        }
-        if (options.posted_reductions && a.kind == ActionKind::AllReduceGrads) {
-          r.times[w][k] = {free[w], free[w] + duration(w, a)};
-          posted.posted_end[size_t(w)] = std::max(posted.posted_end[size_t(w)], r.times[w][k].end);
-          ++k;
-          progress = true;
-          continue;
-        }
-        if (!is_comm(a.kind)) {
-          double d = duration(w, a);
-          r.times[w][k] = {free[w], free[w] + d};
-          free[w] += d;
-          if (a.kind == ActionKind::OptimizerStep) posted.after_update(w, a, d);
-          ++k;
-          progress = true;
-          continue;
-        }
-        int peer = a.peer, kp = match.partner[w][k];
-        if (mode == SendMode::Eager) {
-          if (is_send(a.kind)) {  // posted; the send's end is when the data arrives
-            const double post = send_post ? send_post(w, a) : 0.0;
-            r.times[w][k] = {free[w], free[w] + post + duration(w, a)};
-            free[w] += post;
-          } else {
-            if (kp < 0 || r.stopped_at[peer] <= static_cast<size_t>(kp)) break;  // not sent yet
-            const double arrival = r.times[peer][kp].end;
-            r.times[w][k] = {free[w], std::max(free[w], arrival)};
-            free[w] = r.times[w][k].end;
-          }
-          ++k;
-          progress = true;
-          continue;
-        }
-        if (kp < 0 || r.stopped_at[peer] != static_cast<size_t>(kp)) break;  // blocked
-        const Action& send = is_send(a.kind) ? a : s.actions[peer][kp];
-        double start = std::max(free[w], free[peer]);
-        double end = start + duration(is_send(a.kind) ? w : peer, send);
-        r.times[w][k] = {start, end};
-        r.times[peer][kp] = {start, end};
-        free[w] = free[peer] = end;
-        ++k;
-        ++r.stopped_at[peer];
-        progress = true;
-      }
-    }
-  }
-  r.finished = true;
-  for (int w = 0; w < s.workers; ++w) r.finished &= r.stopped_at[w] == s.actions[w].size();
-  return r;
+  return Replayer(s, match, duration, options).run();
 }
 
 }  // namespace pipetrain::schedule

@@ -178,11 +178,8 @@ double peak_activations(const schedule::Schedule& s, const CostModel& costs, int
   return peak;
 }
 
-}  // namespace
-
-SimResult simulate(const schedule::Schedule& s, const CostModel& costs) {
-  SimResult r;
-  r.stats = schedule::validate_or_throw(s);
+// UserError unless every stage's times and sizes, and the links', are usable.
+void check_costs(const schedule::Schedule& s, const CostModel& costs) {
   for (int st = 0; st < s.stages(); ++st) {
     const StageCost& c = costs.stage(st);
     const bool weight_fits = c.input_ms >= 0 || c.weight_ms <= c.backward_ms;
@@ -198,9 +195,12 @@ SimResult simulate(const schedule::Schedule& s, const CostModel& costs) {
   if (!(costs.p2p_latency_ms >= 0 && std::isfinite(costs.p2p_latency_ms)) || !(costs.bandwidth_bytes_per_ms >= 0) ||
       !(costs.send_post_ms >= 0 && std::isfinite(costs.send_post_ms)) || !(costs.send_post_bytes_per_ms >= 0))
     fail("cost model: p2p latency, bandwidth and send post costs must be finite and >= 0 (bandwidths may be infinite)");
-
   if (costs.shared_cores < 0) fail("cost model: shared cores must be >= 0");
+}
 
+// Every action's start and end, replayed as the runtime runs the lists (eager sends, posted
+// replica sums); UserError when the schedule deadlocks.
+std::vector<std::vector<schedule::ActionTime>> timed_actions(const schedule::Schedule& s, const CostModel& costs) {
   schedule::TransferMatch match = schedule::match_transfers(s);
   schedule::ReplayOptions options;
   options.mode = schedule::SendMode::Eager;
@@ -216,49 +216,65 @@ SimResult simulate(const schedule::Schedule& s, const CostModel& costs) {
     fail("schedule '{}' deadlocks in the simulation{}: workers stop at actions {}", s.name,
          costs.synchronous_updates ? " with synchronous updates" : "", fmt::join(replay.stopped_at, ", "));
   }
-  r.times = std::move(replay.times);
+  return std::move(replay.times);
+}
 
-  std::vector<double> iteration_end(s.iterations, 0.0);
+// The makespan and the window the rates are measured over: with 4 or more iterations, from the
+// end of the first to the end of the second-to-last (the steady state, without fill and drain);
+// else the whole run.
+void measure_window(const schedule::Schedule& s, const CostModel& costs, SimResult& r) {
+  std::vector<double> iteration_end(size_t(s.iterations), 0.0);
   for (int w = 0; w < s.workers; ++w) {
-    for (size_t k = 0; k < s.actions[w].size(); ++k) {
-      r.makespan_ms = std::max(r.makespan_ms, r.times[w][k].end);
-      const Action& a = s.actions[w][k];
+    for (size_t k = 0; k < s.actions[size_t(w)].size(); ++k) {
+      r.makespan_ms = std::max(r.makespan_ms, r.times[size_t(w)][k].end);
+      const Action& a = s.actions[size_t(w)][k];
       if (counts_as_busy(a.kind))
-        iteration_end[a.iteration] = std::max(iteration_end[a.iteration], r.times[w][k].end);
+        iteration_end[size_t(a.iteration)] = std::max(iteration_end[size_t(a.iteration)], r.times[size_t(w)][k].end);
     }
   }
   int window_iterations = s.iterations;
   r.window_end_ms = r.makespan_ms;
   if (s.iterations >= 4) {
     r.window_start_ms = iteration_end[0];
-    r.window_end_ms = iteration_end[s.iterations - 2];
+    r.window_end_ms = iteration_end[size_t(s.iterations - 2)];
     window_iterations = s.iterations - 2;
   }
-  const double window = r.window_end_ms - r.window_start_ms;
-  r.iteration_ms = window / window_iterations;
+  r.iteration_ms = (r.window_end_ms - r.window_start_ms) / window_iterations;
   if (r.iteration_ms > 0) {
     r.microbatches_per_s = s.microbatches / r.iteration_ms * 1000.0;
     r.samples_per_s = r.microbatches_per_s * costs.samples_per_microbatch * s.dp_width;
   }
+}
 
-  for (int w = 0; w < s.workers; ++w) {
-    double busy = 0;
-    for (size_t k = 0; k < s.actions[w].size(); ++k) {
-      if (!counts_as_busy(s.actions[w][k].kind)) continue;
-      double start = std::max(r.times[w][k].start, r.window_start_ms);
-      double end = std::min(r.times[w][k].end, r.window_end_ms);
-      busy += std::max(0.0, end - start);
-    }
-    r.busy_ms.push_back(busy);
-    r.bubble_fraction.push_back(window > 0 ? 1.0 - busy / window : 0.0);
-    double activations = peak_activations(s, costs, w, r.times[w], Held::activations);
-    double weights = 0;
-    for (int c = 0; c < s.chunks; ++c) weights += costs.stage(s.stage_of(w, c)).weight_bytes;
-    r.peak_activation_bytes.push_back(activations);
-    r.peak_held_bytes.push_back(peak_activations(s, costs, w, r.times[w], Held::everything));
-    r.peak_transient_bytes.push_back(peak_activations(s, costs, w, r.times[w], Held::transients));
-    r.peak_memory_bytes.push_back(activations + weights * r.stats.peak_live_versions[w]);
+// Worker w's busy time and bubble in the window, and its memory peaks.
+void measure_worker(const schedule::Schedule& s, const CostModel& costs, int w, SimResult& r) {
+  const auto& times = r.times[size_t(w)];
+  const double window = r.window_end_ms - r.window_start_ms;
+  double busy = 0;
+  for (size_t k = 0; k < s.actions[size_t(w)].size(); ++k) {
+    if (!counts_as_busy(s.actions[size_t(w)][k].kind)) continue;
+    busy += std::max(0.0, std::min(times[k].end, r.window_end_ms) - std::max(times[k].start, r.window_start_ms));
   }
+  r.busy_ms.push_back(busy);
+  r.bubble_fraction.push_back(window > 0 ? 1.0 - busy / window : 0.0);
+  const double activations = peak_activations(s, costs, w, times, Held::activations);
+  double weights = 0;
+  for (int c = 0; c < s.chunks; ++c) weights += costs.stage(s.stage_of(w, c)).weight_bytes;
+  r.peak_activation_bytes.push_back(activations);
+  r.peak_held_bytes.push_back(peak_activations(s, costs, w, times, Held::everything));
+  r.peak_transient_bytes.push_back(peak_activations(s, costs, w, times, Held::transients));
+  r.peak_memory_bytes.push_back(activations + weights * r.stats.peak_live_versions[size_t(w)]);
+}
+
+}  // namespace
+
+SimResult simulate(const schedule::Schedule& s, const CostModel& costs) {
+  SimResult r;
+  r.stats = schedule::validate_or_throw(s);
+  check_costs(s, costs);
+  r.times = timed_actions(s, costs);
+  measure_window(s, costs, r);
+  for (int w = 0; w < s.workers; ++w) measure_worker(s, costs, w, r);
   return r;
 }
 

@@ -84,21 +84,29 @@ std::string memory_strip(const std::vector<TimedEvent>& events, double left, dou
                      points, x, base, base - 2, double(lane_peak) / (1024.0 * 1024.0));
 }
 
-}  // namespace
+// Where things go: the plot's left edge and width, its time scale, the lanes' pitch, the memory
+// strips' height (0 without memory), the time axis.
+struct Frame {
+  double left = kLeftPx, top = 36, plot_w = 0, end_ms = 0, scale = 0;
+  double strip_h = 0, pitch = 0, axis_y = 0, height = 0, most_memory = 0;
 
-std::string render_svg(const Timeline& t, const SvgOptions& o) {
-  const double left = kLeftPx, right = kRightPx, top = 36, lane_gap = 6;
-  double end_ms = 0;
-  for (const auto& lane : t.events)
-    for (const auto& e : lane) end_ms = std::max(end_ms, e.start_ms + e.duration_ms);
-  if (end_ms <= 0) end_ms = 1;
-  const double plot_w = o.width_px - left - right, scale = plot_w / end_ms;
-  const double most_memory = peak_memory_bytes(t);
-  const double strip_h = most_memory > 0 ? 30 : 0;  // a memory strip under each lane
-  const double pitch = o.lane_height_px + strip_h + lane_gap;
-  const double lanes_h = t.lanes.size() * pitch;
-  const double axis_y = top + lanes_h + 4, height = axis_y + (strip_h > 0 ? 86 : 70);
-  std::string svg = fmt::format(
+  Frame(const Timeline& t, const SvgOptions& o) {
+    const double lane_gap = 6;
+    for (const auto& lane : t.events)
+      for (const auto& e : lane) end_ms = std::max(end_ms, e.start_ms + e.duration_ms);
+    if (end_ms <= 0) end_ms = 1;
+    plot_w = o.width_px - left - kRightPx;
+    scale = plot_w / end_ms;
+    most_memory = peak_memory_bytes(t);
+    strip_h = most_memory > 0 ? 30 : 0;  // a memory strip under each lane
+    pitch = o.lane_height_px + strip_h + lane_gap;
+    axis_y = top + t.lanes.size() * pitch + 4;
+    height = axis_y + (strip_h > 0 ? 86 : 70);
+  }
+};
+
+std::string header_svg(const Timeline& t, const SvgOptions& o, const Frame& f) {
+  return fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" "
       "font-family=\"monospace\" font-size=\"11\">\n"
       "<defs><pattern id=\"idle\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
@@ -106,53 +114,63 @@ std::string render_svg(const Timeline& t, const SvgOptions& o) {
       "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#dddddd\" stroke-width=\"2\"/>"
       "</pattern></defs>\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{:.0f}\" y=\"20\" font-size=\"14\">{}</text>\n",
-      o.width_px, height, left, escape(t.title));
-  for (size_t lane = 0; lane < t.lanes.size(); ++lane) {
-    double y = top + lane * pitch;
-    svg += fmt::format(
-        "<text x=\"4\" y=\"{:.1f}\">{}</text>\n<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
-        "height=\"{:.1f}\" fill=\"url(#idle)\"/>\n",
-        y + o.lane_height_px * 0.65, escape(t.lanes[lane]), left, y, plot_w, o.lane_height_px);
-    if (lane >= t.events.size()) continue;
-    if (strip_h > 0) {
-      svg += memory_strip(t.events[lane], left, scale, y + o.lane_height_px + 1, strip_h - 2, most_memory);
-    }
-    for (const TimedEvent& e : t.events[lane]) {
-      bool transfer = is_transfer(e.category);
-      if (transfer && !o.show_transfers) continue;
-      if (e.duration_ms <= 0) continue;
-      double x = left + e.start_ms * scale, w = std::max(0.5, e.duration_ms * scale);
-      double h = transfer ? 4 : o.lane_height_px, by = transfer ? y + o.lane_height_px - 4 : y;
-      svg += fmt::format(
-          "<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\" fill=\"{}\" "
-          "stroke=\"white\" stroke-width=\"0.5\"><title>{} {} {:.3f}+{:.3f} ms</title></rect>\n",
-          x, by, w, h, fill(e), escape(e.name), escape(e.category), e.start_ms, e.duration_ms);
-      if (!transfer && w >= 7.0 * e.name.size())
-        svg += fmt::format("<text x=\"{:.2f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"{}\">"
-                           "{}</text>\n",
-                           x + w / 2, y + o.lane_height_px * 0.65,
-                           e.category == "Forward" ? "black" : "white", escape(e.name));
-    }
+      o.width_px, f.height, f.left, escape(t.title));
+}
+
+// One action's box on its lane (top at `y`), labelled when the label fits; "" when not drawn.
+std::string event_svg(const TimedEvent& e, double y, const SvgOptions& o, const Frame& f) {
+  const bool transfer = is_transfer(e.category);
+  if ((transfer && !o.show_transfers) || e.duration_ms <= 0) return "";
+  const double x = f.left + e.start_ms * f.scale, w = std::max(0.5, e.duration_ms * f.scale);
+  const double h = transfer ? 4 : o.lane_height_px, by = transfer ? y + o.lane_height_px - 4 : y;
+  std::string svg = fmt::format(
+      "<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\" fill=\"{}\" "
+      "stroke=\"white\" stroke-width=\"0.5\"><title>{} {} {:.3f}+{:.3f} ms</title></rect>\n",
+      x, by, w, h, fill(e), escape(e.name), escape(e.category), e.start_ms, e.duration_ms);
+  if (!transfer && w >= 7.0 * e.name.size())
+    svg += fmt::format("<text x=\"{:.2f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"{}\">"
+                       "{}</text>\n",
+                       x + w / 2, y + o.lane_height_px * 0.65,
+                       e.category == "Forward" ? "black" : "white", escape(e.name));
+  return svg;
+}
+
+// A worker's lane: its label, the idle background, its memory strip and its actions.
+std::string lane_svg(const Timeline& t, size_t lane, const SvgOptions& o, const Frame& f) {
+  const double y = f.top + lane * f.pitch;
+  std::string svg = fmt::format(
+      "<text x=\"4\" y=\"{:.1f}\">{}</text>\n<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
+      "height=\"{:.1f}\" fill=\"url(#idle)\"/>\n",
+      y + o.lane_height_px * 0.65, escape(t.lanes[lane]), f.left, y, f.plot_w, o.lane_height_px);
+  if (lane >= t.events.size()) return svg;
+  if (f.strip_h > 0) {
+    svg += memory_strip(t.events[lane], f.left, f.scale, y + o.lane_height_px + 1, f.strip_h - 2, f.most_memory);
   }
-  // Time axis.
-  svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
-                     "stroke=\"black\"/>\n", left, axis_y, left + plot_w, axis_y);
-  const double step = nice_tick_step(end_ms, std::max(10, int(plot_w / 150)));  // ~150 px apart
-  for (double tick = 0; tick <= end_ms + 1e-9; tick += step) {
-    double x = left + tick * scale;
+  for (const TimedEvent& e : t.events[lane]) svg += event_svg(e, y, o, f);
+  return svg;
+}
+
+std::string time_axis_svg(const Frame& f) {
+  std::string svg = fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
+                                "stroke=\"black\"/>\n", f.left, f.axis_y, f.left + f.plot_w, f.axis_y);
+  const double step = nice_tick_step(f.end_ms, std::max(10, int(f.plot_w / 150)));  // ~150 px apart
+  for (double tick = 0; tick <= f.end_ms + 1e-9; tick += step) {
     svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" "
                        "stroke=\"black\"/><text x=\"{0:.1f}\" y=\"{3:.1f}\" "
                        "text-anchor=\"middle\">{4:g}</text>\n",
-                       x, axis_y, axis_y + 4, axis_y + 16, tick);
+                       f.left + tick * f.scale, f.axis_y, f.axis_y + 4, f.axis_y + 16, tick);
   }
-  svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">time (ms)</text>\n",
-                     left + plot_w, axis_y + 30);
-  // Legend.
-  double ly = axis_y + 44, lx = left;
+  return svg + fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">time (ms)</text>\n",
+                           f.left + f.plot_w, f.axis_y + 30);
+}
+
+std::string legend_svg(const Frame& f) {
+  double ly = f.axis_y + 44, lx = f.left;
   const std::pair<const char*, std::string> legend[] = {
       {"forward", "hsl(0,70%,72%)"},         {"backward / input grad", "hsl(0,70%,50%)"},
       {"weight grad", "hsl(0,70%,32%)"},     {"update / all-reduce", "#8c8c8c"},
       {"idle", "url(#idle)"}};
+  std::string svg;
   for (const auto& [label, colour] : legend) {
     svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"14\" height=\"12\" fill=\"{}\" "
                        "stroke=\"#999\"/><text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n",
@@ -160,13 +178,22 @@ std::string render_svg(const Timeline& t, const SvgOptions& o) {
     lx += 30 + 7.0 * std::string(label).size();
   }
   svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">hue = microbatch</text>\n", lx, ly + 10);
-  if (strip_h > 0) {
+  if (f.strip_h > 0) {
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#4a78b0\">under each worker: its tensor "
                        "memory (an action's peak, then what it left live; the worker's peak at the "
                        "left; one scale for all, 0 to {:.0f} MiB)</text>\n",
-                       left, ly + 28, most_memory / (1024.0 * 1024.0));
+                       f.left, ly + 28, f.most_memory / (1024.0 * 1024.0));
   }
-  return svg + "</svg>\n";
+  return svg;
+}
+
+}  // namespace
+
+std::string render_svg(const Timeline& t, const SvgOptions& o) {
+  const Frame frame(t, o);
+  std::string svg = header_svg(t, o, frame);
+  for (size_t lane = 0; lane < t.lanes.size(); ++lane) svg += lane_svg(t, lane, o, frame);
+  return svg + time_axis_svg(frame) + legend_svg(frame) + "</svg>\n";
 }
 
 double readable_width_px(const Timeline& timeline, double forward_px, double min_px,

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "core/error.h"
 #include "core/files.h"
@@ -152,8 +153,29 @@ bool same_file(const std::string& a, const std::string& b) {
 
 // What a field means: "auto" stands for what the model makes of it.
 std::string meant_value(const Config& config, const std::string& key) {
-  if (key == "model.activation") return config.model.activation == "gelu_tanh" ? "gelu_tanh" : "gelu";
+  const ModelConfig& m = config.model;
+  if (key == "model.activation") return m.activation == "gelu_tanh" ? "gelu_tanh" : "gelu";
+  // 0 = the family's value: an explicit value equal to it changes nothing.
+  if (key == "model.kv_heads") return std::to_string(m.kv_heads > 0 ? m.kv_heads : m.heads);
+  if (key == "model.ffn_hidden") return std::to_string(default_ffn_hidden(m));
+  if (key == "model.positions") return std::to_string(m.positions > 0 ? m.positions : m.seq_len);
   return field_value_string(config, *find_field(key));
+}
+
+// Whether `key` is a field whose 0 means a value derived from others (the family's MLP width of
+// d_model, ...) and those others changed: the difference is theirs, which the model's shape (or
+// its tensors) reports, not the field's.
+bool base_changed(const Config& written, const Config& now, const std::string& key) {
+  static const std::map<std::string, std::vector<std::string>> bases = {
+      {"model.kv_heads", {"model.heads"}},
+      {"model.ffn_hidden", {"model.kind", "model.d_model"}},
+      {"model.positions", {"model.seq_len"}}};
+  const auto found = bases.find(key);
+  if (found == bases.end()) return false;
+  for (const std::string& base : found->second) {
+    if (meant_value(written, base) != meant_value(now, base)) return true;
+  }
+  return false;
 }
 
 // Each of `keys` whose meaning changed, as "key = now (whose: before)"; a data path that names
@@ -163,7 +185,10 @@ std::vector<std::string> changed_fields(const Config& written, const Config& now
   std::vector<std::string> changed;
   for (const std::string key : keys) {
     const std::string before = meant_value(written, key), after = meant_value(now, key);
-    if (before == after || (key == "data.path" && same_file(written.data.path, now.data.path))) continue;
+    if (before == after || base_changed(written, now, key) ||
+        (key == "data.path" && same_file(written.data.path, now.data.path))) {
+      continue;
+    }
     changed.push_back(fmt::format("{} = {} ({}: {})", key, after, whose, before));
   }
   return changed;
@@ -172,8 +197,11 @@ std::vector<std::string> changed_fields(const Config& written, const Config& now
 }  // namespace
 
 std::vector<std::string> changed_model_fields(const Config& written, const Config& now, const std::string& whose) {
+  // The shape fields model_shape leaves out are named here too: a tensor-shape mismatch while
+  // loading would name a tensor, not the setting.
   return changed_fields(written, now, {"model.norm_eps", "model.rope_theta", "model.rope_scaling", "model.activation",
-                                       "model.torchscript", "model.max_labels"}, whose);
+                                       "model.torchscript", "model.max_labels", "model.kv_heads",
+                                       "model.ffn_hidden", "model.positions"}, whose);
 }
 
 namespace {

@@ -47,11 +47,13 @@ CheckpointInfo make_checkpoint_info(const Config& config, int64_t step,
 // exactly under `config`: another model shape, model.dtype or optimizer, an asynchronous
 // policy's weight versions on another partition, or other data (`data_fingerprint`, the data's
 // now; "" = not compared, for a worker whose launcher compared it).
-// The model fields that change what a model computes without changing its tensors' shapes
-// (activation, norm epsilon, rotary base and scaling, ...: fields that change shapes are caught
-// by the tensors that do not fit) where `now` differs from `written`, each as "key = NOW (WHOSE:
-// WRITTEN)". ("auto" compares as what it means; the loss's chunking and the transducer loss's
-// method compute the same: not listed.)
+// The model fields that change what a model computes beyond the shape read_checkpoint_for
+// compares (layers, d_model, heads, seq_len, vocab): activation, norm epsilon, rotary base and
+// scaling, ..., and the shapes it leaves out (key/value heads, MLP width, position rows, which
+// would otherwise surface as a tensor that does not fit), where `now` differs from `written`,
+// each as "key = NOW (WHOSE: WRITTEN)". ("auto" and 0 compare as what they mean, a 0 only when
+// what it derives from is unchanged; the loss's chunking and the transducer loss's method
+// compute the same: not listed.)
 std::vector<std::string> changed_model_fields(const Config& written, const Config& now, const std::string& whose);
 
 CheckpointInfo read_checkpoint_for(const std::string& dir, const Config& config,

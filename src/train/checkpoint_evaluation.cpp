@@ -38,7 +38,7 @@ std::vector<TensorEntry> weights_of(const std::string& dir, const CheckpointInfo
   return weights;
 }
 
-// The checkpoint's own run configured its model as `config` does, in what its weights do not show.
+// The checkpoint's own run configured its model as `config` does (changed_model_fields).
 void require_model_of(const Config& config, const CheckpointInfo& info, const std::string& checkpoint_dir) {
   const Config written = parse_config_toml(info.config_toml, checkpoint_dir + "/checkpoint.json");
   const std::vector<std::string> changed = changed_model_fields(written, config, "the checkpoint's");

@@ -23,7 +23,7 @@ std::string newest_checkpoint(const std::string& run_dir);
 // single-process parameter names; UserError when it is not a checkpoint folder.
 std::vector<TensorEntry> checkpoint_weights(const std::string& checkpoint_dir);
 // UserError when the checkpoint's own run configured its model otherwise than `config` does in
-// what the weights do not show (activation, norm epsilon, rotary base, ...: changed_model_fields).
+// its fields (activation, norm epsilon, rotary base, MLP width, ...: changed_model_fields).
 void require_checkpoint_of_model(const Config& config, const std::string& checkpoint_dir);
 int64_t checkpoint_step(const std::string& checkpoint_dir);
 

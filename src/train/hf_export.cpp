@@ -76,6 +76,22 @@ void finish_partial_dir(const fs::path& partial, const std::string& dir) {
   if (error) fail("export: cannot rename '{}' to '{}': {}", partial.string(), dir, error.message());
 }
 
+// The tokenizer and generation files of the checkpoint the run started from, copied into
+// `partial`; the names copied.
+std::vector<std::string> copy_companion_files(const std::string& started_from, const fs::path& partial) {
+  std::vector<std::string> copied;
+  if (started_from.empty()) return copied;
+  for (const std::string& name : hf::companion_files()) {
+    const fs::path source = fs::path(started_from) / name;
+    if (!fs::is_regular_file(source)) continue;
+    std::error_code error;
+    fs::copy_file(source, partial / name, fs::copy_options::overwrite_existing, error);
+    if (error) fail("export: cannot copy '{}' into the export: {}", source.string(), error.message());
+    copied.push_back(name);
+  }
+  return copied;
+}
+
 }  // namespace
 
 std::vector<std::string> export_hf(const Config& config, const HfExportOptions& options) {
@@ -90,6 +106,7 @@ std::vector<std::string> export_hf(const Config& config, const HfExportOptions& 
   std::vector<std::string> files = {"config.json"};
   write_file_atomically((partial / "config.json").string(), hf_config.dump(2) + "\n");
   for (auto& file : hf::write_checkpoint(partial.string(), tensors, options.shard_bytes)) files.push_back(file);
+  for (auto& file : copy_companion_files(options.started_from, partial)) files.push_back(file);
   finish_partial_dir(partial, options.out_dir);
   return files;
 }

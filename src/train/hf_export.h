@@ -16,7 +16,8 @@ struct HfExportOptions {
   std::string dtype;           // float32 | float64 | bfloat16 | float16; "" = the weights' own
   uint64_t shard_bytes = uint64_t(5) << 30;  // transformers' default max_shard_size, 5 GB
   // The Hugging Face checkpoint the run started from (its config.toml's model.init_from, which
-  // the export's config clears: the weights are the run's): its special-token ids go along.
+  // the export's config clears: the weights are the run's): its special-token ids go along, and
+  // its tokenizer and generation files (hf::companion_files) are copied beside the weights.
   std::string started_from;
 };
 

@@ -28,7 +28,9 @@ const std::string kTiny =
 
 using Result = testing::ProcessResult;
 
-Result run(const std::string& args) { return testing::run_pipetrain(args, "", 60); }
+// Runs that train or profile: the default limit (a 2-stage run beside another test on 2 cores
+// may take a while to start). Refusals: a minute.
+Result run(const std::string& args) { return testing::run_pipetrain(args); }
 
 void expect_one_line_error(const std::string& args, const std::string& fragment) {
   testing::expect_one_line_error(args, fragment, 60);
@@ -248,7 +250,7 @@ TEST(BadInput, FashionMnistFolderMissingNamesThePackage) {
 }
 
 TEST(BadInput, SpeechFeatureFileMissingSaysHowToMakeIt) {
-  const std::string path = (fs::temp_directory_path() / "pipetrain_no_speech" / "features.bin").string();
+  const std::string path = (testing::fresh_dir("no_speech") / "features.bin").string();
   for (const std::string stages : {"1", "2"}) {
     expect_one_line_error(kTiny + " --stages " + stages + " --model.kind transducer --data.format speech "
                           "--data.path " + path,

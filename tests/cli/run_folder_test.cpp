@@ -65,9 +65,15 @@ TEST(RunFolder, AResumeThatWouldTrainOnOtherDataIsRefusedAndChangesNothing) {
                                  "resuming with model.activation = gelu_tanh (the run's: gelu) would "
                                  "change what the run's model computes");
   testing::expect_one_line_error(resume + "--model.norm_eps 0.5", "model.norm_eps = 0.5 (the run's: 1e-05)");
+  // Shapes the checkpoint's model shape leaves out are named as settings, not as a tensor that
+  // does not fit.
+  testing::expect_one_line_error(resume + "--model.ffn_hidden 32", "model.ffn_hidden = 32 (the run's: 64)");
+  testing::expect_one_line_error(resume + "--model.positions 32", "model.positions = 32 (the run's: 16)");
   EXPECT_EQ(read_file((dir / "config.toml").string()), config);
-  // What does not change the data may change: the run goes on.
-  const auto longer = testing::run_pipetrain(resume + "--eval.every 2 --model.activation gelu --quiet");  // = auto
+  // What does not change the data may change (and the family's values spelled out are no
+  // change): the run goes on.
+  const auto longer = testing::run_pipetrain(resume + "--eval.every 2 --model.activation gelu "  // = auto
+                                             "--model.ffn_hidden 64 --model.positions 16 --quiet");
   EXPECT_EQ(longer.exit_code, 0) << longer.output;
   fs::remove_all(dir);
 }

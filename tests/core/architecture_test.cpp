@@ -85,7 +85,10 @@ TEST(Architecture, EveryIncludeIsOneTheDependencyTableAllows) {
   ASSERT_GE(rows.size(), 15u) << "the table in docs/architecture.md was not found";
   std::map<std::string, std::set<std::string>> allowed;
   for (const Row& r : rows) allowed[r.folder] = r.includes;
-  for (const auto& [folder, includes] : includes_in_src()) {
+  const auto found = includes_in_src();
+  // Most folders include another's headers: an empty scan would check nothing.
+  ASSERT_GE(found.size(), 10u) << "no cross-folder includes found under src/";
+  for (const auto& [folder, includes] : found) {
     ASSERT_TRUE(allowed.count(folder)) << "src/" << folder << " is not in docs/architecture.md's table";
     for (const std::string& other : includes) {
       EXPECT_TRUE(allowed[folder].count(other)) << "src/" << folder << " includes " << other

@@ -2,6 +2,8 @@
 // -> `pipetrain train` on the token files (one process and a 2-stage pipeline) -> a decoded
 // sample; and the bad input of token files, one line each.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -172,6 +174,10 @@ TEST(TokensCli, TokenizerTrainingSaysWhatRunsOnATerminal) {
   ASSERT_EQ(made.trained.exit_code, 0) << made.trained.output;
   const std::string command = std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain tokenizer train --vocab 400 " +
                               made.text + " --out " + (made.dir / "on_terminal.model").string();
+  // script(1) needs a pseudo-terminal; a machine without them cannot show a terminal.
+  const int terminal = posix_openpt(O_RDWR | O_NOCTTY);
+  if (terminal < 0) GTEST_SKIP() << "no pseudo-terminals here (posix_openpt failed)";
+  close(terminal);
   const auto shown = testing::run_program("script", "-qec '" + command + "' /dev/null", "", 120);
   ASSERT_EQ(shown.exit_code, 0) << shown.output;
   const auto notice = shown.output.find("tokenizer: training a bpe vocabulary of 400 pieces on " + made.text +

@@ -185,6 +185,9 @@ TEST(HfBadInput, ExportRefusesAnotherFormatAFolderWithFilesAndAModelWithoutAHfFo
   testing::expect_one_line_error(exporting + " --format hf --model.activation gelu_tanh --out " + (run / "y").string(),
                                  "its weights were trained as another model than this config describes: "
                                  "model.activation = gelu_tanh (the checkpoint's: gelu)");
+  // A shape the checkpoint's tensors would reject is named as the setting that changed it.
+  testing::expect_one_line_error(exporting + " --format hf --model.ffn_hidden 32 --out " + (run / "y").string(),
+                                 "model.ffn_hidden = 32 (the checkpoint's: 64)");
   EXPECT_FALSE(fs::exists(run / "y"));
   // Written whole or not at all: an interrupted export's OUT.partial (marked) is cleared by the
   // next export, which then renames its own into place; a foreign OUT.partial is left alone.

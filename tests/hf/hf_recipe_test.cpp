@@ -1,7 +1,8 @@
 // docs/models.md's fine-tuning recipe end to end, on a tiny model: transformers creates a Llama
 // and its tokenizer (scripts/make_tiny_hf_model.py), the tokenizer writes the token files
-// (scripts/hf_tokenize.py), pipetrain fine-tunes on 2 stages, exports, and transformers loads
-// the export and generates (scripts/hf_generate.py).
+// (scripts/hf_tokenize.py), pipetrain fine-tunes on 2 stages, exports (the tokenizer goes
+// along), and transformers loads the export, tokenizer and all, and generates
+// (scripts/hf_generate.py).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -72,12 +73,33 @@ TEST(HfRecipe, FineTuneATransformersLlamaOnTwoStagesExportItAndGenerateInTransfo
   ASSERT_TRUE(started.at("eos_token_id").is_number_integer()) << started.dump();
   EXPECT_EQ(written.at("eos_token_id"), started.at("eos_token_id"));
   EXPECT_EQ(written.at("bos_token_id"), started.at("bos_token_id"));
-  const auto generated = python("hf_generate.py", "--model " + exported.string() + " --tokenizer " +
-                                                      model + " --prompt ROMEO: --tokens 20");
+  // The tokenizer and generation files go along, as they were: the export is one folder.
+  int companions = 0;
+  for (const auto& entry : fs::directory_iterator(model)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "config.json" || entry.path().extension() == ".safetensors") continue;
+    ++companions;
+    ASSERT_TRUE(fs::exists(exported / name)) << name << "\n" << out.output;
+    EXPECT_EQ(read_file((exported / name).string()), read_file(entry.path().string())) << name;
+  }
+  EXPECT_TRUE(fs::exists(exported / "tokenizer.json"));
+  EXPECT_TRUE(fs::exists(exported / "generation_config.json"));
+  EXPECT_GE(companions, 3);  // tokenizer.json, tokenizer_config.json, generation_config.json
+  const auto generated = python("hf_generate.py", "--model " + exported.string() + " --prompt ROMEO: --tokens 20");
   ASSERT_EQ(generated.exit_code, 0) << generated.output;
   const auto text_start = generated.output.find("ROMEO:");
   ASSERT_NE(text_start, std::string::npos) << generated.output;
   EXPECT_GT(generated.output.size() - text_start, std::string("ROMEO:").size() + 10) << generated.output;
+
+  // With the starting folder gone, the export still goes ahead and says what it could not keep.
+  fs::rename(model, dir / "moved");
+  const auto without = testing::run_pipetrain("export --run-dir " + run.string() + " --format hf --out " +
+                                              (dir / "exported_again").string());
+  ASSERT_EQ(without.exit_code, 0) << without.output;
+  EXPECT_NE(without.output.find("which is gone: its special-token ids (bos, eos) are not in the export's "
+                                "config.json, nor its tokenizer files beside it"), std::string::npos)
+      << without.output;
+  EXPECT_FALSE(fs::exists(dir / "exported_again" / "tokenizer.json"));
   fs::remove_all(dir);
 }
 

@@ -87,19 +87,24 @@ TEST(Loopback, OneMachineRunListensOnLoopbackOnly) {
       dir.string();
   auto run = std::async(std::launch::async,
                         [&] { return testing::run_pipetrain(args, "PIPETRAIN_FAULT=1:3:hang"); });
-  // Wait until rank 1 has stopped itself: rendezvous and every connection are up by then.
+  // Wait until rank 1 has stopped itself: rendezvous and every connection are up by then. No
+  // clock of its own: the run's timeout bounds the wait (a run that ends early ends it).
+  const auto running = [&] { return run.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready; };
   std::vector<pid_t> workers;
-  for (int tries = 0; tries < 600 && workers.size() != 2; ++tries) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  while (workers.size() != 2 && running()) {
     workers.clear();
     std::ifstream pids(dir / "workers.pid");
     for (pid_t pid; pids >> pid;) workers.push_back(pid);
   }
-  ASSERT_EQ(workers.size(), 2u);
-  for (int tries = 0; tries < 600 && state_of(workers[1]) != 'T'; ++tries) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(workers.size(), 2u) << run.get().output;
+  // However the test leaves, the stopped worker goes on, so the run can end.
+  struct Resume {
+    pid_t pid;
+    ~Resume() { kill(pid, SIGCONT); }
+  } resume{workers[1]};
+  while (state_of(workers[1]) != 'T' && running()) {
   }
-  ASSERT_EQ(state_of(workers[1]), 'T');
+  ASSERT_EQ(state_of(workers[1]), 'T') << run.get().output;
   std::set<std::string> inodes;
   for (pid_t pid : {workers[0], workers[1], parent_of(workers[0])}) {
     const auto mine = socket_inodes(pid);
