@@ -10,6 +10,7 @@
 #include "cli/preflight.h"
 #include "core/error.h"
 #include "core/machine.h"
+#include "core/terminal_text.h"
 #include "core/files.h"
 #include "core/text.h"
 #include "io/json_file.h"
@@ -211,13 +212,23 @@ void run_train(const std::vector<std::string>& raw_args) {
   report(run_training(config, options), options, given);
 }
 
+// The sample as a terminal can show it; sample.txt keeps the bytes as generated.
+void print_sample(const std::string& sample, const std::string& run_dir) {
+  const TerminalText shown = terminal_text(sample);
+  fmt::print("\n--- sample ---\n{}\n--------------\n", shown.text);
+  if (shown.escaped_bytes > 0) {
+    fmt::print("({} of its bytes shown as \\xNN: control characters or not UTF-8; {} holds them as "
+               "generated)\n", shown.escaped_bytes, (std::filesystem::path(run_dir) / "sample.txt").string());
+  }
+}
+
 void report(const RunSummary& summary, const RunOptions& options, const GivenPlan& given) {
   if (!summary.reported_here) {
     fmt::print("done: this node's workers finished; metrics, checkpoint and sample are in the run "
                "folder of the node holding the last stage\n");
     return;
   }
-  if (!summary.sample.empty()) fmt::print("\n--- sample ---\n{}\n--------------\n", summary.sample);
+  if (!summary.sample.empty()) print_sample(summary.sample, options.run_dir);
   std::string measures;
   for (const auto& [name, value] : summary.final_val_measures) measures += fmt::format(", {} {:.4f}", name, value);
   fmt::print("done: {} steps in {:.0f} s, {:.0f} {}/s, final loss {:.4f}, validation loss {:.4f}{}\n",

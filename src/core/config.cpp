@@ -151,15 +151,15 @@ namespace {
 
 // The fields only the decoders (gpt, llama) read, checked against each other.
 void validate_decoder_shape(const ModelConfig& m) {
-  const int64_t kv_heads = m.kv_heads == 0 ? m.heads : m.kv_heads;
+  const int64_t kv_heads = key_value_heads(m);
   if (m.heads % kv_heads != 0) {
     fail("model.kv_heads ({}) must divide model.heads ({})", kv_heads, m.heads);
   }
-  if (m.kind != "llama" && m.kv_heads != 0 && m.kv_heads != m.heads) {
+  if (m.kind != "llama" && kv_heads != m.heads) {
     fail("model.kv_heads ({}) is for model.kind = \"llama\" (grouped-query attention); model.kind "
          "\"{}\" has as many key/value heads as heads", m.kv_heads, m.kind);
   }
-  if (m.positions != 0 && m.positions < m.seq_len) {
+  if (position_rows(m) < m.seq_len) {
     fail("model.positions ({}) must be at least model.seq_len ({})", m.positions, m.seq_len);
   }
   if (m.kind == "llama" && (m.d_model / m.heads) % 2 != 0) {
@@ -178,6 +178,14 @@ int64_t default_ffn_hidden(const ModelConfig& model) {
   if (model.ffn_hidden > 0) return model.ffn_hidden;
   if (model.kind == "llama") return (8 * model.d_model / 3 + 63) / 64 * 64;
   return 4 * model.d_model;
+}
+
+int64_t key_value_heads(const ModelConfig& model) {
+  return model.kv_heads > 0 ? model.kv_heads : model.heads;
+}
+
+int64_t position_rows(const ModelConfig& model) {
+  return model.positions > 0 ? model.positions : model.seq_len;
 }
 
 bool head_is_tied(const ModelConfig& model) {

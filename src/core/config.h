@@ -155,6 +155,8 @@ void validate(const Config& config);  // cross-field rules (heads | d_model, ...
 // The decoders' MLP width for model.ffn_hidden = 0: 4 d_model (gpt); llama: 8/3 d_model rounded up
 // to a multiple of 64 (SwiGLU's three matrices then cost what GPT's two do).
 int64_t default_ffn_hidden(const ModelConfig& model);
+int64_t key_value_heads(const ModelConfig& model);  // model.kv_heads, 0 resolved to model.heads
+int64_t position_rows(const ModelConfig& model);    // model.positions, 0 resolved to model.seq_len
 bool head_is_tied(const ModelConfig& model);  // model.head, "auto" resolved by model.kind
 // What the schedule implies (its weight policy, whether it resumes) is the schedule catalogue's:
 // src/schedule/run_rules.h.

@@ -106,11 +106,65 @@ LayerWork GptModel::embedding_work(int64_t rows) const {
   return work;
 }
 
+namespace {
+
+// The LM head's sizes in values: N tokens of width D over a vocabulary of V.
+struct HeadShape {
+  double n, h, v;
+  bool mixed, llama;
+  double wide() const { return mixed ? 2 : 1; }  // values of the activation dtype a float32 takes
+};
+
+// Chunked cross-entropy keeps one log-sum-exp per token. Forward: a chunk's logits and
+// logsumexp's shifted copy of them; backward: a chunk's logits turned into their gradient, and
+// the gradients of the head weight and the hidden states.
+void add_chunked_loss_memory(const HeadShape& head, double chunk_tokens, double rms_norm,
+                             LayerWork& work) {
+  const double n = head.n, h = head.h, v = head.v, wide = head.wide();
+  const double chunk = std::min(n, chunk_tokens);
+  // Mixed: it runs in float32 on a float32 copy of the hidden states (GptStack::loss).
+  work.stashed_values = wide * (n * h + 2 * n + 3.25 * n) + rms_norm;
+  work.workspace_values = wide * std::max(2 * chunk * v, chunk * v + v * h + n * h);
+  // B: the hidden states' gradient beside a chunk's recomputed logits (float32), or the final
+  // norm's recorded gradient beside its input's (RMSNorm's backward: 4 N D more, mixed 9,
+  // measured). W: the weight's gradient beside a chunk's logits (and two values a token).
+  const double norm_backward = head.llama ? (head.mixed ? 9 : 4) * n * h : 0;
+  work.input_pass_values = std::max(wide * (n * h + chunk * (v + 2)),
+                                    work.weight_pass_values + n * h + norm_backward);
+  work.weight_workspace_values = wide * (v * h + chunk * (v + 2));
+  work.backward_recompute_flops = work.forward_flops;  // the logits, in B and again in W
+  work.backward_recompute_values = wide * n * v;
+}
+
+// loss::softmax_cross_entropy keeps the logits (mixed: bfloat16, the padded rows' too, and the
+// product keeps the bfloat16 copy of the head weight) and two float32 values a token. Its
+// backward writes the logits' gradient (the padded rows', zero in the padding) while a block of
+// rows is widened on the host (none on a GPU). Then the product's backward makes the head
+// weight's gradient, a temporary beside the accumulated one from the second microbatch on (and
+// the hidden states' gradient); mixed: its float32 copy, once the logits, their gradient and the
+// weight's bfloat16 copy are gone. With a large vocabulary and a short microbatch that is the
+// peak (GPT-2 medium at context 256: 196 MiB). `rows`: the logits' rows (mixed: padded).
+void add_full_logits_memory(const HeadShape& head, double rows, double block, LayerWork& work) {
+  const double n = head.n, h = head.h, v = head.v, wide = head.wide();
+  const bool mixed = head.mixed;
+  work.stashed_values += n * rows + 2 * wide * n + (mixed ? rows * h : 0);
+  const double weight_gradient = mixed ? 2 * v * h - n * rows : n * h + v * h;
+  work.workspace_values = std::max(n * rows + wide * block * v, weight_gradient);
+  // B: the logits' gradient (recorded for W) and the widened block; the weight's gradient waits.
+  work.input_pass_values = n * rows + wide * block * v;
+  // W: the weight's gradient (Llama's: and its norm gain's); mixed: its float32 copy, once the
+  // bfloat16 weight copy and N D more are freed (measured).
+  work.weight_workspace_values = mixed ? 2 * v * h - n * h : v * h + (head.llama ? h : 0);
+}
+
+}  // namespace
+
 LayerWork GptModel::head_work(int64_t rows) const {
-  const double n = double(rows) * double(config_.seq_len), h = double(config_.d_model);
-  const double v = double(config_.vocab_size);
-  const bool mixed = config_.precision.mixed(), llama = config_.family == DecoderFamily::Llama;
-  const double wide = mixed ? 2 : 1;
+  const HeadShape head{double(rows) * double(config_.seq_len), double(config_.d_model),
+                       double(config_.vocab_size), config_.precision.mixed(),
+                       config_.family == DecoderFamily::Llama};
+  const double n = head.n, h = head.h, v = head.v, wide = head.wide();
+  const bool mixed = head.mixed, llama = head.llama;
   LayerWork work;
   work.forward_flops = work.weight_gradient_flops = 2 * n * h * v;
   work.output_values = n * v;  // computed a chunk at a time with chunked cross-entropy: the same work
@@ -131,46 +185,14 @@ LayerWork GptModel::head_work(int64_t rows) const {
   // under mixed precision) and, with full logits, the logits' (the padded rows' too under mixed
   // precision); chunked cross-entropy's W recomputes its logits a chunk at a time from what the
   // loss keeps (B records only the loss's scalar gradient).
+  const double logit_rows = mixed ? double(aligned_head_rows(config_.vocab_size)) : v;
   work.weight_pass_values = (llama ? wide : 1) * n * h;
-  if (config_.loss_chunk_tokens == 0) {
-    work.weight_pass_values += n * double(mixed ? aligned_head_rows(config_.vocab_size) : config_.vocab_size);
-  }
   if (config_.loss_chunk_tokens > 0) {
-    // Chunked cross-entropy keeps one log-sum-exp per token. Forward: a chunk's logits and
-    // logsumexp's shifted copy of them; backward: a chunk's logits turned into their
-    // gradient, and the gradients of the head weight and the hidden states.
-    const double chunk = std::min(n, double(config_.loss_chunk_tokens));
-    // Mixed: it runs in float32 on a float32 copy of the hidden states (GptStack::loss).
-    work.stashed_values = wide * (n * h + 2 * n + 3.25 * n) + rms_norm;
-    work.workspace_values = wide * std::max(2 * chunk * v, chunk * v + v * h + n * h);
-    // B: the hidden states' gradient beside a chunk's recomputed logits (float32), or the final
-    // norm's recorded gradient beside its input's (RMSNorm's backward: 4 N D more, mixed 9,
-    // measured). W: the weight's gradient beside a chunk's logits (and two values a token).
-    const double norm_backward = llama ? (mixed ? 9 : 4) * n * h : 0;
-    work.input_pass_values = std::max(wide * (n * h + chunk * (v + 2)),
-                                      work.weight_pass_values + n * h + norm_backward);
-    work.weight_workspace_values = wide * (v * h + chunk * (v + 2));
-    work.backward_recompute_flops = work.forward_flops;  // the logits, in B and again in W
-    work.backward_recompute_values = wide * n * v;
+    add_chunked_loss_memory(head, double(config_.loss_chunk_tokens), rms_norm, work);
   } else {
-    // loss::softmax_cross_entropy keeps the logits (mixed: bfloat16, the padded rows' too, and the
-    // product keeps the bfloat16 copy of the head weight) and two float32 values a token. Its
-    // backward writes the logits' gradient (the padded rows', zero in the padding) while a block
-    // of rows is widened on the host (none on a GPU). Then the product's backward makes the head
-    // weight's gradient, a temporary beside the accumulated one from the second microbatch on
-    // (and the hidden states' gradient); mixed: its float32 copy, once the logits, their
-    // gradient and the weight's bfloat16 copy are gone. With a large vocabulary and a short
-    // microbatch that is the peak (GPT-2 medium at context 256: 196 MiB).
-    const double rows = mixed ? double(aligned_head_rows(config_.vocab_size)) : v;
+    work.weight_pass_values += n * logit_rows;
     const double block = std::min(n, double(loss::softmax_cross_entropy_block_rows(config_.vocab_size)));
-    work.stashed_values += n * rows + 2 * wide * n + (mixed ? rows * h : 0);
-    const double weight_gradient = mixed ? 2 * v * h - n * rows : n * h + v * h;
-    work.workspace_values = std::max(n * rows + wide * block * v, weight_gradient);
-    // B: the logits' gradient (recorded for W) and the widened block; the weight's gradient waits.
-    work.input_pass_values = n * rows + wide * block * v;
-    // W: the weight's gradient (Llama's: and its norm gain's); mixed: its float32 copy, once the
-    // bfloat16 weight copy and N D more are freed (measured).
-    work.weight_workspace_values = mixed ? 2 * v * h - n * h : v * h + (llama ? h : 0);
+    add_full_logits_memory(head, logit_rows, block, work);
   }
   return work;
 }

@@ -338,6 +338,44 @@ std::optional<RunFolderLock> open_run_folder(const Config& config, const RunOpti
   return lock;
 }
 
+// Where every worker starts: the checkpoint to resume (the same for all, whatever `latest` says
+// later; several nodes resume from a run folder they share) and the data's fingerprint. A resume
+// is checked against this run before anything is written.
+struct StartingPoint {
+  std::string resume_from, data;
+};
+
+StartingPoint starting_point(const Config& config, const RunSpec& spec, const RunOptions& options) {
+  if (options.resume && config.pipeline.node_rank == 0) refuse_run_folder_in_use(options.run_dir);
+  if (options.resume) refuse_inexact_policy(config);  // the reason, before any missing checkpoint
+  StartingPoint start;
+  start.resume_from = options.resume ? latest_checkpoint(options.run_dir) : "";
+  start.data = data_fingerprint(config.data.path, options.data_root);
+  if (options.resume) check_resumable(start.resume_from, config, spec.ranges, start.data);
+  return start;
+}
+
+// This node's workers, each with its block of cores when there are blocks; their pids in the
+// run folder's workers.pid.
+std::vector<Worker> spawn_workers(const std::vector<std::string>& argv, const PipelineConfig& p,
+                                  const NodeShare& share, int world, int port,
+                                  const ScratchFolder& scratch,
+                                  const std::vector<std::vector<int>>& blocks,
+                                  const std::string& run_dir) {
+  std::vector<Worker> workers;
+  std::ofstream pids(fs::path(run_dir) / "workers.pid");
+  for (int local = 0; local < share.ranks; ++local) {
+    Worker w;
+    w.rank = share.first_rank + local;
+    w.pid = spawn(argv, worker_environment(w.rank, local, world, p.master_addr, port,
+                                           scratch.error_file(w.rank)),
+                  blocks.empty() ? std::vector<int>{} : blocks[size_t(local)]);
+    pids << w.pid << "\n";
+    workers.push_back(w);
+  }
+  return workers;
+}
+
 }  // namespace
 
 RunSummary launch_pipeline_workers(const Config& config, const RunSpec& spec,
@@ -349,13 +387,7 @@ RunSummary launch_pipeline_workers(const Config& config, const RunSpec& spec,
   // From the start: a stop before the workers run ends the launch cleanly (no half-written
   // launch file), one after is forwarded to them (supervise).
   install_stop_handlers();
-  // Every worker resumes from the same checkpoint, whatever `latest` says later. (Several
-  // nodes resume from a run folder they share.)
-  if (options.resume && p.node_rank == 0) refuse_run_folder_in_use(options.run_dir);
-  if (options.resume) refuse_inexact_policy(config);  // the reason, before any missing checkpoint
-  const std::string resume_from = options.resume ? latest_checkpoint(options.run_dir) : "";
-  const std::string data = data_fingerprint(config.data.path, options.data_root);
-  if (options.resume) check_resumable(resume_from, config, spec.ranges, data);  // before writing
+  const StartingPoint start = starting_point(config, spec, options);
   const std::optional<RunFolderLock> folder_lock = open_run_folder(config, options);
   const auto timeout = std::chrono::milliseconds(int64_t(p.timeout_s * 1000));
   // One machine on loopback: rendezvous through a file, so nothing listens beyond loopback (Gloo
@@ -378,8 +410,8 @@ RunSummary launch_pipeline_workers(const Config& config, const RunSpec& spec,
   launch.run_dir = options.run_dir;
   launch.store_file = file_rendezvous ? scratch.store() : "";
   launch.progress = options.progress;
-  launch.resume_from = resume_from;
-  launch.data_fingerprint = data;
+  launch.resume_from = start.resume_from;
+  launch.data_fingerprint = start.data;
   const std::string launch_file = launch_file_path(options.run_dir, p.node_rank);
   write_launch_file(launch_file, launch);
   if (const int signal = stop_signal(); signal != 0) {
@@ -389,19 +421,8 @@ RunSummary launch_pipeline_workers(const Config& config, const RunSpec& spec,
   std::vector<std::string> argv = {"pipetrain", "train"};
   argv.insert(argv.end(), train_args.begin(), train_args.end());
   argv.insert(argv.end(), {std::string(kLaunchFileOption), launch_file});
-  std::vector<Worker> workers;
-  std::ofstream pids(fs::path(options.run_dir) / "workers.pid");
-  for (int local = 0; local < share.ranks; ++local) {
-    Worker w;
-    w.rank = share.first_rank + local;
-    w.pid = spawn(argv, worker_environment(w.rank, local, world, p.master_addr, port,
-                                           scratch.error_file(w.rank)),
-                  blocks.empty() ? std::vector<int>{} : blocks[size_t(local)]);
-    pids << w.pid << "\n";
-    workers.push_back(w);
-  }
-  pids.close();
-
+  std::vector<Worker> workers =
+      spawn_workers(argv, p, share, world, port, scratch, blocks, options.run_dir);
   supervise(workers);
   for (const auto& w : workers) {
     if (failed(w)) report_failure(workers, p, scratch);

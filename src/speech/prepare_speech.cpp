@@ -4,7 +4,9 @@
 #include <deque>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -59,14 +61,105 @@ struct SynthesizedUtterance {
   double audio_seconds = 0;
 };
 
-// Audio read from espeak-ng in plan order, waiting for a feature thread.
-struct SpeechWorkQueue {
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::deque<std::pair<size_t, std::vector<int16_t>>> waiting;
-  bool finished = false;
-  std::exception_ptr error;
+// Audio read from espeak-ng in plan order, waiting for a feature thread. The first error (from
+// either side) ends the work.
+class SpeechWorkQueue {
+ public:
+  using Audio = std::pair<size_t, std::vector<int16_t>>;  // plan index, 16-bit samples
+
+  explicit SpeechWorkQueue(size_t most_waiting) : most_waiting_(most_waiting) {}
+
+  // Waits for room; false when the work ended meanwhile (a feature thread failed).
+  bool push(size_t index, std::vector<int16_t> pcm) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return waiting_.size() < most_waiting_ || finished_; });
+    if (finished_) return false;
+    waiting_.emplace_back(index, std::move(pcm));
+    changed_.notify_all();
+    return true;
+  }
+
+  // The next audio, or nothing once the work has ended and no audio waits. `lock` holds mutex().
+  std::optional<Audio> pop(std::unique_lock<std::mutex>& lock) {
+    changed_.wait(lock, [&] { return !waiting_.empty() || finished_; });
+    if (waiting_.empty()) return std::nullopt;
+    Audio audio = std::move(waiting_.front());
+    waiting_.pop_front();
+    changed_.notify_all();
+    return audio;
+  }
+
+  void fail(std::exception_ptr error) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_) error_ = std::move(error);
+    end_locked();
+  }
+
+  void finish() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    end_locked();
+  }
+
+  void rethrow_error() const {
+    if (error_) std::rethrow_exception(error_);
+  }
+
+  std::mutex& mutex() { return mutex_; }
+
+ private:
+  void end_locked() {
+    finished_ = true;
+    changed_.notify_all();
+  }
+
+  const size_t most_waiting_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Audio> waiting_;
+  bool finished_ = false;
+  std::exception_ptr error_;
 };
+
+// What the feature threads share: their inputs, and the results and progress (under the queue's
+// mutex).
+struct FeatureWork {
+  const PrepareSpeechOptions& options;
+  int espeak_rate;
+  torch::Tensor filterbank;
+  std::vector<SynthesizedUtterance>& results;
+  PrepareSpeechProgress progress;
+  const std::function<void(const PrepareSpeechProgress&)>& on_progress;
+};
+
+SynthesizedUtterance features_of(const std::vector<int16_t>& pcm, const FeatureWork& work) {
+  SynthesizedUtterance made;
+  const auto audio = resample_pcm16(pcm, work.espeak_rate, work.options.features.sample_rate);
+  made.audio_seconds = double(audio.size()) / work.options.features.sample_rate;
+  made.features = log_mel(audio, work.filterbank, work.options.features);
+  return made;
+}
+
+// A feature thread: resamples and computes features until the queue ends; an error ends the work.
+void compute_features(SpeechWorkQueue& queue, FeatureWork& work) {
+  torch::NoGradGuard no_grad;
+  std::unique_lock<std::mutex> lock(queue.mutex());
+  while (std::optional<SpeechWorkQueue::Audio> audio = queue.pop(lock)) {
+    lock.unlock();
+    SynthesizedUtterance made;
+    try {
+      made = features_of(audio->second, work);
+    } catch (...) {
+      queue.fail(std::current_exception());
+      return;
+    }
+    lock.lock();
+    SynthesizedUtterance& result = work.results[audio->first];
+    result = std::move(made);
+    ++work.progress.done;
+    work.progress.audio_seconds += result.audio_seconds;
+    if (work.on_progress) work.on_progress(work.progress);
+  }
+}
 
 // espeak-ng speaks the plan in order in its own process (so the audio depends on the seed only);
 // `threads` threads resample and compute features meanwhile, storing results by plan index.
@@ -76,66 +169,29 @@ std::vector<SynthesizedUtterance> synthesize_plan(
   std::vector<EspeakProcess::Item> items;
   for (const auto& planned : plan) items.push_back({planned.text, planned.voice});
   EspeakProcess espeak(std::move(items));
-  const torch::Tensor filterbank = mel_filterbank(options.features).to(torch::kFloat32);
   std::vector<SynthesizedUtterance> results(plan.size());
-  SpeechWorkQueue queue;
-  PrepareSpeechProgress progress;
-  progress.total = int64_t(plan.size());
-  auto work = [&] {
-    torch::NoGradGuard no_grad;
-    std::unique_lock<std::mutex> lock(queue.mutex);
-    while (true) {
-      queue.changed.wait(lock, [&] { return !queue.waiting.empty() || queue.finished; });
-      if (queue.waiting.empty()) return;
-      auto [index, pcm] = std::move(queue.waiting.front());
-      queue.waiting.pop_front();
-      queue.changed.notify_all();
-      lock.unlock();
-      SynthesizedUtterance made;
-      try {
-        const auto audio = resample_pcm16(pcm, espeak.sample_rate(), options.features.sample_rate);
-        made.audio_seconds = double(audio.size()) / options.features.sample_rate;
-        made.features = log_mel(audio, filterbank, options.features);
-      } catch (...) {
-        lock.lock();
-        if (!queue.error) queue.error = std::current_exception();
-        queue.finished = true;
-        queue.changed.notify_all();
-        return;
-      }
-      lock.lock();
-      results[index] = std::move(made);
-      ++progress.done;
-      progress.audio_seconds += results[index].audio_seconds;
-      if (on_progress) on_progress(progress);
-    }
-  };
+  FeatureWork work{options, espeak.sample_rate(), mel_filterbank(options.features).to(torch::kFloat32),
+                   results, {}, on_progress};
+  work.progress.total = int64_t(plan.size());
+  SpeechWorkQueue queue(4 * size_t(options.threads));
   std::vector<std::thread> workers;
-  for (int t = 0; t < options.threads; ++t) workers.emplace_back(work);
-  const size_t most_waiting = 4 * size_t(options.threads);
+  for (int t = 0; t < options.threads; ++t) {
+    workers.emplace_back([&] { compute_features(queue, work); });
+  }
   size_t spoken = 0;
-  for (size_t i = 0; i < plan.size() && stop_signal() == 0; ++i, ++spoken) {
+  for (; spoken < plan.size() && stop_signal() == 0; ++spoken) {
     std::vector<int16_t> pcm;
     try {
       pcm = espeak.next();
     } catch (...) {
-      const std::lock_guard<std::mutex> lock(queue.mutex);
-      if (!queue.error) queue.error = std::current_exception();
+      queue.fail(std::current_exception());
       break;
     }
-    std::unique_lock<std::mutex> lock(queue.mutex);
-    queue.changed.wait(lock, [&] { return queue.waiting.size() < most_waiting || queue.finished; });
-    if (queue.finished) break;
-    queue.waiting.emplace_back(i, std::move(pcm));
-    queue.changed.notify_all();
+    if (!queue.push(spoken, std::move(pcm))) break;
   }
-  {
-    const std::lock_guard<std::mutex> lock(queue.mutex);
-    queue.finished = true;
-    queue.changed.notify_all();
-  }
+  queue.finish();
   for (auto& worker : workers) worker.join();
-  if (queue.error) std::rethrow_exception(queue.error);
+  queue.rethrow_error();
   if (const int signal = stop_signal(); signal != 0 && spoken < plan.size()) {  // (espeak's process: killed)
     throw StopRequested{signal, fmt::format("prepare-speech: stopped by {} after {} of {} utterances; nothing "
                                             "written", stop_signal_name(signal), spoken, plan.size())};

@@ -156,9 +156,9 @@ std::string meant_value(const Config& config, const std::string& key) {
   const ModelConfig& m = config.model;
   if (key == "model.activation") return m.activation == "gelu_tanh" ? "gelu_tanh" : "gelu";
   // 0 = the family's value: an explicit value equal to it changes nothing.
-  if (key == "model.kv_heads") return std::to_string(m.kv_heads > 0 ? m.kv_heads : m.heads);
+  if (key == "model.kv_heads") return std::to_string(key_value_heads(m));
   if (key == "model.ffn_hidden") return std::to_string(default_ffn_hidden(m));
-  if (key == "model.positions") return std::to_string(m.positions > 0 ? m.positions : m.seq_len);
+  if (key == "model.positions") return std::to_string(position_rows(m));
   return field_value_string(config, *find_field(key));
 }
 

@@ -9,12 +9,14 @@
 #include <fstream>
 #include <map>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
 
 #include "core/files.h"
+#include "core/terminal_text.h"
 #include "io/metrics.h"
 #include "../pipetrain_run.h"
 #include "../tiny_images.h"
@@ -102,6 +104,16 @@ TEST(Cli, TinyTrainingRunWritesTheRunFolder) {
       "--eval.batches 1 --log.every 2 --sample.tokens 20 --quiet --run-dir " + dir.string());
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("--- sample ---\nROMEO:"), std::string::npos) << result.output;
+  // The terminal sees the sample with its control and non-UTF-8 bytes escaped; sample.txt holds
+  // what was generated (a 6-step byte-level model's 20 bytes: near random).
+  std::string generated = pipetrain::read_file((dir / "sample.txt").string());
+  while (!generated.empty() && generated.back() == '\n') generated.pop_back();  // as the summary reads it
+  ASSERT_FALSE(generated.empty());
+  const pipetrain::TerminalText printed = pipetrain::terminal_text(generated);
+  EXPECT_NE(result.output.find("--- sample ---\n" + printed.text + "\n-----"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("\x1b"), std::string::npos);
+  EXPECT_EQ(result.output.find(fmt::format("({} of its bytes shown as \\xNN", printed.escaped_bytes)) != std::string::npos,
+            printed.escaped_bytes > 0) << result.output;
   for (const char* file : {"metrics.jsonl", "loss.svg", "config.toml", "sample.txt",
                            "summary.json", "checkpoint/model.safetensors",
                            "checkpoint/optimizer.safetensors", "checkpoint/checkpoint.json"}) {

@@ -270,6 +270,13 @@ TEST(Config, LlamaPresetSetsItsKindAndGroupedQueryShape) {
   EXPECT_EQ(default_ffn_hidden(gpt.model), 4 * 128);
   gpt.model.kind = "llama";
   EXPECT_EQ(default_ffn_hidden(gpt.model), 384);  // 8/3 x 128 = 341.3, up to a multiple of 64
+  // 0 = the family's value; an explicit one is itself.
+  EXPECT_EQ(key_value_heads(gpt.model), gpt.model.heads);
+  EXPECT_EQ(position_rows(gpt.model), gpt.model.seq_len);
+  gpt.model.kv_heads = 2;
+  gpt.model.positions = 1024;
+  EXPECT_EQ(key_value_heads(gpt.model), 2);
+  EXPECT_EQ(position_rows(gpt.model), 1024);
 }
 
 TEST(Config, DecoderFieldsThatContradictEachOtherAreRefusedByName) {
