@@ -57,7 +57,8 @@ TensorSpec CnnModel::boundary_spec(int64_t boundary, int64_t rows) const {
   return {shape, config_.precision.activation_dtype()};
 }
 
-// Convolutions and the classifier (BatchNorm, ReLU and pooling are a few FLOPs per value).
+// Convolutions and the classifier as FLOPs; BatchNorm, ReLU, the residual sum and pooling, a few
+// FLOPs per value, as memory traffic.
 LayerWork CnnModel::layer_work(int64_t layer, int64_t rows) const {
   const double b = double(rows);
   LayerWork work;
@@ -75,16 +76,22 @@ LayerWork CnnModel::layer_work(int64_t layer, int64_t rows) const {
   // two outputs' sizes; tests/runtime/cnn_memory_test.cpp measures them).
   const double out = work.output_values;
   const double in = layer == 0 ? 0 : b * product_of(config_.output_shape(layer - 1));
+  // Memory-bound passes over a convolution's output: its BatchNorm reads it twice (statistics,
+  // then normalisation) and writes it once, a ReLU or the residual sum reads and writes (the sum
+  // reads two).
+  const double batch_norm = 3, relu = 2, residual_sum = 3;
   if (layer == 0) {
     add(conv_work(b, config_.image_channels, config_.channels, 3, config_.image_size));
     work.stashed_values = 2 * out;  // conv, relu
     work.workspace_values = 4 * out;
+    work.forward_traffic_values = (batch_norm + relu) * out;
   } else if (layer == config_.layer_count() - 1) {
     const double features = double(config_.output_shape(layer - 1).at(0));
     const double classes = double(config_.classes);
     total = {2 * b * features * classes, (features + 1) * classes};
     work.stashed_values = out + b * features;  // the logits and the pooled features the linear keeps
     work.workspace_values = in;  // the pooling's input gradient
+    work.forward_traffic_values = in;  // the pooling reads its input
   } else {
     const auto shape = config_.block_shape(layer - 1);
     add(conv_work(b, shape.in, shape.out, 3, shape.size));
@@ -93,6 +100,8 @@ LayerWork CnnModel::layer_work(int64_t layer, int64_t rows) const {
     if (projected) add(conv_work(b, shape.in, shape.out, 1, shape.size));
     work.stashed_values = (projected ? 5 : 4) * out;  // conv1, relu1, conv2, (shortcut conv,) relu
     work.workspace_values = 4 * out + 2 * in;
+    const double norms = projected ? 3 : 2;
+    work.forward_traffic_values = (norms * batch_norm + 2 * relu + residual_sum) * out;
   }
   work.forward_flops = total.flops;
   work.parameters = total.parameters;

@@ -46,6 +46,10 @@ struct LayerWork {
   double forward_flops = 0;
   double parameters = 0;
   double output_values = 0;  // the activation it hands to the next layer
+  // Values its forward's memory-bound passes read and write beyond its output (a BatchNorm's
+  // statistics and normalisation, a ReLU, a residual sum), in activation values: their time is
+  // the memory bandwidth's, not the products'. 0 = none counted.
+  double forward_traffic_values = 0;
   // Memory, in values of the activation dtype (under mixed precision a float32 element counts
   // as two bfloat16 values; the planner's memory model; 0 = unknown: the
   // planner then counts output_values). Values its forward keeps for its backward, its output

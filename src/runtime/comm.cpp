@@ -7,13 +7,17 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <thread>
 
 #include <c10/util/Logging.h>
 
 #include "core/error.h"
+#include "core/stop_signal.h"
 #include "device/placement.h"
 #include "runtime/comm_nccl.h"
 
@@ -58,6 +62,38 @@ c10::intrusive_ptr<c10d::Store> open_store(const WorkerEnvironment& env,
   options.waitWorkers = false;
   options.timeout = timeout;
   return c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+}
+
+// Every member of a group checks in on its store before the group forms, and waits for the
+// others in short polls: c10d's own wait would hold a worker whose peer never comes (it failed
+// before joining, under torchrun or on another node, where no launcher of ours kills the rest)
+// for the whole timeout, deaf to a stop signal. After a stop the wait goes on for a quarter of
+// the timeout at most (30 s): a peer still starting arrives meanwhile, and the run then stops at
+// its first step with a checkpoint, as a stop while the workers start does.
+void await_members(c10d::Store& store, int rank, int size, std::chrono::milliseconds timeout,
+                   const std::string& what) {
+  using Clock = std::chrono::steady_clock;
+  const std::string key = "pipetrain-joined";
+  int64_t joined = store.add(key, 1);
+  const auto start = Clock::now();
+  const auto grace = std::min<std::chrono::milliseconds>(timeout / 4, std::chrono::seconds(30));
+  std::optional<Clock::time_point> stopped_at;
+  auto pause = std::chrono::milliseconds(1);
+  while (joined < size) {
+    const auto now = Clock::now();
+    if (now - start > timeout) {
+      throw std::runtime_error(fmt::format("{} of {} workers joined {}", joined, size, what));
+    }
+    if (stop_signal() != 0 && !stopped_at) stopped_at = now;
+    if (stopped_at && now - *stopped_at > grace) {
+      fail("rank {}: stopped by {} while {} of {} workers had joined {}; they did not join within "
+           "{} s of it, so nothing was trained", rank, stop_signal_name(stop_signal()), joined,
+           size, what, grace.count() / 1000.0);
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::milliseconds>(2 * pause, std::chrono::milliseconds(20));
+    joined = store.add(key, 0);
+  }
 }
 
 }  // namespace
@@ -156,7 +192,10 @@ Comm::Comm(const WorkerEnvironment& env, std::chrono::milliseconds timeout, Comm
     impl_->store = open_store(env, timeout);
     impl_->options = c10d::ProcessGroupGloo::Options::create(timeout);
     impl_->options->devices.push_back(gloo_device(env.master_addr));
+    await_members(*impl_->store, env.rank, env.world_size, timeout, "the run");
     impl_->group = impl_->make_group(impl_->store, env.rank, env.world_size);
+  } catch (const UserError&) {
+    throw;
   } catch (const std::exception& error) {
     fail("rank {}: rendezvous at {} failed within {} s: {}", env.rank,
          env.store_file.empty() ? fmt::format("{}:{}", env.master_addr, env.master_port) : env.store_file,
@@ -252,8 +291,11 @@ int Comm::join_group(const std::string& name, const std::vector<int>& ranks) {
   if (me == ranks.end()) throw std::logic_error("join_group: rank is not a member of " + name);
   try {
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("group-" + name, impl_->store);
+    await_members(*prefixed, impl_->rank, int(ranks.size()), impl_->timeout, "group " + name);
     impl_->subgroups.push_back({name, impl_->make_group(prefixed, int(me - ranks.begin()),
                                                          int(ranks.size()))});
+  } catch (const UserError&) {
+    throw;
   } catch (const std::exception& error) {
     impl_->lost(name + " group setup", -1, error);
   }

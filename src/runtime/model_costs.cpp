@@ -58,7 +58,8 @@ std::vector<plan::LayerCost> model_plan_costs(const Model& model, int64_t microb
     plan::LayerCost cost;
     cost.name = model.layer_name(layer);
     cost.forward_s = work.forward_flops / options.flops_per_s +
-                     (work.parameters + work.output_values) * value / options.bytes_per_s;
+                     (work.parameters + work.output_values) * value / options.bytes_per_s +
+                     work.forward_traffic_values * activation / options.bytes_per_s;
     // The backward's two halves (input and weight gradient) cost a forward each, plus what it
     // recomputes, which a split backward recomputes in both passes. W is the weight products.
     const double recompute_s = work.backward_recompute_flops / options.flops_per_s +

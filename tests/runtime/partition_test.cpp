@@ -132,6 +132,42 @@ TEST(ModelCosts, TheUpdateStreamsEachParametersValuesAtTheMemoryRate) {
   }
 }
 
+// A CNN layer's forward is its convolutions' products at the compute rate plus its memory-bound
+// passes at the memory rate: per convolution output (S values) a BatchNorm reads it twice and
+// writes it once, a ReLU reads and writes it, the residual sum reads two and writes one. The
+// example's shape (stem 12 channels at 28x28, blocks of 12/24/48), 40 images, float32.
+TEST(ModelCosts, ACnnLayersNormsReluAndResidualSumTakeMemoryTime) {
+  Config config;
+  config.model.kind = "cnn";
+  config.model.layers = 3;
+  config.model.d_model = 12;
+  const ModelCostOptions options;
+  const auto costs = model_layer_costs(*make_model(config), 40);
+  ASSERT_EQ(costs.size(), 5u);
+  const double byte_s = 1 / options.bytes_per_s, flop_s = 1 / options.flops_per_s;
+  const auto expected = [&](double flops, double parameters, double out, double traffic) {
+    return flops * flop_s + (parameters + out + traffic) * 4 * byte_s;
+  };
+  const auto near = [](double expected_s) { return 1e-12 * expected_s; };
+  const double s0 = 40.0 * 12 * 28 * 28;  // the stem's and block 0's outputs
+  const double conv0 = 2 * s0 * 9, conv12 = 2 * s0 * 12 * 9;  // 1 -> 12, 12 -> 12 channels
+  const double stem_s = expected(conv0, 9 * 12 + 24, s0, (3 + 2) * s0);
+  EXPECT_NEAR(costs[0].forward_s, stem_s, near(stem_s));
+  // Block 0 keeps its width: two BatchNorms, two ReLUs, the sum.
+  const double block0_s = expected(2 * conv12, 2 * (12 * 12 * 9 + 24), s0, (2 * 3 + 2 * 2 + 3) * s0);
+  EXPECT_NEAR(costs[1].forward_s, block0_s, near(block0_s));
+  // Block 1 halves the size and doubles the width: its 1x1 shortcut has a third BatchNorm.
+  const double s1 = 40.0 * 24 * 14 * 14;
+  const double flops1 = 2 * s1 * (12 * 9 + 24 * 9 + 12);
+  const double parameters1 = 12 * 24 * 9 + 24 * 24 * 9 + 12 * 24 + 3 * 48;
+  const double block1_s = expected(flops1, parameters1, s1, (3 * 3 + 2 * 2 + 3) * s1);
+  EXPECT_NEAR(costs[2].forward_s, block1_s, near(block1_s));
+  // The head's pooling reads block 2's output.
+  const double s2 = 40.0 * 48 * 7 * 7;
+  const double head_s = expected(2 * 40.0 * 48 * 10, 49 * 10, 40 * 10, s2);
+  EXPECT_NEAR(costs[4].forward_s, head_s, near(head_s));
+}
+
 TEST(Partition, MeasuredIsTheLaunchersToResolve) {
   try {
     make_run_spec(config_with(4, 2, "measured"));

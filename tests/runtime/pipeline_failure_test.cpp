@@ -111,24 +111,46 @@ TEST(PipelineFailure, TorchrunRunRefusesAFolderHoldingARun) {
   fs::create_directories(run_dir);
   std::ofstream(run_dir / "metrics.jsonl") << "{\"step\": 1}\n";
   const std::string binary = std::string(PIPETRAIN_BINARY_DIR) + "/pipetrain";
-  const auto torchrun = [&](const std::string& extra) {
+  // Rank 0's limit: in the refused run it waits for a rank 1 that has left, so it is ended
+  // (TERM, then KILL 5 s later) rather than left behind for pipeline.timeout_s.
+  const auto torchrun = [&](const std::string& extra, int rank0_limit_s) {
     const std::string env = fmt::format("WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT={}", testing::free_port());
     const std::string args = "train --quiet --model.layers 2 --model.d_model 32 --model.heads 2 --model.seq_len 16 "
         "--train.batch_size 4 --train.microbatches 2 --train.threads 1 --train.steps 2 --eval.every 0 "
         "--eval.batches 1 --sample.tokens 0 --pipeline.timeout_s 600 --stages 2 --run-dir " + run_dir.string() + extra;
     // Rank 0 in the background; rank 1, which writes the run folder, is the one we watch.
-    return testing::run_pipetrain(args, "(" + env + " RANK=0 timeout 120 " + binary + " " + args +
-                                            " >/dev/null 2>&1 &); " + env + " RANK=1");
+    return testing::run_pipetrain(args, "(" + env + fmt::format(" RANK=0 timeout -k 5 {} ", rank0_limit_s) +
+                                            binary + " " + args + " >/dev/null 2>&1 &); " + env + " RANK=1");
   };
-  const auto refused = torchrun("");
+  const auto refused = torchrun("", 30);
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
   EXPECT_NE(refused.output.find("already holds a run; choose another --run-dir or pass --overwrite"),
             std::string::npos) << refused.output;
   EXPECT_EQ(read_file((run_dir / "metrics.jsonl").string()), "{\"step\": 1}\n");
   EXPECT_FALSE(fs::exists(run_dir / "config.toml"));
-  const auto trained = torchrun(" --overwrite");
+  const auto trained = torchrun(" --overwrite", 120);
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
   EXPECT_NE(read_file((run_dir / "config.toml").string()).find("steps = 2"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// A worker whose peer never joins (it failed first, under torchrun or on another node, where no
+// launcher of ours ends the rest) still hears a stop: the wait for the others then lasts a
+// quarter of pipeline.timeout_s at most (30 s), and ends in one line naming the stop and who had
+// joined. (It used to wait out the whole timeout, deaf to Ctrl-C.) Rank 0 alone of 2, stopped
+// with SIGINT as it starts; timeout 8 s: 2 s of grace.
+TEST(PipelineFailure, AStopEndsTheWaitForAWorkerThatNeverJoins) {
+  const auto dir = testing::fresh_dir("never_joins");
+  const std::string env = fmt::format("WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT={} RANK=0 "
+                                      "PIPETRAIN_FAULT=0:-1:int", testing::free_port());
+  const auto run = testing::run_pipetrain(
+      "train --quiet --model.layers 2 --model.d_model 32 --model.heads 2 --model.seq_len 16 "
+      "--train.batch_size 4 --train.microbatches 2 --train.threads 1 --train.steps 2 --eval.every 0 "
+      "--sample.tokens 0 --pipeline.timeout_s 8 --stages 2 --run-dir " + (dir / "run").string(), env);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("rank 0: stopped by SIGINT while 1 of 2 workers had joined the run; they "
+                            "did not join within 2 s of it, so nothing was trained"),
+            std::string::npos) << run.output;
   fs::remove_all(dir);
 }
 
