@@ -169,8 +169,8 @@ compare --label resume --rtol 1e-9 --weights "$OUT/whole6" "$OUT/dev4" "$OUT/cpu
 fi
 if phase 4; then
 log "4. the transducer on $DEVICE"
-SPEECH_FILE=$ROOT/build-gpu/pipetrain_tiny_speech_v1.bin
-[ -f "$SPEECH_FILE" ] || SPEECH_FILE=${TMPDIR:-/tmp}/pipetrain_tiny_speech_v1.bin
+SPEECH_FILE=$ROOT/build-gpu/tiny_speech.bin  # bench/gpu_bundle.sh's copy; here, the tests' own
+[ -f "$SPEECH_FILE" ] || SPEECH_FILE=$(bench/tiny_speech_file.sh)
 # Plain SGD: AdamW divides by the root of each gradient's square, so an element whose gradient is
 # all rounding (near zero) moves by lr x its relative rounding error; two CPU runs at 1 and 2
 # threads differ by 2.3e-9 in the weights that way (6.5e-16 with SGD), a GPU run likewise. SGD's

@@ -5,6 +5,7 @@
 // bad input.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <set>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -74,6 +75,21 @@ TEST(SpeechBatches, PaddedFeaturesCarryTheirLengthsAndLabels) {
     EXPECT_TRUE(batch.labels[r].narrow(0, 1, count).equal(u.labels));
     EXPECT_EQ(batch.labels[r].narrow(0, 1 + count, 6 - count).abs().sum().item<int64_t>(), 0);
   }
+}
+
+// bench/gpu_bundle.sh carries this file to a GPU machine and bench/gpu_check.sh's CPU smoke run
+// reads it here: both find it through bench/tiny_speech_file.sh, which must name the file the
+// tests write (it named an older one for three days, and the bundle could not be made).
+TEST(SpeechBatches, TheBenchScriptsFindTheTinySpeechFile) {
+  const std::string command =
+      "cd '" + std::string(PIPETRAIN_SOURCE_DIR) + "' && bash bench/tiny_speech_file.sh";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string printed;
+  char buffer[512];
+  while (fgets(buffer, sizeof buffer, pipe) != nullptr) printed += buffer;
+  ASSERT_EQ(pclose(pipe), 0) << printed;
+  EXPECT_EQ(printed, testing::tiny_speech_file() + "\n");
 }
 
 TEST(SpeechBatches, EachEpochVisitsEveryTrainingUtteranceOnceInASeededOrder) {
