@@ -2,30 +2,27 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
+
 namespace pipetrain {
 namespace {
 
-// The length of the strictly valid UTF-8 sequence at text[at], or 0 (RFC 3629's table: the
-// second byte's range depends on the lead byte).
+// The length of the strictly valid UTF-8 sequence at text[at], or 0: the shared rule (core/text.h)
+// and, beyond it, RFC 3629's ranges for the second byte (no overlong forms, surrogates or code
+// points past U+10FFFF), which a terminal's decoder may not enforce.
 size_t valid_sequence_length(const std::string& text, size_t at) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[at + k]); };
-  const unsigned char lead = byte(0);
-  if (lead < 0x80) return 1;
-  size_t length = 0;
-  unsigned char low = 0x80, high = 0xBF;  // the second byte's range
-  if (lead >= 0xC2 && lead <= 0xDF) length = 2;
-  else if (lead >= 0xE0 && lead <= 0xEF) length = 3;
-  else if (lead >= 0xF0 && lead <= 0xF4) length = 4;
-  else return 0;  // a continuation byte, an overlong lead (C0, C1) or past U+10FFFF
-  if (lead == 0xE0) low = 0xA0;  // overlong
-  if (lead == 0xED) high = 0x9F;  // surrogates
-  if (lead == 0xF0) low = 0x90;  // overlong
-  if (lead == 0xF4) high = 0x8F;  // past U+10FFFF
-  if (at + length > text.size() || byte(1) < low || byte(1) > high) return 0;
-  for (size_t k = 2; k < length; ++k) {
-    if ((byte(k) & 0xC0) != 0x80) return 0;
+  const auto lead = static_cast<unsigned char>(text[at]);
+  const size_t length = utf8_sequence_length(lead);
+  if (length == 0 || at + length > text.size() || !utf8_sequence_valid(text.data() + at, length)) {
+    return 0;
   }
-  return length;
+  if (length == 1) return 1;
+  const auto second = static_cast<unsigned char>(text[at + 1]);
+  const bool overlong = lead == 0xC0 || lead == 0xC1 || (lead == 0xE0 && second < 0xA0) ||
+                        (lead == 0xF0 && second < 0x90);
+  const bool surrogate = lead == 0xED && second > 0x9F;
+  const bool past_last = lead > 0xF4 || (lead == 0xF4 && second > 0x8F);
+  return overlong || surrogate || past_last ? 0 : length;
 }
 
 bool is_control(const std::string& text, size_t at, size_t length) {
