@@ -38,11 +38,7 @@ plan::PlanRequest::ModelVariant model_variant(std::string label, const Config& c
                                               std::vector<std::pair<std::string, std::string>> fields,
                                               const plan::ClusterSpec& cluster) {
   std::shared_ptr<const Model> model = make_model(config);
-  runtime::ModelCostOptions options = runtime::model_cost_options(config);
-  const double rate = cluster.device_flops * cluster.compute_efficiency;
-  options.bytes_per_s = cluster.memory_bandwidth > 0 ? cluster.memory_bandwidth
-                                                     : options.bytes_per_s * rate / options.flops_per_s;
-  options.flops_per_s = rate;
+  const runtime::ModelCostOptions options = runtime::model_cost_options(config, cluster);
   plan::PlanRequest::ModelVariant variant;
   variant.label = std::move(label);
   variant.config_fields = std::move(fields);

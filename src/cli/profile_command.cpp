@@ -9,10 +9,58 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/text.h"
+#include "model/registry.h"
+#include "plan/cluster.h"
 #include "profile/layer_profile.h"
 #include "profile/link_profile.h"
+#include "runtime/model_costs.h"
 
 namespace pipetrain::cli {
+
+namespace {
+
+std::string percent_off(double predicted, double measured) {
+  return measured > 0 ? fmt::format("{:+.0f}%", 100 * (predicted / measured - 1)) : "-";
+}
+
+// Each layer's measured times beside the analytic ones `plan --config` would take for a worker
+// of this machine (clusters/this-machine.toml: one core), at the largest microbatch measured:
+// how far a plan without a profile can be trusted, layer by layer.
+void print_analytic_comparison(const Config& config, const plan::ModelProfile& measured) {
+  if (measured.device != "cpu" || measured.threads != 1) {
+    fmt::print(stderr, "profile: no comparison with the analytic costs (`plan --config` models one "
+                       "CPU core a worker; measured on {} with {} threads)\n",
+               measured.device, measured.threads);
+    return;
+  }
+  const plan::ClusterSpec cluster =
+      plan::load_cluster("this-machine", std::string(PIPETRAIN_SOURCE_DIR) + "/clusters");
+  const int64_t rows = measured.layers.front().by_microbatch.back().microbatch;
+  const auto analytic = runtime::model_plan_costs(
+      *make_model(config), rows, runtime::model_cost_options(config, cluster));
+  fmt::print("\nmeasured against the analytic costs of `plan --config` (clusters/this-machine.toml), "
+             "microbatch {}:\n\n", rows);
+  fmt::print("| layer | forward ms | analytic | off | backward ms | analytic | off |\n");
+  fmt::print("|---|---|---|---|---|---|---|\n");
+  const auto row = [](const std::string& name, double forward, double backward,
+                      double forward_analytic, double backward_analytic) {
+    fmt::print("| {} | {:.2f} | {:.2f} | {} | {:.2f} | {:.2f} | {} |\n", name, 1e3 * forward,
+               1e3 * forward_analytic, percent_off(forward_analytic, forward), 1e3 * backward,
+               1e3 * backward_analytic, percent_off(backward_analytic, backward));
+  };
+  double forward = 0, backward = 0, forward_analytic = 0, backward_analytic = 0;
+  for (size_t i = 0; i < measured.layers.size() && i < analytic.size(); ++i) {
+    const auto& m = measured.layers[i].by_microbatch.back();
+    row(measured.layers[i].name, m.forward_s, m.backward_s, analytic[i].forward_s, analytic[i].backward_s);
+    forward += m.forward_s;
+    backward += m.backward_s;
+    forward_analytic += analytic[i].forward_s;
+    backward_analytic += analytic[i].backward_s;
+  }
+  row("all layers", forward, backward, forward_analytic, backward_analytic);
+}
+
+}  // namespace
 
 void add_profile_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
@@ -25,7 +73,9 @@ void add_profile_command(CLI::App& app) {
       "  --microbatch-sizes LIST  microbatch sizes to time each layer at (default 1,2,4,8; a model\n"
       "                           with BatchNorm: the run's microbatch, the one size it plans)\n"
       "  --repeats N              timings per measurement, the median kept (default 5)\n"
-      "  --threads N              intra-op threads, as each worker will run (default 1)");
+      "  --threads N              intra-op threads, as each worker will run (default 1)\n"
+      "On a CPU with one thread it ends with each layer's measured times beside the analytic ones\n"
+      "`plan --config` takes (clusters/this-machine.toml): how far a plan without a profile holds.");
   cmd->prefix_command();
   cmd->callback([cmd] {
     const auto arguments = parse_config_arguments(
@@ -71,6 +121,7 @@ void add_profile_command(CLI::App& app) {
     std::vector<int64_t> timed;
     for (const auto& m : measured.layers.front().by_microbatch) timed.push_back(m.microbatch);
     fmt::print("wrote {} ({} layers at microbatch sizes {})\n", out, measured.layers.size(), fmt::join(timed, ","));
+    print_analytic_comparison(config, measured);
   });
 }
 

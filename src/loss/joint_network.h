@@ -12,6 +12,10 @@
 
 namespace pipetrain::loss {
 
+// hidden[b, t, u, :] = tanh(enc[b, t, :] + pred[b, u, :]): enc [B, T, J], pred [B, U+1, J] ->
+// [B, T, U+1, J], differentiable (the joint network's first half).
+at::Tensor joint_hidden(const at::Tensor& enc, const at::Tensor& pred);
+
 // logits[b, t, u, :] = Linear(J, V)(tanh(enc[b, t, :] + pred[b, u, :])).
 // The encoder and predictor project into the joint dimension J themselves.
 class JointNetworkImpl : public torch::nn::Module {

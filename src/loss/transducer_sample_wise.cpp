@@ -3,38 +3,18 @@
 // the joint at once, so peak memory follows the largest sample, not B * Tmax * Umax.
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
-#include <torch/nn/functional/activation.h>
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "core/error.h"
 #include "loss/joint_network.h"
 
 namespace pipetrain::loss {
-
-JointNetworkImpl::JointNetworkImpl(int64_t joint_dim, int64_t vocab_size) {
-  if (joint_dim < 1 || vocab_size < 1) {
-    fail("joint network: joint_dim {} and vocab_size {} must be positive", joint_dim, vocab_size);
-  }
-  output = register_module("output", torch::nn::Linear(joint_dim, vocab_size));
-}
-
-// One addmm over the positions with the bias inside, where the C++ frontend's Linear adds the
-// bias in a second pass over the logits (model/linear.h). Reshaped by _unsafe_view, as matmul
-// does, not by at::linear's view: the loss overwrites the logits with their gradient, and an
-// autograd view modified in place would replay itself in the backward (a zero-filled copy of
-// all the logits: 16% more memory and 7% more time on a CPU).
-at::Tensor JointNetworkImpl::forward(const at::Tensor& enc, const at::Tensor& pred) {
-  const at::Tensor hidden = at::tanh(enc.unsqueeze(2) + pred.unsqueeze(1));  // [G, T, U+1, J]
-  std::vector<int64_t> sizes = hidden.sizes().vec();
-  sizes.back() = output->weight.size(0);
-  return at::_unsafe_view(at::addmm(output->bias, hidden.flatten(0, 2), output->weight.t()), sizes);
-}
-
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -60,119 +40,173 @@ std::vector<int64_t> order_by_size(const TransducerLengths& lengths) {
   return order;
 }
 
+// Samples order[first, last) padded to t_max frames and u1_max label positions.
+struct SampleGroup {
+  size_t first = 0, last = 0;
+  int64_t t_max = 0, u1_max = 0;
+  int64_t size() const { return static_cast<int64_t>(last - first); }
+};
+
+// The group starting at order[first]: grown while its padded footprint fits the budget
+// (bytes_per_position <= 0: not known yet, one sample).
+SampleGroup next_group(const std::vector<int64_t>& order, size_t first,
+                       const TransducerLengths& len, int64_t budget_bytes,
+                       int64_t bytes_per_position) {
+  SampleGroup group{first, first + 1, len.logit_lengths[order[first]],
+                    len.target_lengths[order[first]] + 1};
+  while (group.last < order.size() && budget_bytes > 0 && bytes_per_position > 0) {
+    const int64_t b = order[group.last];
+    const int64_t t = std::max(group.t_max, len.logit_lengths[b]);
+    const int64_t u1 = std::max(group.u1_max, len.target_lengths[b] + 1);
+    if ((group.size() + 1) * t * u1 * bytes_per_position > budget_bytes) break;
+    group.t_max = t;
+    group.u1_max = u1;
+    ++group.last;
+  }
+  return group;
+}
+
+// The logits (and their gradient's blocks) in the joint's output dtype; its hidden states
+// (enc + pred, their tanh, and their gradients) in the inputs' dtype, which stays float32 when
+// only the joint computes in bfloat16 (measured on an H200: counting them at the logits' 2
+// bytes let groups double and the peak grow from 5.73 to 6.35 GB).
+int64_t joint_bytes_per_position(const at::Tensor& logits, const at::Tensor& enc) {
+  return static_cast<int64_t>(logits.element_size()) * 2 * logits.size(3) +
+         static_cast<int64_t>(enc.element_size()) * 4 * enc.size(2);
+}
+
+at::Tensor run_joint(const SampleWiseCall& call, const at::Tensor& enc_g, const at::Tensor& pred_g,
+                     const SampleGroup& group) {
+  at::Tensor logits = (*call.joint)(enc_g, pred_g);
+  if (logits.dim() != 4 || logits.size(0) != group.size() || logits.size(1) != group.t_max ||
+      logits.size(2) != group.u1_max) {
+    fail("sample-wise transducer loss: joint must return [G, T, U+1, V] = [{}, {}, {}, V]",
+         group.size(), group.t_max, group.u1_max);
+  }
+  return logits;
+}
+
+// Each sample's loss, added to loss_sum; with want_grad its gradient replaces its logits in
+// grad [G, t_max, u1_max, V] and the padding around it is zeroed (not part of the loss).
+void add_group_losses_(at::Tensor& loss_sum, const at::Tensor& grad, const SampleGroup& group,
+                       const std::vector<int64_t>& order, const at::Tensor& targets,
+                       const SampleWiseCall& call) {
+  const auto& len = call.lengths;
+  for (int64_t g = 0; g < group.size(); ++g) {
+    const int64_t b = order[group.first + g];
+    const int64_t T = len.logit_lengths[b], U1 = len.target_lengths[b] + 1;
+    at::Tensor sample = grad[g];
+    loss_sum.add_(transducer_loss_and_grad_on_device_(
+        sample.narrow(0, 0, T).narrow(1, 0, U1), targets[b].narrow(0, 0, U1 - 1),
+        call.options.blank, call.want_grad, 1.0));
+    if (call.want_grad) {
+      sample.narrow(0, T, group.t_max - T).zero_();
+      sample.narrow(0, 0, T).narrow(1, U1, group.u1_max - U1).zero_();
+    }
+  }
+}
+
+// The batch's gradients, summed group by group: d(enc), d(pred) and each parameter's that
+// needs one. Each sample's gradient at its own scale (the softmax's, within [-1, 1]), the
+// reduction's 1 / B applied as it is summed: in float16 a gradient pre-divided by B would lose
+// its small values. enc's and pred's sums are float32 at least for the same reason (autograd
+// casts them back to enc's dtype).
+class GradientSums {
+ public:
+  GradientSums(const at::Tensor& enc, const at::Tensor& pred, at::TensorList params,
+               at::ScalarType wide, double scale)
+      : wide_(wide), scale_(scale), d_params_(params.size()) {
+    d_enc_ = at::zeros(enc.sizes(), enc.options().dtype(wide));
+    d_pred_ = at::zeros(pred.sizes(), pred.options().dtype(wide));
+    for (size_t k = 0; k < params.size(); ++k) {
+      if (!params[k].requires_grad()) continue;
+      d_params_[k] = at::zeros_like(params[k]);
+      trained_.push_back(params[k]);
+      trained_slot_.push_back(k);
+    }
+  }
+
+  // Backward through the joint from grad (which overwrote logits) into the sums; index: the
+  // group's rows of the batch.
+  void add_group(const at::Tensor& logits, const at::Tensor& grad, const at::Tensor& enc_g,
+                 const at::Tensor& pred_g, const at::Tensor& index, const SampleGroup& group) {
+    std::vector<at::Tensor> inputs{enc_g, pred_g};
+    inputs.insert(inputs.end(), trained_.begin(), trained_.end());
+    const variable_list grads =
+        torch::autograd::grad({logits}, inputs, {grad}, /*retain_graph=*/false,
+                              /*create_graph=*/false, /*allow_unused=*/true);
+    const auto scaled = [&](const at::Tensor& g) { return g.to(wide_).mul_(scale_); };
+    if (grads[0].defined()) d_enc_.narrow(1, 0, group.t_max).index_copy_(0, index, scaled(grads[0]));
+    if (grads[1].defined()) d_pred_.narrow(1, 0, group.u1_max).index_copy_(0, index, scaled(grads[1]));
+    for (size_t k = 0; k < trained_slot_.size(); ++k) {
+      if (grads[2 + k].defined()) d_params_[trained_slot_[k]].add_(grads[2 + k], scale_);
+    }
+  }
+
+  // Kept for backward, which hands each out once.
+  void save(AutogradContext* ctx) const {
+    ctx->saved_data["d_enc"] = d_enc_;
+    ctx->saved_data["d_pred"] = d_pred_;
+    ctx->saved_data["num_params"] = static_cast<int64_t>(d_params_.size());
+    for (size_t k = 0; k < d_params_.size(); ++k) {
+      ctx->saved_data["d_param_" + std::to_string(k)] = d_params_[k];
+    }
+  }
+
+ private:
+  at::ScalarType wide_;
+  double scale_;
+  at::Tensor d_enc_, d_pred_;
+  std::vector<at::Tensor> d_params_;
+  std::vector<at::Tensor> trained_;  // params that need a gradient
+  std::vector<size_t> trained_slot_;
+};
+
 class SampleWiseTransducerFunction
     : public torch::autograd::Function<SampleWiseTransducerFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& enc, const at::Tensor& pred,
                             at::TensorList params, const SampleWiseCall& call) {
-    const int64_t B = enc.size(0), J = enc.size(2);
-    const auto& len = call.lengths;
-    // Each sample's gradient at its own scale (the softmax's, within [-1, 1]), the reduction's 1 / B
-    // applied as it is summed: in float16 a gradient pre-divided by B would lose its small values.
-    // The sums are float32 at least for the same reason (autograd casts them back to enc's dtype).
-    const double grad_scale = call.options.reduction == Reduction::Mean ? 1.0 / B : 1.0;
+    const int64_t B = enc.size(0);
+    const bool mean = call.options.reduction == Reduction::Mean;
     const auto wide = at::promote_types(enc.scalar_type(), at::kFloat);
-    at::Tensor d_enc, d_pred;
-    std::vector<at::Tensor> d_params(params.size());
-    std::vector<at::Tensor> grad_inputs;  // params that need a gradient
-    std::vector<size_t> grad_param_slot;
-    if (call.want_grad) {
-      d_enc = at::zeros(enc.sizes(), enc.options().dtype(wide));
-      d_pred = at::zeros(pred.sizes(), pred.options().dtype(wide));
-      for (size_t k = 0; k < params.size(); ++k) {
-        if (params[k].requires_grad()) {
-          d_params[k] = at::zeros_like(params[k]);
-          grad_inputs.push_back(params[k]);
-          grad_param_slot.push_back(k);
-        }
-      }
-    }
-    const std::vector<int64_t> order = order_by_size(len);
+    std::optional<GradientSums> sums;
+    if (call.want_grad) sums.emplace(enc, pred, params, wide, mean ? 1.0 / B : 1.0);
+    const std::vector<int64_t> order = order_by_size(call.lengths);
     // Summed where the samples are, read by whoever reads the loss: no wait for the device a
     // sample (on a GPU the host queues the next sample's kernels while this one runs).
     at::Tensor loss_sum = at::zeros({}, enc.options().dtype(at::kDouble));
     int64_t bytes_per_position = -1;  // known after the first group has shown us V
     const at::Tensor targets = call.targets.to(enc.device(), at::kLong, /*non_blocking=*/true);
     for (size_t first = 0; first < order.size();) {
-      // Grow the group while the padded footprint fits the budget.
-      int64_t t_max = len.logit_lengths[order[first]], u1_max = len.target_lengths[order[first]] + 1;
-      size_t last = first + 1;
-      while (last < order.size() && call.options.memory_budget_bytes > 0 && bytes_per_position > 0) {
-        const int64_t t = std::max(t_max, len.logit_lengths[order[last]]);
-        const int64_t u1 = std::max(u1_max, len.target_lengths[order[last]] + 1);
-        const int64_t group = static_cast<int64_t>(last - first + 1);
-        if (group * t * u1 * bytes_per_position > call.options.memory_budget_bytes) break;
-        t_max = t;
-        u1_max = u1;
-        ++last;
-      }
-      const int64_t G = static_cast<int64_t>(last - first);
+      const SampleGroup group = next_group(order, first, call.lengths,
+                                           call.options.memory_budget_bytes, bytes_per_position);
       // Copied from pageable memory without waiting: CUDA stages it before the call returns.
       const at::Tensor index =
-          at::tensor(std::vector<int64_t>(order.begin() + first, order.begin() + last), at::kLong)
+          at::tensor(std::vector<int64_t>(order.begin() + group.first, order.begin() + group.last))
               .to(enc.device(), at::kLong, /*non_blocking=*/true);
-      at::Tensor enc_g = enc.index_select(0, index).narrow(1, 0, t_max).detach();
-      at::Tensor pred_g = pred.index_select(0, index).narrow(1, 0, u1_max).detach();
-
+      at::Tensor enc_g = enc.index_select(0, index).narrow(1, 0, group.t_max).detach();
+      at::Tensor pred_g = pred.index_select(0, index).narrow(1, 0, group.u1_max).detach();
       at::AutoGradMode grad_mode(call.want_grad);
       if (call.want_grad) {
         enc_g.requires_grad_(true);
         pred_g.requires_grad_(true);
       }
-      at::Tensor logits = (*call.joint)(enc_g, pred_g);
-      if (logits.dim() != 4 || logits.size(0) != G || logits.size(1) != t_max ||
-          logits.size(2) != u1_max) {
-        fail("sample-wise transducer loss: joint must return [G, T, U+1, V] = [{}, {}, {}, V]", G,
-             t_max, u1_max);
-      }
-      const int64_t V = logits.size(3);
+      const at::Tensor logits = run_joint(call, enc_g, pred_g, group);
       if (bytes_per_position < 0) {
-        check_transducer_batch(B, enc.size(1), targets.size(1), V, targets,
-                               at::tensor(len.logit_lengths), at::tensor(len.target_lengths),
-                               call.options.blank);
-        // The logits (and their gradient's blocks) in the joint's output dtype; its hidden
-        // states (enc + pred, their tanh, and their gradients) in the inputs' dtype, which
-        // stays float32 when only the joint computes in bfloat16 (measured on an H200: counting
-        // them at the logits' 2 bytes let groups double and the peak grow from 5.73 to 6.35 GB).
-        bytes_per_position = static_cast<int64_t>(logits.element_size()) * 2 * V +
-                             static_cast<int64_t>(enc.element_size()) * 4 * J;
+        check_transducer_batch(B, enc.size(1), targets.size(1), logits.size(3), targets,
+                               at::tensor(call.lengths.logit_lengths),
+                               at::tensor(call.lengths.target_lengths), call.options.blank);
+        bytes_per_position = joint_bytes_per_position(logits, enc);
       }
       const at::Tensor grad = logits.detach();  // same storage: gradient overwrites logits
-      for (int64_t g = 0; g < G; ++g) {
-        const int64_t b = order[first + g];
-        const int64_t T = len.logit_lengths[b], U1 = len.target_lengths[b] + 1;
-        at::Tensor sample = grad[g];
-        loss_sum.add_(transducer_loss_and_grad_on_device_(
-            sample.narrow(0, 0, T).narrow(1, 0, U1), targets[b].narrow(0, 0, U1 - 1),
-            call.options.blank, call.want_grad, 1.0));
-        if (call.want_grad) {  // padding positions are not part of the loss
-          sample.narrow(0, T, t_max - T).zero_();
-          sample.narrow(0, 0, T).narrow(1, U1, u1_max - U1).zero_();
-        }
-      }
-      if (call.want_grad) {
-        std::vector<at::Tensor> inputs{enc_g, pred_g};
-        inputs.insert(inputs.end(), grad_inputs.begin(), grad_inputs.end());
-        const variable_list grads =
-            torch::autograd::grad({logits}, inputs, {grad}, /*retain_graph=*/false,
-                                  /*create_graph=*/false, /*allow_unused=*/true);
-        const auto summed = [&](const at::Tensor& g) { return g.to(wide).mul_(grad_scale); };
-        if (grads[0].defined()) d_enc.narrow(1, 0, t_max).index_copy_(0, index, summed(grads[0]));
-        if (grads[1].defined()) d_pred.narrow(1, 0, u1_max).index_copy_(0, index, summed(grads[1]));
-        for (size_t k = 0; k < grad_param_slot.size(); ++k) {
-          if (grads[2 + k].defined()) d_params[grad_param_slot[k]].add_(grads[2 + k], grad_scale);
-        }
-      }
-      first = last;
+      add_group_losses_(loss_sum, grad, group, order, targets, call);
+      if (sums) sums->add_group(logits, grad, enc_g, pred_g, index, group);
+      first = group.last;
       if (call.options.on_progress) call.options.on_progress(static_cast<int64_t>(first), B);
     }
-    if (call.want_grad) {
-      ctx->saved_data["d_enc"] = d_enc;
-      ctx->saved_data["d_pred"] = d_pred;
-      ctx->saved_data["num_params"] = static_cast<int64_t>(d_params.size());
-      for (size_t k = 0; k < d_params.size(); ++k) ctx->saved_data["d_param_" + std::to_string(k)] = d_params[k];
-    }
-    if (call.options.reduction == Reduction::Mean) loss_sum.div_(double(B));
+    if (sums) sums->save(ctx);
+    if (mean) loss_sum.div_(double(B));
     // float32 at least: a bfloat16 loss (enc's dtype under mixed precision) would keep 3 digits.
     return loss_sum.to(wide);
   }

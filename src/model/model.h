@@ -50,6 +50,10 @@ struct LayerWork {
   // statistics and normalisation, a ReLU, a residual sum), in activation values: their time is
   // the memory bandwidth's, not the products'. 0 = none counted.
   double forward_traffic_values = 0;
+  // Its backward's products and memory-bound values; < 0: twice the forward's (a linear's input
+  // and weight gradients). A layer that does backward work in its forward (the sample-wise
+  // transducer loss pushes each utterance's gradient through the joint at once) counts it there.
+  double backward_flops = -1, backward_traffic_values = -1;
   // Memory, in values of the activation dtype (under mixed precision a float32 element counts
   // as two bfloat16 values; the planner's memory model; 0 = unknown: the
   // planner then counts output_values). Values its forward keeps for its backward, its output

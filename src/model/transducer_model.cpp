@@ -204,10 +204,39 @@ void joint_memory(const TransducerConfig& config, const TransducerShape& s, Laye
   }
 }
 
+// The joint layer's products: the encoder's projection, the predictor (its LSTM's 8 d^2 and
+// projection's d^2 a label), and the joint network over every (frame, label) pair of
+// max_labels / 2 labels on average (d v + d a pair). Its memory-bound passes a pair, counted
+// from the code as a CPU runs it (float32, `wide` under mixed precision) in values read and
+// written: over the d-wide hidden, the broadcast sum (1), tanh as 2 sigmoid(2x) - 1 (8:
+// loss/joint_network.cpp), and in the backward the hidden's gradient (1), tanh's backward (3)
+// and the sums back to enc and pred (2); over the v logits, their product's output (1), the
+// log-softmax's denominators (4) and the gradient written over them (4: add, exp), or the
+// batched reference's log-softmax (3) and its backward (3). The sample-wise loss does the
+// joint's backward in its forward, so its layer's backward is the projections' and the
+// predictor's alone. Not counted: the lattice's T U recursion, the predictor's step by step
+// launches.
+void joint_time(const TransducerConfig& config, const TransducerShape& s, LayerWork& work) {
+  const double labels = double(config.max_labels) / 2 + 1, pairs = s.b * s.t * labels;
+  const double projections = 2 * s.b * (s.t * s.d * s.d + labels * 9 * s.d * s.d);
+  const double joint = 2 * pairs * (s.d * s.v + s.d);
+  if (config.sample_wise) {
+    work.forward_flops = projections + 3 * joint;
+    work.forward_traffic_values = s.wide() * pairs * (15 * s.d + 9 * s.v);
+    work.backward_flops = 2 * projections;
+    work.backward_traffic_values = 0;
+  } else {
+    // Over the padded batch: every utterance's pairs at the longest label count (full length).
+    const double padded = s.b * s.t * s.u;
+    work.forward_flops = projections + 2 * padded * (s.d * s.v + s.d);
+    work.forward_traffic_values = s.wide() * padded * (9 * s.d + 4 * s.v);
+    work.backward_traffic_values = s.wide() * padded * (6 * s.d + 3 * s.v);
+  }
+}
+
 }  // namespace
 
-// Matrix products and convolutions (2 FLOPs per multiply-add); the joint layer's joint network
-// over every (frame, label) pair of max_labels / 2 labels on average.
+// Matrix products and convolutions (2 FLOPs per multiply-add); the joint layer: joint_time.
 LayerWork TransducerModel::layer_work(int64_t layer, int64_t rows) const {
   const double b = double(rows), t = double(config_.encoder_frames()), d = double(config_.d_model);
   const double c = double(config_.conv_channels()), bins = double(config_.mel_bins);
@@ -224,9 +253,8 @@ LayerWork TransducerModel::layer_work(int64_t layer, int64_t rows) const {
     work.parameters = 10 * c + c * c * 9 + c + c * (bins / 4) * d + d;
     subsample_memory(config_, shape, work);
   } else if (layer == config_.layer_count() - 1) {
-    const double u = double(config_.max_labels) / 2 + 1;
-    work.forward_flops = 2 * b * (t * d * d + u * 9 * d * d + t * u * (d * v + d));
     work.parameters = 2 * (d * d + d) + v * d + 8 * d * d + 8 * d + d * v + v;
+    joint_time(config_, shape, work);
     joint_memory(config_, shape, work);
   } else {
     work.forward_flops = 2 * b * t * 12 * d * d + 4 * b * t * t * d;

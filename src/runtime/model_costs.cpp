@@ -48,6 +48,15 @@ ModelCostOptions model_cost_options(const Config& config) {
   return options;
 }
 
+ModelCostOptions model_cost_options(const Config& config, const plan::ClusterSpec& cluster) {
+  ModelCostOptions options = model_cost_options(config);
+  const double rate = cluster.device_flops * cluster.compute_efficiency;
+  options.bytes_per_s = cluster.memory_bandwidth > 0 ? cluster.memory_bandwidth
+                                                     : options.bytes_per_s * rate / options.flops_per_s;
+  options.flops_per_s = rate;
+  return options;
+}
+
 std::vector<plan::LayerCost> model_plan_costs(const Model& model, int64_t microbatch,
                                               const ModelCostOptions& options) {
   const double value = options.bytes_per_value, activation = options.activation_bytes_per_value;
@@ -57,14 +66,20 @@ std::vector<plan::LayerCost> model_plan_costs(const Model& model, int64_t microb
     const LayerWork work = model.layer_work(layer, microbatch);
     plan::LayerCost cost;
     cost.name = model.layer_name(layer);
-    cost.forward_s = work.forward_flops / options.flops_per_s +
-                     (work.parameters + work.output_values) * value / options.bytes_per_s +
-                     work.forward_traffic_values * activation / options.bytes_per_s;
-    // The backward's two halves (input and weight gradient) cost a forward each, plus what it
-    // recomputes, which a split backward recomputes in both passes. W is the weight products.
-    const double recompute_s = work.backward_recompute_flops / options.flops_per_s +
-                               work.backward_recompute_values * activation / options.bytes_per_s;
-    cost.backward_s = 2 * cost.forward_s + recompute_s;
+    const double streaming_s = (work.parameters + work.output_values) * value / options.bytes_per_s;
+    const auto work_s = [&](double flops, double traffic_values) {
+      return flops / options.flops_per_s + traffic_values * activation / options.bytes_per_s;
+    };
+    cost.forward_s = streaming_s + work_s(work.forward_flops, work.forward_traffic_values);
+    // The backward's two halves (input and weight gradient) cost a forward each unless the
+    // model says otherwise, plus what it recomputes, which a split backward recomputes in both
+    // passes. W is the weight products.
+    const double recompute_s = work_s(work.backward_recompute_flops, work.backward_recompute_values);
+    cost.backward_s =
+        2 * streaming_s + recompute_s +
+        work_s(work.backward_flops >= 0 ? work.backward_flops : 2 * work.forward_flops,
+               work.backward_traffic_values >= 0 ? work.backward_traffic_values
+                                                 : 2 * work.forward_traffic_values);
     if (work.weight_gradient_flops > 0) {
       const double products_s = work.weight_gradient_flops / options.flops_per_s;
       cost.weight_s = products_s + recompute_s;

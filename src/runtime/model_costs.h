@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "plan/cluster.h"
 #include "plan/partition.h"
 
 namespace pipetrain {
@@ -48,6 +49,10 @@ double optimizer_step_temporaries(const TrainConfig& train);
 // value read and written (AdamW 8 in all, SGD 4), and each temporary written and read.
 double optimizer_traffic_values(const TrainConfig& train);
 ModelCostOptions model_cost_options(const Config& config);
+// The rates of one of the cluster's devices, as `plan --config` takes them: its sustained
+// FLOP rate (peak x compute_efficiency) and its memory bandwidth (not given: one CPU core's,
+// scaled by that rate).
+ModelCostOptions model_cost_options(const Config& config, const plan::ClusterSpec& cluster);
 
 std::vector<plan::LayerCost> model_plan_costs(const Model& model, int64_t microbatch,
                                               const ModelCostOptions& options);

@@ -18,13 +18,15 @@ namespace {
 namespace fs = std::filesystem;
 
 // Predicted tensor bytes (less the cluster's worker overhead) per worker of the 2-stage GPipe plan with one microbatch of `rows` (no
-// recomputation) for examples/speech.toml at bench/transducer_pipeline_memory.sh's shape.
+// recomputation) for examples/speech.toml at bench/transducer_pipeline_memory.sh's shape, with
+// two encoder blocks: both losses' plans then cut [3 | 1], the joint alone on the last worker
+// (with three, the sample-wise joint's shorter time lets encoder2 join it).
 std::vector<double> two_stage_worker_memory(const std::string& loss, int rows) {
   const fs::path dir = testing::fresh_dir("plan_transducer_" + loss);
   const std::string batch = std::to_string(rows);
   const auto result = testing::run_pipetrain(
       "plan --config " + std::string(PIPETRAIN_SOURCE_DIR) + "/examples/speech.toml "
-      "--model.seq_len 800 --model.max_labels 160 --model.transducer_loss " + loss +
+      "--model.layers 2 --model.seq_len 800 --model.max_labels 160 --model.transducer_loss " + loss +
       " --train.batch_size " + batch + " --train.microbatches 1 --global-batch " + batch +
       " --schedules gpipe --top 1 --out-ranked " + dir.string());
   EXPECT_EQ(result.exit_code, 0) << result.output;
@@ -55,7 +57,7 @@ TEST(PlanTransducer, BatchedJointCostsTheLastWorkerAboutThreeJointActivations) {
   const double difference = batched[1] - sample_wise[1];
   EXPECT_GT(difference, 2.8 * joint_activation);
   EXPECT_LT(difference, 3.0 * joint_activation);
-  EXPECT_GT(batched[1], 9 * sample_wise[1]);  // 9.4 times its tensors
+  EXPECT_GT(batched[1], 12 * sample_wise[1]);  // 13.8 times its tensors
 }
 
 }  // namespace

@@ -61,6 +61,30 @@ void expect_close(const at::Tensor& a, const at::Tensor& b, const char* what) {
   EXPECT_EQ(pipetrain::testing::elementwise_mismatch(a, b), "") << what;
 }
 
+// The joint's hidden, tanh(enc + pred) (2 sigmoid(2x) - 1 on a CPU in float32 and float64),
+// against at::tanh of the broadcast sum: values and both inputs' gradients under a random
+// upstream gradient. bfloat16 keeps at::tanh itself: exactly equal.
+TEST(JointHidden, IsTanhOfTheBroadcastSumWithItsGradients) {
+  for (const auto& [dtype, tolerance] : {std::pair{torch::kDouble, 1e-15}, std::pair{torch::kFloat, 3e-7},
+                                         std::pair{torch::kBFloat16, 0.0}}) {
+    torch::manual_seed(7);
+    const at::Tensor enc = (2 * torch::randn({2, 5, 16}, torch::kDouble)).to(dtype).requires_grad_();
+    const at::Tensor pred = (2 * torch::randn({2, 4, 16}, torch::kDouble)).to(dtype).requires_grad_();
+    const at::Tensor upstream = torch::randn({2, 5, 4, 16}, torch::kDouble).to(dtype);
+    const at::Tensor hidden = joint_hidden(enc, pred);
+    const at::Tensor reference = torch::tanh(enc.unsqueeze(2) + pred.unsqueeze(1));
+    ASSERT_EQ(hidden.sizes(), reference.sizes());
+    EXPECT_LE((hidden - reference).abs().max().item<double>(), tolerance) << dtype;
+    const auto grads = torch::autograd::grad({hidden}, {enc, pred}, {upstream});
+    const auto expected = torch::autograd::grad({reference}, {enc, pred}, {upstream});
+    // Each gradient sums 4 or 5 products of the upstream gradient and 1 - tanh^2.
+    const double gradient_tolerance = dtype == torch::kBFloat16 ? 0.0 : 40 * tolerance;
+    for (size_t k = 0; k < 2; ++k) {
+      EXPECT_LE((grads[k] - expected[k]).abs().max().item<double>(), gradient_tolerance) << dtype << k;
+    }
+  }
+}
+
 TEST(SampleWiseTransducer, EqualsBatchedOnRaggedBatches) {
   const int64_t J = 6, V = 7;
   int trial = 0;

@@ -168,6 +168,47 @@ TEST(ModelCosts, ACnnLayersNormsReluAndResidualSumTakeMemoryTime) {
   EXPECT_NEAR(costs[4].forward_s, head_s, near(head_s));
 }
 
+// The transducer's joint layer at examples/speech.toml's shape (d 128, 408 frames: 102 encoder
+// frames, 80 labels, V 29), 4 utterances, float32. Its products: the encoder's projection and
+// the predictor (d^2 a frame, 9 d^2 a label), and the joint network's d v + d a (frame, label)
+// pair over 41 labels on average; its memory-bound passes a pair: 15 over the d-wide hidden and
+// 9 over the v logits (the sample-wise loss), or the batched reference's 9 d + 4 v forward and
+// 6 d + 3 v backward over every padded pair (81 label positions). The sample-wise loss runs the
+// joint's backward in its forward: its backward is the projections' alone.
+TEST(ModelCosts, TheSampleWiseJointDoesItsBackwardInItsForward) {
+  Config config;
+  config.model.kind = "transducer";
+  config.model.layers = 3;
+  config.model.d_model = 128;
+  config.model.heads = 4;
+  config.model.seq_len = 408;
+  config.model.max_labels = 80;
+  const ModelCostOptions options;
+  const double byte_s = 4 / options.bytes_per_s, flop_s = 1 / options.flops_per_s;
+  const double b = 4, t = 102, d = 128, v = 29, labels = 41;
+  const double parameters = 2 * (d * d + d) + v * d + 8 * d * d + 8 * d + d * v + v;
+  const double streaming_s = (parameters + b * t * (d + 1)) * byte_s;
+  const double projections = 2 * b * (t * d * d + labels * 9 * d * d);
+  const double pairs = b * t * labels, joint = 2 * pairs * (d * v + d);
+  const auto near = [](double expected_s) { return 1e-12 * expected_s; };
+
+  const auto sample_wise = model_layer_costs(*make_model(config), 4).back();
+  const double forward_s = streaming_s + (projections + 3 * joint) * flop_s + pairs * (15 * d + 9 * v) * byte_s;
+  EXPECT_NEAR(sample_wise.forward_s, forward_s, near(forward_s));
+  const double backward_s = 2 * streaming_s + 2 * projections * flop_s;
+  EXPECT_NEAR(sample_wise.backward_s, backward_s, near(backward_s));
+
+  config.model.transducer_loss = "batched";
+  const auto batched = model_layer_costs(*make_model(config), 4).back();
+  const double padded = b * t * 81, padded_joint = 2 * padded * (d * v + d);
+  const double batched_forward_s =
+      streaming_s + (projections + padded_joint) * flop_s + padded * (9 * d + 4 * v) * byte_s;
+  EXPECT_NEAR(batched.forward_s, batched_forward_s, near(batched_forward_s));
+  const double batched_backward_s =
+      2 * streaming_s + 2 * (projections + padded_joint) * flop_s + padded * (6 * d + 3 * v) * byte_s;
+  EXPECT_NEAR(batched.backward_s, batched_backward_s, near(batched_backward_s));
+}
+
 TEST(Partition, MeasuredIsTheLaunchersToResolve) {
   try {
     make_run_spec(config_with(4, 2, "measured"));

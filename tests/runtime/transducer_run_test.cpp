@@ -94,6 +94,12 @@ TEST(TransducerRun, ProfileTimesTheTransducerAndPlansIt) {
   const auto profiled = testing::run_pipetrain("profile " + speech + " --microbatch-sizes 1,2 --repeats 1 --out " +
                                                (dir / "profile.json").string());
   ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
+  // Each layer's times beside the analytic ones `plan --config` would take, and their sums.
+  EXPECT_NE(profiled.output.find("measured against the analytic costs of `plan --config`"),
+            std::string::npos) << profiled.output;
+  for (const std::string row : {"| subsample | ", "| encoder0 | ", "| joint | ", "| all layers | "}) {
+    EXPECT_NE(profiled.output.find(row), std::string::npos) << row << profiled.output;
+  }
   const auto profile = nlohmann::json::parse(std::ifstream(dir / "profile.json"));
   EXPECT_EQ(profile["model_kind"], "transducer");
   for (const auto& layer : profile["layers"]) {
