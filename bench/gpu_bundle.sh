@@ -9,11 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v nvcc >/dev/null || export PATH="$PATH:/usr/local/cuda/bin"
-cmake --build build --target pipetrain transducer_memory head_loss model_test >/dev/null
-# The tiny speech file (tests/tiny_speech.h writes it once per machine).
-build/tests/model/model_test --gtest_filter='SpeechBatches.PaddedFeaturesCarryTheirLengthsAndLabels' >/dev/null
-TINY_SPEECH=$(bench/tiny_speech_file.sh)
-[ -f "$TINY_SPEECH" ] || { echo "gpu_bundle: the tests did not write $TINY_SPEECH" >&2; exit 1; }
+cmake --build build --target pipetrain transducer_memory head_loss write_tiny_speech >/dev/null
 # A small espeak-ng corpus (256 training utterances of 2-8 words, 17 MiB) for the recognizer's step
 # time on the GPU against the CPU; made once per machine.
 SPEECH="${TMPDIR:-/tmp}/pipetrain_gpu_speech_v1.bin"
@@ -22,7 +18,7 @@ SPEECH="${TMPDIR:-/tmp}/pipetrain_gpu_speech_v1.bin"
 rm -rf build-gpu
 mkdir -p build-gpu/lib
 cp build/pipetrain build/bench/transducer_memory build/bench/head_loss build-gpu/
-cp "$TINY_SPEECH" build-gpu/tiny_speech.bin
+build/tests/model/write_tiny_speech build-gpu/tiny_speech.bin  # the tests' tiny speech file
 cp "$SPEECH" build-gpu/speech.bin
 # Every library outside the system's base and the torch wheel.
 ldd build/pipetrain | awk '$3 ~ /^\// {print $3}' |

@@ -169,8 +169,8 @@ compare --label resume --rtol 1e-9 --weights "$OUT/whole6" "$OUT/dev4" "$OUT/cpu
 fi
 if phase 4; then
 log "4. the transducer on $DEVICE"
-SPEECH_FILE=$ROOT/build-gpu/tiny_speech.bin  # bench/gpu_bundle.sh's copy; here, the tests' own
-[ -f "$SPEECH_FILE" ] || SPEECH_FILE=$(bench/tiny_speech_file.sh)
+SPEECH_FILE=$ROOT/build-gpu/tiny_speech.bin  # bench/gpu_bundle.sh's copy, or written here
+[ -f "$SPEECH_FILE" ] || { SPEECH_FILE=$OUT/tiny_speech.bin; "$ROOT/build/tests/model/write_tiny_speech" "$SPEECH_FILE"; }
 # Plain SGD: AdamW divides by the root of each gradient's square, so an element whose gradient is
 # all rounding (near zero) moves by lr x its relative rounding error; two CPU runs at 1 and 2
 # threads differ by 2.3e-9 in the weights that way (6.5e-16 with SGD), a GPU run likewise. SGD's
@@ -298,8 +298,9 @@ fi
 if phase P; then
 log "P. the planner from layers measured on $DEVICE (GPT-2 small, bfloat16), on clusters/hgx-h200-x2.toml"
 PSIZES=$([ "$SMOKE" = 1 ] && echo 1,2 || echo 1,2,4,8)
+# (profile.log ends with each layer's measured time beside the analytic one on an H200.)
 if timeout 150 "$BIN" profile $SHAPE --model.dtype bfloat16 --train.device "$DEVICE" --microbatch-sizes "$PSIZES" \
-    --repeats 5 --out "$OUT/gpu_profile.json" >"$OUT/profile.log" 2>&1 &&
+    --repeats 5 --cluster clusters/hgx-h200-x2.toml --out "$OUT/gpu_profile.json" >"$OUT/profile.log" 2>&1 &&
    timeout 60 "$BIN" plan --profile "$OUT/gpu_profile.json" --cluster clusters/hgx-h200-x2.toml \
     --global-batch 64 --top 6 >"$RET/plan.txt" 2>&1; then
   log "profile and plan: done"

@@ -2,27 +2,22 @@
 // A tiny speech feature file for runs of the transducer (data.format = "speech"): 80 mel bins,
 // the character vocabulary, ragged utterances in every split (8 train, 4 validation, 2 test,
 // 2 unseen-voice) of 9..40 frames and 1..6 labels, values from a seeded generator. The same
-// bytes every time; written once per machine (a temporary file renamed into place) and named by
-// its version, so a changed generator writes a new one.
+// bytes every time; written once per test process in its own folder, removed when it exits
+// (no copy shared between processes that an older generator or file format could have left).
+// bench/gpu_bundle.sh writes a copy with tests/model/write_tiny_speech.cpp.
 #include <filesystem>
 #include <string>
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <unistd.h>
 
+#include "file_test_helpers.h"
 #include "speech/corpus_text.h"
 #include "speech/feature_file.h"
 
 namespace pipetrain::testing {
 
-inline std::string tiny_speech_file() {
-  namespace fs = std::filesystem;
+inline void write_tiny_speech_file(const std::string& path) {
   using namespace pipetrain::speech;
-  // Named by this generator's version (v1: bump it with any change below) and the file format's,
-  // so a changed generator or format never reads an older machine-wide copy.
-  const fs::path path = fs::temp_directory_path() /
-                        ("pipetrain_tiny_speech_v1_format" + std::to_string(kSpeechFileVersion) + ".bin");
-  if (fs::exists(path)) return path.string();
   SpeechCorpusInfo info;
   info.max_frames = 40;
   info.vocabulary = character_vocabulary();
@@ -43,12 +38,16 @@ inline std::string tiny_speech_file() {
       utterances.push_back(u);
     }
   }
-  const fs::path partial = path.string() + ".partial" + std::to_string(getpid());
-  write_speech_features(partial.string(), info, utterances);
-  std::error_code taken;  // another test process made it first: the same bytes
-  fs::rename(partial, path, taken);
-  if (taken) fs::remove(partial);
-  return path.string();
+  write_speech_features(path, info, utterances);
+}
+
+inline std::string tiny_speech_file() {
+  static const std::string path = [] {
+    const std::string made = (test::fresh_folder("pipetrain_tiny_speech") / "features.bin").string();
+    write_tiny_speech_file(made);
+    return made;
+  }();
+  return path;
 }
 
 }  // namespace pipetrain::testing

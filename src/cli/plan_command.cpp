@@ -15,6 +15,7 @@
 #include "core/text.h"
 #include "io/json_file.h"
 #include "model/registry.h"
+#include "plan/plan_report.h"
 #include "plan/planner.h"
 #include "runtime/model_costs.h"
 #include "runtime/partition.h"

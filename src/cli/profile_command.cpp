@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -19,27 +20,33 @@ namespace pipetrain::cli {
 
 namespace {
 
+plan::ClusterSpec load_cluster_file(const std::string& name_or_path) {
+  return plan::load_cluster(name_or_path, std::string(PIPETRAIN_SOURCE_DIR) + "/clusters");
+}
+
 std::string percent_off(double predicted, double measured) {
   return measured > 0 ? fmt::format("{:+.0f}%", 100 * (predicted / measured - 1)) : "-";
 }
 
-// Each layer's measured times beside the analytic ones `plan --config` would take for a worker
-// of this machine (clusters/this-machine.toml: one core), at the largest microbatch measured:
-// how far a plan without a profile can be trusted, layer by layer.
-void print_analytic_comparison(const Config& config, const plan::ModelProfile& measured) {
-  if (measured.device != "cpu" || measured.threads != 1) {
-    fmt::print(stderr, "profile: no comparison with the analytic costs (`plan --config` models one "
-                       "CPU core a worker; measured on {} with {} threads)\n",
+// Each layer's measured times beside the analytic ones `plan --config` would take for a device
+// of `cluster` (none given: this machine's, clusters/this-machine.toml, one core a worker), at
+// the largest microbatch measured: how far a plan without a profile can be trusted, layer by
+// layer.
+void print_analytic_comparison(const Config& config, const plan::ModelProfile& measured,
+                               const std::optional<plan::ClusterSpec>& given) {
+  if (!given && (measured.device != "cpu" || measured.threads != 1)) {
+    fmt::print(stderr, "profile: no comparison with the analytic costs: clusters/this-machine.toml "
+                       "models one CPU core a worker, this profile ran on {} with {} threads "
+                       "(--cluster NAME compares with that cluster's devices)\n",
                measured.device, measured.threads);
     return;
   }
-  const plan::ClusterSpec cluster =
-      plan::load_cluster("this-machine", std::string(PIPETRAIN_SOURCE_DIR) + "/clusters");
+  const plan::ClusterSpec cluster = given ? *given : load_cluster_file("this-machine");
   const int64_t rows = measured.layers.front().by_microbatch.back().microbatch;
   const auto analytic = runtime::model_plan_costs(
       *make_model(config), rows, runtime::model_cost_options(config, cluster));
-  fmt::print("\nmeasured against the analytic costs of `plan --config` (clusters/this-machine.toml), "
-             "microbatch {}:\n\n", rows);
+  fmt::print("\nmeasured against the analytic costs of `plan --config` (cluster {}), microbatch {}:\n\n",
+             cluster.name, rows);
   fmt::print("| layer | forward ms | analytic | off | backward ms | analytic | off |\n");
   fmt::print("|---|---|---|---|---|---|---|\n");
   const auto row = [](const std::string& name, double forward, double backward,
@@ -74,12 +81,14 @@ void add_profile_command(CLI::App& app) {
       "                           with BatchNorm: the run's microbatch, the one size it plans)\n"
       "  --repeats N              timings per measurement, the median kept (default 5)\n"
       "  --threads N              intra-op threads, as each worker will run (default 1)\n"
-      "On a CPU with one thread it ends with each layer's measured times beside the analytic ones\n"
-      "`plan --config` takes (clusters/this-machine.toml): how far a plan without a profile holds.");
+      "  --cluster NAME|FILE      the devices to set the analytic costs of (default on a CPU with\n"
+      "                           one thread: this-machine)\n"
+      "It ends with each layer's measured times beside the analytic ones `plan --config` takes on\n"
+      "that cluster's devices: how far a plan without a profile holds for this model.");
   cmd->prefix_command();
   cmd->callback([cmd] {
     const auto arguments = parse_config_arguments(
-        cmd->remaining(), {"--out", "--microbatch-sizes", "--repeats", "--threads"}, {});
+        cmd->remaining(), {"--out", "--microbatch-sizes", "--repeats", "--threads", "--cluster"}, {});
     const Config config = resolve_config(arguments);
     const auto option = [&](const char* name, const std::string& fallback) {
       const auto it = arguments.options.find(name);
@@ -88,6 +97,9 @@ void add_profile_command(CLI::App& app) {
     const std::string out = option("--out", "");
     if (out.empty()) fail("profile: --out FILE is required");
     require_writable_output(out, "--out");  // before minutes of measuring
+    const std::string cluster_name = option("--cluster", "");
+    std::optional<plan::ClusterSpec> cluster;
+    if (!cluster_name.empty()) cluster = load_cluster_file(cluster_name);
     profile::ProfileOptions options;
     const std::string sizes = option("--microbatch-sizes", "");  // (empty: the model's default)
     for (const auto& size : sizes.empty() ? std::vector<std::string>{} : split(sizes, ',')) {
@@ -121,7 +133,7 @@ void add_profile_command(CLI::App& app) {
     std::vector<int64_t> timed;
     for (const auto& m : measured.layers.front().by_microbatch) timed.push_back(m.microbatch);
     fmt::print("wrote {} ({} layers at microbatch sizes {})\n", out, measured.layers.size(), fmt::join(timed, ","));
-    print_analytic_comparison(config, measured);
+    print_analytic_comparison(config, measured, cluster);
   });
 }
 

@@ -24,6 +24,35 @@ std::vector<int64_t> whole_list(const nlohmann::json& values, const std::string&
   return out;
 }
 
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+std::string text(int64_t value) { return std::to_string(value); }
+
+// A GPT plan's model shape as config fields.
+Fields gpt_shape_fields(const nlohmann::json& shape, const std::string& origin) {
+  const auto size = [&](const char* key) { return text(whole(shape.at(key), key, origin)); };
+  return {{"model.layers", size("layers")},
+          {"model.d_model", size("hidden")},
+          {"model.heads", size("heads")},
+          {"model.seq_len", size("seq_len")},
+          {"model.vocab_size", size("vocab")}};
+}
+
+// pipeline.chunks and pipeline.partition: a chunked schedule's runtime takes the p x v model
+// stages' counts (older plans: its balanced cut), the others the stages' counts.
+Fields partition_fields(const nlohmann::json& plan, int64_t chunks, int64_t stages,
+                        const std::vector<int64_t>& partition, const std::string& origin) {
+  if (chunks == 1) return {{"pipeline.chunks", "1"}, {"pipeline.partition", fmt::format("{}", fmt::join(partition, ","))}};
+  const auto chunked =
+      whole_list(plan.value("chunk_partition", nlohmann::json::array()), "chunk_partition", origin);
+  if (!chunked.empty() && int64_t(chunked.size()) != chunks * stages) {
+    fail("{}: inconsistent plan ({} chunk partition counts for {} stages x {} chunks)", origin,
+         chunked.size(), stages, chunks);
+  }
+  return {{"pipeline.chunks", text(chunks)},
+          {"pipeline.partition", chunked.empty() ? "balanced" : fmt::format("{}", fmt::join(chunked, ","))}};
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlohmann::json& plan,
@@ -48,21 +77,11 @@ std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlo
       fail("{}: inconsistent plan (stages {}, dp_width {}, microbatch {} x {}, {} partition counts)",
            origin, stages, width, micro, microbatches, partition.size());
     }
-    const auto text = [](int64_t v) { return std::to_string(v); };
-    std::vector<std::pair<std::string, std::string>> fields;
-    if (gpt) {
-      const auto& shape = plan.at("model_shape");
-      const auto size = [&](const char* key) { return text(whole(shape.at(key), key, origin)); };
-      fields = {{"model.layers", size("layers")},
-                {"model.d_model", size("hidden")},
-                {"model.heads", size("heads")},
-                {"model.seq_len", size("seq_len")},
-                {"model.vocab_size", size("vocab")}};
-    }
+    Fields fields = gpt ? gpt_shape_fields(plan.at("model_shape"), origin) : Fields{};
     // The planned config's own fields (`plan --config` overrides, chunked cross-entropy) first:
     // what the plan decides below wins over them.
     for (auto& field : config_fields_from_json(plan, origin)) fields.push_back(std::move(field));
-    const std::vector<std::pair<std::string, std::string>> run_fields = {
+    const Fields run_fields = {
         {"pipeline.schedule", schedule},
         {"pipeline.stages", text(stages)},
         {"pipeline.dp_width", text(width)},
@@ -70,22 +89,8 @@ std::vector<std::pair<std::string, std::string>> plan_config_overrides(const nlo
         {"train.batch_size", text(micro * microbatches * width)},
         {"pipeline.recompute", plan.at("recompute").get<bool>() ? "all" : "none"}};
     fields.insert(fields.end(), run_fields.begin(), run_fields.end());
-    const int64_t chunks = entry->planner.chunks;
-    if (chunks > 1) {
-      // The runtime takes the p x v model stages' counts (older plans: its balanced cut).
-      const auto chunked = whole_list(plan.value("chunk_partition", nlohmann::json::array()),
-                                      "chunk_partition", origin);
-      if (!chunked.empty() && int64_t(chunked.size()) != chunks * stages) {
-        fail("{}: inconsistent plan ({} chunk partition counts for {} stages x {} chunks)", origin,
-             chunked.size(), stages, chunks);
-      }
-      fields.push_back({"pipeline.chunks", text(chunks)});
-      fields.push_back({"pipeline.partition",
-                        chunked.empty() ? "balanced" : fmt::format("{}", fmt::join(chunked, ","))});
-    } else {
-      fields.push_back({"pipeline.chunks", "1"});
-      fields.push_back({"pipeline.partition", fmt::format("{}", fmt::join(partition, ","))});
-    }
+    const Fields partitions = partition_fields(plan, entry->planner.chunks, stages, partition, origin);
+    fields.insert(fields.end(), partitions.begin(), partitions.end());
     return fields;
   } catch (const nlohmann::json::exception& error) {
     fail("{}: malformed plan: {}", origin, error.what());

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <optional>
 
 #include <fmt/format.h>
@@ -10,7 +9,6 @@
 #include "core/error.h"
 #include "core/text.h"
 #include "plan/graph_memory.h"
-#include "plan/plan_file.h"
 #include "schedule/catalogue.h"
 #include "schedule/generators.h"
 #include "schedule/validate.h"
@@ -54,10 +52,6 @@ Placement place(const ClusterSpec& c, int stages, int width) {
   }
   return p;
 }
-
-// A GPT shape (named, or a measured GPT profile's) or a model known only by its per-layer costs
-// (request.profile without a shape: `pipetrain plan --config`, any model kind).
-bool planner_has_gpt_shape(const PlanRequest& request) { return request.model.layers > 0; }
 
 
 // Workers sharing a node's cores: with fewer workers than cores each computes on several
@@ -248,7 +242,7 @@ double planned_parameters(const PlanRequest& request) {
     for (const auto& layer : request.model_variants.front().costs(1)) bytes += layer.param_bytes;
     return bytes / 4;  // fp32 (a float64 model counts twice: a label, not a limit)
   }
-  if (planner_has_gpt_shape(request) || !request.profile) return request.model.parameters();
+  if (request.has_gpt_shape() || !request.profile) return request.model.parameters();
   for (const auto& layer : request.profile->layers) bytes += layer.param_bytes;
   return bytes / 4;  // profiles hold fp32 parameter bytes
 }
@@ -327,7 +321,7 @@ StageLimits candidate_limits(const PlanRequest& request, const schedule::Schedul
       graphed_limits(request, lists, c.recompute, limits.split_backward, c.stages * c.dp_width);
   if (!request.model_variants.empty()) {
     limits.recompute_stage = c.recompute;  // the runtime's memory model
-  } else if (planner_has_gpt_shape(request)) {
+  } else if (request.has_gpt_shape()) {
     limits.extra_bytes += recompute_workspace_bytes(request.model, request.cluster,
                                                     AnalyticOptions{c.microbatch, c.recompute});
   } else if (c.recompute) {
@@ -533,112 +527,6 @@ PlanResult plan_training(const PlanRequest& request) {
   }
   rank_candidates(result);
   return result;
-}
-
-double least_memory_needed(const PlanResult& result) {
-  double least = 0;
-  for (const auto& c : result.infeasible) {
-    if (c.peak_memory_bytes > 0 && (least == 0 || c.peak_memory_bytes < least)) least = c.peak_memory_bytes;
-  }
-  return least;
-}
-
-std::string format_plan_report(const PlanRequest& request, const PlanResult& result, int top) {
-  const double parameters = planned_parameters(request);
-  const std::string parameter_text = parameters < 1e4   ? fmt::format("{:.0f}", parameters)
-                                     : parameters >= 1e9 ? fmt::format("{:.2f}B", parameters / 1e9)
-                                                         : fmt::format("{:.2f}M", parameters / 1e6);
-  const std::string devices =
-      request.worker_counts.empty()
-          ? fmt::format("{} devices", request.cluster.devices())
-          : request.cluster.cores_per_node > 0
-              ? fmt::format("{}-{} workers on {} cores", request.worker_counts.front(),
-                            request.worker_counts.back(), request.cluster.cores_per_node)
-              : fmt::format("{}-{} workers on one node", request.worker_counts.front(), request.worker_counts.back());
-  // (An infeasible candidate without a peak broke a schedule's rule before memory was counted.)
-  const auto ruled_out = std::count_if(result.infeasible.begin(), result.infeasible.end(),
-                                       [](const PlanCandidate& c) { return c.peak_memory_bytes <= 0; });
-  std::string out = fmt::format(
-      "model {} ({} parameters), cluster {} ({}, {} per device), global batch {}\n"
-      "{} candidate plans fit in memory{}, {} do not; {} break a schedule's rules\n\n",
-      request.model.name, parameter_text, request.cluster.name,
-      devices, format_bytes(request.cluster.device_memory_bytes), request.global_batch,
-      result.ranked.size(),
-      request.cuda_graphs ? " (with train.cuda_graphs' memory pools: docs/planning.md)" : "",
-      int64_t(result.infeasible.size()) - int64_t(ruled_out), ruled_out);
-  const bool variants = request.model_variants.size() > 1;
-  out += fmt::format("| rank | schedule | d | w | b | m | recompute |{} samples/s | peak memory | lost because |\n",
-                     variants ? " model |" : "");
-  out += fmt::format("|---|---|---|---|---|---|---|{}---|---|---|\n", variants ? "---|" : "");
-  for (size_t i = 0; i < result.ranked.size() && static_cast<int>(i) < top; ++i) {
-    const auto& c = result.ranked[i];
-    const std::string model =
-        variants ? " " + request.model_variants[size_t(c.variant)].label + " |" : std::string();
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} |{} {:.3g} | {} | {} |\n", i + 1, c.schedule,
-                       c.stages, c.dp_width, c.microbatch, c.microbatches, c.recompute ? "yes" : "no",
-                       model, c.samples_per_s, format_bytes(c.peak_memory_bytes), c.lost_because);
-  }
-  // Depths at which a schedule fits nowhere (any microbatch size, with or without recomputation).
-  std::map<std::pair<std::string, int>, const PlanCandidate*> closest;
-  for (const auto& c : result.infeasible) {
-    if (c.peak_memory_bytes <= 0) continue;  // rejected for a rule, not for memory
-    auto& slot = closest[{c.schedule, c.stages}];
-    if (slot == nullptr || c.peak_memory_bytes < slot->peak_memory_bytes) slot = &c;
-  }
-  std::string misfits;
-  for (const auto& [key, c] : closest) {
-    const bool fits_somewhere = std::any_of(result.ranked.begin(), result.ranked.end(), [&](const PlanCandidate& r) {
-      return r.schedule == key.first && r.stages == key.second;
-    });
-    if (fits_somewhere) continue;
-    misfits += fmt::format("| {} | {} | {} | {} |\n", key.second == 1 ? "data parallel" : key.first,
-                           key.second, c->dp_width, format_bytes(c->peak_memory_bytes));
-  }
-  if (!misfits.empty()) {
-    out += "\nDoes not fit in device memory at any microbatch size, with or without recomputation:\n\n"
-           "| schedule | d | w | least memory needed |\n|---|---|---|---|\n" + misfits;
-  }
-  return out;
-}
-
-nlohmann::json plan_to_json(const PlanRequest& request, const PlanCandidate& plan) {
-  const GptShape& shape = request.model;
-  nlohmann::json json = {{"format", "pipetrain-plan-1"},
-          {"model", request.model.name},
-          {"cluster", request.cluster.name},
-          {"global_batch", request.global_batch},
-          {"schedule", plan.schedule},
-          {"stages", plan.stages},                {"dp_width", plan.dp_width},
-          {"microbatch_size", plan.microbatch},   {"microbatches", plan.microbatches},
-          {"recompute", plan.recompute},          {"partition", plan.partition},
-          {"chunk_partition", plan.chunk_partition},
-          {"predicted_samples_per_s", plan.samples_per_s},
-          {"predicted_peak_memory_bytes", plan.peak_memory_bytes},
-          {"predicted_iteration_s", plan.iteration_s},
-          {"predicted_worker_memory_bytes", plan.worker_memory_bytes},
-          // Included in each worker's prediction: subtracted, the rest compares with the tensors.
-          {"predicted_worker_overhead_bytes", request.cluster.worker_overhead_bytes}};
-  if (!request.model_kind.empty()) json["model_kind"] = request.model_kind;  // `train --plan` checks it
-  // The chosen variant's config fields (chunked cross-entropy), or the profile's: the model
-  // timed. Applied by `train --plan`, the last of a key winning.
-  const auto* config_fields = !request.model_variants.empty()
-                                  ? &request.model_variants.at(size_t(plan.variant)).config_fields
-                                  : request.profile ? &request.profile->config_fields : nullptr;
-  if (config_fields != nullptr && !config_fields->empty()) json["config_fields"] = config_fields_to_json(*config_fields);
-  if (planner_has_gpt_shape(request)) {
-    json["model_shape"] = {{"layers", shape.layers}, {"hidden", shape.hidden}, {"heads", shape.heads},
-                           {"seq_len", shape.seq_len}, {"vocab", shape.vocab}};
-  } else {
-    // Not a GPT: no model_shape (`train --plan` keeps the run config's model); the layers planned.
-    std::vector<std::string> names;
-    if (!request.model_variants.empty()) {
-      for (const auto& layer : request.model_variants.front().costs(1)) names.push_back(layer.name);
-    } else {
-      for (const auto& layer : request.profile->layers) names.push_back(layer.name);
-    }
-    json["model_layers"] = names;
-  }
-  return json;
 }
 
 }  // namespace pipetrain::plan

@@ -10,8 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "plan/analytic.h"
 #include "plan/cluster.h"
 #include "plan/profile_json.h"
@@ -54,6 +52,10 @@ struct PlanRequest {
   // Worker counts to plan for on one node whose cores they share (a per-worker memory budget
   // on this machine); empty: exactly cluster.devices().
   std::vector<int> worker_counts;
+
+  // A GPT shape (named, or a measured GPT profile's), or a model known only by its per-layer
+  // costs (`pipetrain plan --config`, any model kind).
+  bool has_gpt_shape() const { return model.layers > 0; }
 };
 
 struct PlanCandidate {
@@ -92,9 +94,5 @@ PlanCandidate evaluate_candidate(const PlanRequest& request, const std::string& 
 int planned_layer_count(const PlanRequest& request);
 // The model's parameter count: the GPT shape's, or from the profile's fp32 parameter bytes.
 double planned_parameters(const PlanRequest& request);
-// The least per-device memory any rejected candidate needed (0 if none was rejected for memory).
-double least_memory_needed(const PlanResult& result);
-std::string format_plan_report(const PlanRequest& request, const PlanResult& result, int top);
-nlohmann::json plan_to_json(const PlanRequest& request, const PlanCandidate& plan);
 
 }  // namespace pipetrain::plan

@@ -62,41 +62,16 @@ StageExecutor::StageExecutor(const Config& config, const RunSpec& spec, const Ba
       loss_scale_(device::precision_of(spec.execution.precision), config.train),
       schedule_entry_(*spec.schedule),
       clock_(std::make_unique<device::EventClock>(device)) {
-  std::vector<torch::Tensor> params;
-  std::vector<std::pair<std::string, torch::Tensor>> named_params;  // Muon tells matrices by name
   const auto shared = model_->shared_parameters();
-  const auto secondary = secondary_copies(*model_);
   shared_copies_.resize(shared.size());
   shared_in_norm_.assign(shared.size(), false);
+  std::vector<std::pair<std::string, torch::Tensor>> named_params;  // Muon tells matrices by name
   for (int c = 0; c < layout_.chunks; ++c) {
     const int stage = layout_.stage_of(c);
-    const StageRange range = ranges_.at(size_t(stage));
-    auto model = model_->make_stage(range.first, range.last);
-    model->to(device_);  // before the weight versions and the optimizer hold its parameters
-    // No-flush policies: the optimizer updates the masters, graphs read the module's tensors.
-    std::shared_ptr<WeightVersions> weights =
-        make_weight_versions(lists_.schedule().policy, lists_.iterations(), stage, model->parameters(),
-                             schedule::checkpointed_versions(config_, stage, config_.train.steps));
-    const std::vector<torch::Tensor>& updated = weights->optimized();
-    size_t index = 0;
-    for (const auto& item : model->named_parameters()) {
-      const torch::Tensor& param = updated.at(index++);
-      params.push_back(param);
-      named_params.emplace_back(item.key(), param);
-      const bool first_copy = std::count(secondary.begin(), secondary.end(), item.key()) == 0;
-      for (size_t g = 0; g < shared.size(); ++g) {
-        for (const auto& copy : shared[g].copies) {
-          if (copy.name != item.key()) continue;
-          shared_copies_[g].push_back(param);
-          if (first_copy) shared_in_norm_[g] = true;
-        }
-      }
-      // A shared parameter enters the global norm once, as its first copy.
-      if (std::count(secondary.begin(), secondary.end(), item.key()) == 0) norm_params_.push_back(param);
-    }
-    chunks_.push_back({stage, model, weights});
-    recompute_.push_back(spec.recompute.at(size_t(stage)));
+    add_chunk(stage, spec.recompute.at(size_t(stage)), shared, named_params);
   }
+  std::vector<torch::Tensor> params;
+  for (const auto& named : named_params) params.push_back(named.second);
   // One optimizer over every chunk: Adam's state is per parameter, so this equals the Trainer's.
   if (config.pipeline.zero1 == 1) {
     zero1_ = std::make_unique<Zero1Optimizer>(params, config.train, comm_, groups_.replicas,
@@ -114,6 +89,38 @@ StageExecutor::StageExecutor(const Config& config, const RunSpec& spec, const Ba
   }
   count_readers_through(0);
   pass_graphs_ = device::make_pass_graphs(spec.execution, device_);
+}
+
+// The stage's module on the device and its weight versions; its parameters (the versions' the
+// optimizer updates) appended to `named_params`, to their shared groups, and to the global
+// norm, which counts a shared parameter once, as its first copy.
+void StageExecutor::add_chunk(int stage, bool recompute, const std::vector<SharedParameter>& shared,
+                              std::vector<std::pair<std::string, torch::Tensor>>& named_params) {
+  const StageRange range = ranges_.at(size_t(stage));
+  auto model = model_->make_stage(range.first, range.last);
+  model->to(device_);  // before the weight versions and the optimizer hold its parameters
+  // No-flush policies: the optimizer updates the masters, graphs read the module's tensors.
+  std::shared_ptr<WeightVersions> weights =
+      make_weight_versions(lists_.schedule().policy, lists_.iterations(), stage, model->parameters(),
+                           schedule::checkpointed_versions(config_, stage, config_.train.steps));
+  const std::vector<torch::Tensor>& updated = weights->optimized();
+  const auto secondary = secondary_copies(*model_);
+  size_t index = 0;
+  for (const auto& item : model->named_parameters()) {
+    const torch::Tensor& param = updated.at(index++);
+    named_params.emplace_back(item.key(), param);
+    const bool first_copy = std::count(secondary.begin(), secondary.end(), item.key()) == 0;
+    for (size_t g = 0; g < shared.size(); ++g) {
+      for (const auto& copy : shared[g].copies) {
+        if (copy.name != item.key()) continue;
+        shared_copies_[g].push_back(param);
+        if (first_copy) shared_in_norm_[g] = true;
+      }
+    }
+    if (first_copy) norm_params_.push_back(param);
+  }
+  chunks_.push_back({stage, model, weights});
+  recompute_.push_back(recompute);
 }
 
 std::vector<schedule::Action> StageExecutor::actions_of(int64_t step, int worker) const {

@@ -169,6 +169,9 @@ class StageExecutor {
     int slot = -1;              // train.cuda_graphs: the pass slot that holds it (-1: eager)
   };
   using Key = std::tuple<int, int, int>;  // (chunk, microbatch over the whole list, token slice)
+  // The constructor's, for each of this worker's chunks in order.
+  void add_chunk(int stage, bool recompute, const std::vector<SharedParameter>& shared,
+                 std::vector<std::pair<std::string, torch::Tensor>>& named_params);
   // train_step's parts, in order.
   void begin_step(int64_t step);
   void run_step_actions(int64_t step, const std::vector<schedule::Action>& actions);

@@ -86,53 +86,30 @@ class WorkerWalk {
 
   void step(int k) {
     const Action& a = s_.actions[w_][k];
-    const int stage = s_.stage_of(w_, a.chunk), gmb = s_.global_microbatch(a);
-    const Unit u{stage, gmb, a.slice};
-    auto need = [&](bool ok, const std::string& why) {
-      if (!ok) reject(w_, k, describe(s_, w_, a) + " " + why);
-    };
-    auto once = [&](int flag) {
-      need(!has(u, flag), "appears twice");
-      flags_[u] |= flag;
-    };
-    const bool last_stage = stage + 1 == s_.stages();
-    const bool prev_local = stage > 0 && s_.worker_of_stage(stage - 1) == w_;
-    const bool next_local = !last_stage && s_.worker_of_stage(stage + 1) == w_;
+    const Unit u{s_.stage_of(w_, a.chunk), s_.global_microbatch(a), a.slice};
     switch (a.kind) {
       case ActionKind::Forward:
-        need(stage == 0 || has({stage - 1, gmb, a.slice}, prev_local ? kForward : kGotInput),
-             prev_local ? "runs before the forward of the previous stage"
-                        : "runs before its input arrives (no RecvActivation earlier)");
-        need(a.slice == 0 || has({stage, gmb, a.slice - 1}, kForward),
-             "runs before the forward of the previous slice");
-        once(kForward);
+        check_forward(k, a, u);
         break;
       case ActionKind::Backward:
       case ActionKind::BackwardInput:
-        need(has(u, kForward), "runs before its Forward");
-        need(last_stage || has({stage + 1, gmb, a.slice}, next_local ? kInputGrad : kGotGrad),
-             next_local ? "runs before the backward of the next stage"
-                        : "runs before its output gradient arrives (no RecvGrad earlier)");
-        need(a.slice + 1 == s_.slices || has({stage, gmb, a.slice + 1}, kInputGrad),
-             "runs before the backward of the next slice (slices go backward in reverse)");
-        once(kInputGrad);
-        if (a.kind == ActionKind::Backward) once(kWeightGrad);
+        check_backward(k, a, u);
         break;
       case ActionKind::BackwardWeight:
-        need(has(u, kInputGrad), "runs before its BackwardInput");
-        once(kWeightGrad);
+        need(k, a, has(u, kInputGrad), "runs before its BackwardInput");
+        once(k, a, u, kWeightGrad);
         break;
       case ActionKind::SendActivation:
-        need(has(u, kForward), "sends an activation its worker has not computed");
+        need(k, a, has(u, kForward), "sends an activation its worker has not computed");
         break;
       case ActionKind::SendGrad:
-        need(has(u, kInputGrad), "sends a gradient its worker has not computed");
+        need(k, a, has(u, kInputGrad), "sends a gradient its worker has not computed");
         break;
       case ActionKind::RecvActivation:
-        flags_[{stage - 1, gmb, a.slice}] |= kGotInput;
+        flags_[{std::get<0>(u) - 1, std::get<1>(u), a.slice}] |= kGotInput;
         break;
       case ActionKind::RecvGrad:
-        flags_[{stage + 1, gmb, a.slice}] |= kGotGrad;
+        flags_[{std::get<0>(u) + 1, std::get<1>(u), a.slice}] |= kGotGrad;
         break;
       case ActionKind::AllReduceGrads:
         break;
@@ -147,6 +124,43 @@ class WorkerWalk {
       ++grads_done_[group_of(a)][a.chunk];
     }
     track_peaks(a.chunk);
+  }
+
+  void need(int k, const Action& a, bool ok, const std::string& why) const {
+    if (!ok) reject(w_, k, describe(s_, w_, a) + " " + why);
+  }
+
+  void once(int k, const Action& a, const Unit& u, int flag) {
+    need(k, a, !has(u, flag), "appears twice");
+    flags_[u] |= flag;
+  }
+
+  // Its input: the previous stage's forward on this worker, or received; and the previous slice.
+  void check_forward(int k, const Action& a, const Unit& u) {
+    const auto [stage, gmb, slice] = u;
+    const bool prev_local = stage > 0 && s_.worker_of_stage(stage - 1) == w_;
+    need(k, a, stage == 0 || has({stage - 1, gmb, slice}, prev_local ? kForward : kGotInput),
+         prev_local ? "runs before the forward of the previous stage"
+                    : "runs before its input arrives (no RecvActivation earlier)");
+    need(k, a, slice == 0 || has({stage, gmb, slice - 1}, kForward),
+         "runs before the forward of the previous slice");
+    once(k, a, u, kForward);
+  }
+
+  // After its forward, with its output gradient (the next stage's backward on this worker, or
+  // received), and after the next slice's backward: slices go backward in reverse.
+  void check_backward(int k, const Action& a, const Unit& u) {
+    const auto [stage, gmb, slice] = u;
+    const bool last_stage = stage + 1 == s_.stages();
+    const bool next_local = !last_stage && s_.worker_of_stage(stage + 1) == w_;
+    need(k, a, has(u, kForward), "runs before its Forward");
+    need(k, a, last_stage || has({stage + 1, gmb, slice}, next_local ? kInputGrad : kGotGrad),
+         next_local ? "runs before the backward of the next stage"
+                    : "runs before its output gradient arrives (no RecvGrad earlier)");
+    need(k, a, slice + 1 == s_.slices || has({stage, gmb, slice + 1}, kInputGrad),
+         "runs before the backward of the next slice (slices go backward in reverse)");
+    once(k, a, u, kInputGrad);
+    if (a.kind == ActionKind::Backward) once(k, a, u, kWeightGrad);
   }
 
   int group_of(const Action& a) const {

@@ -107,6 +107,34 @@ Changes held_gradient_sends(const schedule::Schedule& s, const CostModel& costs,
 // Held::transients counts all but the gradients (a no-flush worker's, kept whole across steps).
 enum class Held { activations, transients, everything };
 
+// The replica sum copies the stage's gradients into one flat buffer (runtime/replica_sums.h)
+// that a flushing step lands at once. A no-flush one lands it once the other replicas' sums have
+// come and its update has begun, in a helper thread, at a time no schedule fixes: by the
+// update's finish point at the latest (landed_by), which the model takes. k: the AllReduceGrads.
+void add_replica_sum(Changes& changes, const schedule::Schedule& s, int w,
+                     const std::vector<schedule::ActionTime>& times, size_t k, double gradient_bytes) {
+  const double landed = schedule::flushes(s.policy.kind) ? times[k].end : landed_by(s, w, times, k);
+  changes.push_back({times[k].start, false, gradient_bytes});
+  changes.push_back({landed, false, -gradient_bytes});
+}
+
+// Each (chunk, iteration)'s gradients go at the end of the worker's last OptimizerStep of that
+// iteration (`last`: after everything else at that time); held to the end if none is here.
+void add_gradient_releases(Changes& changes, const schedule::Schedule& s, const CostModel& costs,
+                           int w, const std::vector<schedule::ActionTime>& times,
+                           const std::set<std::pair<int, int>>& with_gradients) {
+  std::map<int, size_t> last_update;  // iteration -> its last OptimizerStep here
+  for (size_t k = 0; k < s.actions[w].size(); ++k) {
+    if (s.actions[w][k].kind == ActionKind::OptimizerStep) last_update[s.actions[w][k].iteration] = k;
+  }
+  for (const auto& [chunk, iteration] : with_gradients) {
+    const auto update = last_update.find(iteration);
+    if (update == last_update.end()) continue;
+    const double bytes = costs.stage(s.stage_of(w, chunk)).gradient_bytes;
+    changes.push_back({times[update->second].end, true, -bytes});
+  }
+}
+
 Changes held_changes(const schedule::Schedule& s, const CostModel& costs, int w,
                      const std::vector<schedule::ActionTime>& times, Held count) {
   const bool transients = count != Held::activations, gradients = count == Held::everything;
@@ -114,10 +142,6 @@ Changes held_changes(const schedule::Schedule& s, const CostModel& costs, int w,
   // (`last`) after everything else at its time (a zero-time update ends with its backward).
   Changes changes = transients ? held_gradient_sends(s, costs, w, times) : Changes{};
   std::set<std::pair<int, int>> with_gradients;  // (chunk, iteration)
-  std::map<int, size_t> last_update;              // iteration -> its last OptimizerStep here
-  for (size_t k = 0; k < s.actions[w].size(); ++k) {
-    if (s.actions[w][k].kind == ActionKind::OptimizerStep) last_update[s.actions[w][k].iteration] = k;
-  }
   for (size_t k = 0; k < s.actions[w].size(); ++k) {
     const Action& a = s.actions[w][k];
     const StageCost& c = costs.stage(s.stage_of(w, a.chunk));
@@ -150,23 +174,9 @@ Changes held_changes(const schedule::Schedule& s, const CostModel& costs, int w,
       changes.push_back({frees_at_start ? swapped_at : times[k].end, false, -workspace});
     }
     if (first && gradients) changes.push_back({made_at, false, c.gradient_bytes});
-    if (a.kind == ActionKind::AllReduceGrads && s.dp_width > 1) {
-      // The replica sum copies the stage's gradients into one flat buffer (runtime/replica_sums.h)
-      // that a flushing step lands at once. A no-flush one lands it once the other replicas' sums
-      // have come and its update has begun, in a helper thread, at a time no schedule fixes: by
-      // the update's finish point at the latest (landed_by), which the model takes.
-      const double landed = schedule::flushes(s.policy.kind) ? times[k].end : landed_by(s, w, times, k);
-      changes.push_back({times[k].start, false, c.gradient_bytes});
-      changes.push_back({landed, false, -c.gradient_bytes});
-    }
+    if (a.kind == ActionKind::AllReduceGrads && s.dp_width > 1) add_replica_sum(changes, s, w, times, k, c.gradient_bytes);
   }
-  for (const auto& [chunk, iteration] : with_gradients) {
-    if (!gradients) break;
-    const auto update = last_update.find(iteration);
-    if (update == last_update.end()) continue;  // never updated here: held to the end
-    const double bytes = costs.stage(s.stage_of(w, chunk)).gradient_bytes;
-    changes.push_back({times[update->second].end, true, -bytes});
-  }
+  if (gradients) add_gradient_releases(changes, s, costs, w, times, with_gradients);
   std::sort(changes.begin(), changes.end());
   return changes;
 }

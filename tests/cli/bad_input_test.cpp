@@ -305,6 +305,7 @@ TEST(BadInput, CommandOptionsAreOneLineBeforeAnyWork) {
       {"simulate --svg " + missing, "--svg: cannot write '" + missing + "': folder '"},
       {"profile " + tiny + " --repeats 4294967296 --out x.json", "--repeats: expected a whole number from 1 to 1000000"},
       {"profile " + tiny + " --microbatch-sizes 2,1,2 --out x.json", "--microbatch-sizes: 2 is given twice"},
+      {"profile " + tiny + " --cluster nowhere --out x.json", "cluster 'nowhere' not found (neither a file nor"},
       {"profile " + tiny + " --out " + missing, "--out: cannot write '" + missing + "'"},
       {"terapipe-profile " + tiny + " --out " + missing, "--out: cannot write '" + missing + "'"},
       {"plan --out " + missing, "--out: cannot write '" + missing + "'"},

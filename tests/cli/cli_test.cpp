@@ -280,6 +280,22 @@ TEST(Cli, ProfileTimesAModelThatTakesImagesAtItsRunsMicrobatch) {
   ASSERT_EQ(profile["layers"].size(), 6u) << profile.dump();  // stem, 4 blocks, head
   EXPECT_EQ(profile["shape"]["name"], "cnn");
   EXPECT_EQ(profile["fixed_microbatch"]["microbatch"], 4);
+  // Each layer beside its analytic time on this machine's cluster (a CPU profile at one thread),
+  // or on the devices `--cluster` names.
+  EXPECT_NE(profiled.output.find("analytic costs of `plan --config` (cluster this-machine), microbatch 4:"),
+            std::string::npos) << profiled.output;
+  EXPECT_NE(profiled.output.find("\n| stem | "), std::string::npos) << profiled.output;
+  const Result on_gpus = run("profile " + cnn + " --repeats 1 --threads 2 --cluster hgx-h200-x2 --out " +
+                             (dir / "on_gpus.json").string());
+  ASSERT_EQ(on_gpus.exit_code, 0) << on_gpus.output;
+  EXPECT_NE(on_gpus.output.find("(cluster hgx-h200-x2), microbatch 4:"), std::string::npos) << on_gpus.output;
+  EXPECT_NE(on_gpus.output.find("\n| all layers | "), std::string::npos) << on_gpus.output;
+  const Result two_threads = run("profile " + cnn + " --repeats 1 --threads 2 --out " + (dir / "t2.json").string());
+  ASSERT_EQ(two_threads.exit_code, 0) << two_threads.output;
+  EXPECT_NE(two_threads.output.find("profile: no comparison with the analytic costs: clusters/this-machine.toml "
+                                    "models one CPU core a worker, this profile ran on cpu with 2 threads"),
+            std::string::npos) << two_threads.output;
+  EXPECT_EQ(two_threads.output.find("| all layers |"), std::string::npos) << two_threads.output;
   for (const auto& layer : profile["layers"]) {
     ASSERT_EQ(layer["by_microbatch"].size(), 1u) << layer.dump();
     const auto& timing = layer["by_microbatch"].at(0);

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <set>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -77,19 +79,24 @@ TEST(SpeechBatches, PaddedFeaturesCarryTheirLengthsAndLabels) {
   }
 }
 
-// bench/gpu_bundle.sh carries this file to a GPU machine and bench/gpu_check.sh's CPU smoke run
-// reads it here: both find it through bench/tiny_speech_file.sh, which must name the file the
-// tests write (it named an older one for three days, and the bundle could not be made).
-TEST(SpeechBatches, TheBenchScriptsFindTheTinySpeechFile) {
-  const std::string command =
-      "cd '" + std::string(PIPETRAIN_SOURCE_DIR) + "' && bash bench/tiny_speech_file.sh";
-  FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string printed;
-  char buffer[512];
-  while (fgets(buffer, sizeof buffer, pipe) != nullptr) printed += buffer;
-  ASSERT_EQ(pclose(pipe), 0) << printed;
-  EXPECT_EQ(printed, testing::tiny_speech_file() + "\n");
+// bench/gpu_bundle.sh carries this file to a GPU machine, written by the write_tiny_speech
+// program: the same bytes the tests read (until 2026-12-03 the scripts found a machine-wide copy
+// by a hand-kept name, which named an older file for three days).
+TEST(SpeechBatches, TheBundlesProgramWritesTheTestsTinySpeechFile) {
+  const auto out = test::fresh_folder("write_tiny_speech") / "features.bin";
+  const std::string command = "'" + std::string(PIPETRAIN_BINARY_DIR) +
+                              "/tests/model/write_tiny_speech' '" + out.string() + "' 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const auto bytes = [](const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string written = bytes(out);
+  EXPECT_GT(written.size(), 16u * 9 * 80 * 4);  // 16 utterances of 9 frames or more
+  EXPECT_EQ(written, bytes(testing::tiny_speech_file()));
+  EXPECT_NE(std::system(("'" + std::string(PIPETRAIN_BINARY_DIR) +
+                         "/tests/model/write_tiny_speech' 2>/dev/null").c_str()),
+            0);  // no path: usage, exit 2
 }
 
 TEST(SpeechBatches, EachEpochVisitsEveryTrainingUtteranceOnceInASeededOrder) {

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "plan/plan_file.h"
+#include "plan/plan_report.h"
 #include "plan/planner.h"
 #include "schedule/generators.h"
 #include "sim/simulator.h"

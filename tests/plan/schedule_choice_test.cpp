@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "plan/plan_report.h"
 #include "plan/planner.h"
 #include "schedule/catalogue.h"
 #include "uniform_profile.h"

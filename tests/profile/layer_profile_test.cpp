@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "plan/plan_file.h"
+#include "plan/plan_report.h"
 #include "plan/planner.h"
 #include "profile/layer_profile.h"
 #include "profile/link_profile.h"
