@@ -51,7 +51,7 @@ void print_analytic_comparison(const Config& config, const plan::ModelProfile& m
   fmt::print("|---|---|---|---|---|---|---|\n");
   const auto row = [](const std::string& name, double forward, double backward,
                       double forward_analytic, double backward_analytic) {
-    fmt::print("| {} | {:.2f} | {:.2f} | {} | {:.2f} | {:.2f} | {} |\n", name, 1e3 * forward,
+    fmt::print("| {} | {:.3g} | {:.3g} | {} | {:.3g} | {:.3g} | {} |\n", name, 1e3 * forward,
                1e3 * forward_analytic, percent_off(forward_analytic, forward), 1e3 * backward,
                1e3 * backward_analytic, percent_off(backward_analytic, backward));
   };
