@@ -73,7 +73,7 @@ void add_profile_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "profile", "Measure per-layer forward/backward/weight-gradient time of the configured model "
                  "([CONFIG.toml] [--section.field VALUE ...] --out profile.json "
-                 "[--microbatch-sizes 1,2,4,8] [--repeats 5] [--threads 1])");
+                 "[--microbatch-sizes 1,2,4,8] [--repeats 5] [--threads 1] [--cluster NAME])");
   cmd->footer(
       "Config fields (the model to profile) as for train: CONFIG.toml and --section.field VALUE.\n"
       "  --out FILE               the profile JSON to write (required; plan --profile reads it)\n"
