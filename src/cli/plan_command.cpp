@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "cli/arguments.h"
+#include "cli/clusters.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/files.h"
@@ -255,7 +256,7 @@ plan::PlanRequest plan_request(const CLI::App& cmd, PlanArguments& args) {
   // A run config or a profile measured here plans for this machine unless told otherwise.
   const bool planned_here = !args.config_path.empty() || !args.profile.empty();
   if (planned_here && cmd.get_option("--cluster")->count() == 0) args.cluster = "this-machine";
-  request.cluster = plan::load_cluster(args.cluster, std::string(PIPETRAIN_SOURCE_DIR) + "/clusters");
+  request.cluster = load_cluster_option(args.cluster);
   if (!args.profile.empty()) plan_from_profile(args.profile, args.global_batch, request);
   if (run_config) {
     request.model_variants = model_variants(*run_config, request.cluster, overrides);

@@ -5,13 +5,13 @@
 #include <fmt/ranges.h>
 
 #include "cli/arguments.h"
+#include "cli/clusters.h"
 #include "cli/commands.h"
 #include "cli/preflight.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "core/text.h"
 #include "model/registry.h"
-#include "plan/cluster.h"
 #include "profile/layer_profile.h"
 #include "profile/link_profile.h"
 #include "runtime/model_costs.h"
@@ -19,10 +19,6 @@
 namespace pipetrain::cli {
 
 namespace {
-
-plan::ClusterSpec load_cluster_file(const std::string& name_or_path) {
-  return plan::load_cluster(name_or_path, std::string(PIPETRAIN_SOURCE_DIR) + "/clusters");
-}
 
 std::string percent_off(double predicted, double measured) {
   return measured > 0 ? fmt::format("{:+.0f}%", 100 * (predicted / measured - 1)) : "-";
@@ -41,7 +37,7 @@ void print_analytic_comparison(const Config& config, const plan::ModelProfile& m
                measured.device, measured.threads);
     return;
   }
-  const plan::ClusterSpec cluster = given ? *given : load_cluster_file("this-machine");
+  const plan::ClusterSpec cluster = given ? *given : load_cluster_option("this-machine");
   const int64_t rows = measured.layers.front().by_microbatch.back().microbatch;
   const auto analytic = runtime::model_plan_costs(
       *make_model(config), rows, runtime::model_cost_options(config, cluster));
@@ -99,7 +95,7 @@ void add_profile_command(CLI::App& app) {
     require_writable_output(out, "--out");  // before minutes of measuring
     const std::string cluster_name = option("--cluster", "");
     std::optional<plan::ClusterSpec> cluster;
-    if (!cluster_name.empty()) cluster = load_cluster_file(cluster_name);
+    if (!cluster_name.empty()) cluster = load_cluster_option(cluster_name);
     profile::ProfileOptions options;
     const std::string sizes = option("--microbatch-sizes", "");  // (empty: the model's default)
     for (const auto& size : sizes.empty() ? std::vector<std::string>{} : split(sizes, ',')) {

@@ -4,6 +4,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cli/clusters.h"
 #include "cli/commands.h"
 #include "core/files.h"
 #include "core/error.h"
@@ -99,7 +100,7 @@ void add_terapipe_command(CLI::App& app) {
     plan::TeraPipeSetup setup;
     setup.model = plan::find_gpt_shape(model);
     if (seq > 0) setup.model.seq_len = seq;
-    setup.cluster = plan::load_cluster(cluster, std::string(PIPETRAIN_SOURCE_DIR) + "/clusters");
+    setup.cluster = load_cluster_option(cluster);
     setup.stages = stages;
     setup.tensor_parallel = tensor_parallel;
     setup.batch = batch;

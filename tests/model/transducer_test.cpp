@@ -84,8 +84,8 @@ TEST(SpeechBatches, PaddedFeaturesCarryTheirLengthsAndLabels) {
 // by a hand-kept name, which named an older file for three days).
 TEST(SpeechBatches, TheBundlesProgramWritesTheTestsTinySpeechFile) {
   const auto out = test::fresh_folder("write_tiny_speech") / "features.bin";
-  const std::string command = "'" + std::string(PIPETRAIN_BINARY_DIR) +
-                              "/tests/model/write_tiny_speech' '" + out.string() + "' 2>&1";
+  const std::string program = "'" + std::string(PIPETRAIN_BINARY_DIR) + "/tests/model/write_tiny_speech'";
+  const std::string command = program + " '" + out.string() + "' 2>&1";
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
   const auto bytes = [](const std::filesystem::path& path) {
     std::ifstream in(path, std::ios::binary);
@@ -94,9 +94,7 @@ TEST(SpeechBatches, TheBundlesProgramWritesTheTestsTinySpeechFile) {
   const std::string written = bytes(out);
   EXPECT_GT(written.size(), 16u * 9 * 80 * 4);  // 16 utterances of 9 frames or more
   EXPECT_EQ(written, bytes(testing::tiny_speech_file()));
-  EXPECT_NE(std::system(("'" + std::string(PIPETRAIN_BINARY_DIR) +
-                         "/tests/model/write_tiny_speech' 2>/dev/null").c_str()),
-            0);  // no path: usage, exit 2
+  EXPECT_NE(std::system((program + " 2>/dev/null").c_str()), 0);  // no path: usage, exit 2
 }
 
 TEST(SpeechBatches, EachEpochVisitsEveryTrainingUtteranceOnceInASeededOrder) {
