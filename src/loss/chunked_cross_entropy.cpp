@@ -23,9 +23,11 @@ class ChunkedCrossEntropyFunction : public torch::autograd::Function<ChunkedCros
                             const ChunkedCrossEntropyOptions& options) {
     const int64_t N = hidden.size(0), C = options.chunk_tokens;
     const at::Tensor valid = targets != options.ignore_index;                 // [N] bool
-    const at::Tensor safe_targets = at::where(valid, targets, at::zeros_like(targets));
+    const at::Tensor safe_targets = targets * valid;  // ignored tokens gather class 0, weight 0
     at::Tensor lse = at::empty({N}, hidden.options());
-    double loss_sum = 0.0;
+    // The sum, the count and the divisor stay on the device: no wait for the host, so the loss
+    // queues behind the forward and a CUDA graph can capture it (train.cuda_graphs).
+    at::Tensor loss_sum = at::zeros({}, hidden.options().dtype(at::kDouble));
     for (int64_t n0 = 0; n0 < N; n0 += C) {
       const int64_t n = std::min(C, N - n0);
       const at::Tensor logits = hidden.narrow(0, n0, n).mm(weight.t());  // [n, V]
@@ -33,20 +35,18 @@ class ChunkedCrossEntropyFunction : public torch::autograd::Function<ChunkedCros
       at::logsumexp_out(lse_chunk, logits, {1}, false);
       const at::Tensor target_logit =
           logits.gather(1, safe_targets.narrow(0, n0, n).unsqueeze(1)).squeeze(1);
-      loss_sum += ((lse_chunk - target_logit) * valid.narrow(0, n0, n))
-                      .sum(at::kDouble)
-                      .item<double>();
+      loss_sum.add_(((lse_chunk - target_logit) * valid.narrow(0, n0, n)).sum(at::kDouble));
     }
-    const int64_t count = valid.sum().item<int64_t>();
-    const bool mean = options.reduction == Reduction::Mean;
-    const double divisor = mean ? static_cast<double>(std::max<int64_t>(count, 1)) : 1.0;
+    const at::Tensor divisor = options.reduction == Reduction::Mean
+                                   ? valid.sum(at::kDouble).clamp_min(1.0)  // 0 tokens: loss 0
+                                   : at::ones({}, loss_sum.options());
     ctx->save_for_backward({hidden, weight});
     ctx->saved_data["lse"] = lse;
     ctx->saved_data["targets"] = safe_targets;
     ctx->saved_data["valid"] = valid;
     ctx->saved_data["divisor"] = divisor;
     ctx->saved_data["chunk"] = C;
-    return at::scalar_tensor(loss_sum / divisor, hidden.options());
+    return (loss_sum / divisor).to(hidden.scalar_type());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -56,7 +56,7 @@ class ChunkedCrossEntropyFunction : public torch::autograd::Function<ChunkedCros
     const at::Tensor lse = ctx->saved_data["lse"].toTensor();
     const at::Tensor targets = ctx->saved_data["targets"].toTensor();
     const at::Tensor valid = ctx->saved_data["valid"].toTensor();
-    const double scale = grad_outputs[0].item<double>() / ctx->saved_data["divisor"].toDouble();
+    const at::Tensor scale = grad_outputs[0].to(at::kDouble) / ctx->saved_data["divisor"].toTensor();
     const int64_t N = hidden.size(0), C = ctx->saved_data["chunk"].toInt();
     const bool need_hidden = ctx->needs_input_grad(0), need_weight = ctx->needs_input_grad(1);
     at::Tensor d_hidden = need_hidden ? at::empty_like(hidden) : at::Tensor();
@@ -98,8 +98,11 @@ at::Tensor chunked_cross_entropy(const at::Tensor& hidden, const at::Tensor& wei
   if (options.chunk_tokens < 1) fail("chunked cross-entropy: chunk_tokens must be >= 1");
   if (options.reduction == Reduction::None) fail("chunked cross-entropy: reduction None unsupported");
   const at::Tensor t = targets.to(at::kLong);
-  const at::Tensor bad = (t != options.ignore_index) & ((t < 0) | (t >= weight.size(0)));
-  if (bad.any().item<bool>()) {
+  // On the host the targets are checked here, with a clear error; on a device reading them
+  // would wait for it (and no CUDA graph could hold the loss): there gather's own bounds check
+  // stops a target outside the vocabulary (a device-side assertion).
+  if (t.is_cpu() &&
+      ((t != options.ignore_index) & ((t < 0) | (t >= weight.size(0)))).any().item<bool>()) {
     fail("chunked cross-entropy: a target is outside the vocabulary [0, {})", weight.size(0));
   }
   return ChunkedCrossEntropyFunction::apply(hidden, weight, t, options);

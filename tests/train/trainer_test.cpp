@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "../host_reads.h"
 #include "../tensor_exactness.h"
 #include "train/lr_schedule.h"
 #include "train/optim.h"
@@ -217,6 +218,32 @@ TEST(Optim, ClippingOnTheDeviceEqualsTheHostForm) {
   EXPECT_TRUE(torch::equal(a.grad(), a2.grad()));
   EXPECT_TRUE(torch::equal(b.grad(), b2.grad()));
   EXPECT_NEAR(b.grad().item<double>(), 12.0 * 6.5 / (13.0 + 1e-6), 1e-15);
+}
+
+TEST(Trainer, AStepReadsTheNormAndTheLossOnTheHostAfterQueueingTheUpdate) {
+  // What waits for a GPU, counted on the CPU (tests/host_reads.h): a step of one process reads
+  // two values, the gradient norm and the loss, after the optimizer's update is queued, so the
+  // host runs ahead of the device for the whole forward, backward and update. Before it, only
+  // the CPU's targets check (one per microbatch; a GPU skips it); inside operators, only the
+  // CPU's fused AdamW reading each parameter's step count (a GPU's kernel reads it on the device).
+  for (int variant = 0; variant < 4; ++variant) {
+    Config c = tiny_config();
+    if (variant == 1) c.train.microbatches = 4;
+    if (variant == 2) c.model.loss_chunk_tokens = 32;
+    if (variant == 3) c.model.dtype = "bfloat16";
+    Trainer trainer(c, shared_data());
+    const int64_t tensors = int64_t(trainer.parameters().size());
+    for (int64_t step = 0; step < 2; ++step) {
+      testing::HostReads reads;
+      trainer.train_step(step);
+      const std::string where = reads.describe();
+      EXPECT_EQ(reads.values_read_by_host_code("aten::_fused_adamw_"), 2) << variant << ": " << where;
+      EXPECT_EQ(reads.values_read_by_host_code(), 2 + c.train.microbatches) << where;
+      EXPECT_EQ(reads.values_read_inside("aten::_fused_adamw_"), tensors) << where;
+      EXPECT_EQ(reads.values(), 2 + c.train.microbatches + tensors) << where;
+      EXPECT_EQ(reads.value_dependent_shapes(), 0) << where;
+    }
+  }
 }
 
 }  // namespace
