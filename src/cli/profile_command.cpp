@@ -63,6 +63,33 @@ void print_analytic_comparison(const Config& config, const plan::ModelProfile& m
   row("all layers", forward, backward, forward_analytic, backward_analytic);
 }
 
+// The layers whose passes read values on the host, at each microbatch size measured: where a
+// GPU's host waits, and what keeps a pass (and a one-process step) out of a CUDA graph.
+void print_host_reads(const plan::ModelProfile& measured) {
+  std::vector<std::string> rows, sizes;
+  for (const auto& m : measured.layers.front().by_microbatch) sizes.push_back(std::to_string(m.microbatch));
+  for (const auto& layer : measured.layers) {
+    std::vector<std::string> forward, backward;
+    bool any = false;
+    for (const auto& m : layer.by_microbatch) {
+      forward.push_back(std::to_string(m.host_reads_forward));
+      backward.push_back(std::to_string(m.host_reads_backward));
+      any = any || m.host_reads_forward > 0 || m.host_reads_backward > 0;
+    }
+    if (any) rows.push_back(fmt::format("| {} | {} | {} |", layer.name, fmt::join(forward, ", "),
+                                        fmt::join(backward, ", ")));
+  }
+  if (rows.empty()) {
+    fmt::print("\nhost reads: no layer's forward or backward reads a value on the host (nothing in "
+               "them makes a GPU's host wait; CUDA graphs can capture every pass)\n");
+    return;
+  }
+  fmt::print("\nhost reads: values each pass reads on the host (each makes a GPU's host wait; a pass "
+             "that reads cannot be captured as a CUDA graph), at microbatch sizes {}:\n\n",
+             fmt::join(sizes, ", "));
+  fmt::print("| layer | forward | backward |\n|---|---|---|\n{}\n", fmt::join(rows, "\n"));
+}
+
 }  // namespace
 
 void add_profile_command(CLI::App& app) {
@@ -80,7 +107,9 @@ void add_profile_command(CLI::App& app) {
       "  --cluster NAME|FILE      the devices to set the analytic costs of (default on a CPU with\n"
       "                           one thread: this-machine)\n"
       "It ends with each layer's measured times beside the analytic ones `plan --config` takes on\n"
-      "that cluster's devices: how far a plan without a profile holds for this model.");
+      "that cluster's devices (how far a plan without a profile holds for this model), and the\n"
+      "layers whose passes read values on the host (what makes a GPU's host wait, and keeps a pass\n"
+      "out of a CUDA graph).");
   cmd->prefix_command();
   cmd->callback([cmd] {
     const auto arguments = parse_config_arguments(
@@ -130,6 +159,7 @@ void add_profile_command(CLI::App& app) {
     for (const auto& m : measured.layers.front().by_microbatch) timed.push_back(m.microbatch);
     fmt::print("wrote {} ({} layers at microbatch sizes {})\n", out, measured.layers.size(), fmt::join(timed, ","));
     print_analytic_comparison(config, measured, cluster);
+    print_host_reads(measured);
   });
 }
 

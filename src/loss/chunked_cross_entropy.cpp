@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "device/host_reads.h"
 #include "loss/chunked_cross_entropy.h"
 
 namespace pipetrain::loss {
@@ -101,9 +102,11 @@ at::Tensor chunked_cross_entropy(const at::Tensor& hidden, const at::Tensor& wei
   // On the host the targets are checked here, with a clear error; on a device reading them
   // would wait for it (and no CUDA graph could hold the loss): there gather's own bounds check
   // stops a target outside the vocabulary (a device-side assertion).
-  if (t.is_cpu() &&
-      ((t != options.ignore_index) & ((t < 0) | (t >= weight.size(0)))).any().item<bool>()) {
-    fail("chunked cross-entropy: a target is outside the vocabulary [0, {})", weight.size(0));
+  if (t.is_cpu()) {
+    const device::CpuOnlyRead cpu_only;
+    if (((t != options.ignore_index) & ((t < 0) | (t >= weight.size(0)))).any().item<bool>()) {
+      fail("chunked cross-entropy: a target is outside the vocabulary [0, {})", weight.size(0));
+    }
   }
   return ChunkedCrossEntropyFunction::apply(hidden, weight, t, options);
 }

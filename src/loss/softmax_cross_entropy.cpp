@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "device/host_reads.h"
 #include "loss/softmax_cross_entropy_cuda.h"
 
 namespace pipetrain::loss {
@@ -177,6 +178,7 @@ at::Tensor softmax_cross_entropy(const at::Tensor& logits, const at::Tensor& tar
   }
   const at::Tensor t = targets.to(at::kLong).contiguous();
   if (!logits.is_cuda() && t.numel() > 0) {
+    const device::CpuOnlyRead cpu_only;  // on a GPU the kernel makes a bad target's loss NaN
     const int64_t V = logits.size(1);
     if (((t < 0) | (t >= V)).any().item<bool>()) {
       fail("softmax cross-entropy: a target is outside [0, {})", V);

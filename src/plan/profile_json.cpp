@@ -32,7 +32,9 @@ nlohmann::json to_json(const ModelProfile& profile) {
                        {"backward_s", m.backward_s}, {"weight_s", m.weight_s},
                        {"activation_bytes", m.activation_bytes}, {"output_bytes", m.output_bytes},
                        {"weight_pass_bytes", m.weight_pass_bytes}, {"input_s", m.input_s},
-                       {"workspace_bytes", m.workspace_bytes}});
+                       {"workspace_bytes", m.workspace_bytes},
+                       {"host_reads_forward", m.host_reads_forward},
+                       {"host_reads_backward", m.host_reads_backward}});
     }
     layers.push_back({{"name", layer.name}, {"param_bytes", layer.param_bytes},
                       {"optimizer_s", layer.optimizer_s}, {"by_microbatch", sizes}});
@@ -87,6 +89,8 @@ ModelProfile model_profile_from_json(const nlohmann::json& json, const std::stri
         read.weight_pass_bytes = m.value("weight_pass_bytes", 0.0);
         read.input_s = m.value("input_s", -1.0);
         read.workspace_bytes = m.value("workspace_bytes", 0.0);
+        read.host_reads_forward = m.value("host_reads_forward", int64_t(-1));
+        read.host_reads_backward = m.value("host_reads_backward", int64_t(-1));
         parsed.by_microbatch.push_back(read);
       }
       profile.layers.push_back(std::move(parsed));

@@ -27,6 +27,10 @@ struct LayerMeasurement {
   // What the layer's passes hold for a moment beyond what they keep (Model::layer_work's
   // workspace: a convolution's scratch, a loss's logits); older profiles: 0.
   double workspace_bytes = 0;
+  // Values one forward (the last layer's with its loss) and one backward read on the host
+  // (device/host_reads.h): each makes a GPU's host wait, and stops a CUDA graph capturing the
+  // pass. Older profiles: -1, not counted.
+  int64_t host_reads_forward = -1, host_reads_backward = -1;
 };
 
 struct LayerProfile {

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "device/execution.h"
+#include "device/host_reads.h"
 #include "device/placement.h"
 #include "model/batch_source.h"
 #include "model/registry.h"
@@ -33,6 +34,10 @@ std::function<void()> synced(const c10::Device& device, std::function<void()> wo
     device::synchronize(device);
   };
 }
+
+struct HostReadCounts {
+  int64_t forward = 0, backward = 0;
+};
 
 struct LayerTiming {
   double forward_s, backward_s;
@@ -106,6 +111,28 @@ LayerTiming time_layer(StageModule& layer, const Model& model, int64_t index, co
   return timing;
 }
 
+// The values one forward (with the loss, for the last layer) and one backward of the layer read
+// on the host (device/host_reads.h): each makes a GPU's host wait, and a pass that reads cannot
+// be captured as a CUDA graph. Counted apart from the timings (the counting slows dispatch).
+HostReadCounts count_host_reads(StageModule& layer, const Model& model, int64_t index,
+                                const Microbatch& example, const torch::Tensor& given) {
+  const bool is_last = index == model.layer_count() - 1;
+  layer.zero_grad();
+  const torch::Tensor input = index == 0 ? example.inputs : given.detach().clone().requires_grad_(true);
+  HostReadCounts counts;
+  torch::Tensor output;
+  {
+    device::HostReads reads;
+    output = layer.forward(input);
+    if (is_last) output = layer.loss(output, example.labels);
+    counts.forward = reads.values();
+  }
+  device::HostReads reads;
+  output.backward(torch::ones_like(output));
+  counts.backward = reads.values();
+  return counts;
+}
+
 // One optimizer step over copies of the layer's parameters (the copies keep the model intact).
 double time_optimizer_step(torch::nn::Module& layer, const Model& model, const Config& config,
                            int repeats, const c10::Device& device) {
@@ -135,6 +162,7 @@ double time_whole_model(StageModule& whole, const Model& model, int64_t batch, i
 struct LayerSamples {
   std::vector<double> forward, backward, input_pass, weight_pass;
   double weight_pass_bytes = 0;
+  HostReadCounts host_reads;
 };
 
 // Layers timed one at a time run slower than inside the chain (measured here: ~10% at 16 x 128
@@ -211,7 +239,10 @@ RoundSamples time_rounds(std::vector<std::shared_ptr<StageModule>>& layers, Stag
         entry.backward.push_back(t.backward_s);
         entry.input_pass.push_back(t.input_pass_s);
         entry.weight_pass.push_back(t.weight_pass_s);
-        if (round == 0) entry.weight_pass_bytes = t.weight_pass_bytes;
+        if (round == 0) {
+          entry.weight_pass_bytes = t.weight_pass_bytes;
+          entry.host_reads = count_host_reads(*layers[i], definition, int64_t(i), examples[k], inputs[k][i]);
+        }
       }
     }
     for (size_t k = 0; k < sizes.size(); ++k) {
@@ -246,6 +277,8 @@ plan::LayerProfile layer_profile(StageModule& layer, const Model& definition, in
     m.input_s = median_of(entry.input_pass);
     m.weight_s = median_of(entry.weight_pass);
     m.weight_pass_bytes = entry.weight_pass_bytes;
+    m.host_reads_forward = entry.host_reads.forward;
+    m.host_reads_backward = entry.host_reads.backward;
     const LayerWork work = definition.layer_work(i, sizes[k]);
     m.output_bytes = is_head ? 0 : value_bytes * work.output_values;
     m.activation_bytes = value_bytes * (work.stashed_values > 0 ? work.stashed_values : work.output_values);

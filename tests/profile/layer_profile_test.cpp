@@ -51,6 +51,10 @@ TEST(LayerProfile, MeasuresEveryLayerAtEverySize) {
       }
     }
     EXPECT_DOUBLE_EQ(layer.by_microbatch[1].output_bytes, 4 * layer.by_microbatch[0].output_bytes);
+    for (const auto& m : layer.by_microbatch) {  // a GPT's passes never wait for a GPU
+      EXPECT_EQ(m.host_reads_forward, 0) << layer.name;
+      EXPECT_EQ(m.host_reads_backward, 0) << layer.name;
+    }
   }
   // The token input takes no gradient: the embedding's B does nothing, its W is its backward.
   for (const auto& m : profile.layers[0].by_microbatch) {
@@ -95,10 +99,14 @@ TEST(LayerProfile, JsonRoundTripAndLayerCosts) {
   EXPECT_THROW(plan::layer_costs(parsed, 3), UserError);
   EXPECT_THROW(plan::model_profile_from_json({{"format", "other"}}, "x"), UserError);
   EXPECT_DOUBLE_EQ(costs[2].input_s, profile.layers[2].by_microbatch[1].input_s);
-  // Profiles written before B was timed: B is what the backward leaves beside W.
+  // Profiles written before B was timed: B is what the backward leaves beside W; before the
+  // host reads were counted: -1, not 0 (none).
   for (auto& layer : older["layers"])
-    for (auto& m : layer["by_microbatch"]) m.erase("input_s");
-  const auto older_costs = plan::layer_costs(plan::model_profile_from_json(older, "old"), 4);
+    for (auto& m : layer["by_microbatch"]) m.erase("input_s"), m.erase("host_reads_forward");
+  const auto older_parsed = plan::model_profile_from_json(older, "old");
+  EXPECT_EQ(older_parsed.layers[1].by_microbatch[0].host_reads_forward, -1);
+  EXPECT_EQ(older_parsed.layers[1].by_microbatch[0].host_reads_backward, 0);
+  const auto older_costs = plan::layer_costs(older_parsed, 4);
   EXPECT_DOUBLE_EQ(plan::input_gradient_s(older_costs[2]), costs[2].backward_s - costs[2].weight_s);
   const auto recomputed = plan::with_recomputation(costs);
   EXPECT_DOUBLE_EQ(recomputed[2].backward_s, costs[2].backward_s + costs[2].forward_s);

@@ -100,12 +100,19 @@ TEST(TransducerRun, ProfileTimesTheTransducerAndPlansIt) {
   for (const std::string row : {"| subsample | ", "| encoder0 | ", "| joint | ", "| all layers | "}) {
     EXPECT_NE(profiled.output.find(row), std::string::npos) << row << profiled.output;
   }
+  // Its loss reads two values on the host in the forward (the microbatch's longest label and
+  // frame counts, which cut its tensors; device/host_reads.h), none in the backward; the other
+  // layers read none: where a GPU's host waits, and why the step is not captured as a graph.
+  EXPECT_NE(profiled.output.find("| layer | forward | backward |\n|---|---|---|\n| joint | 2, 2 | 0, 0 |\n"),
+            std::string::npos) << profiled.output;
   const auto profile = nlohmann::json::parse(std::ifstream(dir / "profile.json"));
   EXPECT_EQ(profile["model_kind"], "transducer");
   for (const auto& layer : profile["layers"]) {
     for (const auto& timing : layer["by_microbatch"]) {
       EXPECT_GT(timing["forward_s"].get<double>(), 0) << layer.dump();
       EXPECT_GT(timing["weight_s"].get<double>(), 0) << layer.dump();
+      EXPECT_EQ(timing["host_reads_forward"].get<int64_t>(), layer["name"] == "joint" ? 2 : 0) << layer.dump();
+      EXPECT_EQ(timing["host_reads_backward"].get<int64_t>(), 0) << layer.dump();
     }
   }
   const auto planned = testing::run_pipetrain("plan --profile " + (dir / "profile.json").string() +

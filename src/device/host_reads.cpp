@@ -1,0 +1,97 @@
+#include "device/host_reads.h"
+
+#include <algorithm>
+#include <memory>
+#include <stdexcept>
+
+namespace pipetrain::device {
+namespace {
+
+constexpr const char* kCpuOnlyRead = "pipetrain::cpu_only_read";
+constexpr const char* kRead = "aten::_local_scalar_dense";
+
+struct State {
+  std::vector<std::string> dispatched, open;  // open: the operators and scopes now running
+  std::vector<bool> top_level;                // of each dispatched: called by no other operator
+  std::vector<HostReads::Read> reads;
+};
+
+State& state() {
+  thread_local State s;
+  return s;
+}
+
+bool is_item(const std::string& name) { return name == "aten::item" || name == kRead; }
+
+void record_read(State& s) {
+  if (std::find(s.open.begin(), s.open.end(), kCpuOnlyRead) != s.open.end()) return;
+  const auto inside = std::find_if(s.open.rbegin(), s.open.rend(),
+                                   [](const std::string& name) { return !is_item(name); });
+  int64_t after = int64_t(s.dispatched.size()) - 1;
+  while (after >= 0 && (!s.top_level[size_t(after)] || is_item(s.dispatched[size_t(after)]))) --after;
+  s.reads.push_back({inside == s.open.rend() ? "" : *inside, after});
+}
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  State& s = state();
+  const std::string name = fn.name();
+  if (name == kRead) record_read(s);
+  if (fn.scope() == at::RecordScope::FUNCTION) {
+    const bool nested = std::any_of(s.open.begin(), s.open.end(),
+                                    [](const std::string& open) { return open.rfind("aten::", 0) == 0; });
+    s.dispatched.push_back(name);
+    s.top_level.push_back(!nested);
+  }
+  s.open.push_back(name);
+  return nullptr;
+}
+
+void on_end(const at::RecordFunction&, at::ObserverContext*) {
+  if (!state().open.empty()) state().open.pop_back();
+}
+
+}  // namespace
+
+CpuOnlyRead::CpuOnlyRead() : scope_(at::RecordScope::USER_SCOPE) {
+  if (scope_.isActive()) scope_.before(kCpuOnlyRead);
+}
+
+HostReads::HostReads() {
+  state() = {};
+  handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(&on_start, &on_end)
+                                           .scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE}));
+}
+
+HostReads::~HostReads() { at::removeCallback(handle_); }
+
+const std::vector<HostReads::Read>& HostReads::reads() const { return state().reads; }
+const std::vector<std::string>& HostReads::dispatched() const { return state().dispatched; }
+
+int64_t HostReads::values_read_by_host_code(const std::string& after_op) const {
+  int64_t from = -1;
+  for (int64_t i = 0; i < int64_t(dispatched().size()); ++i) {
+    if (dispatched()[size_t(i)] == after_op) from = i;
+  }
+  if (!after_op.empty() && from < 0) throw std::invalid_argument(after_op + " was not dispatched");
+  return std::count_if(reads().begin(), reads().end(),
+                       [&](const Read& r) { return r.inside.empty() && r.after >= from; });
+}
+
+int64_t HostReads::values_read_inside(const std::string& op) const {
+  return std::count_if(reads().begin(), reads().end(), [&](const Read& r) { return r.inside == op; });
+}
+
+int64_t HostReads::count(const std::string& op) const {
+  return std::count(dispatched().begin(), dispatched().end(), op);
+}
+
+std::string HostReads::describe() const {
+  std::string text;
+  for (const auto& r : reads()) {
+    const std::string before = r.after >= 0 ? dispatched()[size_t(r.after)] : "the start";
+    text += (r.inside.empty() ? "host after " + before : r.inside) + "; ";
+  }
+  return text;
+}
+
+}  // namespace pipetrain::device
