@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <functional>
 #include <optional>
 
 #include <fmt/format.h>
@@ -90,6 +91,36 @@ void print_host_reads(const plan::ModelProfile& measured) {
   fmt::print("| layer | forward | backward |\n|---|---|---|\n{}\n", fmt::join(rows, "\n"));
 }
 
+// "1,2,4": distinct positive sizes; empty: the model's default.
+std::vector<int64_t> parse_microbatch_sizes(const std::string& list) {
+  std::vector<int64_t> sizes;
+  for (const auto& size : list.empty() ? std::vector<std::string>{} : split(list, ',')) {
+    const auto value = parse_int(size);
+    if (!value || *value < 1) fail("--microbatch-sizes: expected positive integers, got '{}'", size);
+    if (std::count(sizes.begin(), sizes.end(), *value) > 0) fail("--microbatch-sizes: {} is given twice", *value);
+    sizes.push_back(*value);
+  }
+  return sizes;
+}
+
+// Links between this machine's processes (Gloo over loopback) describe a cluster of such
+// workers; a GPU pipeline's sends go over NCCL and NVLink, which processes sharing one GPU
+// cannot measure: its plans take the cluster file's links.
+void measure_links(plan::ModelProfile& measured, int repeats,
+                   const std::function<void(const std::string&)>& report) {
+  if (measured.device != "cpu") {
+    report(fmt::format("links not measured on {}: plans take the cluster file's", measured.device));
+    return;
+  }
+  measured.links = profile::measure_local_links(std::max(repeats, 25));
+  for (const auto& [name, fit] : {std::pair{"p2p send/recv", measured.links.p2p},
+                                  std::pair{"2-worker all-reduce", measured.links.all_reduce},
+                                  std::pair{"send post (sender busy)", measured.links.send_post}}) {
+    report(fmt::format("{}: latency {:.1f} us, {:.2f} GB/s (fit within {:.0f}%)", name,
+                       1e6 * fit.latency_s, fit.bandwidth / 1e9, 100 * fit.max_error));
+  }
+}
+
 }  // namespace
 
 void add_profile_command(CLI::App& app) {
@@ -126,34 +157,13 @@ void add_profile_command(CLI::App& app) {
     std::optional<plan::ClusterSpec> cluster;
     if (!cluster_name.empty()) cluster = load_cluster_option(cluster_name);
     profile::ProfileOptions options;
-    const std::string sizes = option("--microbatch-sizes", "");  // (empty: the model's default)
-    for (const auto& size : sizes.empty() ? std::vector<std::string>{} : split(sizes, ',')) {
-      const auto value = parse_int(size);
-      if (!value || *value < 1) fail("--microbatch-sizes: expected positive integers, got '{}'", size);
-      if (std::count(options.microbatch_sizes.begin(), options.microbatch_sizes.end(), *value) > 0) {
-        fail("--microbatch-sizes: {} is given twice", *value);
-      }
-      options.microbatch_sizes.push_back(*value);
-    }
+    options.microbatch_sizes = parse_microbatch_sizes(option("--microbatch-sizes", ""));
     options.repeats = int(positive_option(arguments, "--repeats", 5, kMaxRepeats));
     options.threads = int(positive_option(arguments, "--threads", 1, most_compute_threads()));
     const auto report = [](const std::string& line) { fmt::print(stderr, "profile: {}\n", line); };
     auto measured = profile::profile_model_layers(config, options, report);
     measured.config_fields = arguments.overrides;  // the model measured, which its plans carry
-    // Links between this machine's processes (Gloo over loopback) describe a cluster of such
-    // workers; a GPU pipeline's sends go over NCCL and NVLink, which processes sharing one GPU
-    // cannot measure: its plans take the cluster file's links.
-    if (measured.device == "cpu") {
-      measured.links = profile::measure_local_links(std::max(options.repeats, 25));
-      for (const auto& [name, fit] : {std::pair{"p2p send/recv", measured.links.p2p},
-                                      std::pair{"2-worker all-reduce", measured.links.all_reduce},
-                                      std::pair{"send post (sender busy)", measured.links.send_post}}) {
-        report(fmt::format("{}: latency {:.1f} us, {:.2f} GB/s (fit within {:.0f}%)", name,
-                           1e6 * fit.latency_s, fit.bandwidth / 1e9, 100 * fit.max_error));
-      }
-    } else {
-      report(fmt::format("links not measured on {}: plans take the cluster file's", measured.device));
-    }
+    measure_links(measured, options.repeats, report);
     write_file_atomically(out, plan::to_json(measured).dump(2) + "\n");
     std::vector<int64_t> timed;
     for (const auto& m : measured.layers.front().by_microbatch) timed.push_back(m.microbatch);

@@ -128,6 +128,44 @@ std::string checkpoint_info_json(const CheckpointInfo& info) {
   return json.dump(2) + "\n";
 }
 
+namespace {
+
+// Float16's loss scale and its counts (present when the run scales its loss).
+void read_loss_scale(const nlohmann::json& json, const std::string& origin, CheckpointInfo& info) {
+  info.loss_scale = field<double>(json, "loss_scale", origin);
+  info.loss_scale_good_steps = field<int64_t>(json, "loss_scale_good_steps", origin);
+  info.loss_scale_applied_steps = field<int64_t>(json, "loss_scale_applied_steps", origin);
+  if (json.contains("loss_scale_previous")) {
+    info.loss_scale_previous = field<double>(json, "loss_scale_previous", origin);
+  }
+  // (Updates applied may exceed the steps: per-microbatch policies update m times a step.)
+  if (!(info.loss_scale >= 1) || info.loss_scale_good_steps < 0 || info.loss_scale_applied_steps < 0 ||
+      (json.contains("loss_scale_previous") && !(info.loss_scale_previous >= 1))) {
+    fail("{}: checkpoint.json's loss scale ({}, previous {}, {} good steps, {} applied) is out of "
+         "range", origin, info.loss_scale, info.loss_scale_previous, info.loss_scale_good_steps,
+         info.loss_scale_applied_steps);
+  }
+}
+
+// The stage counts agree, and every weight file is a plain name inside the checkpoint.
+void check_consistent(const CheckpointInfo& info, const std::string& origin) {
+  if (info.step < 0 || info.stages < 1 || int64_t(info.partition.size()) != info.stages ||
+      int64_t(info.weight_versions.size()) != info.stages) {
+    fail("{}: checkpoint.json is inconsistent (step {}, {} stages, {} partition entries, {} weight "
+         "lists)", origin, info.step, info.stages, info.partition.size(), info.weight_versions.size());
+  }
+  for (const auto& versions : info.weight_versions) {
+    if (versions.empty()) fail("{}: checkpoint.json lists a stage without weights", origin);
+    for (const auto& file : versions) {
+      if (file.empty() || file.find('/') != std::string::npos || file.find("..") != std::string::npos) {
+        fail("{}: checkpoint.json names an invalid weight file '{}'", origin, file);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 CheckpointInfo parse_checkpoint_info(const std::string& text, const std::string& origin) {
   const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!json.is_object()) fail("{}: checkpoint.json is not valid JSON (damaged?)", origin);
@@ -147,21 +185,7 @@ CheckpointInfo parse_checkpoint_info(const std::string& text, const std::string&
   info.layers = field<int64_t>(json, "layers", origin);
   info.model_shape = field<std::vector<int64_t>>(json, "model_shape", origin);
   info.val_loss = json.contains("val_loss") && json["val_loss"].is_number() ? json["val_loss"].get<double>() : 0.0;
-  if (json.contains("loss_scale")) {
-    info.loss_scale = field<double>(json, "loss_scale", origin);
-    info.loss_scale_good_steps = field<int64_t>(json, "loss_scale_good_steps", origin);
-    info.loss_scale_applied_steps = field<int64_t>(json, "loss_scale_applied_steps", origin);
-    if (json.contains("loss_scale_previous")) {
-      info.loss_scale_previous = field<double>(json, "loss_scale_previous", origin);
-    }
-    // (Updates applied may exceed the steps: per-microbatch policies update m times a step.)
-    if (!(info.loss_scale >= 1) || info.loss_scale_good_steps < 0 || info.loss_scale_applied_steps < 0 ||
-        (json.contains("loss_scale_previous") && !(info.loss_scale_previous >= 1))) {
-      fail("{}: checkpoint.json's loss scale ({}, previous {}, {} good steps, {} applied) is out of "
-           "range", origin, info.loss_scale, info.loss_scale_previous, info.loss_scale_good_steps,
-           info.loss_scale_applied_steps);
-    }
-  }
+  if (json.contains("loss_scale")) read_loss_scale(json, origin, info);
   info.config_hash = field<std::string>(json, "config_hash", origin);
   info.rng_state = field<std::string>(json, "rng_state", origin);
   info.weight_versions = field<std::vector<std::vector<std::string>>>(json, "weight_versions", origin);
@@ -169,19 +193,7 @@ CheckpointInfo parse_checkpoint_info(const std::string& text, const std::string&
   info.config_toml = field<std::string>(json, "config", origin);
   if (json.contains("data")) info.data_fingerprint = field<std::string>(json, "data", origin);
   if (format == kFormat) info.crc32c = field<std::map<std::string, std::string>>(json, "crc32c", origin);
-  if (info.step < 0 || info.stages < 1 || int64_t(info.partition.size()) != info.stages ||
-      int64_t(info.weight_versions.size()) != info.stages) {
-    fail("{}: checkpoint.json is inconsistent (step {}, {} stages, {} partition entries, {} weight "
-         "lists)", origin, info.step, info.stages, info.partition.size(), info.weight_versions.size());
-  }
-  for (const auto& versions : info.weight_versions) {
-    if (versions.empty()) fail("{}: checkpoint.json lists a stage without weights", origin);
-    for (const auto& file : versions) {
-      if (file.empty() || file.find('/') != std::string::npos || file.find("..") != std::string::npos) {
-        fail("{}: checkpoint.json names an invalid weight file '{}'", origin, file);
-      }
-    }
-  }
+  check_consistent(info, origin);
   if (format == kFormat) check_checksums_listed(info, origin);
   return info;
 }

@@ -29,6 +29,34 @@ std::vector<double> t_max_candidates(const std::vector<SliceLatencyTable>& table
   return picked;
 }
 
+// Largest microbatches first (any order gives the same T).
+void sort_largest_microbatches_first(BatchAndTokenSlicing& best) {
+  std::vector<size_t> order(best.microbatch_sizes.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return best.microbatch_sizes[a] > best.microbatch_sizes[b];
+  });
+  BatchAndTokenSlicing sorted = best;
+  for (size_t k = 0; k < order.size(); ++k) {
+    sorted.microbatch_sizes[k] = best.microbatch_sizes[order[k]];
+    sorted.slices[k] = best.slices[order[k]];
+  }
+  best = std::move(sorted);
+}
+
+// The true objective: the slowest slice may be below the t_max that found the plan.
+void score_by_slowest_slice(BatchAndTokenSlicing& best, const BatchSliceCost& cost, int stages) {
+  double sum = 0;
+  for (size_t k = 0; k < best.slices.size(); ++k) {
+    int64_t context = 0;
+    for (int64_t length : best.slices[k]) {
+      const double t = cost(best.microbatch_sizes[k], length, context);
+      sum += t, best.max_slice_s = std::max(best.max_slice_s, t), context += length;
+    }
+  }
+  best.total_s = sum + (stages - 1) * best.max_slice_s;
+}
+
 }  // namespace
 
 BatchAndTokenSlicing optimal_batch_and_token_slicing(int64_t batch, int64_t sequence_length,
@@ -68,28 +96,8 @@ BatchAndTokenSlicing optimal_batch_and_token_slicing(int64_t batch, int64_t sequ
       best.slices.push_back(per_size[choice[rest]].slices);
     }
   }
-  // Largest microbatches first (any order gives the same T).
-  std::vector<size_t> order(best.microbatch_sizes.size());
-  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return best.microbatch_sizes[a] > best.microbatch_sizes[b];
-  });
-  BatchAndTokenSlicing sorted = best;
-  for (size_t k = 0; k < order.size(); ++k) {
-    sorted.microbatch_sizes[k] = best.microbatch_sizes[order[k]];
-    sorted.slices[k] = best.slices[order[k]];
-  }
-  best = std::move(sorted);
-  // The true objective: the slowest slice may be below the t_max that found the plan.
-  double sum = 0;
-  for (size_t k = 0; k < best.slices.size(); ++k) {
-    int64_t context = 0;
-    for (int64_t length : best.slices[k]) {
-      const double t = cost(best.microbatch_sizes[k], length, context);
-      sum += t, best.max_slice_s = std::max(best.max_slice_s, t), context += length;
-    }
-  }
-  best.total_s = sum + (stages - 1) * best.max_slice_s;
+  sort_largest_microbatches_first(best);
+  score_by_slowest_slice(best, cost, stages);
   return best;
 }
 

@@ -454,6 +454,38 @@ std::string data_fingerprint_for(const Config& config, const RunOptions& options
   return "";
 }
 
+// Under torchrun no launcher prepared the run folder: the reporting worker does as the launcher
+// would (a folder holding a run is refused without --overwrite; a run training in it, always;
+// config.toml written for --resume) and holds its lock to the end.
+std::optional<RunFolderLock> claim_run_folder(const Config& config, const RunOptions& options,
+                                              const fs::path& dir) {
+  std::optional<RunFolderLock> lock;
+  lock.emplace(prepare_run_folder(dir.string(), options.resume, options.overwrite));
+  write_file_atomically((dir / "config.toml").string(), to_toml(config));
+  return lock;
+}
+
+// The step the run starts at: 0, or a resumed checkpoint's (restored into `executor`; the
+// reporting worker cuts metrics.jsonl back to it and says so). `data`: the fingerprint a worker
+// not started by our launcher checks the checkpoint against (the launcher checked it).
+int64_t resume_point(const Config& config, const std::vector<StageRange>& ranges,
+                     const RunOptions& options, const std::optional<LaunchSettings>& launch,
+                     const fs::path& dir, StageExecutor& executor, const std::string& data,
+                     bool reports) {
+  const bool launched = launch.has_value();
+  const std::string resume_from = launched        ? launch->resume_from
+                                  : options.resume ? latest_checkpoint(dir.string())
+                                                   : "";
+  if (resume_from.empty()) return 0;
+  const int64_t first_step =
+      restore_pipeline_state(resume_from, executor, config, ranges, launched ? "" : data);
+  if (reports) {
+    keep_metrics_up_to((dir / "metrics.jsonl").string(), first_step);
+    fmt::print(stderr, "{}\n", resuming_line(first_step, config.train.steps, resume_from));
+  }
+  return first_step;
+}
+
 }  // namespace
 
 bool started_as_worker() { return std::getenv("RANK") != nullptr; }
@@ -506,16 +538,9 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
   const auto timeout = std::chrono::milliseconds(int64_t(config.pipeline.timeout_s * 1000));
   const c10::Device device = device::worker_device(spec.execution, env.local_rank);
   Comm comm(env, timeout, {spec.execution.transport, device});
-  // Under torchrun no launcher prepared the run folder: the reporting worker does as the launcher
-  // would (a folder holding a run is refused without --overwrite; a run training in it, always;
-  // config.toml written for --resume) and holds its lock to the end. After the rendezvous, so a
-  // refusal ends the peers at once (they lose this worker) instead of leaving them waiting for
-  // it for pipeline.timeout_s.
-  std::optional<RunFolderLock> folder_lock;
-  if (reports && !launched) {
-    folder_lock.emplace(prepare_run_folder(dir.string(), options.resume, options.overwrite));
-    write_file_atomically((dir / "config.toml").string(), to_toml(config));
-  }
+  // After the rendezvous, so a refusal ends the peers at once (they lose this worker) instead of
+  // leaving them waiting for it for pipeline.timeout_s.
+  const auto folder_lock = reports && !launched ? claim_run_folder(config, options, dir) : std::nullopt;
   StopVotes stop_votes(comm);
   const CommGroups groups = join_comm_groups(comm, layout, config, ranges);
   StageExecutor executor(config, spec, batches.get(), comm, device, layout, groups, *spec.lists);
@@ -523,17 +548,8 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
     fmt::print(stderr, "{}\n", pipeline_line(config, spec, layout, threads,
                                              describe_binding(config, launch, env.world_size), dir));
   }
-  const std::string resume_from = launched        ? launch->resume_from
-                                  : options.resume ? latest_checkpoint(dir.string())
-                                                   : "";
   const std::string data = data_fingerprint_for(config, options, launch, reports);
-  const int64_t first_step =
-      resume_from.empty() ? 0
-                          : restore_pipeline_state(resume_from, executor, config, ranges, launched ? "" : data);
-  if (reports && !resume_from.empty()) {
-    keep_metrics_up_to((dir / "metrics.jsonl").string(), first_step);
-    fmt::print(stderr, "{}\n", resuming_line(first_step, config.train.steps, resume_from));
-  }
+  const int64_t first_step = resume_point(config, ranges, options, launch, dir, executor, data, reports);
   // Once the run is sure to start (a refused resume stays one error line).
   for (const std::string& advice :
        {schedule::training_advice(config), device::sharing_advice(spec.execution)}) {

@@ -198,46 +198,63 @@ double nominal_duration(const ScheduleSpec& spec, ActionKind kind, int slices) {
   return d / slices;
 }
 
-Schedule lower_schedule(Schedule s, const ComputeOrder& order, const ScheduleSpec& spec) {
-  std::vector<std::vector<Action>> lists = insert_updates(s, whole_first_stage_backward(s, order));
-  assign_versions(s, lists);
-  s.actions = lists;
-  auto times = dataflow_times(
-      s, [&](const Action& a) { return nominal_duration(spec, a.kind, s.slices); });
+namespace {
 
-  // Events: (time, 0 = transfer / 1 = action start, worker, position).
-  std::vector<std::tuple<double, int, int, size_t>> events;
-  const int S = s.stages();
-  std::vector<BusyIntervals> busy(s.workers);
-  std::map<std::tuple<bool, int, int, int>, double> consumer_start;  // (grad, stage, gmb, slice)
+using ActionLists = std::vector<std::vector<Action>>;
+using ActionTimes = std::vector<std::vector<Timed>>;
+// A boundary tensor's consumer: (gradient?, stage, global microbatch, slice).
+using ConsumerKey = std::tuple<bool, int, int, int>;
+// (time, 0 = transfer / 1 = action start, worker, position in its list).
+using Event = std::tuple<double, int, int, size_t>;
+
+// When each worker computes, and when each boundary tensor's consumer starts.
+struct Occupancy {
+  std::vector<BusyIntervals> busy;
+  std::map<ConsumerKey, double> consumer_start;
+};
+
+Occupancy occupancy_of(const Schedule& s, const ActionLists& lists, const ActionTimes& times) {
+  Occupancy o{std::vector<BusyIntervals>(s.workers), {}};
   for (int w = 0; w < s.workers; ++w) {
     for (size_t k = 0; k < lists[w].size(); ++k) {
       const Action& a = lists[w][k];
-      busy[w].add(times[w][k].start, times[w][k].end);
+      o.busy[w].add(times[w][k].start, times[w][k].end);
       int stage = s.stage_of(w, a), gmb = s.global_microbatch(a);
-      if (a.kind == ActionKind::Forward) consumer_start[{false, stage, gmb, a.slice}] = times[w][k].start;
+      if (a.kind == ActionKind::Forward) o.consumer_start[{false, stage, gmb, a.slice}] = times[w][k].start;
       if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput)
-        consumer_start[{true, stage, gmb, a.slice}] = times[w][k].start;
+        o.consumer_start[{true, stage, gmb, a.slice}] = times[w][k].start;
     }
-    busy[w].sort();
+    o.busy[w].sort();
   }
+  return o;
+}
+
+// Every action's start, and each transfer to another worker at the time it fits between the
+// two workers' compute (transfer_time), in time order.
+std::vector<Event> timed_events(const Schedule& s, const ActionLists& lists, const ActionTimes& times) {
+  const Occupancy o = occupancy_of(s, lists, times);
+  std::vector<Event> events;
   for (int w = 0; w < s.workers; ++w) {
     for (size_t k = 0; k < lists[w].size(); ++k) {
       events.emplace_back(times[w][k].start, 1, w, k);
       const Action& a = lists[w][k];
       int stage = s.stage_of(w, a);
-      bool sends_activation = a.kind == ActionKind::Forward && stage + 1 < S;
+      bool sends_activation = a.kind == ActionKind::Forward && stage + 1 < s.stages();
       bool sends_grad = (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput) &&
                         stage > 0;
       int peer_stage = sends_activation ? stage + 1 : stage - 1;
       if (!(sends_activation || sends_grad) || s.worker_of_stage(peer_stage) == w) continue;
       int peer = s.worker_of_stage(peer_stage);
-      double needed = consumer_start.at({sends_grad, peer_stage, s.global_microbatch(a), a.slice});
-      events.emplace_back(transfer_time(busy[w], busy[peer], times[w][k].end, needed), 0, w, k);
+      double needed = o.consumer_start.at({sends_grad, peer_stage, s.global_microbatch(a), a.slice});
+      events.emplace_back(transfer_time(o.busy[w], o.busy[peer], times[w][k].end, needed), 0, w, k);
     }
   }
   std::sort(events.begin(), events.end());
+  return events;
+}
 
+// The lists in event order: each transfer a send on its worker and a receive on its peer's.
+void emit_in_event_order(Schedule& s, const ActionLists& lists, const std::vector<Event>& events) {
   s.actions.assign(s.workers, {});
   for (const auto& [time, type, w, k] : events) {
     const Action& a = lists[w][k];
@@ -255,6 +272,17 @@ Schedule lower_schedule(Schedule s, const ComputeOrder& order, const ScheduleSpe
     s.actions[w].push_back(send);
     s.actions[peer].push_back(recv);
   }
+}
+
+}  // namespace
+
+Schedule lower_schedule(Schedule s, const ComputeOrder& order, const ScheduleSpec& spec) {
+  ActionLists lists = insert_updates(s, whole_first_stage_backward(s, order));
+  assign_versions(s, lists);
+  s.actions = lists;
+  const ActionTimes times = dataflow_times(
+      s, [&](const Action& a) { return nominal_duration(spec, a.kind, s.slices); });
+  emit_in_event_order(s, lists, timed_events(s, lists, times));
   return s;
 }
 

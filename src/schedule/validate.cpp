@@ -35,6 +35,26 @@ std::string describe(const Schedule& s, int w, const Action& a) {
   return text;
 }
 
+// Action `at` of worker w: indices in range, a version on each compute action, and a transfer's
+// peer the worker of the neighbouring stage it names.
+void check_action(const Schedule& s, int w, int at, const Action& a) {
+  if (a.iteration < 0 || a.iteration >= s.iterations || a.microbatch < 0 ||
+      a.microbatch >= s.microbatches || a.slice < 0 || a.slice >= s.slices || a.chunk < 0 ||
+      a.chunk >= s.chunks)
+    reject(w, at, "iteration, microbatch, slice or chunk out of range");
+  if (is_compute(a.kind) && a.version < 0) reject(w, at, "compute action without a version");
+  if (!is_comm(a.kind)) return;
+  int stage = s.stage_of(w, a.chunk);
+  bool towards_next = a.kind == ActionKind::SendActivation || a.kind == ActionKind::RecvGrad;
+  int other = towards_next ? stage + 1 : stage - 1;
+  if (other < 0 || other >= s.stages())
+    reject(w, at, fmt::format("{} of stage {} has no neighbouring stage {}", kind_name(a.kind),
+                              stage, other));
+  if (a.peer != s.worker_of_stage(other) || a.peer == w)
+    reject(w, at, fmt::format("peer {} is not the worker of stage {} (worker {})", a.peer,
+                              other, s.worker_of_stage(other)));
+}
+
 void check_structure(const Schedule& s) {
   if (s.workers < 1 || s.chunks < 1 || s.microbatches < 1 || s.slices < 1 || s.iterations < 1 ||
       s.dp_width < 1)
@@ -42,25 +62,7 @@ void check_structure(const Schedule& s) {
   if (static_cast<int>(s.actions.size()) != s.workers)
     reject(-1, -1, fmt::format("{} action lists for {} workers", s.actions.size(), s.workers));
   for (int w = 0; w < s.workers; ++w) {
-    for (size_t k = 0; k < s.actions[w].size(); ++k) {
-      const Action& a = s.actions[w][k];
-      int at = static_cast<int>(k);
-      if (a.iteration < 0 || a.iteration >= s.iterations || a.microbatch < 0 ||
-          a.microbatch >= s.microbatches || a.slice < 0 || a.slice >= s.slices || a.chunk < 0 ||
-          a.chunk >= s.chunks)
-        reject(w, at, "iteration, microbatch, slice or chunk out of range");
-      if (is_compute(a.kind) && a.version < 0) reject(w, at, "compute action without a version");
-      if (!is_comm(a.kind)) continue;
-      int stage = s.stage_of(w, a.chunk);
-      bool towards_next = a.kind == ActionKind::SendActivation || a.kind == ActionKind::RecvGrad;
-      int other = towards_next ? stage + 1 : stage - 1;
-      if (other < 0 || other >= s.stages())
-        reject(w, at, fmt::format("{} of stage {} has no neighbouring stage {}", kind_name(a.kind),
-                                  stage, other));
-      if (a.peer != s.worker_of_stage(other) || a.peer == w)
-        reject(w, at, fmt::format("peer {} is not the worker of stage {} (worker {})", a.peer,
-                                  other, s.worker_of_stage(other)));
-    }
+    for (size_t k = 0; k < s.actions[w].size(); ++k) check_action(s, w, static_cast<int>(k), s.actions[w][k]);
   }
 }
 

@@ -251,22 +251,37 @@ RunSummary summarize_run(const Config& config, const fs::path& dir, const std::s
   return summary;
 }
 
+// The reporting worker's metrics file and progress line; a resumed run appends to its metrics
+// and carries on its curves and its last validation (returned).
+Validation open_report(Report& report, const Config& config, const LoopSettings& settings) {
+  const fs::path metrics = fs::path(settings.run_dir) / "metrics.jsonl";
+  const bool resumed = settings.first_step > 0;
+  report.metrics.emplace(metrics.string(), /*append=*/resumed);
+  if (settings.progress) report.progress.emplace(config.train.steps, config.log.every);
+  return resumed ? continue_report(report, metrics) : Validation{};
+}
+
+// Validates the model after a step: true and `validation` set, or false when a stop cut it
+// short. The final validation runs whole (it is the run's final_val_loss); another one a stop
+// cut short is a mean of fewer batches than the others, so the step records none.
+bool validated(TrainingSession& session, bool final_step, Validation& validation) {
+  const Validation run = session.evaluate(/*stoppable=*/!final_step);
+  if (run.cut_short) return false;
+  validation = run;
+  return true;
+}
+
 }  // namespace
 
 std::optional<RunSummary> run_training_loop(const Config& config, TrainingSession& session,
                                              const LoopSettings& settings) {
   const fs::path dir(settings.run_dir);
   const bool reports = session.reports();
-  const bool resumed = settings.first_step > 0;
   Report report;
   report.summary.throughput_unit = settings.throughput_unit;
-  if (reports) {
-    report.metrics.emplace((dir / "metrics.jsonl").string(), /*append=*/resumed);
-    if (settings.progress) report.progress.emplace(config.train.steps, config.log.every);
-  }
-  StopHandling stops(session, dir);
   Validation validation;
-  if (reports && resumed) validation = continue_report(report, dir / "metrics.jsonl");
+  if (reports) validation = open_report(report, config, settings);
+  StopHandling stops(session, dir);
   const auto start = Clock::now();
   ProfiledSteps profiled(config, dir, session.rank());
   for (int64_t step = settings.first_step; step < config.train.steps; ++step) {
@@ -279,16 +294,10 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
     const int64_t done = step + 1;
     profiled.after(done, reports);
     const bool final_step = done == config.train.steps;
-    bool validate = final_step || (config.eval.every > 0 && done % config.eval.every == 0);
-    const bool logged = validate || done % config.log.every == 0 || done == 1;
+    const bool due = final_step || (config.eval.every > 0 && done % config.eval.every == 0);
+    const bool logged = due || done % config.log.every == 0 || done == 1;
     const nlohmann::json fields = session.step_fields(logged);
-    if (validate) {
-      // The final validation runs whole: it is the run's final_val_loss. Another one a stop
-      // cut short is a mean of fewer batches than the others: the step records none.
-      const Validation run = session.evaluate(/*stoppable=*/!final_step);
-      validate = !run.cut_short;
-      if (validate) validation = run;
-    }
+    const bool validate = due && validated(session, final_step, validation);
     const bool checkpoint_due =
         stops.checkpoints_mid_run() && periodic_checkpoint_due(config, done);
     const StopVerdict verdict = session.stop_verdict(done, result.loss, final_step || checkpoint_due);
