@@ -78,6 +78,9 @@ struct LogConfig {
   int64_t every = 10;     // metrics.jsonl line every N steps (progress line updates every step)
   int64_t profile_step = 0;   // the first step under the profiler (1-based); 0 = none
   int64_t profile_steps = 1;  // how many steps from it
+  // 1: every worker counts the values its steps read on the host (device/host_reads.h: what makes
+  // a GPU's host wait inside a step) and says so at the end
+  int64_t host_reads = 0;
 };
 
 struct SampleConfig {

@@ -176,6 +176,10 @@ std::vector<FieldSpec> make_fields() {
        "kernels and operators per step); 0 = off", at(&C::log, &LogConfig::profile_step), 0, {}, kMaxCount),
       spec("log.profile_steps", "how many steps log.profile_step profiles (fewer if the run ends first)",
        at(&C::log, &LogConfig::profile_steps), 1, {}, kMaxCount),
+      spec("log.host_reads", "1: every worker counts the values its steps read on the host (each "
+       "makes a GPU's host wait for the device, and keeps the step out of a CUDA graph) and prints "
+       "per step the fewest and most, and where the last step's were read; on any device",
+       at(&C::log, &LogConfig::host_reads), 0, {}, 1),
       spec("sample.tokens", "characters to generate from the trained model at the end; 0 = none",
        at(&C::sample, &SampleConfig::tokens), 0),
       open_range(spec("sample.temperature", "sampling temperature", at(&C::sample, &SampleConfig::temperature),

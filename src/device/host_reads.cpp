@@ -1,6 +1,7 @@
 #include "device/host_reads.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <stdexcept>
 
@@ -50,6 +51,12 @@ void on_end(const at::RecordFunction&, at::ObserverContext*) {
   if (!state().open.empty()) state().open.pop_back();
 }
 
+// "host after aten::sum" (our code read it, after that operator) or "inside aten::mm".
+std::string place_of(const HostReads::Read& r, const std::vector<std::string>& dispatched) {
+  if (!r.inside.empty()) return "inside " + r.inside;
+  return "host after " + (r.after >= 0 ? dispatched[size_t(r.after)] : std::string("the start"));
+}
+
 }  // namespace
 
 CpuOnlyRead::CpuOnlyRead() : scope_(at::RecordScope::USER_SCOPE) {
@@ -87,11 +94,21 @@ int64_t HostReads::count(const std::string& op) const {
 
 std::string HostReads::describe() const {
   std::string text;
-  for (const auto& r : reads()) {
-    const std::string before = r.after >= 0 ? dispatched()[size_t(r.after)] : "the start";
-    text += (r.inside.empty() ? "host after " + before : r.inside) + "; ";
-  }
+  for (const auto& r : reads()) text += place_of(r, dispatched()) + "; ";
   return text;
+}
+
+std::string HostReads::describe_grouped() const {
+  std::map<std::string, int64_t> by_place;
+  for (const auto& r : reads()) ++by_place[place_of(r, dispatched())];
+  std::vector<std::pair<int64_t, std::string>> places;
+  for (const auto& [place, count] : by_place) places.emplace_back(-count, place);
+  std::sort(places.begin(), places.end());
+  std::string text;
+  for (const auto& [count, place] : places) {
+    text += (text.empty() ? "" : ", ") + std::to_string(-count) + " x " + place;
+  }
+  return text.empty() ? "none" : text;
 }
 
 }  // namespace pipetrain::device

@@ -47,6 +47,8 @@ class HostReads {
   int64_t count(const std::string& op) const;  // dispatches of `op`
   // Each read and where ("host after aten::sum", "aten::_fused_adamw_"), for messages.
   std::string describe() const;
+  // The same grouped by place, most first: "2 x host after aten::div, 30 x inside aten::mm".
+  std::string describe_grouped() const;
 
  private:
   at::CallbackHandle handle_;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <csignal>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 #include "core/progress.h"
 #include "core/stop_signal.h"
 #include "core/text.h"
+#include "device/host_reads.h"
 #include "device/step_profiler.h"
 #include "io/metrics.h"
 #include "io/plot.h"
@@ -261,6 +263,35 @@ Validation open_report(Report& report, const Config& config, const LoopSettings&
   return resumed ? continue_report(report, metrics) : Validation{};
 }
 
+// log.host_reads: the values each step of this worker reads on the host (device/host_reads.h),
+// what makes a GPU's host wait inside a step; said at the end, with where the last step's were.
+// (Counted on the thread that runs the step: a helper thread's reads are not seen.)
+class StepHostReads {
+ public:
+  explicit StepHostReads(bool on) : on_(on) {}
+  void before_step() {
+    if (on_) reads_.emplace();
+  }
+  void after_step() {
+    if (!on_) return;
+    counts_.push_back(reads_->values());
+    last_ = reads_->describe_grouped();
+    reads_.reset();
+  }
+  void say(int rank) const {
+    if (counts_.empty()) return;
+    const auto [fewest, most] = std::minmax_element(counts_.begin(), counts_.end());
+    fmt::print(stderr, "pipetrain: rank {} read {}-{} values on the host a step over {} steps; the "
+               "last step: {}\n", rank, *fewest, *most, counts_.size(), last_);
+  }
+
+ private:
+  bool on_;
+  std::optional<device::HostReads> reads_;
+  std::vector<int64_t> counts_;
+  std::string last_;
+};
+
 // Validates the model after a step: true and `validation` set, or false when a stop cut it
 // short. The final validation runs whole (it is the run's final_val_loss); another one a stop
 // cut short is a mean of fewer batches than the others, so the step records none.
@@ -284,12 +315,15 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
   StopHandling stops(session, dir);
   const auto start = Clock::now();
   ProfiledSteps profiled(config, dir, session.rank());
+  StepHostReads host_reads(config.log.host_reads != 0);
   for (int64_t step = settings.first_step; step < config.train.steps; ++step) {
     maybe_inject_fault(session.rank(), step, settings.launched);
     session.prepare_step(stops.deferring() || periodic_checkpoint_due(config, step + 1));
     profiled.before(step + 1);
     const auto step_start = Clock::now();
+    host_reads.before_step();
     const StepResult result = session.train_step(step);
+    host_reads.after_step();
     const double step_seconds = seconds_from(step_start);
     const int64_t done = step + 1;
     profiled.after(done, reports);
@@ -317,6 +351,7 @@ std::optional<RunSummary> run_training_loop(const Config& config, TrainingSessio
     stops.after_step(done, verdict.signal, final_step, checkpoint_due, validation.loss, report);
   }
   report.finish_progress();
+  host_reads.say(session.rank());
   maybe_inject_fault(session.rank(), config.train.steps, settings.launched);  // the fault tests' "end"
   TrainingSession::Finished finished = session.finish(validation.loss);
   if (!reports) return std::nullopt;

@@ -28,6 +28,9 @@ TEST(HostReads, CountsEachItemAndWhereItHappened) {
   EXPECT_EQ(reads.values(), 2 + inside_op) << reads.describe();
   EXPECT_EQ(reads.count("aten::max"), 1);
   EXPECT_EQ(reads.describe().substr(0, 20), "host after aten::sum");
+  EXPECT_EQ(reads.describe_grouped(), std::to_string(inside_op) +
+                                          " x inside aten::repeat_interleave, 1 x host after "
+                                          "aten::max, 1 x host after aten::sum");
   EXPECT_THROW(reads.values_read_by_host_code("aten::never_called"), std::invalid_argument);
 }
 
@@ -37,6 +40,7 @@ TEST(HostReads, CountsOnlyWhileItLivesAndStartsAfresh) {
   (void)x.sum().item<float>();  // no counter alive
   HostReads reads;
   EXPECT_EQ(reads.values(), 0);
+  EXPECT_EQ(reads.describe_grouped(), "none");
   EXPECT_EQ(reads.count("aten::sum"), 0);
   EXPECT_EQ(x.nonzero().size(0), 3);
   EXPECT_EQ(reads.value_dependent_shapes(), 1);
