@@ -12,6 +12,7 @@ constexpr const char* kCpuOnlyRead = "pipetrain::cpu_only_read";
 constexpr const char* kRead = "aten::_local_scalar_dense";
 
 struct State {
+  bool counting = false;  // a HostReads lives on this thread (one at a time: they share this)
   std::vector<std::string> dispatched, open;  // open: the operators and scopes now running
   std::vector<bool> top_level;                // of each dispatched: called by no other operator
   std::vector<HostReads::Read> reads;
@@ -64,12 +65,17 @@ CpuOnlyRead::CpuOnlyRead() : scope_(at::RecordScope::USER_SCOPE) {
 }
 
 HostReads::HostReads() {
+  if (state().counting) throw std::logic_error("HostReads: one at a time on a thread");
   state() = {};
+  state().counting = true;
   handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(&on_start, &on_end)
                                            .scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE}));
 }
 
-HostReads::~HostReads() { at::removeCallback(handle_); }
+HostReads::~HostReads() {
+  at::removeCallback(handle_);
+  state().counting = false;
+}
 
 const std::vector<HostReads::Read>& HostReads::reads() const { return state().reads; }
 const std::vector<std::string>& HostReads::dispatched() const { return state().dispatched; }

@@ -26,7 +26,9 @@ class CpuOnlyRead {
 
 class HostReads {
  public:
-  HostReads();  // counts on this thread (a CPU's autograd runs a backward on the calling thread)
+  // Counts on this thread (a CPU's autograd runs a backward on the calling thread); one at a
+  // time on a thread (std::logic_error for a second).
+  HostReads();
   ~HostReads();
   HostReads(const HostReads&) = delete;
   HostReads& operator=(const HostReads&) = delete;

@@ -41,6 +41,7 @@ TEST(HostReads, CountsOnlyWhileItLivesAndStartsAfresh) {
   HostReads reads;
   EXPECT_EQ(reads.values(), 0);
   EXPECT_EQ(reads.describe_grouped(), "none");
+  EXPECT_THROW(HostReads second, std::logic_error);  // they would count each read twice
   EXPECT_EQ(reads.count("aten::sum"), 0);
   EXPECT_EQ(x.nonzero().size(0), 3);
   EXPECT_EQ(reads.value_dependent_shapes(), 1);
