@@ -59,20 +59,29 @@ std::vector<torch::Tensor> layer_inputs(const std::vector<std::shared_ptr<StageM
   return inputs;
 }
 
+// Layer `index`'s input for a timing or a count: the data for the first (no gradient asked of
+// it), else a fresh leaf copy of `given` that takes its gradient.
+torch::Tensor fresh_layer_input(int64_t index, const Microbatch& example, const torch::Tensor& given) {
+  if (index == 0) return example.inputs;
+  return given.detach().clone().requires_grad_(true);
+}
+
+// The layer's forward as in training; the last layer's includes the loss.
+torch::Tensor layer_output(StageModule& layer, const Model& model, int64_t index,
+                           const Microbatch& example, const torch::Tensor& input) {
+  auto out = layer.forward(input);
+  return index == model.layer_count() - 1 ? layer.loss(out, example.labels) : out;
+}
+
 // Forward builds the autograd graph as in training. `layer` is the one-layer stage
 // [index, index + 1) of `model`, `given` its input for `example`; the last layer's time
 // includes the loss.
 LayerTiming time_layer(StageModule& layer, const Model& model, int64_t index, const Microbatch& example,
                        const torch::Tensor& given, int repeats, const c10::Device& device,
                        bool measure_weight_pass) {
-  const bool is_last = index == model.layer_count() - 1;
-  const auto make_input = [&] {
-    if (index == 0) return example.inputs;  // the data: no gradient asked of it
-    return given.detach().clone().requires_grad_(true);
-  };
+  const auto make_input = [&] { return fresh_layer_input(index, example, given); };
   const auto output_of = [&](const torch::Tensor& input) {
-    auto out = layer.forward(input);
-    return is_last ? layer.loss(out, example.labels) : out;
+    return layer_output(layer, model, index, example, input);
   };
   torch::Tensor input, output, grad;
   std::unique_ptr<runtime::SplitBackward> split;
@@ -116,15 +125,13 @@ LayerTiming time_layer(StageModule& layer, const Model& model, int64_t index, co
 // be captured as a CUDA graph. Counted apart from the timings (the counting slows dispatch).
 HostReadCounts count_host_reads(StageModule& layer, const Model& model, int64_t index,
                                 const Microbatch& example, const torch::Tensor& given) {
-  const bool is_last = index == model.layer_count() - 1;
   layer.zero_grad();
-  const torch::Tensor input = index == 0 ? example.inputs : given.detach().clone().requires_grad_(true);
+  const torch::Tensor input = fresh_layer_input(index, example, given);
   HostReadCounts counts;
   torch::Tensor output;
   {
     device::HostReads reads;
-    output = layer.forward(input);
-    if (is_last) output = layer.loss(output, example.labels);
+    output = layer_output(layer, model, index, example, input);
     counts.forward = reads.values();
   }
   device::HostReads reads;

@@ -457,10 +457,8 @@ std::string data_fingerprint_for(const Config& config, const RunOptions& options
 // Under torchrun no launcher prepared the run folder: the reporting worker does as the launcher
 // would (a folder holding a run is refused without --overwrite; a run training in it, always;
 // config.toml written for --resume) and holds its lock to the end.
-std::optional<RunFolderLock> claim_run_folder(const Config& config, const RunOptions& options,
-                                              const fs::path& dir) {
-  std::optional<RunFolderLock> lock;
-  lock.emplace(prepare_run_folder(dir.string(), options.resume, options.overwrite));
+RunFolderLock claim_run_folder(const Config& config, const RunOptions& options, const fs::path& dir) {
+  RunFolderLock lock = prepare_run_folder(dir.string(), options.resume, options.overwrite);
   write_file_atomically((dir / "config.toml").string(), to_toml(config));
   return lock;
 }
@@ -540,7 +538,8 @@ std::optional<RunSummary> run_pipeline_worker(const Config& config, const RunSpe
   Comm comm(env, timeout, {spec.execution.transport, device});
   // After the rendezvous, so a refusal ends the peers at once (they lose this worker) instead of
   // leaving them waiting for it for pipeline.timeout_s.
-  const auto folder_lock = reports && !launched ? claim_run_folder(config, options, dir) : std::nullopt;
+  std::optional<RunFolderLock> folder_lock;
+  if (reports && !launched) folder_lock.emplace(claim_run_folder(config, options, dir));
   StopVotes stop_votes(comm);
   const CommGroups groups = join_comm_groups(comm, layout, config, ranges);
   StageExecutor executor(config, spec, batches.get(), comm, device, layout, groups, *spec.lists);
