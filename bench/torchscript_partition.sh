@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A TorchScript ResNet-18 (bench/resnet18_layers.py: stem, layer1..layer4, head; SIZE x SIZE images)
-# on 2 pipeline stages: the default "balanced" cut (the layers' counted FLOPs, model/op_flops.h)
+# on 2 pipeline stages: the default "balanced" cut (the layers' counted FLOPs, model/op_work.h)
 # and the "measured" cut (the launcher times each layer first) against every other cut, among
 # them 4,2, which the former balance by parameter counts chose. The measured cut of each round
 # is printed (timings can move it).

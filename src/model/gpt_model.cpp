@@ -103,7 +103,26 @@ LayerWork GptModel::embedding_work(int64_t rows) const {
   // Backward: the dense (float32) gradients of the token and position weights, and the
   // incoming one (mixed: and its float32 copy).
   work.workspace_values = wide * (v * h + positions * h + n * h) + (mixed ? n * h : 0);
+  add_embedding_traffic(n, h, v, positions, work);
   return work;
+}
+
+// Memory-bound passes in activation values (GptLayerTraffic), the embedding computing in the
+// parameters' dtype: the gather reads and writes N D; GPT-2 adds the T D positions' slice
+// (N D + T D read, N D written); mixed: the output rounded to the activation dtype. Backward:
+// mixed: the gradient widened back; the token table's dense gradient (the incoming N D and the
+// token ids read, V D written); GPT-2: the positions' gradient summed over the batch (N D read,
+// T D written) and written into the table's rows (T D read, its rows written).
+void GptModel::add_embedding_traffic(double n, double h, double v, double positions,
+                                     LayerWork& work) const {
+  const double activation = double(c10::elementSize(config_.precision.activation_dtype()));
+  const double wide = double(c10::elementSize(config_.precision.parameter_dtype())) / activation;
+  const double t = double(config_.seq_len), ids = 8 / activation;
+  const double cast = config_.precision.mixed() ? (1 + wide) * n * h : 0;
+  const double position_forward = positions > 0 ? 2 * n * h + t * h : 0;
+  const double position_backward = positions > 0 ? n * h + 2 * t * h + positions * h : 0;
+  work.forward_traffic_values = wide * (2 * n * h + position_forward) + cast;
+  work.backward_traffic_values = cast + wide * (n * h + v * h + position_backward) + ids * n;
 }
 
 namespace {
@@ -208,6 +227,14 @@ LayerWork GptModel::gpt2_block_work(int64_t rows) const {
   work.forward_flops = work.weight_gradient_flops + attention_flops(n, s, h);
   work.parameters = gpt_block_parameters(h, f);
   work.largest_parameter_values = h * f;  // fc and fc_out
+  // Memory-bound passes (the products and the fused attention are FLOPs), in activation values,
+  // as counted_work counts them (GptLayerTraffic). Forward: each layer norm reads and writes N D,
+  // each residual sum reads 2 N D and writes N D, GELU reads and writes N F. Backward: GELU's
+  // reads two N F and writes one, the four biases' gradients read their output gradients (5 N D
+  // + N F), each norm reads two N D and writes one, the residual stream's gradients are summed
+  // twice (3 N D each), and the q/k/v gradients are stacked into one (6 N D).
+  work.forward_traffic_values = 10 * n * h + 2 * n * f;
+  work.backward_traffic_values = 23 * n * h + 4 * n * f;
   // ln1 out, q/k/v copies (3), the mixed heads' copy, the residual, ln2 out, fc out (F),
   // gelu out (F), the output: 8 N D + 2 N F; the norms' statistics (4 N); the attention's
   // log-sum-exps, one per head and query (at::scaled_dot_product_attention keeps no [T, T]
@@ -234,6 +261,48 @@ LayerWork GptModel::gpt2_block_work(int64_t rows) const {
   work.input_pass_values = work.weight_pass_values + n * h;
   return work;
 }
+
+namespace {
+
+// A Llama block's memory-bound passes in activation values (counted_work's, GptLayerTraffic):
+// N tokens of width D, key/value width K, MLP width F, T positions of head width hd. Its RMSNorms
+// run in `norm` bytes a value (float32 under mixed precision), `activation` bytes elsewhere.
+struct LlamaTraffic {
+  double n, d, k, f, t, hd, activation, norm;
+
+  bool mixed() const { return norm != activation; }
+  double r() const { return norm / activation; }          // a norm value in activation values
+  double cast() const { return mixed() ? 1 + r() : 0; }   // a value widened or narrowed
+  // pow, mean, x * rsqrt (2 N D each in the norm's dtype but the mean's N D) and the weight's
+  // product, which reads the activation dtype and writes the norm's; mixed: the input's cast
+  // up and the normalised value's cast down.
+  double norm_forward() const { return n * d * (6 * r() + 1 + 2 * cast()); }
+  // The rotary tables: computed in float64 (outer product, cat, cos, sin: 52 bytes a table
+  // value), copied into the activation dtype (float64 too: `to` with options copies), and each
+  // read twice by each rotation (q's and k's).
+  double tables() const {
+    const double bytes = 52 + 2 * (8 + activation);
+    return t * hd * (4 + bytes / activation);
+  }
+  // Rotary positions on q (N D) and k (N K): the rotated half negated and joined (3 values a
+  // value), times cos and sin (2 each) and summed (3); two residual sums (3 N D each); SwiGLU's
+  // silu and product (5 N F).
+  double forward() const {
+    return 2 * norm_forward() + 16 * n * d + 10 * n * k + 5 * n * f + tables();
+  }
+  // Backward: each norm's 23 passes (in its dtype but one, which reads a low-precision value)
+  // and its casts; the gradients summed at the norms' outputs (gate and up: one sum, q, k and
+  // v: two; in the norm's dtype, each arriving gradient cast up to it); the residual stream's
+  // two sums; the rotations' (14 a value: two products, two slices' backward, a negation, two
+  // sums) and their reads of the tables; SwiGLU's (9 N F).
+  double backward() const {
+    const double norm_backward = n * d * (23 * r() + 1 + 3 * cast());
+    const double sums = n * d * (9 * r() + 5 * cast());
+    return 2 * norm_backward + sums + 6 * n * d + 14 * n * (d + k) + 9 * n * f + 4 * t * hd;
+  }
+};
+
+}  // namespace
 
 LayerWork GptModel::llama_block_work(int64_t rows) const {
   const double b = double(rows), s = double(config_.seq_len), h = double(config_.d_model);
@@ -275,6 +344,10 @@ LayerWork GptModel::llama_block_work(int64_t rows) const {
   // W: an MLP weight's gradient. Mixed: or, with few tokens, its float32 copy once the F-wide
   // recorded gradients are freed (measured).
   work.weight_workspace_values = mixed ? std::max(h * f, 2 * h * f - 4 * n * f) : h * f;
+  const double activation = double(c10::elementSize(config_.precision.activation_dtype()));
+  const LlamaTraffic traffic{n, h, kv, f, s, head_dim, activation, mixed ? 4 : activation};
+  work.forward_traffic_values = traffic.forward();
+  work.backward_traffic_values = traffic.backward();
   return work;
 }
 

@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "device/precision.h"
-#include "model/op_flops.h"
+#include "model/op_work.h"
 #include "model/registry.h"
 
 namespace pipetrain {
@@ -41,7 +41,8 @@ struct TorchScriptLayout {
   TensorSpec input_row, label_row;          // one row's shape (no rows dimension)
   std::vector<TensorSpec> output_rows;      // each layer's output, one row
   std::vector<double> parameter_counts;     // per layer
-  std::vector<double> flops_per_row;        // per layer: its counted forward FLOPs (op_flops.h)
+  std::vector<double> flops_per_row;        // per layer: its counted forward FLOPs (op_work.h)
+  std::vector<double> traffic_per_row;      // per layer: its memory-bound bytes, in activation values
 };
 
 std::string layer_path(const std::string& folder, int64_t layer) {
@@ -120,13 +121,15 @@ std::vector<TensorSpec> probe_layers(TorchScriptLayout& layout, torch::ScalarTyp
     auto layer = load_torchscript_layer(layout.folder, i, dtype);
     c10::IValue output;
     try {
-      const double flops = counted_flops([&] { output = layer.forward({x}); });
+      const CountedWork counted = counted_work([&] { output = layer.forward({x}); });
       if (output.isTensor()) output = device::at_boundary(output.toTensor(), layout.precision);
       if (same_rows.empty()) {  // the first probe's: what a layer costs
         double count = 0;
         for (const auto& p : layer.parameters()) count += double(p.numel());
         layout.parameter_counts.push_back(count);
-        layout.flops_per_row.push_back(flops / double(rows));
+        layout.flops_per_row.push_back(counted.flops / double(rows));
+        const double activation = double(c10::elementSize(layout.precision.activation_dtype()));
+        layout.traffic_per_row.push_back(counted.traffic_bytes / activation / double(rows));
       }
     } catch (const std::exception& error) {
       fail("model.torchscript: layer{}.pt does not take {} ({})", i, from,
@@ -309,13 +312,15 @@ class TorchScriptModel : public Model {
     return {with_rows(rows, row.shape), row.dtype};
   }
   // Not written in a TorchScript file: its convolutions' and matrix products' FLOPs counted in
-  // the probe, plus one per output value (what an elementwise layer costs).
+  // the probe, plus one per output value (what an elementwise layer costs), and the bytes its
+  // memory-bound operators read and write there.
   LayerWork layer_work(int64_t layer, int64_t rows) const override {
     LayerWork work;
     work.parameters = layout_.parameter_counts.at(layer);
     work.output_values = double(rows);
     for (int64_t size : layout_.output_rows.at(layer).shape) work.output_values *= double(size);
     work.forward_flops = double(rows) * layout_.flops_per_row.at(layer) + work.output_values;
+    work.forward_traffic_values = double(rows) * layout_.traffic_per_row.at(layer);
     return work;
   }
   Microbatch example(int64_t rows, torch::Generator& generator) const override {

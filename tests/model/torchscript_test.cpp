@@ -328,6 +328,28 @@ torch.jit.script(nn.Linear(32, 4).double()).save(out + "/layer1.pt")
   fs::remove_all(dir);
 }
 
+// What a layer file costs, from the start-up probe: a layer of element-wise operators reads and
+// writes its rows once per operator (tanh, then a product with a number: 2 x 16 float64 values
+// each, a row), a linear layer's product is FLOPs (2 x 16 x 4 a row) and no traffic.
+TEST(TorchScriptLayerWork, CountsTheProbesProductsAndMemoryBoundPasses) {
+  const fs::path dir = scripted_layers("torchscript_layer_work", R"(class Squash(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) * 2
+torch.jit.script(Squash()).save(out + "/layer0.pt")
+torch.jit.script(nn.Linear(16, 4).double()).save(out + "/layer1.pt")
+)", 2);
+  Config config;
+  config.model.kind = "torchscript";
+  config.model.torchscript = dir.string();
+  config.model.dtype = "float64";
+  const auto model = make_model(config);
+  const LayerWork squash = model->layer_work(0, 3), linear = model->layer_work(1, 3);
+  EXPECT_EQ(squash.forward_traffic_values, 3 * (2 * 16 + 2 * 16));
+  EXPECT_EQ(linear.forward_traffic_values, 0);
+  EXPECT_EQ(linear.forward_flops, 3 * (2 * 16 * 4) + 3 * 4);  // and one per output value
+  fs::remove_all(dir);
+}
+
 // A stage whose output has another shape than its receiver takes (here a layer that narrows its
 // rows from 4 rows on, past the start-up probes) stops the run with one line naming both shapes
 // before the transfer: the transport never sees a size it did not expect.

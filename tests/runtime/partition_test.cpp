@@ -19,11 +19,12 @@ Config config_with(int64_t layers, int64_t stages, const std::string& partition)
 
 TEST(Partition, BalancedFollowsComputeNotParameters) {
   // d = 128, V = 256, seq 128: a block is 4.4x the head's compute but the head has the largest
-  // parameter share after the embedding; the near-free embedding joins whichever side.
+  // parameter share after the embedding; the embedding (a gather and the positions' sum, 2% of a
+  // block) joins whichever side.
   const auto costs = model_layer_costs(*make_model(Config{}), 4);
   ASSERT_EQ(costs.size(), 6u);
   EXPECT_GT(costs[1].forward_s, 4 * costs[5].forward_s);
-  EXPECT_LT(costs[0].forward_s, 0.01 * costs[1].forward_s);
+  EXPECT_LT(costs[0].forward_s, 0.03 * costs[1].forward_s);
   const auto two = make_run_spec(config_with(4, 2, "balanced")).ranges;
   EXPECT_EQ(two[0].last, 3);  // [embedding, block 0, block 1 | block 2, block 3, head]
   const auto four = make_run_spec(config_with(6, 4, "balanced")).ranges;
