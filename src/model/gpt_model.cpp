@@ -89,6 +89,36 @@ LayerWork GptModel::layer_work(int64_t layer, int64_t rows) const {
   return config_.family == DecoderFamily::Llama ? llama_block_work(rows) : gpt2_block_work(rows);
 }
 
+namespace {
+
+double activation_bytes(const device::Precision& precision) {
+  return double(c10::elementSize(precision.activation_dtype()));
+}
+
+// The embedding's memory-bound passes in activation values (GptLayerTraffic): N tokens of width
+// D, a vocabulary of V, T positions; it computes in the parameters' dtype (`wide` activation
+// values a value). Forward: the gather reads and writes N D; GPT-2 (`position_rows` > 0) adds
+// the T D positions' slice (N D + T D read, N D written); mixed: the output rounded to the
+// activation dtype. Backward: mixed: the gradient widened back; the token table's dense gradient
+// (the incoming N D and the int64 token ids read, V D written); GPT-2: the positions' gradient
+// summed over the batch (N D read, T D written) and written into the table's rows.
+struct EmbeddingTraffic {
+  double n, d, v, t, position_rows, wide, activation;
+  bool mixed;
+
+  double cast() const { return mixed ? (1 + wide) * n * d : 0; }
+  double forward() const {
+    const double positions = position_rows > 0 ? 2 * n * d + t * d : 0;
+    return wide * (2 * n * d + positions) + cast();
+  }
+  double backward() const {
+    const double positions = position_rows > 0 ? n * d + 2 * t * d + position_rows * d : 0;
+    return cast() + wide * (n * d + v * d + positions) + 8 / activation * n;
+  }
+};
+
+}  // namespace
+
 LayerWork GptModel::embedding_work(int64_t rows) const {
   const double n = double(rows) * double(config_.seq_len), h = double(config_.d_model);
   const double v = double(config_.vocab_size);
@@ -103,26 +133,11 @@ LayerWork GptModel::embedding_work(int64_t rows) const {
   // Backward: the dense (float32) gradients of the token and position weights, and the
   // incoming one (mixed: and its float32 copy).
   work.workspace_values = wide * (v * h + positions * h + n * h) + (mixed ? n * h : 0);
-  add_embedding_traffic(n, h, v, positions, work);
+  const EmbeddingTraffic traffic{n, h, v, double(config_.seq_len), positions, wide,
+                                 activation_bytes(config_.precision), mixed};
+  work.forward_traffic_values = traffic.forward();
+  work.backward_traffic_values = traffic.backward();
   return work;
-}
-
-// Memory-bound passes in activation values (GptLayerTraffic), the embedding computing in the
-// parameters' dtype: the gather reads and writes N D; GPT-2 adds the T D positions' slice
-// (N D + T D read, N D written); mixed: the output rounded to the activation dtype. Backward:
-// mixed: the gradient widened back; the token table's dense gradient (the incoming N D and the
-// token ids read, V D written); GPT-2: the positions' gradient summed over the batch (N D read,
-// T D written) and written into the table's rows (T D read, its rows written).
-void GptModel::add_embedding_traffic(double n, double h, double v, double positions,
-                                     LayerWork& work) const {
-  const double activation = double(c10::elementSize(config_.precision.activation_dtype()));
-  const double wide = double(c10::elementSize(config_.precision.parameter_dtype())) / activation;
-  const double t = double(config_.seq_len), ids = 8 / activation;
-  const double cast = config_.precision.mixed() ? (1 + wide) * n * h : 0;
-  const double position_forward = positions > 0 ? 2 * n * h + t * h : 0;
-  const double position_backward = positions > 0 ? n * h + 2 * t * h + positions * h : 0;
-  work.forward_traffic_values = wide * (2 * n * h + position_forward) + cast;
-  work.backward_traffic_values = cast + wide * (n * h + v * h + position_backward) + ids * n;
 }
 
 namespace {
@@ -344,7 +359,7 @@ LayerWork GptModel::llama_block_work(int64_t rows) const {
   // W: an MLP weight's gradient. Mixed: or, with few tokens, its float32 copy once the F-wide
   // recorded gradients are freed (measured).
   work.weight_workspace_values = mixed ? std::max(h * f, 2 * h * f - 4 * n * f) : h * f;
-  const double activation = double(c10::elementSize(config_.precision.activation_dtype()));
+  const double activation = activation_bytes(config_.precision);
   const LlamaTraffic traffic{n, h, kv, f, s, head_dim, activation, mixed ? 4 : activation};
   work.forward_traffic_values = traffic.forward();
   work.backward_traffic_values = traffic.backward();

@@ -38,7 +38,6 @@ class GptModel : public Model {
   LayerWork head_work(int64_t rows) const;
   LayerWork gpt2_block_work(int64_t rows) const;
   LayerWork llama_block_work(int64_t rows) const;
-  void add_embedding_traffic(double n, double h, double v, double positions, LayerWork& work) const;
   GptConfig config_;
   uint64_t seed_;
   ModelConfig initial_weights_;  // its init_from: the checkpoint the layers start from, or ""

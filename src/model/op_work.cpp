@@ -67,6 +67,8 @@ struct OperatorStart : at::ObserverContext {
   double multiply_adds = 0;
   bool memory_bound = false;  // a memory-bound operator the host called
   bool is_operator = false;   // not the autograd engine's scope around a backward function
+  bool gather = false;        // its bytes are its output's, read and written
+  bool writes_an_input = false;  // in place or out=: an output aliasing an input is not a view
   double input_bytes = 0;
   std::vector<at::Tensor> inputs;  // to tell a view (its output aliases an input) from a copy
 };
@@ -82,9 +84,12 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   start->memory_bound = start->is_operator && counts.open_operators == 0 && !is_product(name) &&
                         name.rfind("aten::empty", 0) != 0;
   if (start->is_operator) ++counts.open_operators;
-  // A gather's bytes are its output's (on_end); a ones_like reads nothing of its input.
-  const bool reads_inputs = !is_gather(name) && !ends_with(name, "_like");
-  if (start->memory_bound && reads_inputs) {
+  start->gather = is_gather(name);
+  const auto schema = fn.operator_name();
+  start->writes_an_input = ends_with(name, "_") ||
+                           (schema && schema->overload_name.find("out") != std::string::npos);
+  // A ones_like reads nothing of its input.
+  if (start->memory_bound && !start->gather && !ends_with(name, "_like")) {
     for (const auto& input : inputs) {
       for_each_tensor(input, [&](const at::Tensor& t) {
         start->input_bytes += bytes_of(t);
@@ -103,21 +108,16 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
     counts.work.flops += 2 * double(outputs[0].toTensor().numel()) * start->multiply_adds;  // 2 x outputs x MACs
   }
   if (!start->memory_bound) return;
-  // An in-place or out= operator returns a tensor it was given, written: not a view.
-  const auto schema = fn.operator_name();
-  const bool in_place = std::string_view(fn.name()).back() == '_' ||
-                        (schema && schema->overload_name.find("out") != std::string::npos);
-  const bool gather = is_gather(fn.name());
   double output_bytes = 0;
   bool view = false;
   for (const auto& output : outputs) {
     for_each_tensor(output, [&](const at::Tensor& t) {
       output_bytes += bytes_of(t);
-      for (const auto& input : start->inputs) view = view || (!in_place && t.is_alias_of(input));
+      for (const auto& input : start->inputs) view = view || (!start->writes_an_input && t.is_alias_of(input));
     });
   }
   if (view) return;
-  counts.work.traffic_bytes += gather ? 2 * output_bytes : start->input_bytes + output_bytes;
+  counts.work.traffic_bytes += start->gather ? 2 * output_bytes : start->input_bytes + output_bytes;
 }
 
 class Counting {
@@ -145,7 +145,5 @@ CountedWork counted_work(const std::function<void()>& run) {
   }
   return counts.work;
 }
-
-double counted_flops(const std::function<void()>& run) { return counted_work(run).flops; }
 
 }  // namespace pipetrain

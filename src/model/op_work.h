@@ -21,6 +21,5 @@ struct CountedWork {
 // The work of what `run` calls on this thread (a CPU's autograd runs a backward on the calling
 // thread, so a backward inside `run` counts).
 CountedWork counted_work(const std::function<void()>& run);
-double counted_flops(const std::function<void()>& run);
 
 }  // namespace pipetrain
