@@ -20,6 +20,10 @@
 #   C. the LM head's loss at GPT-2 small's shape (V = 50257, 2048-16384 tokens): the fused
 #      softmax cross-entropy's kernels against ATen's cross_entropy (float64 to 1e-12, bfloat16
 #      within a bfloat16 unit), and both timed, with their peak memory;
+#   G. the device's rates (bench/device_rates): a GPT-2 small block's twelve products over
+#      16-32768 tokens, eager and replayed from a CUDA graph, and an operator's fixed cost (the
+#      host's launch eagerly, a kernel's replayed): clusters/h200.toml's half_efficiency_tokens,
+#      operator_us and launch_us, measured;
 #   P. `pipetrain profile` of GPT-2 small's layers on the GPU (bfloat16), then `plan --profile`
 #      on clusters/hgx-h200-x2.toml;
 #   M. the planner's memory model against the GPU's allocator: GPT-2 small, bfloat16, 2 workers,
@@ -40,11 +44,11 @@ source bench/gpu_env.sh  # ROOT, PY, BIN, DEVICE, SMOKE, SHAPE, PY_SHAPE, CONTEX
 RET=${OUT:-/tmp/gpu_check}
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check_runs.XXXXXX")
 mkdir -p "$RET"
-# GPU_CHECK_PHASES (default 1234LCPM5): the phases to run, e.g. 4 to rerun the transducer's
+# GPU_CHECK_PHASES (default 1234LCGPM5): the phases to run, e.g. 4 to rerun the transducer's
 # exactness and step time alone, L for its loss at the paper's scale (about 2 minutes), C for the
-# head's loss (seconds), P for the planner from a profile measured on the GPU, M for the
-# planner's memory against the GPU's (about a minute).
-PHASES=${GPU_CHECK_PHASES:-1234LCPM5}
+# head's loss (seconds), G for the products' knee (seconds), P for the planner from a profile
+# measured on the GPU, M for the planner's memory against the GPU's (about a minute).
+PHASES=${GPU_CHECK_PHASES:-1234LCGPM5}
 phase() { [[ "$PHASES" == *"$1"* ]]; }
 RESULTS=$RET/results.txt LOSSES=$RET/transducer.jsonl RECOGNIZER=$RET/recognizer.jsonl
 THROUGHPUT=$RET/throughput.jsonl
@@ -260,6 +264,19 @@ head_loss float64 1e-12 --dtype float64 ${HTOKENS%% --tokens 4096*} --rounds 3
 head_loss bfloat16 0.0078125 --dtype bfloat16 $HTOKENS --rounds 10
 
 fi
+if phase G; then
+log "G. the device's rates on $DEVICE: products over few rows, an operator's fixed cost"
+GK=$ROOT/build-gpu/device_rates
+[ -x "$GK" ] || GK=$ROOT/build/bench/device_rates
+GTOKENS=$([ "$SMOKE" = 1 ] && echo 256 || echo 32768)
+GDTYPE=$([ "$DEVICE" = cuda ] && echo bfloat16 || echo float32)
+if timeout 60 "$GK" --device "$DEVICE" --dtype "$GDTYPE" --width 768 --max-tokens "$GTOKENS" >"$OUT/device_rates.md" 2>&1; then
+  log "device rates: done"
+else
+  verdict "FAIL device rates (log $OUT/device_rates.md)"; tail -3 "$OUT/device_rates.md" >&2
+fi
+
+fi
 if phase 4; then
 log "4b. the recognizer's step time (examples/speech.toml's model, float32, 64 utterances a step)"
 CORPUS=$ROOT/build-gpu/speech.bin
@@ -382,6 +399,7 @@ for r in (json.loads(l) for l in open(sys.argv[1]) if l.strip()):
     print(f"{r['mode']:<32} {r['median_ms']:>10.1f} {r['final_loss']:>11.4f}")
 PYEOF
 [ -s "$OUT/head_loss.md" ] && { echo "== the LM head's loss"; head -1 "$OUT/head_loss.md"; grep -v -e '^|---' -e '^| tokens' "$OUT/head_loss.md"; }
+[ -s "$OUT/device_rates.md" ] && { echo "== the device's rates (bench/device_rates): a GPT-2 small block's products by tokens, an operator's fixed cost"; grep -v '^|---' "$OUT/device_rates.md"; }
 [ -s "$RET/plan.txt" ] && { echo "== plan from the GPU profile"; grep -v '^profile:' "$RET/plan.txt" | head -14; }
 [ -s "$OUT/graph_memory.md" ] && { echo "== the planner's memory vs the GPU's (bench/graph_memory.sh)"; cat "$OUT/graph_memory.md"; }
 "$PY" - "$THROUGHPUT" "$CONTEXT" <<'PYEOF'

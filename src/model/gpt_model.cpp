@@ -137,6 +137,12 @@ LayerWork GptModel::embedding_work(int64_t rows) const {
                                  activation_bytes(config_.precision), mixed};
   work.forward_traffic_values = traffic.forward();
   work.backward_traffic_values = traffic.backward();
+  // Operators (counted_work's, GptLayerTraffic): the gather (GPT-2: and the positions' sum;
+  // mixed: the cast); backward: the table's gradient (GPT-2: and the positions', summed over
+  // the batch and written into the table's rows; mixed: the gradient widened back).
+  const double gpt2 = positions > 0 ? 1 : 0, cast = mixed ? 1 : 0;
+  work.forward_operators = 1 + gpt2 + cast;
+  work.backward_operators = 1 + 2 * gpt2 + cast;
   return work;
 }
 
@@ -201,6 +207,7 @@ LayerWork GptModel::head_work(int64_t rows) const {
   const bool mixed = head.mixed, llama = head.llama;
   LayerWork work;
   work.forward_flops = work.weight_gradient_flops = 2 * n * h * v;
+  work.product_rows = n;
   work.output_values = n * v;  // computed a chunk at a time with chunked cross-entropy: the same work
   work.stashed_values = n * h;
   work.largest_parameter_values = v * h;  // the tied weight, here or on the embedding's stage
@@ -223,6 +230,7 @@ LayerWork GptModel::head_work(int64_t rows) const {
   work.weight_pass_values = (llama ? wide : 1) * n * h;
   if (config_.loss_chunk_tokens > 0) {
     add_chunked_loss_memory(head, double(config_.loss_chunk_tokens), rms_norm, work);
+    work.product_rows = std::min(n, double(config_.loss_chunk_tokens));  // a chunk's logits at a time
   } else {
     work.weight_pass_values += n * logit_rows;
     const double block = std::min(n, double(loss::softmax_cross_entropy_block_rows(config_.vocab_size)));
@@ -238,6 +246,7 @@ LayerWork GptModel::gpt2_block_work(int64_t rows) const {
   const double wide = mixed ? 2 : 1;
   LayerWork work;
   work.output_values = n * h;
+  work.product_rows = n;
   work.weight_gradient_flops = gpt_block_linear_flops(n, h, f);  // the linears'
   work.forward_flops = work.weight_gradient_flops + attention_flops(n, s, h);
   work.parameters = gpt_block_parameters(h, f);
@@ -250,6 +259,12 @@ LayerWork GptModel::gpt2_block_work(int64_t rows) const {
   // twice (3 N D each), and the q/k/v gradients are stacked into one (6 N D).
   work.forward_traffic_values = 10 * n * h + 2 * n * f;
   work.backward_traffic_values = 23 * n * h + 4 * n * f;
+  // Operators (counted_work's, GptLayerTraffic): two layer norms, four linears, attention,
+  // GELU, two residual sums; backward: each linear's input and weight gradients and its bias's
+  // sum (12), the norms', attention's and GELU's backwards, the q/k/v gradients' stack and the
+  // residual stream's two sums; mixed precision widens the eight parameters' gradients.
+  work.forward_operators = 10;
+  work.backward_operators = mixed ? 27 : 19;
   // ln1 out, q/k/v copies (3), the mixed heads' copy, the residual, ln2 out, fc out (F),
   // gelu out (F), the output: 8 N D + 2 N F; the norms' statistics (4 N); the attention's
   // log-sum-exps, one per head and query (at::scaled_dot_product_attention keeps no [T, T]
@@ -327,6 +342,7 @@ LayerWork GptModel::llama_block_work(int64_t rows) const {
   const double wide = mixed ? 2 : 1;
   LayerWork work;
   work.output_values = n * h;
+  work.product_rows = n;
   work.weight_gradient_flops = 2 * n * (2 * h * h + 2 * h * kv + 3 * h * f);  // the linears'
   work.forward_flops = work.weight_gradient_flops + attention_flops(n, s, h);
   work.parameters = 2 * h * h + 2 * h * kv + 3 * h * f + 2 * h;
@@ -363,6 +379,14 @@ LayerWork GptModel::llama_block_work(int64_t rows) const {
   const LlamaTraffic traffic{n, h, kv, f, s, head_dim, activation, mixed ? 4 : activation};
   work.forward_traffic_values = traffic.forward();
   work.backward_traffic_values = traffic.backward();
+  // Operators (counted_work's, GptLayerTraffic): two RMSNorms of six (mixed: eight, with their
+  // casts), seven linears, the rotary tables (12: recomputed in float64 by each block) and the
+  // rotations of q and k (5 each), attention, SwiGLU's silu and product, two residual sums.
+  // Backward: the linears' 14 products, each RMSNorm's 15 with the gradient sum beside it, the
+  // rotations' 14, attention's, SwiGLU's 3, the sums at the q/k/v and gate/up inputs (3); mixed:
+  // 18 casts (the nine weights' gradients widened, the RMSNorms' float32 round trips).
+  work.forward_operators = mixed ? 50 : 46;
+  work.backward_operators = mixed ? 83 : 65;
   return work;
 }
 

@@ -44,6 +44,9 @@ struct SharedParameter {
 // Analytic work of one layer for one microbatch (the planner's balance).
 struct LayerWork {
   double forward_flops = 0;
+  // The rows its matrix products run over (a transformer's tokens in the microbatch): with few a
+  // device reaches less of its rate (plan::ClusterSpec::sustained_flops). 0 = many, no slowdown.
+  double product_rows = 0;
   double parameters = 0;
   double output_values = 0;  // the activation it hands to the next layer
   // Values its forward's memory-bound passes read and write beyond its output (a BatchNorm's
@@ -54,6 +57,9 @@ struct LayerWork {
   // and weight gradients). A layer that does backward work in its forward (the sample-wise
   // transducer loss pushes each utterance's gradient through the joint at once) counts it there.
   double backward_flops = -1, backward_traffic_values = -1;
+  // The operators its forward and its backward call (counted_work's): each costs a device a fixed
+  // time however little it does (a cluster's operator_us, launch_us). 0 = none counted.
+  double forward_operators = 0, backward_operators = 0;
   // Memory, in values of the activation dtype (under mixed precision a float32 element counts
   // as two bfloat16 values; the planner's memory model; 0 = unknown: the
   // planner then counts output_values). Values its forward keeps for its backward, its output

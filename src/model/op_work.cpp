@@ -1,6 +1,7 @@
 #include "model/op_work.h"
 
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include <ATen/record_function.h>
@@ -65,6 +66,7 @@ double bytes_of(const at::Tensor& t) { return double(t.numel()) * double(t.eleme
 // What the start callback learns for the end callback (only it sees the inputs).
 struct OperatorStart : at::ObserverContext {
   double multiply_adds = 0;
+  bool host_called = false;   // not inside another operator, not an allocation
   bool memory_bound = false;  // a memory-bound operator the host called
   bool is_operator = false;   // not the autograd engine's scope around a backward function
   bool gather = false;        // its bytes are its output's, read and written
@@ -81,8 +83,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   // The engine's "autograd::engine::evaluate_function: ..." scopes are recorded as functions too.
   start->is_operator = name.rfind("autograd::", 0) != 0;
   // An empty tensor is allocated, not written.
-  start->memory_bound = start->is_operator && counts.open_operators == 0 && !is_product(name) &&
-                        name.rfind("aten::empty", 0) != 0;
+  start->host_called = start->is_operator && counts.open_operators == 0 && name.rfind("aten::empty", 0) != 0;
+  start->memory_bound = start->host_called && !is_product(name);
   if (start->is_operator) ++counts.open_operators;
   start->gather = is_gather(name);
   const auto schema = fn.operator_name();
@@ -100,6 +102,21 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   return start;
 }
 
+// A memory-bound operator's bytes: what it read and what it returned; none for a view (its
+// output aliases an input it does not write).
+std::optional<double> moved_bytes(const OperatorStart& start, const std::vector<c10::IValue>& outputs) {
+  double output_bytes = 0;
+  bool view = false;
+  for (const auto& output : outputs) {
+    for_each_tensor(output, [&](const at::Tensor& t) {
+      output_bytes += bytes_of(t);
+      for (const auto& input : start.inputs) view = view || (!start.writes_an_input && t.is_alias_of(input));
+    });
+  }
+  if (view) return std::nullopt;
+  return start.gather ? 2 * output_bytes : start.input_bytes + output_bytes;
+}
+
 void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
   auto* start = static_cast<OperatorStart*>(context);
   if (start->is_operator) --counts.open_operators;
@@ -107,17 +124,11 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
   if (start->multiply_adds > 0 && !outputs.empty() && outputs[0].isTensor()) {
     counts.work.flops += 2 * double(outputs[0].toTensor().numel()) * start->multiply_adds;  // 2 x outputs x MACs
   }
-  if (!start->memory_bound) return;
-  double output_bytes = 0;
-  bool view = false;
-  for (const auto& output : outputs) {
-    for_each_tensor(output, [&](const at::Tensor& t) {
-      output_bytes += bytes_of(t);
-      for (const auto& input : start->inputs) view = view || (!start->writes_an_input && t.is_alias_of(input));
-    });
-  }
-  if (view) return;
-  counts.work.traffic_bytes += start->gather ? 2 * output_bytes : start->input_bytes + output_bytes;
+  if (!start->host_called) return;
+  const std::optional<double> bytes = start->memory_bound ? moved_bytes(*start, outputs) : 0.0;  // products: 0
+  if (!bytes) return;
+  counts.work.operators += 1;
+  counts.work.traffic_bytes += *bytes;
 }
 
 class Counting {

@@ -16,6 +16,9 @@ struct CountedWork {
   // gathers. Not counted: the products and attention (their time is their FLOPs'), views (no
   // bytes move), an embedding's whole table (a gather reads the rows it returns).
   double traffic_bytes = 0;
+  // The operators the host calls that do work (not views, not allocations): a GPU launches one
+  // kernel or more for each, and each costs its fixed time however little it does.
+  double operators = 0;
 };
 
 // The work of what `run` calls on this thread (a CPU's autograd runs a backward on the calling

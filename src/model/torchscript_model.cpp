@@ -43,6 +43,7 @@ struct TorchScriptLayout {
   std::vector<double> parameter_counts;     // per layer
   std::vector<double> flops_per_row;        // per layer: its counted forward FLOPs (op_work.h)
   std::vector<double> traffic_per_row;      // per layer: its memory-bound bytes, in activation values
+  std::vector<double> operators;            // per layer: the operators its forward calls
 };
 
 std::string layer_path(const std::string& folder, int64_t layer) {
@@ -130,6 +131,7 @@ std::vector<TensorSpec> probe_layers(TorchScriptLayout& layout, torch::ScalarTyp
         layout.flops_per_row.push_back(counted.flops / double(rows));
         const double activation = double(c10::elementSize(layout.precision.activation_dtype()));
         layout.traffic_per_row.push_back(counted.traffic_bytes / activation / double(rows));
+        layout.operators.push_back(counted.operators);
       }
     } catch (const std::exception& error) {
       fail("model.torchscript: layer{}.pt does not take {} ({})", i, from,
@@ -312,8 +314,9 @@ class TorchScriptModel : public Model {
     return {with_rows(rows, row.shape), row.dtype};
   }
   // Not written in a TorchScript file: its convolutions' and matrix products' FLOPs counted in
-  // the probe, plus one per output value (what an elementwise layer costs), and the bytes its
-  // memory-bound operators read and write there.
+  // the probe, plus one per output value (what an elementwise layer costs), the bytes its
+  // memory-bound operators read and write there, and its operators (the backward's taken as
+  // twice the forward's, as its work is).
   LayerWork layer_work(int64_t layer, int64_t rows) const override {
     LayerWork work;
     work.parameters = layout_.parameter_counts.at(layer);
@@ -321,6 +324,8 @@ class TorchScriptModel : public Model {
     for (int64_t size : layout_.output_rows.at(layer).shape) work.output_values *= double(size);
     work.forward_flops = double(rows) * layout_.flops_per_row.at(layer) + work.output_values;
     work.forward_traffic_values = double(rows) * layout_.traffic_per_row.at(layer);
+    work.forward_operators = layout_.operators.at(layer);
+    work.backward_operators = 2 * work.forward_operators;
     return work;
   }
   Microbatch example(int64_t rows, torch::Generator& generator) const override {

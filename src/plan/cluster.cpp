@@ -30,13 +30,21 @@ double number(const toml::table& table, const char* key, double fallback, double
 
 }  // namespace
 
+double small_gemm_share(double tokens, double half_tokens) {
+  return tokens > 0 ? tokens / (tokens + half_tokens) : 1;
+}
+
+double ClusterSpec::sustained_flops(double tokens) const {
+  return device_flops * compute_efficiency * small_gemm_share(tokens, half_efficiency_tokens);
+}
+
 ClusterSpec parse_cluster_toml(const std::string& text, const std::string& origin) {
   const toml::table root = parse_toml_or_fail(text, origin);
   static const char* known[] = {"name", "description", "nodes", "devices_per_node",
                                 "device_memory_gb", "device_tflops", "compute_efficiency", "half_efficiency_tokens",
                                 "bytes_per_value", "intra_node_gbps", "intra_node_latency_us",
                                 "inter_node_gbps", "inter_node_latency_us", "cores_per_node",
-                                "worker_overhead_gb", "memory_bandwidth_gb_s"};
+                                "worker_overhead_gb", "memory_bandwidth_gb_s", "operator_us", "launch_us"};
   for (const auto& [key, node] : root) {
     if (std::find(std::begin(known), std::end(known), key.str()) == std::end(known)) {
       fail("{}: unknown cluster field '{}'", origin, key.str());
@@ -62,6 +70,8 @@ ClusterSpec parse_cluster_toml(const std::string& text, const std::string& origi
   c.bytes_per_value = number(root, "bytes_per_value", 2, 1, origin);
   // Device memory in gigabytes per second, as vendors quote it (links below: gigabits).
   c.memory_bandwidth = number(root, "memory_bandwidth_gb_s", 0, 0, origin) * 1e9;
+  c.operator_s = number(root, "operator_us", 0, 0, origin) * 1e-6;
+  c.launch_s = number(root, "launch_us", 0, 0, origin) * 1e-6;
   // Links are given in gigabits per second, as vendors quote them.
   c.intra_node_bandwidth = number(root, "intra_node_gbps", 1200, 1e-3, origin) * 1e9 / 8;
   c.intra_node_latency_s = number(root, "intra_node_latency_us", 5, 0, origin) * 1e-6;

@@ -14,12 +14,17 @@ struct ClusterSpec {
   double device_flops = 125e12;       // peak for the training dtype
   double compute_efficiency = 0.5;    // share of peak large transformer GEMMs reach
   // Small GEMMs underuse a device: with n tokens in flight the share is
-  // compute_efficiency * n / (n + half_efficiency_tokens).
+  // compute_efficiency * small_gemm_share(n, half_efficiency_tokens); bench/device_rates measures it.
   double half_efficiency_tokens = 256;
   double bytes_per_value = 2;         // 2: fp16/bf16 mixed precision, 4: fp32
   // Device memory bytes/s (an H200's HBM: 4.8e12); 0 = not given: a `--config` plan takes one
   // CPU core's, scaled by the device's compute rate (runtime::ModelCostOptions).
   double memory_bandwidth = 0;
+  // An operator's fixed cost where it runs, however little it does (a CPU's dispatch, a GPU
+  // kernel's minimum), and the host's time to issue one to an asynchronous device (a GPU run
+  // eagerly: none with train.cuda_graphs, which launches a whole graph): a `--config` plan's layer
+  // pass takes max(its work + operators x operator_s, operators x launch_s); bench/device_rates.
+  double operator_s = 0, launch_s = 0;
   double intra_node_bandwidth = 150e9;  // bytes/s per device (NVLink)
   double intra_node_latency_s = 5e-6;
   double inter_node_bandwidth = 3.125e9;  // bytes/s per node (25 Gbps)
@@ -36,10 +41,12 @@ struct ClusterSpec {
   double measured_send_post_latency_s = 0, measured_send_post_bandwidth = 0;
 
   int devices() const { return nodes * devices_per_node; }
-  double sustained_flops(double tokens) const {
-    return device_flops * compute_efficiency * tokens / (tokens + half_efficiency_tokens);
-  }
+  double sustained_flops(double tokens) const;
 };
+
+// The share of its rate for large products a device reaches when they run over `tokens` rows:
+// tokens / (tokens + half_tokens); 0 tokens: many (1).
+double small_gemm_share(double tokens, double half_tokens);
 
 struct LinkProfile;
 // The node's links as `pipetrain profile` measured them (this machine's workers talk over

@@ -54,8 +54,52 @@ ModelCostOptions model_cost_options(const Config& config, const plan::ClusterSpe
   options.bytes_per_s = cluster.memory_bandwidth > 0 ? cluster.memory_bandwidth
                                                      : options.bytes_per_s * rate / options.flops_per_s;
   options.flops_per_s = rate;
+  options.half_efficiency_rows = cluster.half_efficiency_tokens;
+  options.seconds_per_operator = cluster.operator_s;
+  options.launch_seconds_per_operator = config.train.cuda_graphs == 1 ? 0 : cluster.launch_s;
   return options;
 }
+
+namespace {
+
+// A layer's pass times at the options' rates: its products (slower over few rows) and
+// memory-bound values, the weights and output it streams, and each operator's fixed cost.
+struct PassTimes {
+  const LayerWork& work;
+  const ModelCostOptions& options;
+  double flops_per_s =
+      options.flops_per_s * plan::small_gemm_share(work.product_rows, options.half_efficiency_rows);
+  double streaming_s = (work.parameters + work.output_values) * options.bytes_per_value / options.bytes_per_s;
+
+  double work_s(double flops, double traffic_values) const {
+    return flops / flops_per_s + traffic_values * options.activation_bytes_per_value / options.bytes_per_s;
+  }
+  // A pass's operators cost their fixed time beside its work; a host that issues them to an
+  // asynchronous device more slowly than it runs them sets the pace.
+  double pass_s(double device_s, double operators) const {
+    return std::max(device_s + operators * options.seconds_per_operator,
+                    operators * options.launch_seconds_per_operator);
+  }
+  void set(plan::LayerCost& cost) const {
+    cost.forward_s = pass_s(streaming_s + work_s(work.forward_flops, work.forward_traffic_values),
+                            work.forward_operators);
+    // The backward's two halves (input and weight gradient) cost a forward each unless the
+    // model says otherwise, plus what it recomputes, which a split backward recomputes in both
+    // passes. W is the weight products.
+    const double recompute_s = work_s(work.backward_recompute_flops, work.backward_recompute_values);
+    const double backward_work_s =
+        work_s(work.backward_flops >= 0 ? work.backward_flops : 2 * work.forward_flops,
+               work.backward_traffic_values >= 0 ? work.backward_traffic_values : 2 * work.forward_traffic_values);
+    cost.backward_s = pass_s(2 * streaming_s + recompute_s + backward_work_s, work.backward_operators);
+    if (work.weight_gradient_flops > 0) {
+      const double products_s = work.weight_gradient_flops / flops_per_s;
+      cost.weight_s = products_s + recompute_s;
+      cost.input_s = cost.backward_s - products_s;
+    }
+  }
+};
+
+}  // namespace
 
 std::vector<plan::LayerCost> model_plan_costs(const Model& model, int64_t microbatch,
                                               const ModelCostOptions& options) {
@@ -66,25 +110,7 @@ std::vector<plan::LayerCost> model_plan_costs(const Model& model, int64_t microb
     const LayerWork work = model.layer_work(layer, microbatch);
     plan::LayerCost cost;
     cost.name = model.layer_name(layer);
-    const double streaming_s = (work.parameters + work.output_values) * value / options.bytes_per_s;
-    const auto work_s = [&](double flops, double traffic_values) {
-      return flops / options.flops_per_s + traffic_values * activation / options.bytes_per_s;
-    };
-    cost.forward_s = streaming_s + work_s(work.forward_flops, work.forward_traffic_values);
-    // The backward's two halves (input and weight gradient) cost a forward each unless the
-    // model says otherwise, plus what it recomputes, which a split backward recomputes in both
-    // passes. W is the weight products.
-    const double recompute_s = work_s(work.backward_recompute_flops, work.backward_recompute_values);
-    cost.backward_s =
-        2 * streaming_s + recompute_s +
-        work_s(work.backward_flops >= 0 ? work.backward_flops : 2 * work.forward_flops,
-               work.backward_traffic_values >= 0 ? work.backward_traffic_values
-                                                 : 2 * work.forward_traffic_values);
-    if (work.weight_gradient_flops > 0) {
-      const double products_s = work.weight_gradient_flops / options.flops_per_s;
-      cost.weight_s = products_s + recompute_s;
-      cost.input_s = cost.backward_s - products_s;
-    }
+    PassTimes{work, options}.set(cost);
     cost.param_bytes = work.parameters * value;
     cost.optimizer_bytes = options.optimizer_values_per_parameter * cost.param_bytes;
     cost.optimizer_s = traffic_values(options.optimizer_values_per_parameter, options.optimizer_step_temporaries) *

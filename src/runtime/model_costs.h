@@ -21,6 +21,12 @@ struct ModelCostOptions {
   // Defaults: one CPU core (clusters/this-machine.toml), what the "balanced" partition balances.
   double flops_per_s = 50e9;   // sustained by one worker
   double bytes_per_s = 16e9;   // its memory bandwidth (a layer streams weights and output)
+  // Rows at which its products reach half that rate (a cluster's half_efficiency_tokens, applied
+  // to each layer's LayerWork::product_rows; bench/device_rates measures it); 0: none.
+  double half_efficiency_rows = 0;
+  // An operator's fixed cost and the host's time to issue one (plan::ClusterSpec's operator_s,
+  // launch_s; none with CUDA graphs), times each layer's LayerWork operators; 0: none.
+  double seconds_per_operator = 0, launch_seconds_per_operator = 0;
   double bytes_per_value = 4;  // weights, gradients, optimizer state: model.dtype (float32 if mixed)
   // Stashed, sent and transient activations (LayerWork's values): bfloat16's 2 under mixed
   // precision, where the model counts what it keeps in float32 (and autocast's bfloat16 copies
@@ -50,8 +56,9 @@ double optimizer_step_temporaries(const TrainConfig& train);
 double optimizer_traffic_values(const TrainConfig& train);
 ModelCostOptions model_cost_options(const Config& config);
 // The rates of one of the cluster's devices, as `plan --config` takes them: its sustained
-// FLOP rate (peak x compute_efficiency) and its memory bandwidth (not given: one CPU core's,
-// scaled by that rate).
+// FLOP rate (peak x compute_efficiency, less with few rows: half_efficiency_tokens), its
+// memory bandwidth (not given: one CPU core's, scaled by that rate), and an operator's fixed
+// costs (a launch's only when the config's train.cuda_graphs does not replay graphs).
 ModelCostOptions model_cost_options(const Config& config, const plan::ClusterSpec& cluster);
 
 std::vector<plan::LayerCost> model_plan_costs(const Model& model, int64_t microbatch,

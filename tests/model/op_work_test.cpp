@@ -64,5 +64,25 @@ TEST(CountedWork, MemoryBoundOperatorsByTheBytesTheyReadAndWrite) {
   EXPECT_EQ(counted_work([&] { y.backward(); }).traffic_bytes, 4.0 + 240.0 * 3);
 }
 
+// counted_work's operators: those the host calls that do work, each a fixed cost on a device.
+TEST(CountedWork, OperatorsTheHostCallsThatDoWork) {
+  const auto a = torch::randn({3, 4, 5}), b = torch::randn({3, 4, 5});
+  auto sum = torch::empty({3, 4, 5});
+  EXPECT_EQ(counted_work([&] { at::add_out(sum, a, b); }).operators, 1.0);
+  EXPECT_EQ(counted_work([&] { torch::relu(a) + a; }).operators, 2.0);
+  EXPECT_EQ(counted_work([&] { a.to(torch::kBFloat16); }).operators, 1.0);  // not its inner copy
+  EXPECT_EQ(counted_work([&] { a.transpose(0, 1).reshape({4, 15}); }).operators, 1.0);  // the copy
+  EXPECT_EQ(counted_work([&] { a.view({12, 5}).transpose(0, 1); }).operators, 0.0);
+  EXPECT_EQ(counted_work([&] { torch::empty({100}); }).operators, 0.0);
+  const auto weight = torch::randn({6, 5}), bias = torch::randn({6});
+  EXPECT_EQ(counted_work([&] { at::linear(a, weight, bias); }).operators, 1.0);  // a product
+  EXPECT_EQ(counted_work([&] { at::linear(a[0], weight, bias).relu_(); }).operators, 2.0);  // a[0]: a view
+  // y = relu(x) summed: its backward writes the seed and runs threshold_backward (the sum's
+  // backward expands the seed: a view).
+  const auto x = torch::randn({60}).requires_grad_(true);
+  const auto y = torch::relu(x).sum();
+  EXPECT_EQ(counted_work([&] { y.backward(); }).operators, 2.0);
+}
+
 }  // namespace
 }  // namespace pipetrain

@@ -331,7 +331,7 @@ torch.jit.script(nn.Linear(32, 4).double()).save(out + "/layer1.pt")
 // What a layer file costs, from the start-up probe: a layer of element-wise operators reads and
 // writes its rows once per operator (tanh, then a product with a number: 2 x 16 float64 values
 // each, a row), a linear layer's product is FLOPs (2 x 16 x 4 a row) and no traffic.
-TEST(TorchScriptLayerWork, CountsTheProbesProductsAndMemoryBoundPasses) {
+TEST(TorchScriptLayerWork, CountsTheProbesProductsMemoryBoundPassesAndOperators) {
   const fs::path dir = scripted_layers("torchscript_layer_work", R"(class Squash(nn.Module):
     def forward(self, x):
         return torch.tanh(x) * 2
@@ -347,6 +347,9 @@ torch.jit.script(nn.Linear(16, 4).double()).save(out + "/layer1.pt")
   EXPECT_EQ(squash.forward_traffic_values, 3 * (2 * 16 + 2 * 16));
   EXPECT_EQ(linear.forward_traffic_values, 0);
   EXPECT_EQ(linear.forward_flops, 3 * (2 * 16 * 4) + 3 * 4);  // and one per output value
+  EXPECT_EQ(squash.forward_operators, 2);  // tanh, the product by 2
+  EXPECT_EQ(linear.forward_operators, 1);  // one linear
+  EXPECT_EQ(squash.backward_operators, 4);  // taken as twice the forward's
   fs::remove_all(dir);
 }
 

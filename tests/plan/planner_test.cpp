@@ -147,6 +147,12 @@ TEST(Cluster, DescriptionsParseAndErrorsAreClear) {
   EXPECT_DOUBLE_EQ(c.memory_bandwidth, 900e9);  // clusters/p3-16xlarge-x8.toml's V100s
   EXPECT_DOUBLE_EQ(parse_cluster_toml("nodes = 1\n", "t").memory_bandwidth, 0);
   EXPECT_THROW(parse_cluster_toml("memory_bandwidth_gb_s = -1\n", "t"), UserError);
+  // An operator's fixed costs in microseconds, none when not given.
+  const ClusterSpec timed = parse_cluster_toml("operator_us = 2.5\nlaunch_us = 9\n", "t");
+  EXPECT_DOUBLE_EQ(timed.operator_s, 2.5e-6);
+  EXPECT_DOUBLE_EQ(timed.launch_s, 9e-6);
+  EXPECT_DOUBLE_EQ(c.operator_s + c.launch_s, 0);
+  EXPECT_THROW(parse_cluster_toml("launch_us = -1\n", "t"), UserError);
 }
 
 }  // namespace

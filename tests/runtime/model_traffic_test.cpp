@@ -1,7 +1,8 @@
 // The planner's traffic model of a layer (Model::layer_work's forward and backward traffic
 // values, which runtime::model_plan_costs turns into time at the memory bandwidth) against
 // counted_work: the bytes that the memory-bound operators of a stage of one GPT-2 or Llama block or
-// embedding read and write as it runs, the first microbatch's forward and backward.
+// embedding read and write as it runs, the first microbatch's forward and backward; and the
+// operators each pass calls.
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
@@ -14,12 +15,22 @@ namespace {
 
 class GptLayerTraffic : public ::testing::TestWithParam<LayerCase> {};
 
+struct CountedPasses {
+  CountedWork forward, backward;
+};
+
+CountedPasses counted_passes(const LayerUnderTest& t) {
+  torch::Tensor output;
+  CountedPasses passes;
+  passes.forward = counted_work([&] { output = t.stage->forward(t.input); });
+  const torch::Tensor seed = torch::ones_like(output);  // the next stage's: not this layer's work
+  passes.backward = counted_work([&] { output.backward(seed); });
+  return passes;
+}
+
 TEST_P(GptLayerTraffic, MemoryBoundBytesMatchTheCountedOperators) {
   const LayerUnderTest t(GetParam());
-  torch::Tensor output;
-  const CountedWork forward = counted_work([&] { output = t.stage->forward(t.input); });
-  const torch::Tensor seed = torch::ones_like(output);  // the next stage's: not this layer's work
-  const CountedWork backward = counted_work([&] { output.backward(seed); });
+  const auto [forward, backward] = counted_passes(t);
 
   const LayerWork work = t.model->layer_work(t.layer, t.rows);
   const bool mixed = t.config.model.dtype == "bfloat16";
@@ -35,6 +46,15 @@ TEST_P(GptLayerTraffic, MemoryBoundBytesMatchTheCountedOperators) {
   EXPECT_NEAR(forward.traffic_bytes, forward_bytes, 0.01 * forward_bytes);
   EXPECT_NEAR(backward.traffic_bytes, backward_bytes, 0.01 * backward_bytes);
   EXPECT_GT(forward_bytes, 0);
+}
+
+// Each layer's operators (the fixed cost each has on a device), exactly.
+TEST_P(GptLayerTraffic, OperatorsAreTheCountedOnes) {
+  const LayerUnderTest t(GetParam());
+  const auto [forward, backward] = counted_passes(t);
+  const LayerWork work = t.model->layer_work(t.layer, t.rows);
+  EXPECT_EQ(work.forward_operators, forward.operators);
+  EXPECT_EQ(work.backward_operators, backward.operators);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpt, GptLayerTraffic,

@@ -111,6 +111,65 @@ TEST(ModelCosts, WIsTheWeightProductsAndChunkedCrossEntropyRecomputesInEachPass)
   EXPECT_DOUBLE_EQ(plan::input_gradient_s(chunked_head), full_head.backward_s + logits_written_s);
 }
 
+// Few rows slow a device's products (a cluster's half_efficiency_tokens): at a knee of 512 rows
+// the default GPT's blocks and head, over 4 x 128 = 512 tokens, take their products' time twice;
+// chunked cross-entropy's products run over a chunk (64 rows: 9 times); the embedding has none,
+// and every memory-bound pass keeps its time. The cluster's knee reaches `plan --config`.
+TEST(ModelCosts, FewRowsSlowTheProductsAtTheClustersKnee) {
+  Config chunked;
+  chunked.model.loss_chunk_tokens = 64;
+  ModelCostOptions knee;
+  knee.half_efficiency_rows = 512;
+  const double flops_s = 1 / knee.flops_per_s, n = 4 * 128;
+  const double block_flops = 8 * n * 128 * 128 + 4 * n * 128 * 512 + 4 * 4 * 128.0 * 128 * 128;
+  const double logits_flops = 2 * n * 128 * 256;
+  for (const Config& config : {Config{}, chunked}) {
+    const auto model = make_model(config);
+    const auto plain = model_plan_costs(*model, 4, ModelCostOptions{});
+    const auto slowed = model_plan_costs(*model, 4, knee);
+    EXPECT_DOUBLE_EQ(slowed[0].forward_s, plain[0].forward_s);
+    EXPECT_DOUBLE_EQ(slowed[0].backward_s, plain[0].backward_s);
+    EXPECT_NEAR(slowed[1].forward_s - plain[1].forward_s, block_flops * flops_s, 1e-12);
+    EXPECT_NEAR(slowed[1].backward_s - plain[1].backward_s, 2 * block_flops * flops_s, 1e-12);
+    const double head_extra = config.model.loss_chunk_tokens > 0 ? 8 : 1;
+    EXPECT_NEAR(slowed.back().forward_s - plain.back().forward_s, head_extra * logits_flops * flops_s, 1e-12);
+  }
+  plan::ClusterSpec cluster;
+  cluster.half_efficiency_tokens = 300;
+  EXPECT_DOUBLE_EQ(model_cost_options(Config{}, cluster).half_efficiency_rows, 300);
+  EXPECT_DOUBLE_EQ(cluster.sustained_flops(600), cluster.device_flops * cluster.compute_efficiency * 2 / 3);
+  EXPECT_DOUBLE_EQ(plan::small_gemm_share(0, 300), 1);  // rows not known: many
+}
+
+// Each operator a pass calls costs its fixed time beside the pass's work (a default GPT-2 block:
+// 10 forward, 19 backward, GptLayerTraffic); a host that issues operators to an asynchronous
+// device more slowly than the device runs them sets the pace, unless CUDA graphs launch them.
+TEST(ModelCosts, OperatorsCostTheirFixedTimeAndASlowHostSetsThePace) {
+  const auto model = make_model(Config{});
+  const auto plain = model_plan_costs(*model, 4, ModelCostOptions{});
+  ModelCostOptions fixed;
+  fixed.seconds_per_operator = 1e-6;
+  const auto with_fixed = model_plan_costs(*model, 4, fixed);
+  EXPECT_NEAR(with_fixed[1].forward_s - plain[1].forward_s, 10e-6, 1e-15);
+  EXPECT_NEAR(with_fixed[1].backward_s - plain[1].backward_s, 19e-6, 1e-15);
+  EXPECT_NEAR(plan::input_gradient_s(with_fixed[1]) - plan::input_gradient_s(plain[1]), 19e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(with_fixed.back().forward_s, plain.back().forward_s);  // the head's: not counted
+  ModelCostOptions slow_host = fixed;
+  slow_host.launch_seconds_per_operator = 1;  // far slower than the block's work
+  const auto host_bound = model_plan_costs(*model, 4, slow_host);
+  EXPECT_DOUBLE_EQ(host_bound[1].forward_s, 10.0);
+  EXPECT_DOUBLE_EQ(host_bound[1].backward_s, 19.0);
+  plan::ClusterSpec gpu;
+  gpu.operator_s = 2e-6;
+  gpu.launch_s = 9e-6;
+  Config eager, graphed;
+  graphed.train.cuda_graphs = 1;
+  EXPECT_DOUBLE_EQ(model_cost_options(eager, gpu).seconds_per_operator, 2e-6);
+  EXPECT_DOUBLE_EQ(model_cost_options(eager, gpu).launch_seconds_per_operator, 9e-6);
+  EXPECT_DOUBLE_EQ(model_cost_options(graphed, gpu).seconds_per_operator, 2e-6);
+  EXPECT_DOUBLE_EQ(model_cost_options(graphed, gpu).launch_seconds_per_operator, 0);
+}
+
 // The update streams memory: AdamW reads and writes the weight and its two moments and reads the
 // gradient twice (the global norm, the step): 8 values a parameter; plain SGD 4, with weight
 // decay 6 (its decayed gradient, written and read). Its time is those bytes at bytes_per_s.
