@@ -80,7 +80,15 @@ LayerWork CnnModel::layer_work(int64_t layer, int64_t rows) const {
   // then normalisation) and writes it once, a ReLU or the residual sum reads and writes (the sum
   // reads two).
   const double batch_norm = 3, relu = 2, residual_sum = 3;
+  // Operators (counted_work's, CnnLayerMemory.OperatorsAreTheCountedOnes): a convolution, its
+  // BatchNorm (and, training, the count of batches it tracks) and a ReLU, 4 forward; backward
+  // one each, 3. A block: two of those, the second ReLU after the residual sum (9; projected:
+  // the shortcut's convolution and BatchNorm, 12); backward the six (eight) and the gradients'
+  // sum at its input. The head: pooling and the linear; backward its three products and the
+  // pooling's.
   if (layer == 0) {
+    work.forward_operators = 4;
+    work.backward_operators = 3;
     add(conv_work(b, config_.image_channels, config_.channels, 3, config_.image_size));
     work.stashed_values = 2 * out;  // conv, relu
     work.workspace_values = 4 * out;
@@ -92,6 +100,8 @@ LayerWork CnnModel::layer_work(int64_t layer, int64_t rows) const {
     work.stashed_values = out + b * features;  // the logits and the pooled features the linear keeps
     work.workspace_values = in;  // the pooling's input gradient
     work.forward_traffic_values = in;  // the pooling reads its input
+    work.forward_operators = 2;
+    work.backward_operators = 4;
   } else {
     const auto shape = config_.block_shape(layer - 1);
     add(conv_work(b, shape.in, shape.out, 3, shape.size));
@@ -102,6 +112,8 @@ LayerWork CnnModel::layer_work(int64_t layer, int64_t rows) const {
     work.workspace_values = 4 * out + 2 * in;
     const double norms = projected ? 3 : 2;
     work.forward_traffic_values = (norms * batch_norm + 2 * relu + residual_sum) * out;
+    work.forward_operators = 3 * norms + 3;
+    work.backward_operators = 2 * norms + 3;
   }
   work.forward_flops = total.flops;
   work.parameters = total.parameters;

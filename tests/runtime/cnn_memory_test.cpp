@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "model/op_work.h"
 #include "model/registry.h"
 #include "runtime/model_costs.h"
 #include "stage_memory.h"
@@ -55,6 +56,26 @@ TEST_P(CnnLayerMemory, StashAndPeakMatchTheCountingAllocator) {
   // CPU's instructions: measured 2-3% from the model here, allowed 15%.
   EXPECT_NEAR(measured.peak, predicted_peak, 0.15 * predicted_peak)
       << "measured stash " << measured.stashed << " B, peak " << measured.peak << " B";
+}
+
+// Each layer's operators (a fixed cost each in plans: plan::ClusterSpec::operator_s), exactly:
+// counted_work's over the layer's forward and a backward from its output.
+TEST_P(CnnLayerMemory, OperatorsAreTheCountedOnes) {
+  const Config config = cnn_config();
+  const auto model = make_model(config);
+  const int64_t layer = GetParam().layer, rows = 2;
+  const auto stage = model->make_stage(layer, layer + 1);
+  torch::manual_seed(7);
+  const TensorSpec received = layer == 0 ? model->input_spec(rows) : model->boundary_spec(layer, rows);
+  const torch::Tensor input = torch::randn(received.shape).to(received.dtype).requires_grad_(layer > 0);
+  stage->train();
+  torch::Tensor output;
+  const CountedWork forward = counted_work([&] { output = stage->forward(input); });
+  const torch::Tensor seed = torch::ones_like(output);  // the next stage's: not this layer's work
+  const CountedWork backward = counted_work([&] { output.backward(seed); });
+  const LayerWork work = model->layer_work(layer, rows);
+  EXPECT_EQ(work.forward_operators, forward.operators);
+  EXPECT_EQ(work.backward_operators, backward.operators);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cnn, CnnLayerMemory,
