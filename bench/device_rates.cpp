@@ -236,9 +236,9 @@ int main(int argc, char** argv) {
   torch::set_num_threads(int(args->threads));
   const auto options = torch::TensorOptions().device(c10::Device(args->device)).dtype(
       args->dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat);
-  std::printf("one GPT block's 12 products, width %lld, %s on %s (%lld threads)\n\n",
+  std::printf("one GPT block's 12 products, width %lld, %s on %s (%lld thread%s)\n\n",
               static_cast<long long>(args->width), args->dtype.c_str(), args->device.c_str(),
-              static_cast<long long>(args->threads));
+              static_cast<long long>(args->threads), args->threads == 1 ? "" : "s");
   print_products(*args, measure_products(*args, options));
   print_operator_costs(*args, options);
   return 0;
