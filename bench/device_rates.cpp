@@ -15,7 +15,6 @@
 
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
 #include <chrono>
@@ -27,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "device/graph_capture.h"
 #include "device/placement.h"
 #include "model/op_work.h"
 
@@ -111,12 +111,13 @@ double eager_operator_seconds(const at::TensorOptions& options, int rounds) {
 }
 
 // `work` captured into a CUDA graph (after one eager run: cuBLAS's workspace and kernels chosen
-// outside the capture), and the median seconds of its replays.
+// outside the capture) on a side stream once the device is idle (its inputs written), and the
+// median seconds of its replays.
 double replay_seconds(const std::function<void()>& work, const c10::Device& device, int rounds,
                       int repeats) {
   at::cuda::CUDAGraph graph;
   {
-    const c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromPool(false, device.index()));
+    const c10::cuda::CUDAStreamGuard guard(pipetrain::device::idle_capture_stream(device));
     work();
     graph.capture_begin();
     work();
