@@ -23,6 +23,7 @@ struct Precision {
   c10::ScalarType parameter_dtype() const;
   // Floating activations between layers (and so between workers).
   c10::ScalarType activation_dtype() const;
+  double activation_bytes() const { return double(c10::elementSize(activation_dtype())); }  // a value's
 };
 
 Precision precision_of(PrecisionKind kind);

@@ -91,10 +91,6 @@ LayerWork GptModel::layer_work(int64_t layer, int64_t rows) const {
 
 namespace {
 
-double activation_bytes(const device::Precision& precision) {
-  return double(c10::elementSize(precision.activation_dtype()));
-}
-
 // The embedding's memory-bound passes in activation values (GptLayerTraffic): N tokens of width
 // D, a vocabulary of V, T positions; it computes in the parameters' dtype (`wide` activation
 // values a value). Forward: the gather reads and writes N D; GPT-2 (`position_rows` > 0) adds
@@ -134,7 +130,7 @@ LayerWork GptModel::embedding_work(int64_t rows) const {
   // incoming one (mixed: and its float32 copy).
   work.workspace_values = wide * (v * h + positions * h + n * h) + (mixed ? n * h : 0);
   const EmbeddingTraffic traffic{n, h, v, double(config_.seq_len), positions, wide,
-                                 activation_bytes(config_.precision), mixed};
+                                 config_.precision.activation_bytes(), mixed};
   work.forward_traffic_values = traffic.forward();
   work.backward_traffic_values = traffic.backward();
   // Operators (counted_work's, GptLayerTraffic): the gather (GPT-2: and the positions' sum;
@@ -375,7 +371,7 @@ LayerWork GptModel::llama_block_work(int64_t rows) const {
   // W: an MLP weight's gradient. Mixed: or, with few tokens, its float32 copy once the F-wide
   // recorded gradients are freed (measured).
   work.weight_workspace_values = mixed ? std::max(h * f, 2 * h * f - 4 * n * f) : h * f;
-  const double activation = activation_bytes(config_.precision);
+  const double activation = config_.precision.activation_bytes();
   const LlamaTraffic traffic{n, h, kv, f, s, head_dim, activation, mixed ? 4 : activation};
   work.forward_traffic_values = traffic.forward();
   work.backward_traffic_values = traffic.backward();

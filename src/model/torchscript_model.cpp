@@ -129,7 +129,7 @@ std::vector<TensorSpec> probe_layers(TorchScriptLayout& layout, torch::ScalarTyp
         for (const auto& p : layer.parameters()) count += double(p.numel());
         layout.parameter_counts.push_back(count);
         layout.flops_per_row.push_back(counted.flops / double(rows));
-        const double activation = double(c10::elementSize(layout.precision.activation_dtype()));
+        const double activation = layout.precision.activation_bytes();
         layout.traffic_per_row.push_back(counted.traffic_bytes / activation / double(rows));
         layout.operators.push_back(counted.operators);
       }

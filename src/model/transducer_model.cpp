@@ -242,7 +242,7 @@ LayerWork TransducerModel::layer_work(int64_t layer, int64_t rows) const {
   const double c = double(config_.conv_channels()), bins = double(config_.mel_bins);
   const double v = double(config_.vocabulary);
   const TransducerShape shape{b, t, d, double(config_.max_labels + 1), v, double(config_.heads),
-                              double(c10::elementSize(config_.precision.activation_dtype())),
+                              config_.precision.activation_bytes(),
                               config_.precision.mixed(), config_.dtype != torch::kFloat64};
   LayerWork work;
   work.output_values = b * t * (d + 1);

@@ -273,7 +273,7 @@ plan::LayerProfile layer_profile(StageModule& layer, const Model& definition, in
   // A stage of this layer alone: the last one's own copies of shared weights included.
   for (const auto& p : layer.parameters()) measured.param_bytes += double(p.numel() * p.element_size());
   // LayerWork counts values of the activation dtype (bfloat16 under mixed precision).
-  const double value_bytes = double(c10::elementSize(model_precision(config.model).activation_dtype()));
+  const double value_bytes = model_precision(config.model).activation_bytes();
   measured.optimizer_s = time_optimizer_step(layer, definition, config, repeats, device);
   for (size_t k = 0; k < sizes.size(); ++k) {
     const auto& entry = samples[k];

@@ -40,7 +40,7 @@ ModelCostOptions model_cost_options(const Config& config) {
   ModelCostOptions options;
   const device::Precision precision = model_precision(config.model);
   options.bytes_per_value = double(c10::elementSize(precision.parameter_dtype()));
-  options.activation_bytes_per_value = double(c10::elementSize(precision.activation_dtype()));
+  options.activation_bytes_per_value = precision.activation_bytes();
   options.optimizer_values_per_parameter = optimizer_values_per_parameter(config.train);
   options.optimizer_step_temporaries = optimizer_step_temporaries(config.train);
   options.norm_bytes_per_value =

@@ -5,7 +5,7 @@
 
 #include <torch/torch.h>
 
-#include "model/op_work.h"
+#include "counted_passes.h"
 #include "model/registry.h"
 #include "runtime/model_costs.h"
 #include "stage_memory.h"
@@ -32,22 +32,33 @@ void PrintTo(const CnnLayerCase& c, std::ostream* out) { *out << c.name; }
 
 class CnnLayerMemory : public ::testing::TestWithParam<CnnLayerCase> {};
 
+// One layer of the example's CNN as a stage in training mode, and its input (2 images, or a
+// random activation that wants its gradient).
+struct CnnLayerUnderTest {
+  explicit CnnLayerUnderTest(int64_t layer) : layer(layer) {
+    stage->train();
+    torch::manual_seed(7);
+    const TensorSpec received = layer == 0 ? model->input_spec(rows) : model->boundary_spec(layer, rows);
+    input = torch::randn(received.shape).to(received.dtype).requires_grad_(layer > 0);
+  }
+  static constexpr int64_t rows = 2;
+  int64_t layer;
+  Config config = cnn_config();
+  std::shared_ptr<const Model> model = make_model(config);
+  std::shared_ptr<StageModule> stage = model->make_stage(layer, layer + 1);
+  torch::Tensor input;
+};
+
 TEST_P(CnnLayerMemory, StashAndPeakMatchTheCountingAllocator) {
   CountingAllocator::install();
   torch::set_num_threads(1);
-  const Config config = cnn_config();
-  const auto model = make_model(config);
-  const int64_t layer = GetParam().layer, rows = 2;
-  const auto stage = model->make_stage(layer, layer + 1);
-  const bool last = layer == model->layer_count() - 1;
-  torch::manual_seed(7);
-  const TensorSpec received = layer == 0 ? model->input_spec(rows) : model->boundary_spec(layer, rows);
-  const torch::Tensor input = torch::randn(received.shape).to(received.dtype).requires_grad_(layer > 0);
+  const CnnLayerUnderTest t(GetParam().layer);
+  const int64_t layer = t.layer, rows = t.rows;
+  const bool last = layer == t.model->layer_count() - 1;
   const torch::Tensor labels = torch::randint(0, 10, {rows});
-  stage->train();
-  const MeasuredStageMemory measured = measure_stage_memory(*stage, input, labels, last);
+  const MeasuredStageMemory measured = measure_stage_memory(*t.stage, t.input, labels, last);
 
-  const auto predicted = model_plan_costs(*model, rows, model_cost_options(config)).at(size_t(layer));
+  const auto predicted = model_plan_costs(*t.model, rows, model_cost_options(t.config)).at(size_t(layer));
   const double predicted_peak = predicted.activation_bytes + predicted.workspace_bytes;
   // (256 bytes: the head's loss scalar and BatchNorm's saved statistics, which the model leaves out.)
   EXPECT_NEAR(measured.stashed, predicted.activation_bytes, std::max(0.01 * predicted.activation_bytes, 256.0))
@@ -61,19 +72,9 @@ TEST_P(CnnLayerMemory, StashAndPeakMatchTheCountingAllocator) {
 // Each layer's operators (a fixed cost each in plans: plan::ClusterSpec::operator_s), exactly:
 // counted_work's over the layer's forward and a backward from its output.
 TEST_P(CnnLayerMemory, OperatorsAreTheCountedOnes) {
-  const Config config = cnn_config();
-  const auto model = make_model(config);
-  const int64_t layer = GetParam().layer, rows = 2;
-  const auto stage = model->make_stage(layer, layer + 1);
-  torch::manual_seed(7);
-  const TensorSpec received = layer == 0 ? model->input_spec(rows) : model->boundary_spec(layer, rows);
-  const torch::Tensor input = torch::randn(received.shape).to(received.dtype).requires_grad_(layer > 0);
-  stage->train();
-  torch::Tensor output;
-  const CountedWork forward = counted_work([&] { output = stage->forward(input); });
-  const torch::Tensor seed = torch::ones_like(output);  // the next stage's: not this layer's work
-  const CountedWork backward = counted_work([&] { output.backward(seed); });
-  const LayerWork work = model->layer_work(layer, rows);
+  const CnnLayerUnderTest t(GetParam().layer);
+  const auto [forward, backward] = counted_passes(*t.stage, t.input);
+  const LayerWork work = t.model->layer_work(t.layer, t.rows);
   EXPECT_EQ(work.forward_operators, forward.operators);
   EXPECT_EQ(work.backward_operators, backward.operators);
 }

@@ -7,30 +7,17 @@
 
 #include <torch/torch.h>
 
+#include "counted_passes.h"
 #include "layer_under_test.h"
-#include "model/op_work.h"
 
 namespace pipetrain::runtime {
 namespace {
 
 class GptLayerTraffic : public ::testing::TestWithParam<LayerCase> {};
 
-struct CountedPasses {
-  CountedWork forward, backward;
-};
-
-CountedPasses counted_passes(const LayerUnderTest& t) {
-  torch::Tensor output;
-  CountedPasses passes;
-  passes.forward = counted_work([&] { output = t.stage->forward(t.input); });
-  const torch::Tensor seed = torch::ones_like(output);  // the next stage's: not this layer's work
-  passes.backward = counted_work([&] { output.backward(seed); });
-  return passes;
-}
-
 TEST_P(GptLayerTraffic, MemoryBoundBytesMatchTheCountedOperators) {
   const LayerUnderTest t(GetParam());
-  const auto [forward, backward] = counted_passes(t);
+  const auto [forward, backward] = counted_passes(*t.stage, t.input);
 
   const LayerWork work = t.model->layer_work(t.layer, t.rows);
   const bool mixed = t.config.model.dtype == "bfloat16";
@@ -51,7 +38,7 @@ TEST_P(GptLayerTraffic, MemoryBoundBytesMatchTheCountedOperators) {
 // Each layer's operators (the fixed cost each has on a device), exactly.
 TEST_P(GptLayerTraffic, OperatorsAreTheCountedOnes) {
   const LayerUnderTest t(GetParam());
-  const auto [forward, backward] = counted_passes(t);
+  const auto [forward, backward] = counted_passes(*t.stage, t.input);
   const LayerWork work = t.model->layer_work(t.layer, t.rows);
   EXPECT_EQ(work.forward_operators, forward.operators);
   EXPECT_EQ(work.backward_operators, backward.operators);
