@@ -172,8 +172,9 @@ std::vector<FieldSpec> make_fields() {
       spec("eval.batches", "batches per validation", at(&C::eval, &EvalConfig::batches), 1),
       spec("log.every", "write a metrics.jsonl line every N steps", at(&C::log, &LogConfig::every), 1),
       spec("log.profile_step", "profile steps from this one (1-based) with libtorch's profiler: "
-       "RUN_DIR/profile/rankN.trace.json (ui.perfetto.dev) and rankN.txt (the costliest GPU "
-       "kernels and operators per step); 0 = off", at(&C::log, &LogConfig::profile_step), 0, {}, kMaxCount),
+       "RUN_DIR/profile/rankN.trace.json (ui.perfetto.dev) and rankN.txt (who set the pace: the "
+       "host's operators and their average time, the GPU's busy share, idle gaps, launches and "
+       "waits; then the costliest GPU kernels and operators per step); 0 = off", at(&C::log, &LogConfig::profile_step), 0, {}, kMaxCount),
       spec("log.profile_steps", "how many steps log.profile_step profiles (fewer if the run ends first)",
        at(&C::log, &LogConfig::profile_steps), 1, {}, kMaxCount),
       spec("log.host_reads", "1: every worker counts the values its steps read on the host (each "

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -12,6 +13,7 @@
 
 #include "core/files.h"
 #include "device/placement.h"
+#include "device/step_timeline.h"
 
 namespace pipetrain::device {
 namespace {
@@ -33,6 +35,21 @@ bool on_the_gpu(const profiler::KinetoEvent& e) {
   const auto type = static_cast<libkineto::ActivityType>(e.activityType());
   return type == libkineto::ActivityType::CONCURRENT_KERNEL ||
          type == libkineto::ActivityType::GPU_MEMCPY || type == libkineto::ActivityType::GPU_MEMSET;
+}
+
+// The event as the timeline summary sees it (kinds it does not use: none).
+std::optional<TimedEvent> timed(const profiler::KinetoEvent& e) {
+  using Kind = TimedEvent::Kind;
+  std::optional<Kind> kind;
+  switch (static_cast<libkineto::ActivityType>(e.activityType())) {
+    case libkineto::ActivityType::CPU_OP: kind = Kind::HostOperator; break;
+    case libkineto::ActivityType::USER_ANNOTATION: kind = Kind::Annotation; break;
+    case libkineto::ActivityType::CUDA_RUNTIME:
+    case libkineto::ActivityType::CUDA_DRIVER: kind = Kind::RuntimeCall; break;
+    default: if (on_the_gpu(e)) kind = Kind::DeviceWork;
+  }
+  if (!kind) return std::nullopt;
+  return TimedEvent{e.name(), *kind, e.startNs(), e.endNs(), e.startThreadId()};
 }
 
 struct Total {
@@ -57,10 +74,11 @@ std::string rows_of(const std::map<std::string, Total>& totals, uint64_t whole_n
   return text;
 }
 
-// Per step: wall time, the GPU's busy time (kernels and copies), the costliest kernels and
+// Per step: wall time, who set the pace (device/step_timeline.h), the costliest kernels and
 // operators. Operator times are inclusive (an aten::linear holds its aten::addmm).
 std::string table_of(const std::vector<profiler::KinetoEvent>& events, int64_t steps) {
   std::map<std::string, Total> kernels, operators;
+  std::vector<TimedEvent> timeline;
   uint64_t first = UINT64_MAX, last = 0, gpu_ns = 0;
   for (const auto& e : events) {
     first = std::min(first, e.startNs());
@@ -70,16 +88,15 @@ std::string table_of(const std::vector<profiler::KinetoEvent>& events, int64_t s
     total.ns += e.durationNs();
     total.count += 1;
     if (gpu) gpu_ns += e.durationNs();
+    if (auto event = timed(e)) timeline.push_back(std::move(*event));
   }
   const uint64_t wall_ns = last > first ? last - first : 0;
   const double n = double(std::max<int64_t>(1, steps));
   std::string text = fmt::format("{} step(s) profiled: {:.3f} ms per step (first to last event)\n",
                                  steps, 1e-6 * double(wall_ns) / n);
+  text += describe_timeline(summarize_timeline(std::move(timeline)), n);
   if (!kernels.empty()) {
-    text += fmt::format("GPU busy {:.3f} ms per step ({:.1f}% of it; kernels and copies, "
-                        "overlaps counted twice)\n\nGPU kernels and copies: ms/step, share of "
-                        "GPU time, calls/step\n",
-                        1e-6 * double(gpu_ns) / n, wall_ns ? 100.0 * double(gpu_ns) / double(wall_ns) : 0.0);
+    text += "\nGPU kernels and copies: ms/step, share of GPU time (overlaps counted twice), calls/step\n";
     text += rows_of(kernels, gpu_ns, n, 25);
   }
   text += "\nOperators (host, inclusive): ms/step, share of the step, calls/step\n";
