@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include "core/transformer_work.h"
-#include "loss/softmax_cross_entropy.h"
 #include "model/hf_weights.h"
 #include "model/registry.h"
 
@@ -139,99 +138,6 @@ LayerWork GptModel::embedding_work(int64_t rows) const {
   const double gpt2 = positions > 0 ? 1 : 0, cast = mixed ? 1 : 0;
   work.forward_operators = 1 + gpt2 + cast;
   work.backward_operators = 1 + 2 * gpt2 + cast;
-  return work;
-}
-
-namespace {
-
-// The LM head's sizes in values: N tokens of width D over a vocabulary of V.
-struct HeadShape {
-  double n, h, v;
-  bool mixed, llama;
-  double wide() const { return mixed ? 2 : 1; }  // values of the activation dtype a float32 takes
-};
-
-// Chunked cross-entropy keeps one log-sum-exp per token. Forward: a chunk's logits and
-// logsumexp's shifted copy of them; backward: a chunk's logits turned into their gradient, and
-// the gradients of the head weight and the hidden states.
-void add_chunked_loss_memory(const HeadShape& head, double chunk_tokens, double rms_norm,
-                             LayerWork& work) {
-  const double n = head.n, h = head.h, v = head.v, wide = head.wide();
-  const double chunk = std::min(n, chunk_tokens);
-  // Mixed: it runs in float32 on a float32 copy of the hidden states (GptStack::loss).
-  work.stashed_values = wide * (n * h + 2 * n + 3.25 * n) + rms_norm;
-  work.workspace_values = wide * std::max(2 * chunk * v, chunk * v + v * h + n * h);
-  // B: the hidden states' gradient beside a chunk's recomputed logits (float32), or the final
-  // norm's recorded gradient beside its input's (RMSNorm's backward: 4 N D more, mixed 9,
-  // measured). W: the weight's gradient beside a chunk's logits (and two values a token).
-  const double norm_backward = head.llama ? (head.mixed ? 9 : 4) * n * h : 0;
-  work.input_pass_values = std::max(wide * (n * h + chunk * (v + 2)),
-                                    work.weight_pass_values + n * h + norm_backward);
-  work.weight_workspace_values = wide * (v * h + chunk * (v + 2));
-  work.backward_recompute_flops = work.forward_flops;  // the logits, in B and again in W
-  work.backward_recompute_values = wide * n * v;
-}
-
-// loss::softmax_cross_entropy keeps the logits (mixed: bfloat16, the padded rows' too, and the
-// product keeps the bfloat16 copy of the head weight) and two float32 values a token. Its
-// backward writes the logits' gradient (the padded rows', zero in the padding) while a block of
-// rows is widened on the host (none on a GPU). Then the product's backward makes the head
-// weight's gradient, a temporary beside the accumulated one from the second microbatch on (and
-// the hidden states' gradient); mixed: its float32 copy, once the logits, their gradient and the
-// weight's bfloat16 copy are gone. With a large vocabulary and a short microbatch that is the
-// peak (GPT-2 medium at context 256: 196 MiB). `rows`: the logits' rows (mixed: padded).
-void add_full_logits_memory(const HeadShape& head, double rows, double block, LayerWork& work) {
-  const double n = head.n, h = head.h, v = head.v, wide = head.wide();
-  const bool mixed = head.mixed;
-  work.stashed_values += n * rows + 2 * wide * n + (mixed ? rows * h : 0);
-  const double weight_gradient = mixed ? 2 * v * h - n * rows : n * h + v * h;
-  work.workspace_values = std::max(n * rows + wide * block * v, weight_gradient);
-  // B: the logits' gradient (recorded for W) and the widened block; the weight's gradient waits.
-  work.input_pass_values = n * rows + wide * block * v;
-  // W: the weight's gradient (Llama's: and its norm gain's); mixed: its float32 copy, once the
-  // bfloat16 weight copy and N D more are freed (measured).
-  work.weight_workspace_values = mixed ? 2 * v * h - n * h : v * h + (head.llama ? h : 0);
-}
-
-}  // namespace
-
-LayerWork GptModel::head_work(int64_t rows) const {
-  const HeadShape head{double(rows) * double(config_.seq_len), double(config_.d_model),
-                       double(config_.vocab_size), config_.precision.mixed(),
-                       config_.family == DecoderFamily::Llama};
-  const double n = head.n, h = head.h, v = head.v, wide = head.wide();
-  const bool mixed = head.mixed, llama = head.llama;
-  LayerWork work;
-  work.forward_flops = work.weight_gradient_flops = 2 * n * h * v;
-  work.product_rows = n;
-  work.output_values = n * v;  // computed a chunk at a time with chunked cross-entropy: the same work
-  work.stashed_values = n * h;
-  work.largest_parameter_values = v * h;  // the tied weight, here or on the embedding's stage
-  if (config_.tied_head) {
-    work.parameters = llama ? h : 2 * h;  // the final norm; the tied weight is the embedding's
-    work.shared_values = v * h;
-    work.shared_with = 0;
-  } else {
-    work.parameters = v * h + (llama ? h : 2 * h);
-  }
-  // LayerNorm keeps its mean and 1/std (float32); RMSNorm (explicit ops) its 1/rms and
-  // the normalised input (mixed: a float32 copy of its input and a bfloat16 normalised one).
-  const double rms_norm = llama ? wide * n * h + (mixed ? n * h : 0) : 0;
-  work.stashed_values += wide * 2 * n + rms_norm;
-  // The W pass needs the final norm's output gradient (RMSNorm's explicit ops run in float32
-  // under mixed precision) and, with full logits, the logits' (the padded rows' too under mixed
-  // precision); chunked cross-entropy's W recomputes its logits a chunk at a time from what the
-  // loss keeps (B records only the loss's scalar gradient).
-  const double logit_rows = mixed ? double(aligned_head_rows(config_.vocab_size)) : v;
-  work.weight_pass_values = (llama ? wide : 1) * n * h;
-  if (config_.loss_chunk_tokens > 0) {
-    add_chunked_loss_memory(head, double(config_.loss_chunk_tokens), rms_norm, work);
-    work.product_rows = std::min(n, double(config_.loss_chunk_tokens));  // a chunk's logits at a time
-  } else {
-    work.weight_pass_values += n * logit_rows;
-    const double block = std::min(n, double(loss::softmax_cross_entropy_block_rows(config_.vocab_size)));
-    add_full_logits_memory(head, logit_rows, block, work);
-  }
   return work;
 }
 

@@ -60,6 +60,13 @@ struct LayerWork {
   // The operators its forward and its backward call (counted_work's): each costs a device a fixed
   // time however little it does (a cluster's operator_us, launch_us). 0 = none counted.
   double forward_operators = 0, backward_operators = 0;
+  // Where a GPU does part of the layer in kernels of its own that a CPU does in ATen operators
+  // (the GPT head's fused loss: one kernel each way, where a CPU runs several a block of rows),
+  // the passes' traffic and operators on a GPU; < 0: the same as above.
+  struct GpuPasses {
+    double forward_traffic_values = -1, backward_traffic_values = -1;
+    double forward_operators = -1, backward_operators = -1;
+  } on_gpu;
   // Memory, in values of the activation dtype (under mixed precision a float32 element counts
   // as two bfloat16 values; the planner's memory model; 0 = unknown: the
   // planner then counts output_values). Values its forward keeps for its backward, its output

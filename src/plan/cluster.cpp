@@ -44,7 +44,8 @@ ClusterSpec parse_cluster_toml(const std::string& text, const std::string& origi
                                 "device_memory_gb", "device_tflops", "compute_efficiency", "half_efficiency_tokens",
                                 "bytes_per_value", "intra_node_gbps", "intra_node_latency_us",
                                 "inter_node_gbps", "inter_node_latency_us", "cores_per_node",
-                                "worker_overhead_gb", "memory_bandwidth_gb_s", "operator_us", "launch_us"};
+                                "worker_overhead_gb", "memory_bandwidth_gb_s", "operator_us", "launch_us",
+                                "device"};
   for (const auto& [key, node] : root) {
     if (std::find(std::begin(known), std::end(known), key.str()) == std::end(known)) {
       fail("{}: unknown cluster field '{}'", origin, key.str());
@@ -79,6 +80,9 @@ ClusterSpec parse_cluster_toml(const std::string& text, const std::string& origi
   c.inter_node_latency_s = number(root, "inter_node_latency_us", 20, 0, origin) * 1e-6;
   c.cores_per_node = static_cast<int>(number(root, "cores_per_node", 0, 0, origin));
   c.worker_overhead_bytes = number(root, "worker_overhead_gb", 0, 0, origin) * 1e9;
+  const std::string device = root["device"].value_or(std::string(c.cores_per_node > 0 ? "cpu" : "gpu"));
+  if (device != "gpu" && device != "cpu") fail("{}: device must be \"gpu\" or \"cpu\", got \"{}\"", origin, device);
+  c.gpus = device == "gpu";
   return c;
 }
 

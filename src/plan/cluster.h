@@ -25,6 +25,10 @@ struct ClusterSpec {
   // eagerly: none with train.cuda_graphs, which launches a whole graph): a `--config` plan's layer
   // pass takes max(its work + operators x operator_s, operators x launch_s); bench/device_rates.
   double operator_s = 0, launch_s = 0;
+  // The devices are GPUs (`device = "gpu"`), or CPU cores (`"cpu"`; the default where
+  // cores_per_node is given): where a layer's work differs by device (the GPT head's fused loss
+  // kernels, LayerWork::on_gpu), a `--config` plan takes theirs.
+  bool gpus = true;
   double intra_node_bandwidth = 150e9;  // bytes/s per device (NVLink)
   double intra_node_latency_s = 5e-6;
   double inter_node_bandwidth = 3.125e9;  // bytes/s per node (25 Gbps)

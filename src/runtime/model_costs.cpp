@@ -57,10 +57,24 @@ ModelCostOptions model_cost_options(const Config& config, const plan::ClusterSpe
   options.half_efficiency_rows = cluster.half_efficiency_tokens;
   options.seconds_per_operator = cluster.operator_s;
   options.launch_seconds_per_operator = config.train.cuda_graphs == 1 ? 0 : cluster.launch_s;
+  options.gpu = cluster.gpus;
   return options;
 }
 
 namespace {
+
+// The layer's work as the options' devices do it (a GPU's own kernels: LayerWork::on_gpu).
+LayerWork as_run_on(LayerWork work, bool gpu) {
+  if (!gpu) return work;
+  const auto take = [](double& value, double on_gpu) {
+    if (on_gpu >= 0) value = on_gpu;
+  };
+  take(work.forward_traffic_values, work.on_gpu.forward_traffic_values);
+  take(work.backward_traffic_values, work.on_gpu.backward_traffic_values);
+  take(work.forward_operators, work.on_gpu.forward_operators);
+  take(work.backward_operators, work.on_gpu.backward_operators);
+  return work;
+}
 
 // A layer's pass times at the options' rates: its products (slower over few rows) and
 // memory-bound values, the weights and output it streams, and each operator's fixed cost.
@@ -110,7 +124,8 @@ std::vector<plan::LayerCost> model_plan_costs(const Model& model, int64_t microb
     const LayerWork work = model.layer_work(layer, microbatch);
     plan::LayerCost cost;
     cost.name = model.layer_name(layer);
-    PassTimes{work, options}.set(cost);
+    const LayerWork run = as_run_on(work, options.gpu);
+    PassTimes{run, options}.set(cost);
     cost.param_bytes = work.parameters * value;
     cost.optimizer_bytes = options.optimizer_values_per_parameter * cost.param_bytes;
     cost.optimizer_s = traffic_values(options.optimizer_values_per_parameter, options.optimizer_step_temporaries) *

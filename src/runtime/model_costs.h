@@ -27,6 +27,8 @@ struct ModelCostOptions {
   // An operator's fixed cost and the host's time to issue one (plan::ClusterSpec's operator_s,
   // launch_s; none with CUDA graphs), times each layer's LayerWork operators; 0: none.
   double seconds_per_operator = 0, launch_seconds_per_operator = 0;
+  // The devices are GPUs (a cluster's `device`): layers' LayerWork::on_gpu work replaces a CPU's.
+  bool gpu = false;
   double bytes_per_value = 4;  // weights, gradients, optimizer state: model.dtype (float32 if mixed)
   // Stashed, sent and transient activations (LayerWork's values): bfloat16's 2 under mixed
   // precision, where the model counts what it keeps in float32 (and autocast's bfloat16 copies

@@ -153,6 +153,12 @@ TEST(Cluster, DescriptionsParseAndErrorsAreClear) {
   EXPECT_DOUBLE_EQ(timed.launch_s, 9e-6);
   EXPECT_DOUBLE_EQ(c.operator_s + c.launch_s, 0);
   EXPECT_THROW(parse_cluster_toml("launch_us = -1\n", "t"), UserError);
+  // GPUs, unless it says CPU cores or shares a node's cores among workers.
+  EXPECT_TRUE(c.gpus);
+  EXPECT_FALSE(parse_cluster_toml("device = \"cpu\"\n", "t").gpus);
+  EXPECT_FALSE(parse_cluster_toml("cores_per_node = 2\n", "t").gpus);
+  EXPECT_TRUE(parse_cluster_toml("cores_per_node = 2\ndevice = \"gpu\"\n", "t").gpus);
+  EXPECT_THROW(parse_cluster_toml("device = \"tpu\"\n", "t"), UserError);
 }
 
 }  // namespace

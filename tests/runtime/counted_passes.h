@@ -24,4 +24,15 @@ inline CountedPasses counted_passes(StageModule& stage, const torch::Tensor& inp
   return passes;
 }
 
+// The last stage's: its forward and its loss over `targets`, then the backward from the loss.
+inline CountedPasses counted_passes(StageModule& stage, const torch::Tensor& input,
+                                    const torch::Tensor& targets) {
+  torch::Tensor loss;
+  CountedPasses passes;
+  passes.forward = counted_work([&] { loss = stage.loss(stage.forward(input), targets); });
+  passes.backward = counted_work([&] { loss.backward(); });
+  return passes;
+}
+
+
 }  // namespace pipetrain::runtime

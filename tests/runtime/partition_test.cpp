@@ -105,10 +105,16 @@ TEST(ModelCosts, WIsTheWeightProductsAndChunkedCrossEntropyRecomputesInEachPass)
   const auto& full_head = full.back();
   EXPECT_DOUBLE_EQ(plan::weight_gradient_s(full_head), logits_s);
   EXPECT_DOUBLE_EQ(plan::input_gradient_s(full_head), full_head.backward_s - logits_s);
+  // Their memory-bound passes (GptHeadTraffic): both read the logits once forward (N V); backward
+  // the full logits' loss reads them and writes their gradient (2 N V), chunked cross-entropy
+  // passes over each recomputed chunk (8 N V) and writes the weight's float32 gradient (V D).
+  const double nv_s = n * 256 * 4 / ModelCostOptions{}.bytes_per_s, vd_s = nv_s * 128 / n;
   EXPECT_DOUBLE_EQ(chunked_head.forward_s, full_head.forward_s);
-  EXPECT_DOUBLE_EQ(chunked_head.backward_s, full_head.backward_s + logits_s + logits_written_s);
+  EXPECT_NEAR(chunked_head.backward_s,
+              full_head.backward_s + logits_s + logits_written_s + 6 * nv_s + vd_s, 1e-15);
   EXPECT_DOUBLE_EQ(plan::weight_gradient_s(chunked_head), 2 * logits_s + logits_written_s);
-  EXPECT_DOUBLE_EQ(plan::input_gradient_s(chunked_head), full_head.backward_s + logits_written_s);
+  EXPECT_NEAR(plan::input_gradient_s(chunked_head), full_head.backward_s + logits_written_s + 6 * nv_s + vd_s,
+              1e-15);
 }
 
 // Few rows slow a device's products (a cluster's half_efficiency_tokens): at a knee of 512 rows
@@ -153,7 +159,9 @@ TEST(ModelCosts, OperatorsCostTheirFixedTimeAndASlowHostSetsThePace) {
   EXPECT_NEAR(with_fixed[1].forward_s - plain[1].forward_s, 10e-6, 1e-15);
   EXPECT_NEAR(with_fixed[1].backward_s - plain[1].backward_s, 19e-6, 1e-15);
   EXPECT_NEAR(plan::input_gradient_s(with_fixed[1]) - plan::input_gradient_s(plain[1]), 19e-6, 1e-15);
-  EXPECT_DOUBLE_EQ(with_fixed.back().forward_s, plain.back().forward_s);  // the head's: not counted
+  // The head with its loss (GptHeadTraffic): 19 forward, 14 backward on a CPU (one block).
+  EXPECT_NEAR(with_fixed.back().forward_s - plain.back().forward_s, 19e-6, 1e-15);
+  EXPECT_NEAR(with_fixed.back().backward_s - plain.back().backward_s, 14e-6, 1e-15);
   ModelCostOptions slow_host = fixed;
   slow_host.launch_seconds_per_operator = 1;  // far slower than the block's work
   const auto host_bound = model_plan_costs(*model, 4, slow_host);
@@ -168,6 +176,28 @@ TEST(ModelCosts, OperatorsCostTheirFixedTimeAndASlowHostSetsThePace) {
   EXPECT_DOUBLE_EQ(model_cost_options(eager, gpu).launch_seconds_per_operator, 9e-6);
   EXPECT_DOUBLE_EQ(model_cost_options(graphed, gpu).seconds_per_operator, 2e-6);
   EXPECT_DOUBLE_EQ(model_cost_options(graphed, gpu).launch_seconds_per_operator, 0);
+}
+
+// A GPU runs the head's loss in a kernel of its own each way (loss/softmax_cross_entropy.cu),
+// where a CPU checks the targets (5 operators) and runs 7 operators forward and 8 backward over
+// each block of rows (here 1; GptHeadTraffic): a GPU cluster's plan takes the kernels'. Both
+// read the logits once each way and write their gradient; the blocks' work is the same on both.
+TEST(ModelCosts, AGpuRunsTheHeadsLossInItsOwnKernels) {
+  const Config config;
+  const auto model = make_model(config);
+  ModelCostOptions cpu;
+  cpu.seconds_per_operator = 1e-6;
+  ModelCostOptions gpu = cpu;
+  gpu.gpu = true;
+  const auto on_cpu = model_plan_costs(*model, 4, cpu), on_gpu = model_plan_costs(*model, 4, gpu);
+  EXPECT_NEAR(on_cpu.back().forward_s - on_gpu.back().forward_s, 11e-6, 1e-15);
+  EXPECT_NEAR(on_cpu.back().backward_s - on_gpu.back().backward_s, 7e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(on_gpu[1].forward_s, on_cpu[1].forward_s);
+  EXPECT_DOUBLE_EQ(on_gpu[1].backward_s, on_cpu[1].backward_s);
+  plan::ClusterSpec cluster;
+  EXPECT_TRUE(model_cost_options(config, cluster).gpu);
+  cluster.gpus = false;
+  EXPECT_FALSE(model_cost_options(config, cluster).gpu);
 }
 
 // The update streams memory: AdamW reads and writes the weight and its two moments and reads the
