@@ -634,45 +634,47 @@ Validation StageExecutor::evaluate(bool stoppable) {
   std::vector<std::unique_ptr<EvalMode>> eval_mode;
   for (const auto& chunk : chunks_) eval_mode.push_back(std::make_unique<EvalMode>(*chunk.model));
   MeasureMeans means;
-  const int64_t rows = config_.train.batch_size;
-  const int stages = layout_.stages();
   point_at_latest_weights();
   // A stop cuts a long validation short; every validating worker stops before the same batch.
   std::optional<BatchStopVotes> stop;
-  if (stoppable) stop.emplace(comm_, groups_.validation, stages);
+  if (stoppable) stop.emplace(comm_, groups_.validation, layout_.stages());
   bool cut_short = false;
   for (int64_t i = 0; i < config_.eval.batches; ++i) {
     if (stop && stop->stop_before(i)) {
       cut_short = true;
       break;
     }
-    Microbatch batch;
-    if (data_ != nullptr) batch = on_device(data_->val_batch(i, rows), device_);
-    // The chunks in stage order: the batch visits this worker v times (a V's turn stays here).
-    torch::Tensor output;
-    for (const auto& chunk : chunks_) {
-      const int s = chunk.stage;
-      const int tag_before = kEvalTagBase + int(i) * stages + s - 1;
-      const TensorSpec spec = activation_spec(s, rows);
-      const auto input =
-          is_first_stage(s)            ? batch.inputs
-          : layout_.holds_stage(s - 1) ? output
-                                       : comm_.recv(spec.shape, spec.dtype,
-                                                    peer_rank(layout_.worker_of_stage(s - 1)), tag_before);
-      output = chunk.model->forward(input);
-      if (is_last_stage(s)) {
-        means.add(*chunk.model, output, batch.labels);
-      } else if (!layout_.holds_stage(s + 1)) {
-        check_sent_shape(output, s, rows);
-        comm_.send(output, peer_rank(layout_.worker_of_stage(s + 1)), tag_before + 1);
-        if (flushes()) comm_.wait_sends();  // no-flush: the next step waits for it
-      }
-    }
+    evaluate_batch(i, config_.train.batch_size, means);
   }
   if (stop) stop->drain();
   Validation validation = layout_.holds_last_stage() ? means.result() : Validation{};
   validation.cut_short = cut_short;
   return validation;
+}
+
+// The chunks in stage order: the batch visits this worker v times (a V's turn stays here).
+void StageExecutor::evaluate_batch(int64_t batch_index, int64_t rows, MeasureMeans& means) {
+  Microbatch batch;
+  if (data_ != nullptr) batch = on_device(data_->val_batch(batch_index, rows), device_);
+  torch::Tensor output;
+  for (const auto& chunk : chunks_) {
+    const int s = chunk.stage;
+    const int tag_before = kEvalTagBase + int(batch_index) * layout_.stages() + s - 1;
+    const TensorSpec spec = activation_spec(s, rows);
+    const auto input =
+        is_first_stage(s)            ? batch.inputs
+        : layout_.holds_stage(s - 1) ? output
+                                     : comm_.recv(spec.shape, spec.dtype,
+                                                  peer_rank(layout_.worker_of_stage(s - 1)), tag_before);
+    output = chunk.model->forward(input);
+    if (is_last_stage(s)) {
+      means.add(*chunk.model, output, batch.labels);
+    } else if (!layout_.holds_stage(s + 1)) {
+      check_sent_shape(output, s, rows);
+      comm_.send(output, peer_rank(layout_.worker_of_stage(s + 1)), tag_before + 1);
+      if (flushes()) comm_.wait_sends();  // no-flush: the next step waits for it
+    }
+  }
 }
 
 }  // namespace pipetrain::runtime

@@ -39,6 +39,10 @@
 #include "train/checkpoint.h"
 #include "train/step_result.h"
 
+namespace pipetrain {
+class MeasureMeans;
+}
+
 namespace pipetrain::runtime {
 
 // Comm sub-group handles the executor reduces over.
@@ -202,6 +206,8 @@ class StageExecutor {
   // What a backward starts from (rebuilding the graph first when the chunk recomputes).
   BackwardSeeds backward_roots(const Key& key, InFlight& state);
   void drop_if_done(const Key& key);
+  // One validation batch through this worker's chunks; the last stage's measures into `means`.
+  void evaluate_batch(int64_t batch_index, int64_t rows, MeasureMeans& means);
   // train.cuda_graphs (stage_graphs.cpp): every chunk's forward and backward of a microbatch
   // replayed in slots, one per microbatch its list holds at once (device/pass_graphs.h).
   // prepare: once, after the eager steps, before a step's actions.
