@@ -27,7 +27,8 @@ void add_chunked_loss_memory(const HeadShape& head, double chunk_tokens, double 
   const double chunk = std::min(n, chunk_tokens);
   // Mixed: it runs in float32 on a float32 copy of the hidden states (GptStack::loss).
   work.stashed_values = wide * (n * h + 2 * n + 3.25 * n) + rms_norm;
-  work.workspace_values = wide * std::max(2 * chunk * v, chunk * v + v * h + n * h);
+  work.backward_workspace_values = wide * (chunk * v + v * h + n * h);
+  work.workspace_values = std::max(wide * 2 * chunk * v, work.backward_workspace_values);
   // B: the hidden states' gradient beside a chunk's recomputed logits (float32), or the final
   // norm's recorded gradient beside its input's (RMSNorm's backward: 4 N D more, mixed 9,
   // measured). W: the weight's gradient beside a chunk's logits (and two values a token).

@@ -73,6 +73,9 @@ struct LayerWork {
   // included and its input not (the previous layer counts that); and the transient values its
   // forward or backward needs at their peak on top of those.
   double stashed_values = 0, workspace_values = 0;
+  // A whole backward's transient values where they are fewer than workspace_values (its forward's
+  // then: chunked cross-entropy's), which the planner holds beside the gradients; < 0: the same.
+  double backward_workspace_values = -1;
   // A parameter it shares with layer `shared_with` (a SharedParameter): held a second time, with
   // its gradient and optimizer state, when that layer sits on another stage.
   double shared_values = 0;

@@ -47,6 +47,8 @@ StageMemoryParts stage_memory_parts(const std::vector<LayerCost>& layers, int fi
   for (int i = last - 1; i >= first; --i) {
     const LayerCost& layer = layers[size_t(i)];
     parts.eager_workspace = std::max(parts.eager_workspace, layer.workspace_bytes - later);
+    const double backward = layer.backward_workspace_bytes >= 0 ? layer.backward_workspace_bytes : layer.workspace_bytes;
+    parts.backward_workspace = std::max(parts.backward_workspace, backward - later);
     later += layer.activation_bytes;
     const double incoming = i + 1 < int(layers.size()) ? layer.output_bytes : 0;
     split_known = split_known && layer.input_pass_peak_bytes >= 0 && layer.weight_workspace_bytes >= 0;
@@ -56,6 +58,7 @@ StageMemoryParts stage_memory_parts(const std::vector<LayerCost>& layers, int fi
   }
   parts.input_workspace = std::max(0.0, input_peak - recorded);
   if (!split_known) parts.input_workspace = parts.weight_workspace = parts.eager_workspace;
+  if (limits.recompute_stage) parts.backward_workspace = parts.eager_workspace;
   const double input = layers[size_t(first)].input_bytes;
   parts.per_microbatch = limits.recompute_stage ? input : input + activations;
   parts.once = limits.recompute_stage ? activations : 0;

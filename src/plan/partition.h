@@ -21,6 +21,7 @@ struct LayerCost {
   // The runtime's memory model (plans of models run here; 0 / -1 elsewhere):
   double input_bytes = 0;       // what it receives, kept per in-flight microbatch if it starts a stage
   double workspace_bytes = 0;   // transient, at the peak of its forward or backward
+  double backward_workspace_bytes = -1;  // a whole backward's, where smaller; < 0: workspace_bytes
   double optimizer_workspace_bytes = 0;  // transient, in the optimizer's step
   // A parameter shared with layer `shared_with` (GPT's tied embedding): held here a second time,
   // with its gradient and optimizer state, when that layer is on another stage.
@@ -97,6 +98,10 @@ struct Partition {
 struct StageMemoryParts {
   double weights = 0, optimizer = 0, per_microbatch = 0, once = 0, workspace = 0;
   double eager_workspace = 0;
+  // A whole backward's (eager): where a layer's forward needs more than its backward (chunked
+  // cross-entropy), the backward meets the gradients without it; a recomputed stage's backward
+  // runs its forward again: eager_workspace.
+  double backward_workspace = 0;
   // A split backward's passes: B's transient bytes beyond what it records (its layers run last
   // to first, each beside what the later ones recorded and its incoming gradient), W's largest
   // layer's; each the eager workspace when a layer's is unknown.

@@ -118,6 +118,7 @@ void set_held_activations(sim::CostModel& costs, const std::vector<LayerCost>& l
     stage.workspace_bytes = parts.eager_workspace;
     stage.input_workspace_bytes = parts.input_workspace;
     stage.weight_workspace_bytes = parts.weight_workspace;
+    stage.backward_workspace_bytes = parts.backward_workspace;
   }
 }
 

@@ -133,6 +133,7 @@ std::vector<plan::LayerCost> model_plan_costs(const Model& model, int64_t microb
     cost.output_bytes = work.output_values * activation;
     cost.activation_bytes = (work.stashed_values > 0 ? work.stashed_values : work.output_values) * activation;
     cost.workspace_bytes = work.workspace_values * activation;
+    if (work.backward_workspace_values >= 0) cost.backward_workspace_bytes = work.backward_workspace_values * activation;
     cost.weight_pass_bytes = work.weight_pass_values * activation;
     if (work.input_pass_values > 0) cost.input_pass_peak_bytes = work.input_pass_values * activation;
     if (work.weight_workspace_values > 0) cost.weight_workspace_bytes = work.weight_workspace_values * activation;

@@ -35,6 +35,9 @@ struct StageCost {
   // first W of an iteration makes them in place: none); < 0: workspace_bytes.
   double input_workspace_bytes = -1.0;
   double weight_workspace_bytes = -1.0;
+  // A whole Backward's transient bytes (fewer than workspace_bytes where the stage's forward
+  // needs more: chunked cross-entropy's); < 0: workspace_bytes.
+  double backward_workspace_bytes = -1.0;
 };
 
 // A stage's B time: input_ms, or what the full backward leaves beside W.

@@ -25,6 +25,7 @@ namespace {
 double action_workspace(const StageCost& c, ActionKind kind) {
   if (kind == ActionKind::BackwardInput && c.input_workspace_bytes >= 0) return c.input_workspace_bytes;
   if (kind == ActionKind::BackwardWeight && c.weight_workspace_bytes >= 0) return c.weight_workspace_bytes;
+  if (kind == ActionKind::Backward && c.backward_workspace_bytes >= 0) return c.backward_workspace_bytes;
   return c.workspace_bytes;
 }
 

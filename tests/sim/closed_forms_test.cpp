@@ -234,6 +234,28 @@ TEST(ClosedForms, PeakHeldCountsASplitBackwardsPassesOwnWorkspaces) {
   EXPECT_NEAR(peak(-1, 50), 78, kEps);
 }
 
+// A whole backward's own workspace, where a stage's forward needs more (chunked cross-entropy's
+// head): one worker, F F B B (GPipe's), A = 10, G = 100, workspace S = 50 (the forward's). The
+// second B meets the gradients the first made: A + G + S = 160 with the forward's workspace
+// taken for it, A + G + 5 = 115 with the backward's own 5; the second F, 2 A + S = 70, stays
+// below either.
+TEST(ClosedForms, PeakHeldTakesAWholeBackwardsOwnWorkspace) {
+  StageCost cost;
+  cost.forward_ms = 1, cost.backward_ms = 2;
+  cost.activation_bytes = 10, cost.gradient_bytes = 100, cost.workspace_bytes = 50;
+  const schedule::Schedule list = schedule::parse_csv(
+      "# pipetrain-schedule v1\n"
+      "# name=gpipe workers=1 chunks=1 microbatches=2 slices=1 iterations=1 dp_width=1\n"
+      "# policy=sync predict_backward=0 placement=looping\n"
+      "worker,kind,iteration,microbatch,slice,chunk,version,peer\n"
+      "0,Forward,0,0,0,0,0,-1\n0,Forward,0,1,0,0,0,-1\n"
+      "0,Backward,0,0,0,0,0,-1\n0,Backward,0,1,0,0,0,-1\n"
+      "0,OptimizerStep,0,0,0,0,1,-1\n");
+  EXPECT_NEAR(simulate(list, uniform_cost_model(cost, 1)).peak_held_bytes[0], 160, kEps);
+  cost.backward_workspace_bytes = 5;
+  EXPECT_NEAR(simulate(list, uniform_cost_model(cost, 1)).peak_held_bytes[0], 115, kEps);
+}
+
 // Megatron: bubble time (p-1)(tf+tb)/v, i.e. (p-1)/(v m) of the ideal m (tf+tb); as a share of
 // the iteration (p-1)/(v m + p - 1). Exact for looped BFS (m >= p) and interleaved 1F1B
 // (m % p == 0) at every cost set, with sends posted asynchronously as the runtime does.
